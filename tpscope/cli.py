@@ -1,0 +1,67 @@
+"""The `tpscope` command: parse, call, print. Each subcommand's work lives in its room.
+
+Subcommand modules are imported only when that subcommand runs, so that `tpscope run` and
+`tpscope bench` work on a machine with torch alone (no dash, plotly or HTA).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from tpscope import __version__
+from tpscope.errors import UserError
+
+# subcommand -> (module that owns it, one-line help). The module provides
+# `add_arguments(parser)` and `main(args) -> int`; it must import nothing heavy at module level.
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "analyze": ("tpscope.report.analyze_command", "metrics of a run folder (terminal table or JSON)"),
+    "report": ("tpscope.report.report_command", "comparison report for CI; exit 1 on a regression"),
+    "dash": ("tpscope.dashboards.dash_command", "the interactive dashboard on run folders"),
+    "run": ("tpscope.fusion.run_command", "instrumented fused-TP training; writes a run folder"),
+    "bench": ("tpscope.fusion.bench_command", "fused AG-GEMM / GEMM-RS microbenchmark (GPU)"),
+    "sweep": ("tpscope.fusion.sweep_command", "one change at a time against an unfused baseline"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tpscope",
+        description="How much of a tensor-parallel training step is communication that nothing hides.",
+    )
+    parser.add_argument("--version", action="version", version=f"tpscope {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module_name, help_text) in SUBCOMMANDS.items():
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:  # a room not present in this checkout or install
+            if exc.name and module_name.startswith(exc.name):
+                continue
+            raise
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        module.add_arguments(p)
+        p.set_defaults(_main=module.main)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_main", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._main(args) or 0)
+    except UserError as exc:
+        print(f"tpscope {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"tpscope {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
