@@ -1,0 +1,19 @@
+"""Reading run folders: discovery, decoding, classification, steps (files -> tables)."""
+
+from tpscope.trace.classify import ActivityClass, ActivityKind
+from tpscope.trace.run_folder import Run, find_trace_files, load_rank_file, load_run
+from tpscope.trace.tables import GpuActivities, Ranges, RankTrace, StepWindows, StreamWaits
+
+__all__ = [
+    "ActivityClass",
+    "ActivityKind",
+    "GpuActivities",
+    "Ranges",
+    "RankTrace",
+    "Run",
+    "StepWindows",
+    "StreamWaits",
+    "find_trace_files",
+    "load_rank_file",
+    "load_run",
+]

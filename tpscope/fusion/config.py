@@ -1,0 +1,158 @@
+"""Configuration of the fused-TP runtime: frozen dataclasses and the fixed vocabularies.
+
+Vocabulary: a *mode* is how a GEMM and its collective are fused; *chunks* is how many pieces the
+chunked mode cuts the local rows into; a *regime* is an NCCL environment that stands for an
+interconnect (BENCHMARKS.md). No torch here: the CLI parses options without importing it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class Mode(str, Enum):
+    """How a GEMM and its collective are fused (DESIGN.md, issue 4)."""
+
+    NONE = "none"  # collective, then GEMM (AG side); GEMM, then collective (RS side)
+    CHUNKED = "chunked"  # k collectives of row chunks pipelined with k GEMMs
+    RING = "ring"  # send/recv ring: own shard first (AG), peer rows first (RS)
+    SYMM_MEM = "symm_mem"  # torch's fused_all_gather_matmul / fused_matmul_reduce_scatter
+    AUTO = "auto"  # chosen per shape by a timed probe (tpscope.fusion.auto); resolved before use
+
+
+FIXED_MODES: tuple[str, ...] = tuple(m.value for m in Mode if m is not Mode.AUTO)
+ALL_MODES: tuple[str, ...] = tuple(m.value for m in Mode)
+
+
+class Regime(str, Enum):
+    """An NCCL environment standing for an interconnect; names fixed by BENCHMARKS.md."""
+
+    NVLINK = "nvlink"
+    SHM = "shm"
+    SOCKET = "socket"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FusionChoice:
+    """The fusion of one op: a fixed mode and its chunk count (chunks matter for `chunked` only)."""
+
+    mode: str = Mode.NONE.value
+    """One of FIXED_MODES; `auto` is resolved into a FusionChoice before any layer sees it."""
+    chunks: int = 1
+    """Row chunks per rank for `chunked`; 1 for the other modes."""
+
+    def __post_init__(self) -> None:
+        if self.mode not in FIXED_MODES:
+            raise ValueError(f"fusion mode must be one of {', '.join(FIXED_MODES)}, not {self.mode!r}")
+        if self.chunks < 1:
+            raise ValueError(f"chunks must be >= 1, not {self.chunks}")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelConfig:
+    """Shape of the small tensor-parallel transformer (attention + MLP blocks, RMSNorm)."""
+
+    layers: int = 2
+    """Transformer blocks."""
+    hidden: int = 256
+    """Model width H."""
+    ffn: int = 1024
+    """MLP inner width F (each rank holds F/tp)."""
+    heads: int = 4
+    """Attention heads (each rank holds heads/tp)."""
+    vocab: int = 512
+    """Vocabulary of the synthetic tokens."""
+
+    def __post_init__(self) -> None:
+        for name in ("layers", "hidden", "ffn", "heads", "vocab"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"model {name} must be >= 1, not {getattr(self, name)}")
+        if self.hidden % self.heads:
+            raise ValueError(f"hidden {self.hidden} is not a multiple of heads {self.heads}")
+
+    def check_tp(self, tp: int) -> None:
+        """Refuse a tensor-parallel degree that does not divide the sharded dimensions."""
+        if self.heads % tp:
+            raise ValueError(f"heads {self.heads} do not divide over tp={tp}")
+        if self.ffn % tp:
+            raise ValueError(f"ffn {self.ffn} does not divide over tp={tp}")
+
+    def param_count(self) -> int:
+        """Parameters of the full (unsharded) model."""
+        h, f, v = self.hidden, self.ffn, self.vocab
+        per_block = 4 * h * h + 2 * h * f + 2 * h
+        return 2 * v * h + self.layers * per_block + h
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunConfig:
+    """One `tpscope run`: what to train, how to fuse it, where to write the run folder."""
+
+    out_dir: str
+    """The run folder (traces and tpscope_run.json)."""
+    mode: str = Mode.CHUNKED.value
+    """One of ALL_MODES."""
+    chunks: int = 4
+    """Row chunks for `chunked`."""
+    regime: str = ""
+    """NCCL environment (BENCHMARKS.md); '' keeps the inherited one (its regime is inferred)."""
+    device: str = "cuda"
+    """`cuda` (NCCL) or `cpu` (gloo)."""
+    dtype: str = "bfloat16"
+    """Parameter and activation dtype: bfloat16 or float32."""
+    model: ModelConfig = field(default_factory=ModelConfig)
+    seq_len: int = 256
+    """Tokens per sequence L."""
+    batch: int = 4
+    """Sequences per step (the global batch: every TP rank sees the same batch)."""
+    steps: int = 8
+    """Training steps in all."""
+    profile_wait: int = 1
+    """Profiler schedule: steps skipped before warm-up."""
+    profile_warmup: int = 1
+    """Profiler schedule: steps traced but discarded."""
+    profile_active: int = 2
+    """Profiler schedule: steps written to the traces (0 turns the profiler off)."""
+    lr: float = 1e-3
+    """AdamW learning rate."""
+    seed: int = 0
+    """Seed of weights and synthetic tokens (the same on every rank)."""
+    timeout_s: float = 300.0
+    """Collective timeout: a dead rank makes the others fail after this long instead of hanging."""
+    auto_cache: str = ""
+    """File of cached `auto` probes ('' = the default under ~/.cache/tpscope)."""
+
+    def __post_init__(self) -> None:
+        if self.mode not in ALL_MODES:
+            raise ValueError(f"mode must be one of {', '.join(ALL_MODES)}, not {self.mode!r}")
+        if self.regime and self.regime not in {r.value for r in Regime}:
+            raise ValueError(f"regime must be nvlink, shm or socket, not {self.regime!r}")
+        if self.device not in ("cuda", "cpu"):
+            raise ValueError(f"device must be cuda or cpu, not {self.device!r}")
+        if self.dtype not in ("bfloat16", "float32"):
+            raise ValueError(f"dtype must be bfloat16 or float32, not {self.dtype!r}")
+        for name in ("chunks", "seq_len", "batch", "steps"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, not {getattr(self, name)}")
+        for name in ("profile_wait", "profile_warmup", "profile_active"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, not {getattr(self, name)}")
+        if self.timeout_s <= 0:
+            raise ValueError(f"timeout_s must be > 0, not {self.timeout_s}")
+
+    @property
+    def tokens_per_step(self) -> int:
+        """Tokens of one global batch."""
+        return self.seq_len * self.batch
+
+    def check_world(self, tp: int) -> None:
+        """Refuse a world size the model or the batch cannot be split over (before any collective)."""
+        self.model.check_tp(tp)
+        if self.tokens_per_step % tp:
+            raise ValueError(f"seq_len*batch = {self.tokens_per_step} tokens do not divide over tp={tp}")
+        local = self.tokens_per_step // tp
+        if self.mode == Mode.CHUNKED.value and local % self.chunks:
+            raise ValueError(
+                f"{local} tokens per rank do not split into {self.chunks} chunks (seq_len*batch/tp % chunks != 0)"
+            )

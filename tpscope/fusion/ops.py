@@ -1,0 +1,167 @@
+"""The fused tensor-parallel ops: all-gather then GEMM, and GEMM then reduce-scatter.
+
+`all_gather_matmul(x_shard [S/tp, K], weight [K, N_local]) -> [S, N_local]` equals
+`all_gather(x_shard) @ weight` with rows in rank order; `matmul_reduce_scatter(y [S, K_local],
+weight [K_local, N]) -> [S/tp, N]` equals this rank's row block of `sum_ranks(y @ weight)`.
+
+Modes (issue 4): `none` (the collective and the GEMM one after the other), `chunked` (k
+collectives of row chunks issued on a side stream, pipelined with k GEMMs; the reduce-scatter's
+chunks interleave rows so that each rank's shard stays contiguous), `ring` (tpscope.fusion.ring),
+`symm_mem` (torch's fused ops, tpscope.fusion.symm). Every op is forward-only (no autograd graph);
+tpscope.fusion.layers wraps them in autograd functions. Each call is labelled
+`tpscope/<label>/ag_gemm` or `tpscope/<label>/gemm_rs`, and each chunk `.../chunk<i>` (DESIGN.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.profiler import record_function
+
+from tpscope.fusion import compat
+from tpscope.fusion.config import Mode
+from tpscope.fusion.streams import CommStream, wait_all
+from tpscope.fusion.validate import check_all_gather_matmul, check_matmul_reduce_scatter
+
+AG_GEMM = "ag_gemm"
+GEMM_RS = "gemm_rs"
+
+
+def group_size_rank(group: Any) -> tuple[int, int]:
+    """(tp, rank in group); refuses an uninitialized torch.distributed with a clear error."""
+    if not dist.is_available() or not dist.is_initialized():
+        raise RuntimeError("torch.distributed is not initialized: call init_process_group first")
+    return dist.get_world_size(group), dist.get_rank(group)
+
+
+def _mode_value(mode: Any) -> str:
+    return mode.value if isinstance(mode, Mode) else str(mode)
+
+
+def all_gather_matmul(
+    x_shard: torch.Tensor,
+    weight: torch.Tensor,
+    group: Any = None,
+    *,
+    mode: str = "chunked",
+    chunks: int = 4,
+    label: str = "op",
+    return_gathered: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """`all_gather(x_shard) @ weight`, fused as `mode` says; with `return_gathered`, also the
+    gathered input `[S, K]` (the weight gradient of a column-parallel layer needs it)."""
+    mode = _mode_value(mode)
+    tp, rank = group_size_rank(group)
+    check_all_gather_matmul(x_shard, weight, tp, mode, chunks)
+    x_shard = x_shard.contiguous()
+    with torch.no_grad(), record_function(f"tpscope/{label}/{AG_GEMM}"):
+        if tp == 1:
+            out, gathered = x_shard @ weight, x_shard
+        elif mode == Mode.NONE.value:
+            out, gathered = _ag_none(x_shard, weight, group, tp)
+        elif mode == Mode.CHUNKED.value:
+            out, gathered = _ag_chunked(x_shard, weight, group, tp, chunks, label, return_gathered)
+        elif mode == Mode.RING.value:
+            from tpscope.fusion.ring import ag_ring
+
+            out, gathered = ag_ring(x_shard, weight, group, tp, rank, label, return_gathered)
+        else:
+            from tpscope.fusion.symm import ag_symm_mem
+
+            out, gathered = ag_symm_mem(x_shard, weight, group)
+    return (out, gathered) if return_gathered else out
+
+
+def matmul_reduce_scatter(
+    y: torch.Tensor,
+    weight: torch.Tensor,
+    group: Any = None,
+    *,
+    mode: str = "chunked",
+    chunks: int = 4,
+    label: str = "op",
+) -> torch.Tensor:
+    """This rank's row block of `sum over ranks of y @ weight`, fused as `mode` says."""
+    mode = _mode_value(mode)
+    tp, rank = group_size_rank(group)
+    check_matmul_reduce_scatter(y, weight, tp, mode, chunks)
+    y = y.contiguous()
+    with torch.no_grad(), record_function(f"tpscope/{label}/{GEMM_RS}"):
+        if tp == 1:
+            return y @ weight
+        if mode == Mode.NONE.value:
+            return _rs_none(y, weight, group, tp)
+        if mode == Mode.CHUNKED.value:
+            return _rs_chunked(y, weight, group, tp, chunks, label)
+        if mode == Mode.RING.value:
+            from tpscope.fusion.ring import rs_ring
+
+            return rs_ring(y, weight, group, tp, rank, label)
+        from tpscope.fusion.symm import rs_symm_mem
+
+        return rs_symm_mem(y, weight, group)
+
+
+def _ag_none(x: torch.Tensor, w: torch.Tensor, group: Any, tp: int):
+    gathered = x.new_empty(tp * x.shape[0], x.shape[1])
+    compat.all_gather_single(gathered, x, group=group)
+    return gathered @ w, gathered
+
+
+def _ag_chunked(x, w, group, tp: int, chunks: int, label: str, return_gathered: bool):
+    """Chunk c gathers rows [c*r, (c+1)*r) of every rank's shard, then one GEMM per source rank
+    writes straight into that rank's rows of the output (no reordering copy)."""
+    s_local, k = x.shape
+    rows = s_local // chunks
+    out = x.new_empty(tp * s_local, w.shape[1])
+    bufs = x.new_empty(chunks, tp * rows, k)
+    pieces = x.view(chunks, rows, k)
+    comm = CommStream(x.device)
+    comm.follow_compute()
+    for c in range(chunks):
+        with record_function(f"tpscope/{label}/{AG_GEMM}/chunk{c}"):
+            with comm.issue():
+                work = compat.all_gather_single(bufs[c], pieces[c], group=group, async_op=True)
+            wait_all([work], comm)
+            for src in range(tp):
+                start = src * s_local + c * rows
+                torch.mm(bufs[c, src * rows : (src + 1) * rows], w, out=out[start : start + rows])
+    gathered = None
+    if return_gathered:
+        gathered = bufs.view(chunks, tp, rows, k).transpose(0, 1).reshape(tp * s_local, k)
+    return out, gathered
+
+
+def _rs_none(y: torch.Tensor, w: torch.Tensor, group: Any, tp: int) -> torch.Tensor:
+    partial = y @ w
+    out = partial.new_empty(y.shape[0] // tp, w.shape[1])
+    compat.reduce_scatter_single(out, partial, group=group)
+    return out
+
+
+def _rs_chunked(y, w, group, tp: int, chunks: int, label: str) -> torch.Tensor:
+    """Chunk c computes rows [c*r, (c+1)*r) of every rank's block into one buffer, rank-major,
+    and reduce-scatters it: rank q receives rows [c*r, (c+1)*r) of its own block, contiguous."""
+    s_local = y.shape[0] // tp
+    rows = s_local // chunks
+    n = w.shape[1]
+    out = y.new_empty(s_local, n)
+    comm = CommStream(y.device)
+    works = []
+    for c in range(chunks):
+        with record_function(f"tpscope/{label}/{GEMM_RS}/chunk{c}"):
+            partial = y.new_empty(tp * rows, n)
+            for dst in range(tp):
+                start = dst * s_local + c * rows
+                torch.mm(y[start : start + rows], w, out=partial[dst * rows : (dst + 1) * rows])
+            comm.follow_compute()
+            with comm.issue():
+                works.append(
+                    compat.reduce_scatter_single(
+                        out[c * rows : (c + 1) * rows], partial, group=group, async_op=True
+                    )
+                )
+    wait_all(works, comm)
+    return out

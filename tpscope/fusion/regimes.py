@@ -1,0 +1,63 @@
+"""The NCCL environment of each interconnect regime (BENCHMARKS.md) and the safety variables.
+
+Every process the runtime starts or joins gets SAFETY_ENV: NVLink multicast can take a shared
+host's GPUs out of service, so it is kept off in NCCL, torch's symmetric memory and NVSHMEM.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+SAFETY_ENV: dict[str, str] = {
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+}
+
+REGIME_ENV: dict[str, dict[str, str]] = {
+    "nvlink": {},
+    "shm": {"NCCL_P2P_DISABLE": "1"},
+    "socket": {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_SOCKET_IFNAME": "lo"},
+}
+
+# Variables a regime may set; cleared from an inherited environment so that regimes do not mix.
+_REGIME_KEYS = sorted({k for env in REGIME_ENV.values() for k in env})
+
+
+def regime_env(regime: str) -> dict[str, str]:
+    """The variables a regime sets (the manifest records them)."""
+    try:
+        return dict(REGIME_ENV[regime])
+    except KeyError:
+        raise ValueError(f"unknown regime {regime!r}: use nvlink, shm or socket") from None
+
+
+def worker_env(regime: str, base: Mapping[str, str]) -> dict[str, str]:
+    """The environment for worker processes: `base` without other regimes' keys, plus this
+    regime's variables and, always, SAFETY_ENV."""
+    env = {k: v for k, v in base.items() if k not in _REGIME_KEYS}
+    env.update(regime_env(regime))
+    env.update(SAFETY_ENV)
+    return env
+
+
+def apply_in_process(regime: str, environ: dict[str, str]) -> None:
+    """Set a regime's and the safety variables in this process (a rank that joined a torchrun the
+    user started); must run before the process group creates its NCCL communicators."""
+    for key in _REGIME_KEYS:
+        environ.pop(key, None)
+    environ.update(regime_env(regime))
+    environ.update(SAFETY_ENV)
+
+
+def infer_regime(environ: Mapping[str, str]) -> str:
+    """The regime an inherited environment amounts to (when the user gave no `--regime`)."""
+    if environ.get("NCCL_P2P_DISABLE") == "1":
+        return "socket" if environ.get("NCCL_SHM_DISABLE") == "1" else "shm"
+    return "nvlink"
+
+
+def nccl_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The NCCL_*, TORCH_*SYMM* and NVSHMEM_* variables in force (recorded in the manifest)."""
+    keep = ("NCCL_", "NVSHMEM_", "TORCH_SYMM_MEM", "TORCH_NCCL", "CUDA_DEVICE_MAX_CONNECTIONS")
+    return {k: v for k, v in sorted(environ.items()) if k.startswith(keep)}

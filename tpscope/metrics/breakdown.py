@@ -1,0 +1,109 @@
+"""Per-rank, per-step time breakdown: compute, communication, memory, idle, overlap (metrics.md §4)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tpscope.metrics import intervals as iv
+from tpscope.trace import ActivityClass, RankTrace
+
+NS_PER_US = 1000.0
+
+
+@dataclass(frozen=True, slots=True)
+class StepBreakdown:
+    """One rank's step, in µs (metrics.md §4). Fields another stage fills are None until it does."""
+
+    rank: int
+    step: int
+    step_time_us: float
+    compute_us: float
+    comm_us: float
+    memory_us: float
+    idle_us: float
+    hidden_comm_us: float
+    exposed_comm_us: float
+    exposed_comm_ratio: float | None
+    overlap_ratio: float | None
+    overlap_efficiency: float | None
+    comm_wait_us: float | None = None
+    comm_transfer_us: float | None = None
+    contention_tax_us: float | None = None
+    contention_slowdown: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClassSets:
+    """The union of each class's intervals over a whole rank, and the derived sets."""
+
+    compute: iv.IntervalSet
+    comm: iv.IntervalSet
+    memory: iv.IntervalSet
+    busy: iv.IntervalSet  # compute ∪ comm ∪ memory
+    hidden_comm: iv.IntervalSet  # comm ∩ compute
+
+
+def class_sets(rank: RankTrace) -> ClassSets:
+    g = rank.gpu
+
+    def of(cls: ActivityClass) -> iv.IntervalSet:
+        m = g.cls == cls
+        return iv.union(g.start_ns[m], g.end_ns[m])
+
+    compute, comm, memory = of(ActivityClass.COMPUTE), of(ActivityClass.COMM), of(ActivityClass.MEMORY)
+    return ClassSets(
+        compute=compute,
+        comm=comm,
+        memory=memory,
+        busy=iv.union_sets(compute, comm, memory),
+        hidden_comm=iv.intersection(comm, compute),
+    )
+
+
+def _ratio(num: float, den: float) -> float | None:
+    return num / den if den > 0 else None
+
+
+def rank_breakdown(rank: RankTrace, sets: ClassSets | None = None) -> list[StepBreakdown]:
+    """metrics.md §4 for every step window of one rank."""
+    sets = sets or class_sets(rank)
+    out: list[StepBreakdown] = []
+    w = rank.steps
+    for step, lo, hi in zip(w.step.tolist(), w.start_ns.tolist(), w.end_ns.tolist()):
+        step_ns = hi - lo
+        compute = iv.total(iv.clip(sets.compute, lo, hi))
+        comm = iv.total(iv.clip(sets.comm, lo, hi))
+        memory = iv.total(iv.clip(sets.memory, lo, hi))
+        busy = iv.total(iv.clip(sets.busy, lo, hi))
+        hidden = iv.total(iv.clip(sets.hidden_comm, lo, hi))
+        exposed = comm - hidden
+        out.append(
+            StepBreakdown(
+                rank=rank.rank,
+                step=int(step),
+                step_time_us=step_ns / NS_PER_US,
+                compute_us=compute / NS_PER_US,
+                comm_us=comm / NS_PER_US,
+                memory_us=memory / NS_PER_US,
+                idle_us=(step_ns - busy) / NS_PER_US,
+                hidden_comm_us=hidden / NS_PER_US,
+                exposed_comm_us=exposed / NS_PER_US,
+                exposed_comm_ratio=_ratio(exposed, step_ns),
+                overlap_ratio=_ratio(hidden, comm),
+                overlap_efficiency=_ratio(hidden, min(comm, compute)) if comm and compute else None,
+            )
+        )
+    return out
+
+
+def whole_trace_overlap_ratio(rank: RankTrace) -> float | None:
+    """|comm ∩ compute| / |comm| over the whole trace, no step windows (HTA's comp_comm_overlap)."""
+    sets = class_sets(rank)
+    return _ratio(iv.total(sets.hidden_comm), iv.total(sets.comm))
+
+
+def mean_or_none(values: list[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return float(np.mean(vals)) if vals else None

@@ -1,0 +1,94 @@
+"""Small helpers that turn lists of Python values into typed numpy columns."""
+
+from __future__ import annotations
+
+import numpy as np
+
+MISSING = -1  # integer columns hold -1 where the trace has no value
+_INT64_MAX = np.iinfo(np.int64).max
+
+
+def int_column(values: list) -> np.ndarray:
+    """int64 column; None, non-numeric strings and integers past 64 bits become -1."""
+    try:
+        return np.array([MISSING if v is None else v for v in values], dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        return np.fromiter((_as_int(v) for v in values), dtype=np.int64, count=len(values))
+
+
+def _as_int(v: object) -> int:
+    if isinstance(v, bool) or v is None:
+        return MISSING
+    if isinstance(v, int):
+        return v if -_INT64_MAX <= v <= _INT64_MAX else MISSING
+    if isinstance(v, float):
+        return int(v) if np.isfinite(v) and abs(v) < 2**62 else MISSING
+    if isinstance(v, str):
+        try:
+            return _as_int(int(v))
+        except ValueError:
+            return MISSING
+    return MISSING
+
+
+def float_column(values: list) -> np.ndarray:
+    """float64 column; None and non-numbers become NaN."""
+    try:
+        return np.array(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        return np.fromiter(
+            (float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else np.nan for v in values),
+            dtype=np.float64,
+            count=len(values),
+        )
+
+
+def us_to_ns(us: np.ndarray) -> np.ndarray:
+    """Exact µs -> ns (metrics.md §1): integer part times 1000 plus the rounded fraction.
+
+    Splitting keeps large absolute integer µs (old traces, ~1.7e15) exact, where multiplying
+    the float by 1000 first would round to 256 ns.
+    """
+    whole = np.floor(us)
+    return whole.astype(np.int64) * 1000 + np.rint((us - whole) * 1000).astype(np.int64)
+
+
+class SymbolTable:
+    """Strings to dense int32 ids; `symbols[id]` gives the string back."""
+
+    def __init__(self) -> None:
+        self._ids: dict[str, int] = {}
+        self.symbols: list[str] = []
+
+    def ids(self, names: list) -> np.ndarray:
+        table = self._ids
+        symbols = self.symbols
+        out = np.empty(len(names), dtype=np.int32)
+        for i, name in enumerate(names):
+            key = name if isinstance(name, str) else ("" if name is None else str(name))
+            sid = table.get(key)
+            if sid is None:
+                sid = table[key] = len(symbols)
+                symbols.append(key)
+            out[i] = sid
+        return out
+
+    def id(self, name: str) -> int:
+        return int(self.ids([name])[0])
+
+
+def lookup(keys: np.ndarray, values: np.ndarray, queries: np.ndarray, missing=MISSING) -> np.ndarray:
+    """values[k] for each query equal to keys[k] (keys need not be sorted), else `missing`.
+
+    With duplicate keys, the last one in `keys` order wins.
+    """
+    if len(keys) == 0 or len(queries) == 0:
+        return np.full(len(queries), missing, dtype=values.dtype if len(values) else np.int64)
+    order = np.argsort(keys, kind="stable")
+    sk = keys[order]
+    pos = np.searchsorted(sk, queries, side="right") - 1
+    pos_clipped = np.clip(pos, 0, len(sk) - 1)
+    found = (pos >= 0) & (sk[pos_clipped] == queries) & (queries != MISSING)
+    out = np.full(len(queries), missing, dtype=values.dtype)
+    out[found] = values[order[pos_clipped[found]]]
+    return out

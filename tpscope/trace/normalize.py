@@ -1,0 +1,289 @@
+"""A decoded trace file -> the columnar tables of `tables.py` (metrics.md §1, §2)."""
+
+from __future__ import annotations
+
+from operator import itemgetter
+from pathlib import Path
+
+import numpy as np
+
+from tpscope.trace.classify import GPU_CATEGORIES, ActivityClass, classify
+from tpscope.trace.columns import MISSING, SymbolTable, float_column, int_column, lookup, us_to_ns
+from tpscope.trace.schema import Args, Event, TraceFile
+from tpscope.trace.steps import step_windows
+from tpscope.trace.tables import GpuActivities, Ranges, RankTrace, StreamWaits
+
+# (ph, lower-case cat) -> group. Older traces spell categories "Kernel", "Runtime", "Memcpy".
+_GROUPS: dict[str, str] = {
+    "kernel": "gpu",
+    "gpu_memcpy": "gpu",
+    "memcpy": "gpu",
+    "gpu_memset": "gpu",
+    "memset": "gpu",
+    "cuda_runtime": "launch",
+    "cuda_driver": "launch",
+    "runtime": "launch",
+    "user_annotation": "cpu_range",
+    "gpu_user_annotation": "gpu_range",
+    "cpu_op": "cpu_op",
+    "cuda_sync": "sync",
+}
+_KIND_OF_CAT = {**GPU_CATEGORIES, "memcpy": GPU_CATEGORIES["gpu_memcpy"], "memset": GPU_CATEGORIES["gpu_memset"]}
+_EMPTY_ARGS = Args()
+
+
+def _select(events: list[Event], rows: list[int]) -> list[Event]:
+    if not rows:
+        return []
+    if len(rows) == 1:
+        return [events[rows[0]]]
+    return list(itemgetter(*rows)(events))
+
+
+def _group_rows(events: list[Event]) -> dict[str, list[int]]:
+    groups: dict[str, list[int]] = {g: [] for g in set(_GROUPS.values())}
+    groups["meta"] = []
+    get = _GROUPS.get
+    for i, e in enumerate(events):
+        if e.ph == "X":
+            g = get(e.cat.lower() if e.cat else "")
+            if g is not None:
+                groups[g].append(i)
+        elif e.ph == "M":
+            groups["meta"].append(i)
+    return groups
+
+
+class _Builder:
+    """Holds the per-file state while the tables are built."""
+
+    def __init__(self, path: Path, trace: TraceFile) -> None:
+        self.path = path
+        self.base_ns = int(trace.baseTimeNanoseconds or 0)
+        self.symbols = SymbolTable()
+        self.warnings: list[str] = []
+        self.lane_ids: dict[tuple[int, int], int] = {}
+
+    # -- columns shared by every group ---------------------------------------------------
+    def times(self, events: list[Event]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(start_ns, end_ns, keep) of events; drops those without ts/dur or with dur < 0."""
+        ts = float_column([e.ts for e in events])
+        dur = float_column([e.dur for e in events])
+        keep = np.isfinite(ts) & np.isfinite(dur) & (dur >= 0) & (np.abs(ts) < 9e15)
+        ts = np.where(keep, ts, 0.0)
+        dur = np.where(keep, np.minimum(dur, 9e12), 0.0)
+        start = us_to_ns(ts) + self.base_ns
+        return start, start + us_to_ns(dur), keep
+
+    def lanes(self, events: list[Event]) -> np.ndarray:
+        """Lane per GPU event: (args.device, args.stream), else (pid, tid) for old traces."""
+        devices = int_column([_arg(e).device if _arg(e).device is not None else _pid_int(e.pid, self.symbols) for e in events])
+        streams = int_column([_arg(e).stream if _arg(e).stream is not None else _pid_int(e.tid, self.symbols) for e in events])
+        pairs = devices * (1 << 32) + (streams & 0xFFFFFFFF)
+        uniq, inverse = np.unique(pairs, return_inverse=True)
+        out = np.empty(len(uniq), dtype=np.int32)
+        for k, p in enumerate(uniq):
+            key = (int(p) >> 32, int(p) & 0xFFFFFFFF)
+            out[k] = self.lane_ids.setdefault(key, len(self.lane_ids))
+        return out[inverse] if len(events) else np.zeros(0, np.int32)
+
+    def lane_table(self) -> np.ndarray:
+        table = np.zeros((len(self.lane_ids), 2), dtype=np.int64)
+        for (device, stream), lane in self.lane_ids.items():
+            table[lane] = (device, stream)
+        return table
+
+    def drop_warning(self, what: str, keep: np.ndarray) -> None:
+        dropped = int((~keep).sum())
+        if dropped:
+            self.warnings.append(f"{self.path}: {dropped} {what} without a usable ts/dur (missing, NaN or negative) were dropped")
+
+
+def _arg(e: Event) -> Args:
+    return e.args if e.args is not None else _EMPTY_ARGS
+
+
+def _pid_int(v: int | str | None, symbols: SymbolTable) -> int:
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str):
+        digits = v.strip()
+        if digits.lstrip("-").isdigit():
+            return int(digits)
+        return 1_000_000 + symbols.id(v)  # a named lane: keep it distinct and stable
+    return MISSING
+
+
+def build_rank_trace(path: Path, trace: TraceFile, rank: int, warnings: tuple[str, ...] = ()) -> RankTrace:
+    """Normalize one decoded trace into a `RankTrace` with the given rank."""
+    b = _Builder(path, trace)
+    b.warnings.extend(warnings)
+    events = trace.traceEvents
+    rows = _group_rows(events)
+
+    launches = _launch_table(b, _select(events, rows["launch"]))
+    cpu_ops = _cpu_op_table(b, _select(events, rows["cpu_op"]))
+    gpu = _gpu_table(b, _select(events, rows["gpu"]), launches, cpu_ops)
+    annotations = _range_table(b, _select(events, rows["cpu_range"]), _select(events, rows["gpu_range"]))
+    waits = _wait_table(b, _select(events, rows["sync"]))
+    steps = step_windows(gpu, annotations, b.symbols.symbols)
+    info = _info(trace, _select(events, rows["meta"]))
+    di = trace.distributedInfo
+    return RankTrace(
+        rank=rank,
+        path=path,
+        world_size=di.world_size if di is not None else None,
+        hostname=info.get("hostname"),
+        symbols=tuple(b.symbols.symbols),
+        lanes=b.lane_table(),
+        gpu=gpu,
+        annotations=annotations,
+        waits=waits,
+        steps=steps,
+        warnings=tuple(b.warnings),
+        info=info,
+    )
+
+
+def _launch_table(b: _Builder, events: list[Event]) -> dict[str, np.ndarray]:
+    start, end, keep = b.times(events)
+    corr = int_column([_arg(e).correlation for e in events])
+    ext = int_column([_arg(e).external_id for e in events])
+    return {"correlation": corr[keep], "start_ns": start[keep], "end_ns": end[keep], "external_id": ext[keep]}
+
+
+def _cpu_op_table(b: _Builder, events: list[Event]) -> dict[str, np.ndarray]:
+    """CPU ops that carry an External id: their collective metadata and input dims."""
+    ext = int_column([_arg(e).external_id for e in events])
+    has = ext != MISSING
+    ops = [e for e, h in zip(events, has) if h]
+    args = [_arg(e) for e in ops]
+    coll = [a.collective for a in args]
+    return {
+        "external_id": ext[has],
+        "name_id": b.symbols.ids([e.name for e in ops]),
+        "input_dims_id": b.symbols.ids([bytes(a.input_dims).decode() for a in args]),
+        **_collective_columns(b, args, coll),
+    }
+
+
+def _collective_columns(b: _Builder, args: list[Args], coll: list[str | None]) -> dict[str, np.ndarray]:
+    sym = b.symbols
+    is_coll = np.array([c is not None for c in coll], dtype=bool)
+    return {
+        "coll_name_id": np.where(is_coll, sym.ids(coll), MISSING).astype(np.int32),
+        "pg_name_id": np.where(is_coll, sym.ids([a.pg_name for a in args]), MISSING).astype(np.int32),
+        "seq": int_column([a.seq for a in args]),
+        "in_nelems": int_column([a.in_nelems for a in args]),
+        "out_nelems": int_column([a.out_nelems for a in args]),
+        "dtype_id": np.where(is_coll, sym.ids([a.dtype for a in args]), MISSING).astype(np.int32),
+        "group_size": int_column([a.group_size for a in args]),
+    }
+
+
+_COLL_FIELDS = ("coll_name_id", "pg_name_id", "seq", "in_nelems", "out_nelems", "dtype_id", "group_size")
+
+
+def _gpu_table(b: _Builder, events: list[Event], launches: dict, cpu_ops: dict) -> GpuActivities:
+    start, end, keep = b.times(events)
+    b.drop_warning("GPU activities", keep)
+    events = [e for e, k in zip(events, keep) if k] if not keep.all() else events
+    start, end = start[keep], end[keep]
+    args = [_arg(e) for e in events]
+    name_id = b.symbols.ids([e.name for e in events])
+    kind = np.array([_KIND_OF_CAT[e.cat.lower()] for e in events], dtype=np.int8)
+    corr = int_column([a.correlation for a in args])
+    launch_start = lookup(launches["correlation"], launches["start_ns"], corr)
+    launch_end = lookup(launches["correlation"], launches["end_ns"], corr)
+    ext = lookup(launches["correlation"], launches["external_id"], corr)
+
+    # Collective metadata: the kernel's own args (newer torch), else its launching CPU op's.
+    own = _collective_columns(b, args, [a.collective for a in args])
+    from_op = {f: lookup(cpu_ops["external_id"], cpu_ops[f], ext) for f in _COLL_FIELDS}
+    use_own = own["coll_name_id"] != MISSING
+    coll = {f: np.where(use_own, own[f], from_op[f]) for f in _COLL_FIELDS}
+    # Only communication kernels carry collective metadata (a GEMM launched inside a
+    # record_param_comms op must not inherit it).
+    cls = classify(name_id, kind, b.symbols.symbols)
+
+    input_dims = lookup(cpu_ops["external_id"], cpu_ops["input_dims_id"], ext)
+    grid_block = [f"{a.grid}|{a.block}" if a.grid is not None else "" for a in args]
+    symbols = b.symbols.symbols
+    sig_strings = [
+        f"{symbols[nid]}|{gb}|{symbols[dims] if dims >= 0 else ''}"
+        for nid, gb, dims in zip(name_id.tolist(), grid_block, input_dims.tolist())
+    ]
+    signature_id = b.symbols.ids(sig_strings)
+
+    order = np.argsort(start, kind="stable")
+    table = GpuActivities(
+        start_ns=start,
+        end_ns=end,
+        name_id=name_id,
+        kind=kind,
+        cls=cls,
+        lane=b.lanes(events),
+        correlation=corr,
+        launch_start_ns=launch_start,
+        launch_end_ns=launch_end,
+        external_id=ext,
+        signature_id=signature_id,
+        **{f: coll[f].astype(np.int32 if f.endswith("_id") else np.int64) for f in _COLL_FIELDS},
+    )
+    table = table.take(order)
+    not_comm = table.cls != ActivityClass.COMM
+    for f in _COLL_FIELDS:
+        getattr(table, f)[not_comm] = MISSING
+    return table
+
+
+def _range_table(b: _Builder, cpu: list[Event], gpu: list[Event]) -> Ranges:
+    cs, ce, ck = b.times(cpu)
+    gs, ge, gk = b.times(gpu)
+    cpu = [e for e, k in zip(cpu, ck) if k]
+    gpu = [e for e, k in zip(gpu, gk) if k]
+    tids = int_column([_pid_int(e.tid, b.symbols) for e in cpu])
+    return Ranges(
+        start_ns=np.concatenate([cs[ck], gs[gk]]),
+        end_ns=np.concatenate([ce[ck], ge[gk]]),
+        name_id=np.concatenate([b.symbols.ids([e.name for e in cpu]), b.symbols.ids([e.name for e in gpu])]),
+        on_gpu=np.concatenate([np.zeros(len(cpu), bool), np.ones(len(gpu), bool)]),
+        lane=np.concatenate([np.full(len(cpu), MISSING, np.int32), b.lanes(gpu)]),
+        tid=np.concatenate([tids, np.full(len(gpu), MISSING, np.int64)]),
+    )
+
+
+def _wait_table(b: _Builder, events: list[Event]) -> StreamWaits:
+    start, end, keep = b.times(events)
+    events = [e for e, k in zip(events, keep) if k]
+    args = [_arg(e) for e in events]
+    lane = b.lanes(events) if events else np.zeros(0, np.int32)
+    # the stream waited on, as a lane of the same device
+    devices = b.lane_table()[lane, 0] if len(lane) else np.zeros(0, np.int64)
+    wait_streams = int_column([a.wait_on_stream for a in args])
+    wait_lane = np.array(
+        [b.lane_ids.get((int(d), int(s)), MISSING) if s != MISSING else MISSING for d, s in zip(devices, wait_streams)],
+        dtype=np.int32,
+    )
+    return StreamWaits(
+        start_ns=start[keep],
+        end_ns=end[keep],
+        name_id=b.symbols.ids([e.name for e in events]),
+        lane=lane,
+        wait_on_lane=wait_lane,
+        wait_on_event_corr=int_column([a.wait_on_event_corr for a in args]),
+        correlation=int_column([a.correlation for a in args]),
+    )
+
+
+def _info(trace: TraceFile, meta: list[Event]) -> dict:
+    info: dict = {}
+    di = trace.distributedInfo
+    if di is not None:
+        info.update({k: v for k, v in (("backend", di.backend), ("nccl_version", di.nccl_version)) if v})
+    if trace.hostname:
+        info["hostname"] = trace.hostname
+    for e in meta:
+        if e.name in ("hostname", "host_name") and e.args is not None and e.args.name:
+            info.setdefault("hostname", e.args.name)
+    return info

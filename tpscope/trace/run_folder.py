@@ -1,0 +1,137 @@
+"""Run folders: find the rank files, read each, and put the ranks in order (metrics.md §1)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from tpscope.errors import TraceError, UserError
+from tpscope.trace.decode import decode_trace
+from tpscope.trace.normalize import build_rank_trace
+from tpscope.trace.tables import RankTrace
+
+MANIFEST_NAME = "tpscope_run.json"
+TRACE_SUFFIXES = (".json", ".json.gz")
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """Every rank of one run folder, ordered by rank."""
+
+    path: Path
+    ranks: tuple[RankTrace, ...]
+    manifest: dict | None
+    warnings: tuple[str, ...]
+
+    @property
+    def rank_ids(self) -> list[int]:
+        return [r.rank for r in self.ranks]
+
+
+def find_trace_files(path: Path) -> list[Path]:
+    """The candidate trace files of a run folder (or the one file given), sorted by name."""
+    if not path.exists():
+        raise UserError(f"{path}: no such file or folder")
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        raise UserError(f"{path}: not a file or folder")
+    try:
+        entries = sorted(path.iterdir())
+    except OSError as exc:
+        raise UserError(f"{path}: cannot be listed ({exc.strerror or exc})") from None
+    files = [
+        p
+        for p in entries
+        if p.name != MANIFEST_NAME and p.name.endswith(TRACE_SUFFIXES) and _is_regular_file(p)
+    ]
+    if not files:
+        raise UserError(f"{path}: no trace files (*.json or *.json.gz from torch.profiler) in this folder")
+    return files
+
+
+def _is_regular_file(p: Path) -> bool:
+    try:
+        return p.is_file()
+    except OSError:  # a symlink loop, a vanished file
+        return False
+
+
+def read_manifest(folder: Path) -> tuple[dict | None, list[str]]:
+    path = folder / MANIFEST_NAME
+    if not path.is_file():
+        return None, []
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return None, [f"{path}: manifest ignored ({exc})"]
+    if not isinstance(manifest, dict):
+        return None, [f"{path}: manifest ignored (not a JSON object)"]
+    return manifest, []
+
+
+def load_rank_file(path: Path, fallback_rank: int | None = None) -> RankTrace:
+    """Read one trace file. Without `distributedInfo.rank`, use `fallback_rank` (with a warning)."""
+    decoded = decode_trace(path)
+    trace = decoded.trace
+    if not trace.traceEvents:
+        raise TraceError(path, "no trace events (empty traceEvents)")
+    warnings = list(decoded.warnings)
+    di = trace.distributedInfo
+    rank = di.rank if di is not None and isinstance(di.rank, int) and di.rank >= 0 else None
+    if rank is None:
+        if fallback_rank is None:
+            fallback_rank = 0
+        warnings.append(f"{path}: no distributedInfo.rank; taken as rank {fallback_rank} from its place in the folder")
+        rank = fallback_rank
+    return build_rank_trace(path, trace, rank, tuple(warnings))
+
+
+def load_run(path: str | Path) -> Run:
+    """Load every rank of a run folder (or a single trace file)."""
+    path = Path(path)
+    files = find_trace_files(path)
+    warnings: list[str] = []
+    ranks: list[RankTrace] = []
+    refused: list[str] = []
+    for position, file in enumerate(files):
+        try:
+            ranks.append(load_rank_file(file, fallback_rank=position))
+        except TraceError as exc:
+            if len(files) == 1:
+                raise
+            refused.append(str(exc))
+    if not ranks:
+        raise UserError(f"{path}: no readable trace among {len(files)} files (first: {refused[0]})")
+    warnings.extend(f"skipped {r}" for r in refused)
+    by_rank: dict[int, RankTrace] = {}
+    for r in ranks:
+        if r.rank in by_rank:
+            raise UserError(f"{by_rank[r.rank].path} and {r.path} both claim rank {r.rank}")
+        by_rank[r.rank] = r
+        warnings.extend(r.warnings)
+    ordered = tuple(by_rank[k] for k in sorted(by_rank))
+    manifest, manifest_warnings = read_manifest(path if path.is_dir() else path.parent)
+    warnings.extend(manifest_warnings)
+    warnings.extend(_consistency_warnings(ordered))
+    return Run(path=path, ranks=ordered, manifest=manifest, warnings=tuple(warnings))
+
+
+def _consistency_warnings(ranks: tuple[RankTrace, ...]) -> list[str]:
+    out: list[str] = []
+    sizes = {r.world_size for r in ranks if r.world_size is not None}
+    if len(sizes) > 1:
+        out.append(f"ranks disagree on the world size ({sorted(sizes)}): files from different runs?")
+    elif sizes:
+        (size,) = sizes
+        missing = sorted(set(range(size)) - {r.rank for r in ranks})
+        if missing and len(ranks) < size:
+            out.append(f"world size {size} but no trace for rank(s) {missing}")
+    steps = {r.rank: tuple(r.steps.step.tolist()) for r in ranks}
+    if len(set(steps.values())) > 1:
+        out.append("ranks have different steps: " + "; ".join(f"rank {k}: {list(v)}" for k, v in steps.items()))
+    for r in ranks:
+        if len(r.gpu) == 0:
+            out.append(f"{r.path}: no GPU activity (kernels, memcpys, memsets); its metrics are empty")
+    return out

@@ -1,0 +1,115 @@
+"""The normalized, columnar tables of one rank's trace (metrics.md §1).
+
+Every time is int64 absolute nanoseconds; names are int32 ids into `RankTrace.symbols`;
+integer columns hold -1 where the trace has no value. Rows of `GpuActivities` are sorted by
+start time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+
+@dataclass(frozen=True, slots=True)
+class GpuActivities:
+    """Kernels, memcpys and memsets: one row each."""
+
+    start_ns: np.ndarray  # int64
+    end_ns: np.ndarray  # int64
+    name_id: np.ndarray  # int32
+    kind: np.ndarray  # int8, classify.ActivityKind
+    cls: np.ndarray  # int8, classify.ActivityClass
+    lane: np.ndarray  # int32, row of RankTrace.lanes
+    correlation: np.ndarray  # int64
+    launch_start_ns: np.ndarray  # int64, the CPU launch call (cuda_runtime / cuda_driver)
+    launch_end_ns: np.ndarray  # int64
+    external_id: np.ndarray  # int64, of the launching CPU op
+    signature_id: np.ndarray  # int32, "name|grid|block|input dims" (metrics.md §8)
+    # collective metadata (metrics.md §5), from the kernel's args or its launching CPU op
+    coll_name_id: np.ndarray  # int32, -1 when not a described collective
+    pg_name_id: np.ndarray  # int32
+    seq: np.ndarray  # int64
+    in_nelems: np.ndarray  # int64
+    out_nelems: np.ndarray  # int64
+    dtype_id: np.ndarray  # int32
+    group_size: np.ndarray  # int64
+
+    def __len__(self) -> int:
+        return len(self.start_ns)
+
+    @property
+    def dur_ns(self) -> np.ndarray:
+        return self.end_ns - self.start_ns
+
+    def take(self, rows: np.ndarray) -> GpuActivities:
+        """The same table restricted to `rows` (indices or a boolean mask)."""
+        return GpuActivities(**{f: getattr(self, f)[rows] for f in self.__dataclass_fields__})
+
+
+@dataclass(frozen=True, slots=True)
+class Ranges:
+    """Annotations (record_function, ProfilerStep#N) on the CPU or on a GPU lane."""
+
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    name_id: np.ndarray
+    on_gpu: np.ndarray  # bool
+    lane: np.ndarray  # int32: a GPU lane, or -1 for CPU ranges
+    tid: np.ndarray  # int64 CPU thread (symbol id for string tids), -1 on GPU
+
+    def __len__(self) -> int:
+        return len(self.start_ns)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamWaits:
+    """`cuda_sync` events: a stream waiting for an event recorded on another stream."""
+
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    name_id: np.ndarray
+    lane: np.ndarray  # the waiting lane (-1 when unknown)
+    wait_on_lane: np.ndarray  # the lane the event was recorded on (-1 when unknown)
+    wait_on_event_corr: np.ndarray  # correlation id of the cudaEventRecord call (-1 when unknown)
+    correlation: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.start_ns)
+
+
+@dataclass(frozen=True, slots=True)
+class StepWindows:
+    """Per-step windows of one rank (metrics.md §3)."""
+
+    step: np.ndarray  # int64 step number
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    source: str  # "gpu_annotation", "cpu_annotation" or "whole_trace"
+
+    def __len__(self) -> int:
+        return len(self.step)
+
+
+@dataclass(frozen=True, slots=True)
+class RankTrace:
+    """One rank's trace, normalized."""
+
+    rank: int
+    path: Path
+    world_size: int | None
+    hostname: str | None
+    symbols: tuple[str, ...]
+    lanes: np.ndarray  # (n_lanes, 2) int64: device, stream
+    gpu: GpuActivities
+    annotations: Ranges
+    waits: StreamWaits
+    steps: StepWindows
+    warnings: tuple[str, ...] = ()
+    info: dict = field(default_factory=dict)  # nccl_version, device_name, distributed backend ...
+
+    def lane_label(self, lane: int) -> str:
+        device, stream = self.lanes[lane]
+        return f"rank {self.rank} gpu {device} stream {stream}"
