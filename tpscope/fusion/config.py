@@ -7,7 +7,8 @@ interconnect (BENCHMARKS.md). No torch here: the CLI parses options without impo
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+from dataclasses import asdict, dataclass, field
 from enum import Enum
 
 
@@ -138,6 +139,11 @@ class RunConfig:
         for name in ("profile_wait", "profile_warmup", "profile_active"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, not {getattr(self, name)}")
+        if self.profile_active and self.profile_wait + self.profile_warmup + self.profile_active > self.steps:
+            raise ValueError(
+                f"steps={self.steps} is fewer than the profiler schedule needs "
+                f"(wait {self.profile_wait} + warmup {self.profile_warmup} + active {self.profile_active})"
+            )
         if self.timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, not {self.timeout_s}")
 
@@ -156,3 +162,15 @@ class RunConfig:
             raise ValueError(
                 f"{local} tokens per rank do not split into {self.chunks} chunks (seq_len*batch/tp % chunks != 0)"
             )
+
+
+def config_to_json(cfg: RunConfig) -> str:
+    """A RunConfig as JSON (how the launcher hands it to the torchrun workers)."""
+    return json.dumps(asdict(cfg))
+
+
+def config_from_json(text: str) -> RunConfig:
+    """The inverse of config_to_json."""
+    raw = json.loads(text)
+    raw["model"] = ModelConfig(**raw["model"])
+    return RunConfig(**raw)

@@ -1,0 +1,111 @@
+"""Column- and row-parallel linear layers with sequence parallelism, fused as each op is told.
+
+Sequence parallelism (Megatron-LM): between the TP regions the activations are split by rows
+(tokens) over the ranks. A column-parallel layer gathers them and multiplies by its column block
+`W [K, N/tp]` (AG-GEMM); a row-parallel layer multiplies the full rows by its row block
+`W [K/tp, N]` and reduce-scatters the sum back to row shards (GEMM-RS).
+
+Backward is the dual: the input gradient of an AG-GEMM is a GEMM-RS of the output gradient with
+`W^T`, and the input gradient of a GEMM-RS is an AG-GEMM of the output gradient with `W^T`; each
+runs in the same fusion mode as the forward. Weight gradients come from the gathered operand:
+`AG(x)^T @ dY` (column) and `Y^T @ AG(dY)` (row); the fused ops hand back the gathered tensor.
+Backward ops are labelled `tpscope/<layer>.bwd/<op>`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import nn
+
+from tpscope.fusion.config import FusionChoice
+from tpscope.fusion.ops import all_gather_matmul, matmul_reduce_scatter
+
+
+class _AllGatherMatmul(torch.autograd.Function):
+    """y = AG(x_shard) @ w; dx = RS(dy @ w^T); dw = AG(x)^T @ dy."""
+
+    @staticmethod
+    def forward(ctx, x_shard, weight, group, fusion: FusionChoice, label: str):
+        out, gathered = all_gather_matmul(
+            x_shard, weight, group, mode=fusion.mode, chunks=fusion.chunks, label=label,
+            return_gathered=True,
+        )
+        ctx.save_for_backward(gathered, weight)
+        ctx.group, ctx.fusion, ctx.label = group, fusion, label
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        gathered, weight = ctx.saved_tensors
+        grad_out = grad_out.contiguous()
+        grad_x = matmul_reduce_scatter(
+            grad_out, weight.t(), ctx.group, mode=ctx.fusion.mode, chunks=ctx.fusion.chunks,
+            label=f"{ctx.label}.bwd",
+        )
+        grad_w = gathered.t() @ grad_out
+        return grad_x, grad_w, None, None, None
+
+
+class _MatmulReduceScatter(torch.autograd.Function):
+    """z = RS(y @ w); dy = AG(dz) @ w^T; dw = y^T @ AG(dz)."""
+
+    @staticmethod
+    def forward(ctx, y, weight, group, fusion: FusionChoice, label: str):
+        out = matmul_reduce_scatter(
+            y, weight, group, mode=fusion.mode, chunks=fusion.chunks, label=label
+        )
+        ctx.save_for_backward(y, weight)
+        ctx.group, ctx.fusion, ctx.label = group, fusion, label
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        y, weight = ctx.saved_tensors
+        grad_y, grad_gathered = all_gather_matmul(
+            grad_out.contiguous(), weight.t(), ctx.group, mode=ctx.fusion.mode,
+            chunks=ctx.fusion.chunks, label=f"{ctx.label}.bwd", return_gathered=True,
+        )
+        grad_w = y.t() @ grad_gathered
+        return grad_y, grad_w, None, None, None
+
+
+def _init_weight(shape: tuple[int, int], fan_in: int, generator: torch.Generator | None) -> torch.Tensor:
+    bound = 1.0 / math.sqrt(fan_in)
+    return (torch.rand(shape, generator=generator) * 2 - 1) * bound
+
+
+class ColumnParallelLinear(nn.Module):
+    """`[S/tp, in] -> [S, out/tp]`: all-gather the row shards, multiply by this rank's columns.
+
+    The weight is stored `[in, out/tp]` (K-major) so the op multiplies without a transpose."""
+
+    def __init__(self, in_features: int, out_local: int, *, fusion: FusionChoice, label: str,
+                 group: Any = None) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(in_features, out_local))
+        self.fusion, self.label, self.group = fusion, label, group
+
+    def forward(self, x_shard: torch.Tensor) -> torch.Tensor:
+        return _AllGatherMatmul.apply(x_shard, self.weight, self.group, self.fusion, self.label)
+
+
+class RowParallelLinear(nn.Module):
+    """`[S, in/tp] -> [S/tp, out]`: multiply by this rank's rows, reduce-scatter the sum by rows."""
+
+    def __init__(self, in_local: int, out_features: int, *, fusion: FusionChoice, label: str,
+                 group: Any = None) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(in_local, out_features))
+        self.fusion, self.label, self.group = fusion, label, group
+
+    def forward(self, y: torch.Tensor) -> torch.Tensor:
+        return _MatmulReduceScatter.apply(y, self.weight, self.group, self.fusion, self.label)
+
+
+def init_full_weight(in_features: int, out_features: int, generator: torch.Generator | None) -> torch.Tensor:
+    """A full `[in, out]` weight drawn like nn.Linear's; every rank draws the same one and keeps
+    its block, so a TP model and its single-process reference start equal."""
+    return _init_weight((in_features, out_features), in_features, generator)

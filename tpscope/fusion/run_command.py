@@ -1,0 +1,134 @@
+"""`tpscope run`: instrumented fused-TP training that writes a run folder.
+
+On one node it starts torchrun itself (`--nproc` workers); inside a torchrun the user started
+(RANK and WORLD_SIZE set, e.g. across nodes) this process is a rank and joins it. No torch is
+imported until `main` runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+from tpscope.errors import UserError
+from tpscope.fusion.config import ALL_MODES, ModelConfig, Regime, RunConfig, config_to_json
+
+
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """Model and batch options shared by `run` and `sweep`."""
+    m = parser.add_argument_group("model")
+    m.add_argument("--layers", type=int, default=2, help="transformer blocks (default 2)")
+    m.add_argument("--hidden", type=int, default=256, help="model width H (default 256)")
+    m.add_argument("--ffn", type=int, default=1024, help="MLP width F (default 1024)")
+    m.add_argument("--heads", type=int, default=4, help="attention heads (default 4)")
+    m.add_argument("--vocab", type=int, default=512, help="synthetic vocabulary (default 512)")
+    m.add_argument("--seq-len", type=int, default=256, help="tokens per sequence (default 256)")
+    m.add_argument("--batch", type=int, default=4, help="sequences per step, global (default 4)")
+    m.add_argument("--dtype", choices=("bfloat16", "float32"), default=None,
+                   help="default: bfloat16 on cuda, float32 on cpu")
+    m.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate")
+    m.add_argument("--seed", type=int, default=0, help="weights and tokens seed")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--nproc", type=int, default=None,
+                        help="workers on this node (default: GPUs seen, or 2 with --device cpu)")
+    parser.add_argument("--mode", choices=ALL_MODES, default="chunked", help="fusion mode (default chunked)")
+    parser.add_argument("--chunks", type=int, default=4, help="row chunks for chunked (default 4)")
+    parser.add_argument("--regime", choices=[r.value for r in Regime], default="",
+                        help="NCCL environment of BENCHMARKS.md (default: keep the inherited one)")
+    parser.add_argument("--steps", type=int, default=8, help="training steps (default 8)")
+    parser.add_argument("--profile-steps", type=int, default=2,
+                        help="steps written to the traces after 1 wait and 1 warm-up step (0: no profiler)")
+    parser.add_argument("--out", default=None, help="run folder (default runs/<time>-<mode>)")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default=None,
+                        help="default: cuda if torch sees a GPU, else cpu")
+    parser.add_argument("--overwrite", action="store_true", help="replace the run in an existing folder")
+    parser.add_argument("--timeout-s", type=float, default=300.0,
+                        help="collective timeout: a dead rank fails the others after this long")
+    parser.add_argument("--auto-cache", default="", help="file of --mode auto probes (default ~/.cache/tpscope)")
+    add_model_arguments(parser)
+
+
+def config_from_args(args: argparse.Namespace, device: str, out_dir: str) -> RunConfig:
+    """A RunConfig from parsed options; a bad combination is a UserError."""
+    try:
+        model = ModelConfig(layers=args.layers, hidden=args.hidden, ffn=args.ffn, heads=args.heads,
+                            vocab=args.vocab)
+        return RunConfig(
+            out_dir=out_dir, mode=args.mode, chunks=args.chunks, regime=args.regime, device=device,
+            dtype=args.dtype or ("bfloat16" if device == "cuda" else "float32"), model=model,
+            seq_len=args.seq_len, batch=args.batch, steps=args.steps,
+            profile_wait=1 if args.profile_steps else 0, profile_warmup=1 if args.profile_steps else 0,
+            profile_active=args.profile_steps, lr=args.lr, seed=args.seed,
+            timeout_s=args.timeout_s, auto_cache=getattr(args, "auto_cache", ""),
+        )
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+
+
+def _device(args: argparse.Namespace) -> str:
+    if args.device:
+        return args.device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _nproc(args: argparse.Namespace, device: str) -> int:
+    if args.nproc is not None:
+        if args.nproc < 1:
+            raise UserError(f"--nproc must be >= 1, not {args.nproc}")
+        return args.nproc
+    if device == "cpu":
+        return 2
+    import torch
+
+    return max(1, torch.cuda.device_count())
+
+
+def preflight(cfg: RunConfig, nproc: int) -> None:
+    """Refuse, before any process starts, what would fail in every rank."""
+    if cfg.mode == "symm_mem" and cfg.device == "cpu":
+        raise UserError("--mode symm_mem needs --device cuda (torch's symmetric memory has no CPU path)")
+    if cfg.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UserError("--device cuda but torch sees no GPU (use --device cpu)")
+        if nproc > torch.cuda.device_count():
+            raise UserError(f"--nproc {nproc} but only {torch.cuda.device_count()} GPUs are visible")
+    try:
+        cfg.check_world(nproc)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+
+
+def main(args: argparse.Namespace) -> int:
+    from tpscope.fusion.launch import inside_torchrun, launch, prepare_out_dir
+
+    device = _device(args)
+    out_dir = args.out or os.path.join("runs", f"{time.strftime('%Y%m%d-%H%M%S')}-{args.mode}")
+    command = ["tpscope", *sys.argv[1:]] if sys.argv and sys.argv[0].endswith(("tpscope", "cli.py")) else sys.argv
+    if inside_torchrun(os.environ):
+        cfg = config_from_args(args, device, out_dir)
+        if cfg.mode == "symm_mem" and cfg.device == "cpu":
+            raise UserError("--mode symm_mem needs --device cuda")
+        local_zero = os.environ.get("LOCAL_RANK", "0") == "0"
+        prepare_out_dir(out_dir, args.overwrite, clear=local_zero)
+        from tpscope.fusion.worker import run_rank
+
+        return run_rank(cfg, command)
+    nproc = _nproc(args, device)
+    cfg = config_from_args(args, device, out_dir)
+    preflight(cfg, nproc)
+    prepare_out_dir(out_dir, args.overwrite)
+    worker_args = ["--config-json", config_to_json(cfg), "--command-json", json.dumps(command)]
+    rc = launch(nproc, "tpscope.fusion.worker", worker_args, cfg.regime)
+    if rc != 0:
+        print(f"tpscope run: workers exited with status {rc}", file=sys.stderr)
+        return 1
+    return 0

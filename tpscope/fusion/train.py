@@ -1,0 +1,157 @@
+"""The instrumented training loop: AdamW on synthetic tokens, torch.profiler, per-step timings.
+
+Each step is timed with CUDA events on GPU (wall time on CPU). The profiler follows a
+(wait, warmup, active) schedule and writes one gzipped Kineto trace per rank through
+`tensorboard_trace_handler(out_dir, worker_name=f"rank{r}")`; `record_shapes` gives the
+collectives their sizes. The loop returns the numbers the manifest records.
+"""
+
+from __future__ import annotations
+
+import resource
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from tpscope.fusion.config import RunConfig
+from tpscope.fusion.data import local_rows, synthetic_batch
+from tpscope.fusion.model import FusionPlan, TPTransformer, full_state
+
+DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StepRecord:
+    """One training step as rank 0 reports it."""
+
+    step: int
+    loss: float
+    step_time_ms: float
+    tokens_per_s: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TrainResult:
+    """What one rank measured over the whole run."""
+
+    losses: list[float]
+    step_times_ms: list[float]
+    peak_memory_bytes: int
+    peak_memory_kind: str
+    profiled_steps: list[int]
+
+
+class _StepTimer:
+    """CUDA events around a step on GPU (GPU time of the stream), wall time on CPU."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+
+    def start(self) -> None:
+        if self.cuda:
+            self._a = torch.cuda.Event(enable_timing=True)
+            self._b = torch.cuda.Event(enable_timing=True)
+            self._a.record()
+        else:
+            self._t0 = time.perf_counter()
+
+    def stop_ms(self) -> float:
+        if self.cuda:
+            self._b.record()
+            self._b.synchronize()
+            return float(self._a.elapsed_time(self._b))
+        return (time.perf_counter() - self._t0) * 1e3
+
+
+def build_model(cfg: RunConfig, rank: int, tp: int, plan: FusionPlan, device: torch.device,
+                group: Any = None) -> TPTransformer:
+    """This rank's model in the run's dtype on its device, weights from the run's seed."""
+    model = TPTransformer.from_full(cfg.model, full_state(cfg.model, cfg.seed), rank, tp, plan, group)
+    return model.to(device=device, dtype=DTYPES[cfg.dtype])
+
+
+def sum_replicated_grads(model: TPTransformer, group: Any = None) -> None:
+    """Sum the replicated parameters' gradients over the TP ranks in one flat all-reduce."""
+    grads = [p.grad for p in model.replicated_parameters() if p.grad is not None]
+    if not grads or dist.get_world_size(group) == 1:
+        return
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    dist.all_reduce(flat, group=group)
+    offset = 0
+    for g in grads:
+        g.copy_(flat[offset : offset + g.numel()].view_as(g))
+        offset += g.numel()
+
+
+def _profiler(cfg: RunConfig, rank: int, device: torch.device):
+    from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
+
+    activities = [ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    return profile(
+        activities=activities,
+        schedule=schedule(wait=cfg.profile_wait, warmup=cfg.profile_warmup,
+                          active=cfg.profile_active, repeat=1),
+        on_trace_ready=tensorboard_trace_handler(cfg.out_dir, worker_name=f"rank{rank}", use_gzip=True),
+        record_shapes=True,
+    )
+
+
+def profiled_steps(cfg: RunConfig) -> list[int]:
+    """Steps whose events the traces hold (0-based, as `ProfilerStep#N` numbers them)."""
+    if cfg.profile_active == 0:
+        return []
+    first = cfg.profile_wait + cfg.profile_warmup
+    return list(range(first, min(first + cfg.profile_active, cfg.steps)))
+
+
+def peak_memory(device: torch.device) -> tuple[int, str]:
+    """(bytes, what they count): the CUDA caching allocator's peak, or the process's peak RSS."""
+    if device.type == "cuda":
+        return int(torch.cuda.max_memory_allocated(device)), "cuda_max_memory_allocated"
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024, "process_max_rss"
+
+
+def train(cfg: RunConfig, *, rank: int, tp: int, device: torch.device, plan: FusionPlan,
+          group: Any = None, on_step: Callable[[StepRecord], None] | None = None) -> TrainResult:
+    """Train `cfg.steps` steps; rank 0 calls `on_step` after each one."""
+    cfg.check_world(tp)
+    model = build_model(cfg, rank, tp, plan, device, group)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01)
+    timer = _StepTimer(device)
+    losses, times = [], []
+    prof = _profiler(cfg, rank, device) if cfg.profile_active else None
+    if prof is not None:
+        prof.start()
+    try:
+        for step in range(cfg.steps):
+            tokens = synthetic_batch(cfg.model.vocab, cfg.batch, cfg.seq_len, cfg.seed, step)
+            inputs, targets = (t.to(device, non_blocking=True) for t in local_rows(tokens, rank, tp))
+            timer.start()
+            opt.zero_grad(set_to_none=True)
+            loss = model(inputs, targets, cfg.batch, cfg.tokens_per_step)
+            loss.backward()
+            sum_replicated_grads(model, group)
+            opt.step()
+            total = loss.detach().clone()
+            if tp > 1:
+                dist.all_reduce(total, group=group)
+            ms = timer.stop_ms()
+            losses.append(float(total))
+            times.append(ms)
+            if prof is not None:
+                prof.step()
+            if on_step is not None and rank == 0:
+                on_step(StepRecord(step=step, loss=losses[-1], step_time_ms=ms,
+                                   tokens_per_s=cfg.tokens_per_step / (ms / 1e3)))
+    finally:
+        if prof is not None:
+            prof.stop()
+    mem, kind = peak_memory(device)
+    return TrainResult(losses=losses, step_times_ms=times, peak_memory_bytes=mem,
+                       peak_memory_kind=kind, profiled_steps=profiled_steps(cfg))

@@ -1,0 +1,120 @@
+"""One rank of `tpscope run`: join the process group, train, write traces and the manifest.
+
+Started by torchrun (`python -m tpscope.fusion.worker --config-json ...`) or called in-process
+by `tpscope run` inside a torchrun the user started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+
+from tpscope.errors import UserError
+from tpscope.fusion.config import FusionChoice, Mode, RunConfig, config_from_json
+from tpscope.fusion.launch import resolve_regime
+from tpscope.fusion.manifest import build_manifest, write_manifest
+from tpscope.fusion.regimes import SAFETY_ENV, apply_in_process, regime_env
+from tpscope.fusion.train import StepRecord, train
+
+
+def init_group(cfg: RunConfig) -> tuple[int, int, torch.device, str]:
+    """init_process_group with the run's timeout; (rank, world, device, backend)."""
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    timeout = datetime.timedelta(seconds=cfg.timeout_s)
+    if cfg.device == "cuda":
+        if not torch.cuda.is_available():
+            raise UserError("--device cuda but torch sees no GPU (use --device cpu)")
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+        dist.init_process_group("nccl", timeout=timeout, device_id=device)
+        backend = "nccl"
+    else:
+        device = torch.device("cpu")
+        dist.init_process_group("gloo", timeout=timeout)
+        backend = "gloo"
+    return dist.get_rank(), dist.get_world_size(), device, backend
+
+
+def _print_step(steps: int, rec: StepRecord) -> None:
+    print(f"step {rec.step + 1}/{steps}  loss {rec.loss:.4f}  {rec.step_time_ms:.1f} ms  "
+          f"{rec.tokens_per_s:,.0f} tok/s", flush=True)
+
+
+def _plan(cfg: RunConfig, tp: int, device: torch.device, regime: str):
+    """(plan, fusion per layer record, auto record): a fixed mode, or `auto`'s probe."""
+    chosen: dict[str, dict] = {}
+    if cfg.mode == Mode.AUTO.value:
+        from tpscope.fusion.auto import auto_plan
+
+        plan_fn, auto_info = auto_plan(cfg, tp, device, regime)
+    else:
+        fixed = FusionChoice(mode=cfg.mode, chunks=cfg.chunks if cfg.mode == "chunked" else 1)
+        plan_fn, auto_info = (lambda _label: fixed), None
+
+    def plan(label: str) -> FusionChoice:
+        choice = plan_fn(label)
+        chosen[label] = {"mode": choice.mode, "chunks": choice.chunks}
+        return choice
+
+    return plan, chosen, auto_info
+
+
+def run_rank(cfg: RunConfig, command: list[str]) -> int:
+    """Everything one rank does; rank 0 prints progress and writes the manifest."""
+    regime = resolve_regime(cfg.regime, os.environ)
+    if cfg.regime:
+        apply_in_process(cfg.regime, os.environ)
+    os.environ.update(SAFETY_ENV)
+    rank, world, device, backend = init_group(cfg)
+    try:
+        try:
+            cfg.check_world(world)
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
+        plan, chosen, auto_info = _plan(cfg, world, device, regime)
+        if rank == 0:
+            print(f"tpscope run: tp={world} mode={cfg.mode} regime={regime} device={device.type} "
+                  f"-> {cfg.out_dir}", flush=True)
+        result = train(cfg, rank=rank, tp=world, device=device, plan=plan,
+                       on_step=lambda rec: _print_step(cfg.steps, rec))
+        gathered: list = [None] * world
+        dist.all_gather_object(gathered, (result.step_times_ms, result.peak_memory_bytes))
+        if rank == 0:
+            manifest = build_manifest(
+                cfg=cfg, regime=regime, regime_env=regime_env(regime), tp=world, world_size=world,
+                backend=backend, device=device, losses=result.losses,
+                step_times_ms_by_rank=[g[0] for g in gathered],
+                peak_memory_by_rank=[g[1] for g in gathered],
+                peak_memory_kind=result.peak_memory_kind, profiled=result.profiled_steps,
+                fusion_by_layer=chosen, auto=auto_info, command=command,
+            )
+            path = write_manifest(cfg.out_dir, manifest)
+            tps = manifest["tokens_per_s"]
+            print(f"tpscope run: wrote {path.parent} ({tps:,.0f} tok/s median)" if tps else
+                  f"tpscope run: wrote {path.parent}", flush=True)
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--config-json", required=True)
+    parser.add_argument("--command-json", default="[]")
+    args = parser.parse_args(argv)
+    try:
+        return run_rank(config_from_json(args.config_json), json.loads(args.command_json))
+    except UserError as exc:
+        print(f"tpscope run: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
