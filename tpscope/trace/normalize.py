@@ -254,17 +254,24 @@ def _range_table(b: _Builder, cpu: list[Event], gpu: list[Event]) -> Ranges:
 
 
 def _wait_table(b: _Builder, events: list[Event]) -> StreamWaits:
+    """`cuda_sync` events. Only a `Stream Wait Event` (cudaStreamWaitEvent) makes a GPU stream wait;
+    `Event Sync`, `Stream Sync` and `Context Sync` block the CPU and carry stream -1 (or 2**32 - 1),
+    so their `lane` is -1. Lanes are looked up, never added: a stream without GPU activity is no lane.
+    `wait_on_event_corr` is the correlation id of the `cudaEventRecord` call on `wait_on_lane`."""
     start, end, keep = b.times(events)
     events = [e for e, k in zip(events, keep) if k]
     args = [_arg(e) for e in events]
-    lane = b.lanes(events) if events else np.zeros(0, np.int32)
-    # the stream waited on, as a lane of the same device
-    devices = b.lane_table()[lane, 0] if len(lane) else np.zeros(0, np.int64)
+    devices = int_column([a.device if a.device is not None else _pid_int(e.pid, b.symbols) for e, a in zip(events, args)])
+    streams = int_column([a.stream if a.stream is not None else _pid_int(e.tid, b.symbols) for e, a in zip(events, args)])
     wait_streams = int_column([a.wait_on_stream for a in args])
-    wait_lane = np.array(
-        [b.lane_ids.get((int(d), int(s)), MISSING) if s != MISSING else MISSING for d, s in zip(devices, wait_streams)],
-        dtype=np.int32,
-    )
+    is_stream_wait = np.array([(e.name or "") == "Stream Wait Event" for e in events], dtype=bool)
+    ids = b.lane_ids
+
+    def lane_of(device: int, stream: int) -> int:
+        return ids.get((int(device), int(stream)), MISSING) if stream != MISSING else MISSING
+
+    lane = np.array([lane_of(d, s) if w else MISSING for d, s, w in zip(devices, streams, is_stream_wait)], dtype=np.int32)
+    wait_lane = np.array([lane_of(d, s) for d, s in zip(devices, wait_streams)], dtype=np.int32)
     return StreamWaits(
         start_ns=start[keep],
         end_ns=end[keep],
