@@ -1,0 +1,108 @@
+"""metrics.md §4 on hand-built traces whose answers are known by hand."""
+
+import pytest
+
+from tests.kineto import RankTrace, write_run
+from tpscope.metrics.breakdown import rank_breakdown, whole_trace_overlap_ratio
+from tpscope.trace import load_run
+
+NCCL = "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+
+
+def one_step(tmp_path, build) -> dict:
+    """Load a one-rank trace whose step 1 spans [0, 100) µs; return its breakdown as a dict."""
+    r = RankTrace(0, world_size=1)
+    r.gpu_annotation("ProfilerStep#1", 0, 100)
+    build(r)
+    run = load_run(write_run(tmp_path / "run", [r]))
+    (step,) = rank_breakdown(run.ranks[0])
+    return {k: getattr(step, k) for k in step.__dataclass_fields__}
+
+
+def test_no_overlap(tmp_path):
+    s = one_step(tmp_path, lambda r: (r.kernel("gemm", 0, 40), r.kernel(NCCL, 50, 30, stream=14)))
+    assert s["step_time_us"] == 100
+    assert s["compute_us"] == 40 and s["comm_us"] == 30
+    assert s["hidden_comm_us"] == 0 and s["exposed_comm_us"] == 30
+    assert s["idle_us"] == 30
+    assert s["exposed_comm_ratio"] == pytest.approx(0.30)
+    assert s["overlap_ratio"] == 0 and s["overlap_efficiency"] == 0
+
+
+def test_full_overlap(tmp_path):
+    s = one_step(tmp_path, lambda r: (r.kernel("gemm", 0, 80), r.kernel(NCCL, 10, 50, stream=14)))
+    assert s["hidden_comm_us"] == 50 and s["exposed_comm_us"] == 0
+    assert s["overlap_ratio"] == 1 and s["overlap_efficiency"] == 1
+    assert s["idle_us"] == 20
+
+
+def test_partial_overlap(tmp_path):
+    # compute [0, 60), comm [40, 100): hidden 20, exposed 40; hideable = min(60, 60)
+    s = one_step(tmp_path, lambda r: (r.kernel("gemm", 0, 60), r.kernel(NCCL, 40, 60, stream=14)))
+    assert s["hidden_comm_us"] == 20 and s["exposed_comm_us"] == 40
+    assert s["overlap_ratio"] == pytest.approx(20 / 60)
+    assert s["overlap_efficiency"] == pytest.approx(20 / 60)
+    assert s["idle_us"] == 0
+
+
+def test_nested_kernels_and_several_streams(tmp_path):
+    def build(r):
+        r.kernel("gemm_a", 0, 50, stream=7)
+        r.kernel("gemm_b", 10, 20, stream=7)  # nested inside gemm_a (same lane)
+        r.kernel("elementwise", 40, 30, stream=21)  # another compute stream: union [0, 70)
+        r.kernel(NCCL, 60, 30, stream=14)  # comm [60, 90): hidden [60, 70)
+
+    s = one_step(tmp_path, build)
+    assert s["compute_us"] == 70
+    assert s["comm_us"] == 30 and s["hidden_comm_us"] == 10 and s["exposed_comm_us"] == 20
+    assert s["overlap_efficiency"] == pytest.approx(10 / 30)
+    assert s["idle_us"] == 10
+
+
+def test_comm_on_the_compute_stream_is_never_hidden(tmp_path):
+    s = one_step(tmp_path, lambda r: (r.kernel("gemm", 0, 40), r.kernel(NCCL, 40, 30, stream=7)))
+    assert s["comm_us"] == 30 and s["hidden_comm_us"] == 0 and s["exposed_comm_us"] == 30
+
+
+def test_peer_copies_are_communication_other_copies_memory(tmp_path):
+    def build(r):
+        r.kernel("gemm", 0, 50)
+        r.memcpy("Memcpy PtoP (Device -> Device)", 20, 40, stream=14)  # comm [20, 60)
+        r.memcpy("Memcpy HtoD (Pinned -> Device)", 70, 10, stream=15)  # memory
+        r.memset(85, 5, stream=15)  # memory
+
+    s = one_step(tmp_path, build)
+    assert s["comm_us"] == 40 and s["hidden_comm_us"] == 30
+    assert s["memory_us"] == 15
+    assert s["idle_us"] == 100 - 60 - 15
+
+
+def test_filler_kernels_count_as_idle(tmp_path):
+    def build(r):
+        r.kernel("void at::cuda::(anonymous namespace)::spin_kernel(long)", 0, 50)
+        r.kernel(NCCL, 10, 20, stream=14)
+
+    s = one_step(tmp_path, build)
+    assert s["compute_us"] == 0
+    assert s["comm_us"] == 20 and s["exposed_comm_us"] == 20
+    assert s["idle_us"] == 80
+    assert s["overlap_efficiency"] is None  # nothing to hide behind
+
+
+def test_activity_outside_the_window_is_clipped(tmp_path):
+    s = one_step(tmp_path, lambda r: (r.kernel("gemm", -20, 40), r.kernel(NCCL, 90, 30, stream=14)))
+    assert s["compute_us"] == 20 and s["comm_us"] == 10
+
+
+def test_no_comm_gives_null_ratios(tmp_path):
+    s = one_step(tmp_path, lambda r: r.kernel("gemm", 0, 40))
+    assert s["overlap_ratio"] is None and s["overlap_efficiency"] is None
+    assert s["exposed_comm_ratio"] == 0
+
+
+def test_whole_trace_overlap_ignores_steps(tmp_path):
+    r = RankTrace(0, world_size=1)
+    r.kernel("gemm", 0, 100)
+    r.kernel(NCCL, 50, 100, stream=14)
+    run = load_run(write_run(tmp_path / "run", [r]))
+    assert whole_trace_overlap_ratio(run.ranks[0]) == pytest.approx(0.5)

@@ -1,0 +1,41 @@
+"""The class rule table (metrics.md §2)."""
+
+import numpy as np
+import pytest
+
+from tpscope.trace.classify import ActivityClass as C
+from tpscope.trace.classify import ActivityKind as K
+from tpscope.trace.classify import classify, classify_name
+
+
+@pytest.mark.parametrize(
+    "name, kind, expected",
+    [
+        ("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", K.KERNEL, C.COMM),
+        ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", K.KERNEL, C.COMM),
+        ("NCCLKERNEL_upper", K.KERNEL, C.COMM),
+        ("void ncclKernel_SendRecv(ncclDevComm*)", K.KERNEL, C.COMM),
+        ("void c10d::symmetric_memory::two_shot_all_reduce_kernel<float>", K.KERNEL, C.COMM),
+        ("userbuffers_fp16_sum_inplace_gpu_rw", K.KERNEL, C.COMM),
+        ("nvshmemi_transfer_kernel", K.KERNEL, C.COMM),
+        ("void vllm::cross_device_reduce_1stage<half>", K.KERNEL, C.COMM),
+        ("multimem_all_reduce_kernel", K.KERNEL, C.COMM),
+        ("Memcpy PtoP (Device -> Device)", K.MEMCPY, C.COMM),
+        ("Memcpy DtoD (Device -> Device)", K.MEMCPY, C.MEMORY),
+        ("Memcpy HtoD (Pageable -> Device)", K.MEMCPY, C.MEMORY),
+        ("Memset (Device)", K.MEMSET, C.MEMORY),
+        ("void at::cuda::(anonymous namespace)::spin_kernel(long)", K.KERNEL, C.FILLER),
+        ("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", K.KERNEL, C.COMPUTE),
+        ("ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_tn", K.KERNEL, C.COMPUTE),
+        ("my_kernel_mentions_nccl_late", K.KERNEL, C.COMPUTE),  # 'nccl' must start the name
+    ],
+)
+def test_rule_table(name, kind, expected):
+    assert classify_name(name, kind) == expected
+
+
+def test_vectorized_classify_broadcasts_per_name():
+    symbols = ["gemm", "ncclKernel_x", "Memcpy PtoP", "Memcpy HtoD"]
+    ids = np.array([0, 1, 0, 2, 3, 1])
+    kinds = np.array([K.KERNEL, K.KERNEL, K.KERNEL, K.MEMCPY, K.MEMCPY, K.KERNEL], dtype=np.int8)
+    assert classify(ids, kinds, symbols).tolist() == [C.COMPUTE, C.COMM, C.COMPUTE, C.COMM, C.MEMORY, C.COMM]
