@@ -1,0 +1,133 @@
+"""GPU time per step by kernel name and by collective shape: what a run spends its steps on.
+
+A GPU activity belongs to the step window that holds its midpoint (metrics.md §3) and counts its
+duration clipped to that window; activities outside every window are left out. Figures are means
+per rank and step, so that runs with different numbers of ranks or steps compare.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tpscope.trace import ActivityClass, RankTrace, Run
+
+NS_PER_US = 1000.0
+
+# Element sizes of the dtypes that torch writes into collective metadata (`dtype` arg).
+DTYPE_BYTES: dict[str, int] = {
+    "Float": 4, "Double": 8, "Half": 2, "BFloat16": 2, "Long": 8, "Int": 4, "Short": 2,
+    "Char": 1, "Byte": 1, "Bool": 1, "Float8_e4m3fn": 1, "Float8_e5m2": 1,
+}
+# metrics.md §5: the message size of all-gathers is the output, of every other collective the input.
+GATHER_NAMES = ("allgather", "all_gather")
+
+
+@dataclass(frozen=True, slots=True)
+class KernelTime:
+    """One kernel name (or collective shape) of a run: time and count per rank and step."""
+
+    key: str  # the kernel name, or "collective bytes" for a collective shape
+    activity_class: str  # compute, comm, memory or filler
+    us_per_step: float  # mean over rank-steps of the summed (clipped) duration
+    count_per_step: float  # mean over rank-steps of the number of activities
+    us_by_step: tuple[float, ...]  # per step (ascending step number), mean over ranks
+    collective: str | None = None
+    bytes: int | None = None
+
+
+def _step_index(rank: RankTrace) -> tuple[np.ndarray, np.ndarray]:
+    """Row -> index of the step window holding the activity's midpoint (-1: none), and the
+    duration clipped to that window, in ns."""
+    g, w = rank.gpu, rank.steps
+    if len(g) == 0 or len(w) == 0:
+        return np.full(len(g), -1, dtype=np.int64), np.zeros(len(g), dtype=np.int64)
+    order = np.argsort(w.start_ns, kind="stable")
+    lo, hi = w.start_ns[order], w.end_ns[order]
+    mid = g.start_ns + (g.end_ns - g.start_ns) // 2
+    pos = np.searchsorted(lo, mid, side="right") - 1
+    safe = np.clip(pos, 0, len(lo) - 1)
+    inside = (pos >= 0) & (mid < hi[safe])
+    clipped = np.minimum(g.end_ns, hi[safe]) - np.maximum(g.start_ns, lo[safe])
+    idx = np.where(inside, order[safe], -1)
+    return idx, np.where(inside, np.maximum(clipped, 0), 0)
+
+
+def _group_keys(rank: RankTrace, keep: np.ndarray, by: str) -> tuple[np.ndarray, list[str]]:
+    """Per kept activity, its group (an index into the returned labels); grouping on integer ids,
+    so that strings are built once per group, never per activity."""
+    g, sy = rank.gpu, rank.symbols
+    if by == "collective":
+        coll, dtype = g.coll_name_id[keep], g.dtype_id[keep]
+        size = np.array([DTYPE_BYTES.get(sy[d], 0) if d >= 0 else 0 for d in range(-1, len(sy))])[dtype + 1]
+        gather_ids = [i for i, s in enumerate(sy) if any(n in s.lower() for n in GATHER_NAMES)]
+        nelems = np.where(np.isin(coll, gather_ids), g.out_nelems[keep], g.in_nelems[keep])
+        nbytes = np.where(size > 0, nelems * size, -1)
+        cols = np.stack([np.full(len(coll), int(ActivityClass.COMM)), coll.astype(np.int64), nbytes], axis=1)
+    else:
+        ids = g.signature_id if by == "signature" else g.name_id
+        cols = np.stack([g.cls[keep].astype(np.int64), ids[keep].astype(np.int64)], axis=1)
+    if len(cols) == 0:
+        return np.zeros(0, dtype=np.int64), []
+    uniq, group = np.unique(cols, axis=0, return_inverse=True)
+    labels = [f"{row[0]}|{sy[row[1]]}" + (f"|{row[2]}" if by == "collective" else "") for row in uniq]
+    return group.reshape(-1), labels
+
+
+def kernel_times(run: Run, by: str = "name") -> tuple[KernelTime, ...]:
+    """GPU time per rank and step of every kernel name (`by="name"`), kernel signature
+    (`"signature"`: name|grid|block|input dims) or collective shape (`"collective"`), most first."""
+    if by not in ("name", "signature", "collective"):
+        raise ValueError(f"by must be name, signature or collective, not {by!r}")
+    steps = sorted({int(s) for r in run.ranks for s in r.steps.step.tolist()})
+    n_rank_steps = sum(len(r.steps) for r in run.ranks)
+    if not steps or n_rank_steps == 0:
+        return ()
+    step_pos = {s: i for i, s in enumerate(steps)}
+    ranks_per_step = np.zeros(len(steps))
+    parts = []
+    for rank in run.ranks:  # a loop over ranks, not events
+        step_idx, dur_ns = _step_index(rank)
+        keep = step_idx >= 0
+        if by == "collective":
+            keep &= rank.gpu.coll_name_id >= 0
+        group, labels = _group_keys(rank, keep, by)
+        global_step = np.array([step_pos[int(s)] for s in rank.steps.step.tolist()], dtype=np.int64)
+        ranks_per_step[global_step] += 1
+        parts.append((np.asarray(labels, dtype=object), group, global_step[step_idx[keep]], dur_ns[keep]))
+    all_labels = np.unique(np.concatenate([p[0] for p in parts]).astype(str))
+    if len(all_labels) == 0:
+        return ()
+    total_ns = np.zeros((len(all_labels), len(steps)))
+    count = np.zeros(len(all_labels))
+    for labels, group, gstep, dur in parts:
+        if len(group) == 0:
+            continue
+        row = np.searchsorted(all_labels, labels.astype(str))[group]
+        np.add.at(total_ns, (row, gstep), dur)
+        np.add.at(count, row, 1)
+    by_step_us = total_ns / np.maximum(ranks_per_step, 1) / NS_PER_US
+    mean_us = total_ns.sum(axis=1) / n_rank_steps / NS_PER_US
+    out = [_kernel_time(str(lab), mean_us[i], count[i] / n_rank_steps, by_step_us[i], by)
+           for i, lab in enumerate(all_labels)]
+    return tuple(sorted(out, key=lambda k: (-k.us_per_step, k.key)))
+
+
+def _kernel_time(label: str, us: float, count: float, by_step: np.ndarray, by: str) -> KernelTime:
+    cls_text, _, key = label.partition("|")
+    cls = ActivityClass(int(cls_text)).name.lower()
+    if by != "collective":
+        return KernelTime(key, cls, float(us), float(count), tuple(float(v) for v in by_step))
+    name, _, nbytes = key.rpartition("|")
+    b = int(nbytes)
+    shown = f"{name} {_size_text(b)}" if b >= 0 else f"{name} (size unknown)"
+    return KernelTime(shown, cls, float(us), float(count), tuple(float(v) for v in by_step),
+                      collective=name, bytes=b if b >= 0 else None)
+
+
+def _size_text(nbytes: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:g} {unit}"
+    return f"{nbytes} B"

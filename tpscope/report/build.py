@@ -1,0 +1,181 @@
+"""The report of a candidate run (against a baseline, or alone): one frozen value that every
+format (Markdown, JSON, JUnit, HTML) renders. Pure: metrics' results in, report out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tpscope.metrics import RunAnalysis
+from tpscope.metrics.kernel_stats import KernelTime
+from tpscope.report.compare import (
+    MIN_SAMPLES,
+    FailOn,
+    MetricComparison,
+    Verdict,
+    compare_runs,
+    median_difference_ci,
+    verdict,
+)
+from tpscope.report.metric_defs import METRICS
+from tpscope.report.step_samples import RunSamples, run_samples
+
+# Manifest fields that describe the experiment; a difference is listed at the top of a report.
+CONFIG_KEYS = ("regime", "mode", "chunks", "tp", "world_size", "model", "dtype", "seq_len", "batch",
+               "gpu_name", "gpu_count", "torch_version", "nccl_version")
+TOP_N = 8
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """What a report says about one run folder."""
+
+    run_dir: str
+    ranks: tuple[int, ...]
+    steps: tuple[int, ...]
+    has_manifest: bool
+    config: tuple[tuple[str, str], ...]  # (manifest key, value as text) for CONFIG_KEYS it has
+    warnings: tuple[str, ...]
+
+    @property
+    def title(self) -> str:
+        c = dict(self.config)
+        parts = [c[k] for k in ("regime", "mode") if k in c]
+        if c.get("chunks") not in (None, "None", "1") and "chunks" in c:
+            parts.append(f"chunks={c['chunks']}")
+        return " ".join(parts) or self.run_dir
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSummary:
+    """One metric of a run alone: median and range over steps."""
+
+    metric: str
+    median: float | None
+    low: float | None
+    high: float | None
+    n: int
+    missing: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class KernelDelta:
+    """GPU time per rank and step of one kernel name or collective shape, baseline -> candidate."""
+
+    key: str
+    activity_class: str
+    baseline_us: float
+    candidate_us: float
+    delta_us: float
+    significant: bool | None  # the bootstrap interval of the per-step difference excludes 0
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    candidate: RunInfo
+    baseline: RunInfo | None
+    fail_on: FailOn
+    comparisons: tuple[MetricComparison, ...]  # empty without a baseline
+    summaries: tuple[MetricSummary, ...]  # the candidate's own figures
+    verdict: Verdict | None  # None without a baseline
+    kernels: tuple[KernelDelta, ...]  # regressed most first (alone: most time first)
+    collectives: tuple[KernelDelta, ...]
+    config_changes: tuple[tuple[str, str, str], ...]  # (key, baseline, candidate)
+    step_times_us: tuple[tuple[float, ...], tuple[float, ...]]  # baseline, candidate (for figures)
+    breakdown_us: tuple[tuple[tuple[str, float], ...], ...]  # per run: (part, mean µs per step)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.verdict is not None and not self.verdict.passed else 0
+
+
+def run_info(analysis: RunAnalysis, samples: RunSamples) -> RunInfo:
+    m = analysis.manifest or {}
+    config = tuple((k, _text(m[k])) for k in CONFIG_KEYS if k in m and m[k] is not None)
+    return RunInfo(analysis.run_dir, tuple(analysis.ranks), samples.steps, analysis.manifest is not None,
+                   config, tuple(analysis.warnings))
+
+
+def _text(value) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in value.items())
+    return str(value)
+
+
+def summarize_metric(metric: str, samples: RunSamples) -> MetricSummary:
+    v = samples.get(metric)
+    if not len(v):
+        return MetricSummary(metric, None, None, None, 0, samples.missing.get(metric, ""))
+    return MetricSummary(metric, float(np.median(v)), float(v.min()), float(v.max()), len(v))
+
+
+def kernel_deltas(baseline: tuple[KernelTime, ...], candidate: tuple[KernelTime, ...],
+                  top_n: int = TOP_N) -> tuple[KernelDelta, ...]:
+    """The kernels (or collective shapes) whose time per step grew most; absent ones count 0 µs."""
+    b = {(k.activity_class, k.key): k for k in baseline}
+    c = {(k.activity_class, k.key): k for k in candidate}
+    out = []
+    for key in b.keys() | c.keys():
+        kb, kc = b.get(key), c.get(key)
+        bu, cu = (kb.us_per_step if kb else 0.0), (kc.us_per_step if kc else 0.0)
+        if cu <= bu:
+            continue
+        sb = np.asarray(kb.us_by_step if kb else (0.0,) * len(kc.us_by_step))
+        sc = np.asarray(kc.us_by_step)
+        significant = None
+        if min(len(sb), len(sc)) >= MIN_SAMPLES:
+            low, high = median_difference_ci(sb, sc)
+            significant = low > 0 or high < 0
+        out.append(KernelDelta(key[1], key[0], bu, cu, cu - bu, significant))
+    return tuple(sorted(out, key=lambda d: (-d.delta_us, d.key))[:top_n])
+
+
+def kernel_totals(kernels: tuple[KernelTime, ...], top_n: int = TOP_N) -> tuple[KernelDelta, ...]:
+    """A run alone: its kernels by time per step (as deltas from nothing)."""
+    return tuple(KernelDelta(k.key, k.activity_class, 0.0, k.us_per_step, k.us_per_step, None)
+                 for k in kernels[:top_n])
+
+
+def config_changes(baseline: RunInfo, candidate: RunInfo) -> tuple[tuple[str, str, str], ...]:
+    b, c = dict(baseline.config), dict(candidate.config)
+    return tuple((k, b.get(k, "?"), c.get(k, "?")) for k in CONFIG_KEYS
+                 if (k in b or k in c) and b.get(k) != c.get(k))
+
+
+def breakdown(samples: RunSamples) -> tuple[tuple[str, float], ...]:
+    """Mean µs per step and rank of compute, hidden and exposed communication, idle."""
+    def mean(name: str) -> float:
+        v = samples.get(name)
+        return float(v.mean()) if len(v) else 0.0
+    comm, exposed = mean("comm_us"), mean("exposed_comm_us")
+    return (("compute", mean("compute_us")), ("hidden comm", max(comm - exposed, 0.0)),
+            ("exposed comm", exposed), ("idle", mean("idle_us")))
+
+
+def build_report(candidate: RunAnalysis, candidate_kernels: tuple[KernelTime, ...],
+                 candidate_collectives: tuple[KernelTime, ...], fail_on: FailOn,
+                 baseline: RunAnalysis | None = None,
+                 baseline_kernels: tuple[KernelTime, ...] = (),
+                 baseline_collectives: tuple[KernelTime, ...] = ()) -> Report:
+    """Compare `candidate` with `baseline` (or describe it alone)."""
+    cs = run_samples(candidate)
+    cinfo = run_info(candidate, cs)
+    summaries = tuple(summarize_metric(m.name, cs) for m in METRICS
+                      if len(cs.get(m.name)) or fail_on.get(m.name))
+    if baseline is None:
+        return Report(cinfo, None, fail_on, (), summaries, None, kernel_totals(candidate_kernels),
+                      kernel_totals(candidate_collectives), (),
+                      ((), tuple(cs.get("step_time_us").tolist())), (breakdown(cs),))
+    bs = run_samples(baseline)
+    binfo = run_info(baseline, bs)
+    comparisons = compare_runs(bs, cs, fail_on)
+    return Report(
+        candidate=cinfo, baseline=binfo, fail_on=fail_on, comparisons=comparisons,
+        summaries=summaries, verdict=verdict(comparisons),
+        kernels=kernel_deltas(baseline_kernels, candidate_kernels),
+        collectives=kernel_deltas(baseline_collectives, candidate_collectives),
+        config_changes=config_changes(binfo, cinfo),
+        step_times_us=(tuple(bs.get("step_time_us").tolist()), tuple(cs.get("step_time_us").tolist())),
+        breakdown_us=(breakdown(bs), breakdown(cs)),
+    )
