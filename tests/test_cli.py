@@ -1,0 +1,65 @@
+"""The `tpscope` command: user mistakes give one line and exit 2; analyze prints tables and JSON."""
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+RUN = ROOT / "tests" / "data" / "h200-nvlink-unfused"
+
+
+def tpscope(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tpscope.cli", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=120, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda p: None, "no such file or folder"),
+        (lambda p: p.mkdir(), "no trace files"),
+        (lambda p: (p.mkdir(), (p / "notes.json").write_text("hello")), "not valid JSON"),
+        (lambda p: (p.mkdir(), (p / "r.json.gz").write_bytes(gzip.compress(b"{" * 4000)[:30])), "broken gzip"),
+    ],
+    ids=["missing", "empty", "non-trace", "truncated-gzip"],
+)
+def test_user_errors_print_one_line_and_exit_2(tmp_path, make, message):
+    target = tmp_path / "run"
+    make(target)
+    done = tpscope("analyze", str(target))
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and str(target) in lines[0]
+    assert "Traceback" not in done.stderr
+
+
+def test_analyze_prints_the_step_table_and_summary():
+    done = tpscope("analyze", str(RUN))
+    assert done.returncode == 0, done.stderr
+    assert "Per rank and step" in done.stdout and "overlap efficiency" in done.stdout
+
+
+def test_analyze_json_follows_the_design_contract():
+    done = tpscope("analyze", str(RUN), "--json")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert {"tpscope_version", "run_dir", "ranks", "warnings", "steps", "critical_path", "collectives",
+            "clock_offsets_us", "summary"} <= set(doc)
+    assert doc["ranks"] == [0, 1]
+    step_fields = {"rank", "step", "step_time_us", "compute_us", "comm_us", "memory_us", "idle_us",
+                   "hidden_comm_us", "exposed_comm_us", "exposed_comm_ratio", "overlap_ratio",
+                   "overlap_efficiency", "comm_wait_us", "comm_transfer_us", "contention_tax_us",
+                   "contention_slowdown"}
+    assert all(step_fields <= set(s) for s in doc["steps"]) and len(doc["steps"]) == 6
+    assert {"step_time_us", "exposed_comm_ratio", "overlap_ratio", "overlap_efficiency",
+            "critical_path_exposed_comm_ratio", "contention_slowdown", "tokens_per_s"} <= set(doc["summary"])
+    assert doc["summary"]["tokens_per_s"] is None  # no manifest: unknown, never a made-up 0
+
+
+def test_no_command_prints_help_and_exits_2():
+    done = tpscope()
+    assert done.returncode == 2 and "analyze" in done.stdout
