@@ -35,6 +35,7 @@ class KernelTime:
     us_by_step: tuple[float, ...]  # per step (ascending step number), mean over ranks
     collective: str | None = None
     bytes: int | None = None
+    detail: str | None = None  # e.g. "4 x 8 MiB" per step, for a collective merged over sizes
 
 
 def _step_index(rank: RankTrace) -> tuple[np.ndarray, np.ndarray]:
@@ -131,3 +132,19 @@ def _size_text(nbytes: int) -> str:
         if nbytes >= scale:
             return f"{nbytes / scale:g} {unit}"
     return f"{nbytes} B"
+
+
+def by_collective(times: tuple[KernelTime, ...]) -> tuple[KernelTime, ...]:
+    """Collective shapes (`kernel_times(run, "collective")`) merged per collective name, so that runs
+    that split a message into chunks compare; `detail` lists the messages per rank and step."""
+    names = sorted({t.collective for t in times if t.collective})
+    out = []
+    for name in names:  # a loop over collective names
+        parts = [t for t in times if t.collective == name]
+        by_step = np.sum([t.us_by_step for t in parts], axis=0)
+        detail = " + ".join(f"{t.count_per_step:g} x {_size_text(t.bytes) if t.bytes else '?'}"
+                            for t in sorted(parts, key=lambda t: -(t.bytes or 0)))
+        out.append(KernelTime(name, "comm", float(sum(t.us_per_step for t in parts)),
+                              float(sum(t.count_per_step for t in parts)), tuple(float(v) for v in by_step),
+                              collective=name, detail=detail))
+    return tuple(sorted(out, key=lambda k: (-k.us_per_step, k.key)))

@@ -69,6 +69,8 @@ class KernelDelta:
     candidate_us: float
     delta_us: float
     significant: bool | None  # the bootstrap interval of the per-step difference excludes 0
+    baseline_detail: str | None = None  # collectives: messages per rank and step
+    candidate_detail: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,14 +129,15 @@ def kernel_deltas(baseline: tuple[KernelTime, ...], candidate: tuple[KernelTime,
         if min(len(sb), len(sc)) >= MIN_SAMPLES:
             low, high = median_difference_ci(sb, sc)
             significant = low > 0 or high < 0
-        out.append(KernelDelta(key[1], key[0], bu, cu, cu - bu, significant))
+        out.append(KernelDelta(key[1], key[0], bu, cu, cu - bu, significant,
+                               kb.detail if kb else None, kc.detail if kc else None))
     return tuple(sorted(out, key=lambda d: (-d.delta_us, d.key))[:top_n])
 
 
 def kernel_totals(kernels: tuple[KernelTime, ...], top_n: int = TOP_N) -> tuple[KernelDelta, ...]:
     """A run alone: its kernels by time per step (as deltas from nothing)."""
-    return tuple(KernelDelta(k.key, k.activity_class, 0.0, k.us_per_step, k.us_per_step, None)
-                 for k in kernels[:top_n])
+    return tuple(KernelDelta(k.key, k.activity_class, 0.0, k.us_per_step, k.us_per_step, None,
+                             None, k.detail) for k in kernels[:top_n])
 
 
 def config_changes(baseline: RunInfo, candidate: RunInfo) -> tuple[tuple[str, str, str], ...]:

@@ -1,0 +1,150 @@
+"""The report as one self-contained HTML page: tables and Plotly figures, plotly.js inlined, so the
+page needs no network (CI artifacts are often opened offline)."""
+
+from __future__ import annotations
+
+from html import escape
+
+from tpscope.report.build import KernelDelta, Report
+from tpscope.report.compare import Status
+from tpscope.report.markdown import change_text, interval_text, short_name
+from tpscope.report.metric_defs import format_value, metric_def
+
+STATUS_CLASS = {Status.REGRESSED: "bad", Status.WORSE: "warn", Status.IMPROVED: "good",
+                Status.UNCHANGED: "same", Status.UNKNOWN: "unknown"}
+COLORS = {"baseline": "#7f7f7f", "candidate": "#1f77b4", "compute": "#2ca02c", "hidden comm": "#9ecae1",
+          "exposed comm": "#d62728", "idle": "#c7c7c7"}
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em;color:#222;max-width:1200px}
+table{border-collapse:collapse;margin:1em 0}th,td{border:1px solid #ddd;padding:4px 8px;font-size:14px}
+td.num{text-align:right;font-variant-numeric:tabular-nums}th{background:#f4f4f4}
+.bad{color:#b00020;font-weight:600}.warn{color:#b26a00}.good{color:#1b7f2a}.same{color:#666}.unknown{color:#888}
+.verdict{font-size:20px;padding:8px 12px;border-radius:6px;display:inline-block}
+.verdict.pass{background:#e6f4ea}.verdict.fail{background:#fde7e9}.verdict.none{background:#eef}
+code{font-size:12px}.fig{height:380px}
+"""
+
+
+def _table(headers: list[str], rows: list[list[str]], numeric: set[int], raw: bool = False) -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+    body = "".join(
+        "<tr>" + "".join(f"<td{' class=num' if i in numeric else ''}>{c if raw else escape(c)}</td>"
+                         for i, c in enumerate(r)) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _figure_html(fig, div_id: str, include_js: bool) -> str:
+    import plotly.io as pio
+
+    return pio.to_html(fig, full_html=False, include_plotlyjs=include_js, include_mathjax=False,
+                       div_id=div_id, default_height="380px",
+                       config={"displaylogo": False, "responsive": True})
+
+
+def step_time_figure(report: Report):
+    """Per-step step time of each run (each point one step)."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for name, values in zip(("baseline", "candidate"), report.step_times_us):
+        if values:
+            fig.add_trace(go.Box(y=list(values), name=name, boxpoints="all", jitter=0.3, pointpos=0,
+                                 marker_color=COLORS[name]))
+    fig.update_layout(title="Step time per step (slowest rank)", yaxis_title="µs", template="plotly_white",
+                      showlegend=False, margin={"t": 50, "b": 40})
+    return fig
+
+
+def breakdown_figure(report: Report):
+    """Where a step's time goes, mean per rank and step, each run one bar."""
+    import plotly.graph_objects as go
+
+    names = ["baseline", "candidate"] if report.baseline is not None else ["run"]
+    parts = [p for p, _ in report.breakdown_us[0]]
+    fig = go.Figure()
+    for part in parts:
+        fig.add_trace(go.Bar(x=names, y=[dict(b)[part] for b in report.breakdown_us], name=part,
+                             marker_color=COLORS[part]))
+    fig.update_layout(barmode="stack", title="Step breakdown (mean per rank and step)", yaxis_title="µs",
+                      template="plotly_white", margin={"t": 50, "b": 40})
+    return fig
+
+
+def kernel_figure(deltas: tuple[KernelDelta, ...], alone: bool):
+    import plotly.graph_objects as go
+
+    labels = [short_name(d.key, 48) for d in deltas][::-1]
+    values = [d.candidate_us if alone else d.delta_us for d in deltas][::-1]
+    fig = go.Figure(go.Bar(x=values, y=labels, orientation="h", marker_color=COLORS["candidate"],
+                           hovertext=[d.key for d in deltas][::-1]))
+    title = "GPU time by kernel" if alone else "Kernels whose time per step grew most"
+    fig.update_layout(title=title, xaxis_title="µs per rank and step" + ("" if alone else " (change)"),
+                      template="plotly_white", margin={"l": 360, "t": 50, "b": 40})
+    return fig
+
+
+def _comparison_rows(report: Report) -> list[list[str]]:
+    rows = []
+    for c in report.comparisons:
+        m = metric_def(c.metric)
+        status = f'<span class="{STATUS_CLASS[c.status]}">{escape(c.status.value)}</span>'
+        rows.append([escape(f"{m.label} ({m.short})"), escape(format_value(c.baseline_median, m.unit)),
+                     escape(format_value(c.candidate_median, m.unit)), escape(change_text(c)),
+                     escape(interval_text(c)), escape(c.threshold.text if c.threshold else ""),
+                     status + f" <small>{escape(c.reason)}</small>"])
+    return rows
+
+
+def _kernel_rows(deltas: tuple[KernelDelta, ...], alone: bool) -> list[list[str]]:
+    if alone:
+        return [[f"<code>{escape(d.key)}</code>", d.activity_class, f"{d.candidate_us:,.1f}",
+                 escape(d.candidate_detail or "")] for d in deltas]
+    return [[f"<code>{escape(d.key)}</code>", d.activity_class, f"{d.baseline_us:,.1f}",
+             f"{d.candidate_us:,.1f}", f"{d.delta_us:+,.1f}",
+             {True: "yes", False: "no (noise)", None: "n/a"}[d.significant],
+             escape(f"{d.baseline_detail or '-'} → {d.candidate_detail or '-'}"
+                    if d.baseline_detail or d.candidate_detail else "")] for d in deltas]
+
+
+def render(report: Report) -> str:
+    """The whole page."""
+    alone = report.baseline is None
+    parts = [f"<h1>tpscope report: {escape(report.candidate.title)}</h1>"]
+    if alone:
+        parts.append('<p class="verdict none">Report of one run: no baseline given, so no verdict.</p>')
+        rows = [[escape(f"{metric_def(s.metric).label} ({metric_def(s.metric).short})"),
+                 *(escape(format_value(v, metric_def(s.metric).unit)) for v in (s.median, s.low, s.high)),
+                 escape(str(s.n) if s.n else s.missing or "unknown")] for s in report.summaries]
+        parts.append(_table(["metric", "median", "min", "max", "steps"], rows, {1, 2, 3, 4}, raw=True))
+    else:
+        v = report.verdict
+        parts.append(f'<p class="verdict {"pass" if v.passed else "fail"}">{escape(v.line)}</p>')
+        parts.append(f"<p>baseline: <code>{escape(report.baseline.run_dir)}</code> ({escape(report.baseline.title)})"
+                     f"<br>candidate: <code>{escape(report.candidate.run_dir)}</code> "
+                     f"({escape(report.candidate.title)})</p>")
+        if report.config_changes:
+            items = "".join(f"<li>{escape(k)}: {escape(b)} → {escape(c)}</li>" for k, b, c in report.config_changes)
+            parts.append(f"<p>Changed between the runs (manifest):</p><ul>{items}</ul>")
+        headers = ["metric", "baseline", "candidate", "change", "95% interval of change", "fail on", "status"]
+        parts.append(_table(headers, _comparison_rows(report), {1, 2, 3, 4, 5}, raw=True))
+        parts.append("<p><small>Medians over steps; the interval is a 95% bootstrap interval of the "
+                     "difference of medians. A change whose interval holds 0 is inside the noise and never "
+                     f"fails. Thresholds: <code>--fail-on {escape(report.fail_on.spec)}</code></small></p>")
+    figs = [("step-time", step_time_figure(report)), ("breakdown", breakdown_figure(report))]
+    if report.kernels:
+        figs.append(("kernels", kernel_figure(report.kernels, alone)))
+    for i, (div_id, fig) in enumerate(figs):
+        parts.append(f'<div class="fig">{_figure_html(fig, div_id, include_js=(i == 0))}</div>')
+    for title, deltas in (("Kernels", report.kernels), ("Collectives", report.collectives)):
+        parts.append(f"<h2>{title} {'by GPU time' if alone else 'that regressed most'} "
+                     "(µs per rank and step)</h2>")
+        headers = [title[:-1].lower(), "class", "µs", "messages"] if alone else \
+            [title[:-1].lower(), "class", "baseline µs", "candidate µs", "change µs", "outside noise", "messages"]
+        parts.append(_table(headers, _kernel_rows(deltas, alone), {2, 3, 4}, raw=True) if deltas
+                     else "<p>None.</p>")
+    warnings = [*(report.baseline.warnings if report.baseline else ()), *report.candidate.warnings]
+    if warnings:
+        parts.append("<h2>Warnings</h2><ul>" + "".join(f"<li>{escape(w)}</li>" for w in warnings) + "</ul>")
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>tpscope report: {escape(report.candidate.title)}</title><style>{CSS}</style></head>"
+            "<body>\n" + "\n".join(parts) + "\n</body></html>\n")

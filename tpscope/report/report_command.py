@@ -1,0 +1,114 @@
+"""`tpscope report CANDIDATE [--baseline RUN] [--format md,json,junit,html] [--out DIR] [--fail-on SPEC]`.
+
+Exit 0: pass (or a report of one run); 1: a gated metric regressed; 2: a usage or input error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+FORMATS = {"md": "report.md", "json": "report.json", "junit": "report.junit.xml", "html": "report.html"}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("candidate", nargs="?", metavar="CANDIDATE",
+                   help="run folder to judge (default: the bundled sample run)")
+    p.add_argument("--baseline", metavar="RUN_DIR",
+                   help="run folder to compare against; without it, a report of the candidate alone")
+    p.add_argument("--format", metavar="LIST",
+                   help=f"comma-separated, of {','.join(FORMATS)} (default: md to stdout; all with --out)")
+    p.add_argument("--out", metavar="DIR", help="write report.md, report.json, report.junit.xml, report.html here")
+    p.add_argument("--overwrite", action="store_true", help="replace report files that already exist in --out")
+    p.add_argument("--fail-on", metavar="SPEC", dest="fail_on",
+                   help="thresholds, e.g. step_time=+3%%,exposed_comm_ratio=+0.02,tokens_per_s=-3%%,"
+                        "peak_memory=+5%% (these are the defaults; METRIC=off drops one)")
+
+
+def parse_formats(text: str | None, has_out: bool) -> list[str]:
+    from tpscope.errors import UserError
+
+    if not text:
+        return list(FORMATS) if has_out else ["md"]
+    formats = [f.strip().lower() for f in text.split(",") if f.strip()]
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown or not formats:
+        raise UserError(f"--format: unknown format {', '.join(unknown) or repr(text)}; choose from "
+                        f"{', '.join(FORMATS)}")
+    if len(formats) > 1 and not has_out:
+        raise UserError("--format with several formats needs --out DIR (stdout takes one)")
+    return list(dict.fromkeys(formats))
+
+
+def output_paths(out: str, formats: list[str], overwrite: bool) -> dict[str, Path]:
+    """Where each format goes; refuses to replace an existing report unless `overwrite`."""
+    from tpscope.errors import UserError
+
+    folder = Path(out)
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"--out {folder}: exists and is not a folder")
+    paths = {f: folder / FORMATS[f] for f in formats}
+    existing = [str(p) for p in paths.values() if p.exists()]
+    if existing and not overwrite:
+        raise UserError(f"{existing[0]} already exists; pass --overwrite to replace the report "
+                        "or choose another --out")
+    return paths
+
+
+def render(report, fmt: str) -> str:
+    if fmt == "md":
+        from tpscope.report import markdown
+
+        return markdown.render(report)
+    if fmt == "json":
+        import json
+
+        from tpscope.report.json_doc import as_json
+
+        return json.dumps(as_json(report), indent=1) + "\n"
+    if fmt == "junit":
+        from tpscope.report import junit
+
+        return junit.render(report)
+    from tpscope.report import html
+
+    return html.render(report)
+
+
+def main(args: argparse.Namespace) -> int:
+    from tpscope.report.compare import parse_fail_on
+
+    formats = parse_formats(args.format, bool(args.out))
+    fail_on = parse_fail_on(args.fail_on)
+    paths = output_paths(args.out, formats, args.overwrite) if args.out else {}
+    report = build(args.candidate, args.baseline, fail_on)
+    if not paths:
+        sys.stdout.write(render(report, formats[0]))
+        return report.exit_code
+    next(iter(paths.values())).parent.mkdir(parents=True, exist_ok=True)
+    for fmt, path in paths.items():
+        path.write_text(render(report, fmt), encoding="utf-8")
+    line = report.verdict.line if report.verdict else "report of one run (no baseline): no verdict"
+    print(line)
+    print("wrote " + ", ".join(str(p) for p in paths.values()))
+    return report.exit_code
+
+
+def build(candidate: str | None, baseline: str | None, fail_on):
+    """Load, analyze and compare (trace -> metrics -> report)."""
+    from tpscope.metrics import analyze_run
+    from tpscope.metrics.kernel_stats import by_collective, kernel_times
+    from tpscope.report.build import build_report
+    from tpscope.samples import default_run
+    from tpscope.trace import load_run
+
+    def analyzed(path):
+        run = load_run(path)
+        return analyze_run(run), kernel_times(run, "name"), by_collective(kernel_times(run, "collective"))
+
+    cand = analyzed(candidate or default_run())
+    if baseline is None:
+        return build_report(*cand, fail_on)
+    base = analyzed(baseline)
+    return build_report(*cand, fail_on, *base)
