@@ -1,0 +1,141 @@
+"""The noise-aware comparison: thresholds, statuses, and the bootstrap's false-alarm rate and power."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tpscope.errors import UserError
+from tpscope.report.compare import (
+    Status,
+    compare_metric,
+    median_difference_ci,
+    parse_fail_on,
+    verdict,
+)
+
+
+def test_default_thresholds_gate_time_exposure_throughput_and_memory():
+    fo = parse_fail_on(None)
+    got = {(t.metric, round(t.limit, 6), t.relative, t.worse_if) for t in fo.thresholds}
+    assert got == {("step_time_us", 0.03, True, 1), ("exposed_comm_ratio", 0.02, False, 1),
+                   ("tokens_per_s", 0.03, True, -1), ("peak_memory_bytes", 0.05, True, 1)}
+
+
+def test_spec_overrides_one_metric_and_keeps_the_other_defaults():
+    fo = parse_fail_on("step_time=+5%, peak_memory=off, idle=+10")
+    assert fo.get("step_time_us").limit == pytest.approx(0.05)
+    assert fo.get("peak_memory_bytes") is None
+    assert fo.get("tokens_per_s").worse_if == -1
+    idle = fo.get("idle_us")
+    assert (idle.limit, idle.relative, idle.worse_if) == (10.0, False, 1)
+
+
+def test_unsigned_limit_takes_the_metrics_bad_direction():
+    fo = parse_fail_on("tokens_per_s=2%,exposed_comm_ratio=0.01")
+    assert fo.get("tokens_per_s").worse_if == -1  # higher is better: a fall is bad
+    assert fo.get("exposed_comm_ratio").worse_if == 1
+
+
+@pytest.mark.parametrize("spec", ["step_time", "stepp_time=+3%", "step_time=+abc", "step_time=-inf%",
+                                  "=3%"])
+def test_bad_spec_is_a_one_line_user_error(spec):
+    with pytest.raises(UserError) as err:
+        parse_fail_on(spec)
+    assert "\n" not in str(err.value) and "--fail-on" in str(err.value)
+
+
+def _step_time(base, cand, spec=None):
+    return compare_metric("step_time_us", np.asarray(base, float), np.asarray(cand, float),
+                          parse_fail_on(spec).get("step_time_us"))
+
+
+def test_identical_samples_are_unchanged():
+    c = _step_time([100, 101, 99], [100, 101, 99])
+    assert c.status is Status.UNCHANGED and not c.failed and c.delta == 0
+
+
+def test_a_big_median_change_inside_the_noise_never_fails():
+    # medians 100 -> 110 (+10%, past +3%), but the samples interleave: noise, not a change
+    base = [80, 90, 100, 120, 130]
+    cand = [85, 95, 110, 125, 135]
+    c = _step_time(base, cand)
+    assert c.delta == pytest.approx(10.0)
+    assert c.status is Status.UNCHANGED and not c.failed
+    assert c.ci_low < 0 < c.ci_high
+
+
+def test_a_clear_ten_percent_slowdown_regresses():
+    base = np.array([100.0, 100.5, 99.5, 100.2, 99.8])
+    c = _step_time(base, base * 1.10)
+    assert c.status is Status.REGRESSED and c.failed
+    assert c.delta_ratio == pytest.approx(0.10, abs=1e-9)  # medians 100 -> 110
+    assert c.ci_low > 0
+
+
+def test_a_real_change_within_the_threshold_is_worse_but_passes():
+    base = np.array([100.0, 100.1, 99.9, 100.05, 99.95])
+    c = _step_time(base, base + 1.0)  # +1%: outside this tiny noise, within +3%
+    assert c.status is Status.WORSE and not c.failed
+
+
+def test_faster_is_improved():
+    base = np.array([100.0, 100.5, 99.5])
+    assert _step_time(base, base * 0.8).status is Status.IMPROVED
+
+
+def test_single_values_are_judged_by_the_threshold_alone():
+    t = parse_fail_on(None).get("peak_memory_bytes")
+    over = compare_metric("peak_memory_bytes", np.array([100e9]), np.array([106e9]), t)
+    under = compare_metric("peak_memory_bytes", np.array([100e9]), np.array([104e9]), t)
+    assert over.status is Status.REGRESSED and over.significant is None
+    assert under.status is Status.WORSE and not under.failed
+
+
+def test_a_throughput_drop_fails_and_a_rise_passes():
+    t = parse_fail_on(None).get("tokens_per_s")
+    drop = compare_metric("tokens_per_s", np.full(5, 1000.0), np.full(5, 900.0), t)
+    rise = compare_metric("tokens_per_s", np.full(5, 1000.0), np.full(5, 1100.0), t)
+    assert drop.status is Status.REGRESSED
+    assert rise.status is Status.IMPROVED
+
+
+def test_missing_values_are_unknown_not_zero_and_do_not_fail():
+    c = compare_metric("tokens_per_s", np.zeros(0), np.array([5.0]), parse_fail_on(None).get("tokens_per_s"),
+                       missing="no manifest")
+    assert c.status is Status.UNKNOWN and c.baseline_median is None and c.reason == "no manifest"
+    assert verdict([c]).passed
+
+
+def test_verdict_names_the_regressed_metric():
+    base = np.array([100.0, 100.5, 99.5, 100.2])
+    v = verdict([_step_time(base, base * 1.10), _step_time(base, base)])
+    assert not v.passed and v.regressed == ("step_time_us",)
+    assert "step_time" in v.line and "+10.0%" in v.line
+
+
+def test_constant_samples_give_a_point_interval():
+    low, high = median_difference_ci(np.full(4, 2.0), np.full(6, 5.0))
+    assert low == high == 3.0
+
+
+def test_false_alarm_rate_on_pure_noise_is_near_the_nominal_five_percent():
+    rng = np.random.default_rng(1)
+    alarms = 0
+    trials = 200
+    for _ in range(trials):
+        a, b = rng.normal(100, 5, 20), rng.normal(100, 5, 20)
+        low, high = median_difference_ci(a, b, n_boot=1000)
+        alarms += low > 0 or high < 0
+    assert alarms / trials < 0.12
+
+
+def test_power_on_a_one_sigma_shift_with_twenty_steps():
+    rng = np.random.default_rng(2)
+    hits = 0
+    trials = 100
+    for _ in range(trials):
+        a, b = rng.normal(100, 5, 20), rng.normal(105, 5, 20)
+        low, _ = median_difference_ci(a, b, n_boot=1000)
+        hits += low > 0
+    assert hits / trials > 0.7

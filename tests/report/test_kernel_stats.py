@@ -1,0 +1,60 @@
+"""GPU time per step by kernel name and by collective, on small traces with known intervals."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.kineto import Collective, RankTrace, write_run
+from tpscope.metrics.kernel_stats import by_collective, kernel_times
+from tpscope.trace import load_run
+
+AG = Collective("_allgather_base", in_nelems=1024, out_nelems=2048, dtype="BFloat16")  # 4 KiB out
+RS = Collective("_reduce_scatter_base", in_nelems=4096, out_nelems=2048, dtype="Float")  # 16 KiB in
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    r0, r1 = RankTrace(0), RankTrace(1)
+    for r in (r0, r1):
+        r.gpu_annotation("ProfilerStep#1", 0, 100)
+        r.gpu_annotation("ProfilerStep#2", 100, 100)
+    r0.kernel("gemm", 10, 30)  # step 1: 30
+    r0.kernel("gemm", 110, 40)  # step 2: 40
+    r0.kernel("gemm", 90, 30)  # midpoint 105: step 2, clipped to [100, 120]: 20
+    r0.kernel("gemm", 250, 10)  # outside every step: left out
+    r0.kernel("ncclDevKernel_AllGather", 40, 20, stream=14, collective=AG)
+    r0.kernel("ncclDevKernel_AllGather", 150, 10, stream=14, collective=AG)
+    r1.kernel("gemm", 10, 50)  # step 1
+    r1.kernel("ncclDevKernel_ReduceScatter", 120, 6, stream=14, collective=RS)
+    r1.kernel("ncclDevKernel_ReduceScatter", 130, 6, stream=14, collective=RS)
+    return load_run(write_run(tmp_path_factory.mktemp("k") / "run", [r0, r1]))
+
+
+def test_time_per_rank_and_step_by_name(run):
+    times = {k.key: k for k in kernel_times(run)}
+    gemm = times["gemm"]
+    # 4 rank-steps; gemm: 30 + 40 + 20 (r0) + 50 (r1) = 140 µs
+    assert gemm.us_per_step == pytest.approx(140 / 4)
+    assert gemm.count_per_step == pytest.approx(4 / 4)
+    # step 1: (30 + 50) / 2 ranks; step 2: (40 + 20) / 2 ranks
+    assert gemm.us_by_step == pytest.approx((40.0, 30.0))
+    assert gemm.activity_class == "compute"
+    assert times["ncclDevKernel_AllGather"].us_per_step == pytest.approx(30 / 4)
+    assert times["ncclDevKernel_AllGather"].activity_class == "comm"
+    assert list(times)[0] == "gemm"  # most time first
+
+
+def test_collectives_by_shape_and_merged_by_name(run):
+    shapes = {k.key: k for k in kernel_times(run, "collective")}
+    assert set(shapes) == {"_allgather_base 4 KiB", "_reduce_scatter_base 16 KiB"}
+    assert shapes["_allgather_base 4 KiB"].bytes == 2048 * 2
+    assert shapes["_reduce_scatter_base 16 KiB"].bytes == 4096 * 4
+    merged = {k.key: k for k in by_collective(kernel_times(run, "collective"))}
+    assert merged["_reduce_scatter_base"].us_per_step == pytest.approx(12 / 4)
+    assert merged["_reduce_scatter_base"].detail == "0.5 x 16 KiB"
+    assert merged["_allgather_base"].us_by_step == pytest.approx((10.0, 5.0))
+
+
+def test_bad_grouping_is_refused(run):
+    with pytest.raises(ValueError):
+        kernel_times(run, "grid")

@@ -1,0 +1,131 @@
+"""`tpscope report` end to end on real H200 runs: verdicts, exit codes, files, JUnit and JSON."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from junitparser import Failure, JUnitXml, Skipped
+
+from tests.report._runs import CHUNKED, UNFUSED, copy_run, manifest, stretched_copy
+from tpscope.cli import main
+
+
+def report(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(["report", *map(str, argv)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def slower(tmp_path_factory):
+    """The unfused run with every step 10% slower (its real events, times stretched by 1.10)."""
+    return stretched_copy(UNFUSED, tmp_path_factory.mktemp("slow") / "slower", 1.10)
+
+
+def test_a_run_against_itself_passes(capsys):
+    code, out, _ = report(capsys, UNFUSED, "--baseline", UNFUSED)
+    assert code == 0
+    assert "PASS" in out.splitlines()[2]
+    assert "❌" not in out and "⚠️" not in out  # nothing regressed, nothing worse
+
+
+def test_ten_percent_slower_steps_fail_and_name_the_metric(capsys, slower):
+    code, out, _ = report(capsys, slower, "--baseline", UNFUSED)
+    assert code == 1
+    verdict = out.splitlines()[2]
+    assert "REGRESSION" in verdict and "step_time +10.0%" in verdict
+    # ratios do not change when every time is stretched: they must not be blamed
+    assert "exposed_comm_ratio" not in verdict
+
+
+def test_ten_percent_faster_steps_pass_as_improved(capsys, slower):
+    code, out, _ = report(capsys, UNFUSED, "--baseline", slower)
+    assert code == 0 and "1 improved" in out.splitlines()[2]
+
+
+def test_real_runs_give_the_verdict_in_the_right_direction(capsys):
+    # shm-chunked4 steps take ~1980 µs, nvlink-unfused ~878 µs (per-step times from `tpscope analyze`)
+    code, out, _ = report(capsys, CHUNKED, "--baseline", UNFUSED)
+    assert code == 1 and "step_time +125" in out
+    code, out, _ = report(capsys, UNFUSED, "--baseline", CHUNKED)
+    assert code == 0 and "improved" in out.splitlines()[2]
+
+
+def test_the_looser_threshold_lets_a_ten_percent_slowdown_pass(capsys, slower):
+    code, _, _ = report(capsys, slower, "--baseline", UNFUSED, "--fail-on", "step_time=+12%")
+    assert code == 0
+
+
+def test_throughput_bought_with_memory_fails(capsys, tmp_path):
+    """Faster steps but 10% more peak memory: a regression under the default +5% memory limit."""
+    base_ms = [50.0, 10.0, 10.1, 9.9, 10.0, 10.05, 9.95]
+    base = copy_run(UNFUSED, tmp_path / "base", manifest(base_ms, 100 * 2**30))
+    cand = copy_run(UNFUSED, tmp_path / "cand", manifest([t * 0.8 for t in base_ms], 110 * 2**30))
+    code, out, _ = report(capsys, cand, "--baseline", base)
+    assert code == 1
+    verdict = out.splitlines()[2]
+    assert "peak_memory +10.0%" in verdict and "tokens_per_s" not in verdict
+    # tokens/s from the manifest's timed steps (the 50 ms warm-up step left out): 4096 / 10 ms
+    row = next(line for line in out.splitlines() if "`tokens_per_s`" in line)
+    assert "409,600" in row and "512,000" in row and "improved" in row
+
+
+def test_without_a_manifest_throughput_and_memory_are_unknown_not_zero(capsys, tmp_path):
+    code, out, _ = report(capsys, UNFUSED, "--baseline", UNFUSED, "--format", "json")
+    doc = json.loads(out)
+    by_metric = {c["metric"]: c for c in doc["comparisons"]}
+    assert by_metric["tokens_per_s"]["status"] == "unknown"
+    assert by_metric["tokens_per_s"]["baseline_median"] is None
+    assert by_metric["peak_memory_bytes"]["candidate_median"] is None
+    assert doc["exit_code"] == code == 0
+
+
+def test_one_run_alone_is_a_report_without_verdict(capsys):
+    code, out, _ = report(capsys, CHUNKED)
+    assert code == 0
+    assert "no baseline" in out and "_allgather_base" in out and "4 x 8 MiB" in out
+
+
+def test_out_writes_every_format_and_junit_reads_back(capsys, tmp_path, slower):
+    out_dir = tmp_path / "r"
+    code, out, _ = report(capsys, slower, "--baseline", UNFUSED, "--out", out_dir)
+    assert code == 1 and "REGRESSION" in out
+    names = sorted(p.name for p in out_dir.iterdir())
+    assert names == ["report.html", "report.json", "report.junit.xml", "report.md"]
+    xml = JUnitXml.fromfile(str(out_dir / "report.junit.xml"))
+    cases = {c.name: c for suite in xml for c in suite}
+    assert set(cases) == {"step_time within +3%", "exposed_comm_ratio within +0.02",
+                          "tokens_per_s within -3%", "peak_memory within +5%"}
+    failed = cases["step_time within +3%"].result
+    assert len(failed) == 1 and isinstance(failed[0], Failure) and "step_time" in failed[0].message
+    assert cases["exposed_comm_ratio within +0.02"].is_passed
+    assert isinstance(cases["tokens_per_s within -3%"].result[0], Skipped)
+    assert xml.failures == 1 and xml.tests == 4
+    doc = json.loads((out_dir / "report.json").read_text())
+    assert doc["verdict"]["regressed"] == ["step_time_us"]
+    assert (out_dir / "report.md").read_text().startswith("## tpscope report: ❌ regression")
+
+
+def test_out_never_overwrites_an_existing_report(capsys, tmp_path):
+    out_dir = tmp_path / "r"
+    assert report(capsys, UNFUSED, "--out", out_dir)[0] == 0
+    before = (out_dir / "report.md").read_text()
+    code, out, err = report(capsys, CHUNKED, "--out", out_dir)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "--overwrite" in err and "report.md" in err
+    assert (out_dir / "report.md").read_text() == before
+    assert report(capsys, CHUNKED, "--out", out_dir, "--overwrite")[0] == 0
+    assert "h200-shm-chunked4" in (out_dir / "report.md").read_text()
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--fail-on", "bogus=+3%"], "unknown metric"),
+    (["--format", "pdf"], "unknown format"),
+    (["--format", "md,json"], "needs --out"),
+    (["--baseline", "/nonexistent/run"], "/nonexistent/run"),
+])
+def test_usage_and_input_errors_exit_2_with_one_line(capsys, argv, words):
+    code, out, err = report(capsys, UNFUSED, *argv)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and words in err
