@@ -1,0 +1,61 @@
+"""`tpscope dash [RUN_DIR ...] [--host 127.0.0.1] [--port 8050]`: the dashboard on run folders."""
+
+from __future__ import annotations
+
+import argparse
+import socket
+from pathlib import Path
+
+DEFAULT_HOST = "127.0.0.1"  # loopback only unless --host says otherwise (issue 9)
+DEFAULT_PORT = 8050
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dirs", nargs="*", metavar="RUN_DIR",
+                   help="run folders to serve (default: the bundled sample runs); only these are served")
+    p.add_argument("--host", default=DEFAULT_HOST, help=f"address to bind (default {DEFAULT_HOST}: this machine only)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
+    p.add_argument("--cache-dir", metavar="DIR",
+                   help="where parsed runs are cached (default $TPSCOPE_CACHE_DIR or ~/.cache/tpscope/dash)")
+    p.add_argument("--no-cache", action="store_true", help="read every run afresh; write no cache")
+
+
+def resolve_run_dirs(given: list[str]) -> list[Path]:
+    """The folders to serve: those given (each must exist), else the bundled sample runs."""
+    from tpscope.errors import UserError
+    from tpscope.samples import default_run, sample_runs
+
+    if not given:
+        runs = sample_runs()
+        return runs if runs else [default_run()]  # default_run() raises the clear "none bundled" error
+    paths = [Path(g) for g in given]
+    for p in paths:
+        if not p.exists():
+            raise UserError(f"{p}: no such file or folder")
+    return paths
+
+
+def check_port_free(host: str, port: int) -> None:
+    from tpscope.errors import UserError
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            raise UserError(f"cannot listen on {host}:{port} ({exc.strerror or exc}); pass --port") from None
+
+
+def main(args: argparse.Namespace) -> int:
+    from tpscope.dashboards.app import create_app
+
+    runs = resolve_run_dirs(args.run_dirs)
+    if not 0 < args.port < 65536:
+        from tpscope.errors import UserError
+
+        raise UserError(f"--port {args.port}: not a port number")
+    check_port_free(args.host, args.port)
+    app = create_app(runs, cache_dir=Path(args.cache_dir) if args.cache_dir else None, use_cache=not args.no_cache)
+    print(f"tpscope dash: serving {len(runs)} run folder(s) on http://{args.host}:{args.port}/ (Ctrl-C to stop)")
+    app.run(host=args.host, port=args.port, debug=False)
+    return 0

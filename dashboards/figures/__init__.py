@@ -1,0 +1,1 @@
+"""Pure functions: analyzer results (plain rows, arrays) -> plotly figures. No Dash, no I/O."""

@@ -1,0 +1,65 @@
+"""Collectives: the table's columns and the per-rank arrival skew figures."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+from tpscope.dashboards.figures.common import base_layout, not_available
+
+# (JSON field, header). Fields the analyzer does not report show as empty cells.
+TABLE_COLUMNS = [
+    ("step", "step"),
+    ("collective", "collective"),
+    ("key", "key"),
+    ("ranks", "ranks"),
+    ("bytes", "bytes"),
+    ("skew_us", "skew (µs)"),
+    ("wait_us", "wait (µs)"),
+    ("transfer_us", "transfer (µs)"),
+    ("busbw_gbps", "bus bw (GB/s)"),
+]
+PALETTE = ["#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#B279A2", "#FF9DA6", "#9D755D"]
+
+
+def table_columns(rows: list[dict]) -> list[dict]:
+    """DataTable column specs: the known fields, plus any others the analyzer adds."""
+    present = set().union(*(r.keys() for r in rows)) if rows else set()
+    cols = [(k, h) for k, h in TABLE_COLUMNS if k in present or k in ("step", "collective", "skew_us")]
+    known = {k for k, _ in TABLE_COLUMNS}
+    cols += [(k, k) for k in sorted(present - known)]
+    numeric = {"step", "bytes", "skew_us", "wait_us", "transfer_us", "busbw_gbps"}
+    return [{"id": k, "name": h, "type": "numeric" if k in numeric or k.endswith(("_us", "_gbps", "_bytes"))
+             else "text"} for k, h in cols]
+
+
+def skew_figure(rows: list[dict]) -> go.Figure:
+    """Arrival skew (µs) of each instance, in order, one colour per collective."""
+    rows = [r for r in rows if r.get("skew_us") is not None]
+    if not rows:
+        return not_available("arrival skew: not available (no matched collectives reported for this run)")
+    fig = go.Figure()
+    names = sorted({str(r.get("collective")) for r in rows})
+    for i, name in enumerate(names):
+        sel = [(k, r) for k, r in enumerate(rows) if str(r.get("collective")) == name]
+        fig.add_bar(x=[k for k, _ in sel], y=[r["skew_us"] for _, r in sel], name=name,
+                    marker_color=PALETTE[i % len(PALETTE)],
+                    customdata=[[r.get("step"), r.get("key")] for _, r in sel],
+                    hovertemplate="step %{customdata[0]} · %{customdata[1]}<br>skew %{y:,.1f} µs<extra>%{fullData.name}</extra>")
+    base_layout(fig, title="Arrival skew per collective instance (µs)", height=320)
+    fig.update_layout(xaxis_title="instance (in order)", yaxis_title="µs", barmode="overlay")
+    return fig
+
+
+def arrival_figure(rows: list[dict]) -> go.Figure:
+    """Per rank: how late its kernel of each instance started after the first rank's (µs)."""
+    if not rows:
+        return not_available("per-rank arrival: not available (the analyzer did not report each rank's kernel)")
+    fig = go.Figure()
+    ranks = sorted({r["rank"] for r in rows})
+    for i, rank in enumerate(ranks):
+        sel = [r for r in rows if r["rank"] == rank]
+        fig.add_box(y=[r["arrival_us"] for r in sel], name=f"rank {rank}", boxpoints="all", jitter=0.4,
+                    marker_color=PALETTE[i % len(PALETTE)],
+                    hovertemplate="%{y:,.1f} µs after the first arrival<extra>%{fullData.name}</extra>")
+    base_layout(fig, title="Arrival after the first rank, per rank (µs)", height=320)
+    fig.update_layout(yaxis_title="µs", showlegend=False)
+    return fig

@@ -1,0 +1,49 @@
+"""Contention: isolated versus overlapped kernel durations per signature (metrics.md §8)."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+from tpscope.dashboards.figures.common import COLORS, base_layout, not_available
+
+MAX_SIGNATURES = 30
+
+
+def short_signature(sig: str, limit: int = 60) -> str:
+    return sig if len(sig) <= limit else sig[: limit - 1] + "…"
+
+
+def contention_figure(rows: list[dict]) -> go.Figure:
+    """Grouped horizontal bars: median isolated and overlapped duration (µs) per signature."""
+    if not rows:
+        return not_available("contention per kernel signature: not available for this run "
+                             "(needs ≥3 isolated and ≥3 overlapped instances, or a baseline)")
+    rows = sorted(rows, key=lambda r: -(r["overlapped_median_us"] - r["isolated_median_us"]))[:MAX_SIGNATURES]
+    names = [short_signature(r["signature"]) for r in rows]
+    fig = go.Figure()
+    fig.add_bar(y=names, x=[r["isolated_median_us"] for r in rows], orientation="h", name="isolated (median)",
+                marker_color=COLORS["compute"], customdata=[r["signature"] for r in rows],
+                hovertemplate="%{customdata}<br>isolated %{x:,.2f} µs<extra></extra>")
+    fig.add_bar(y=names, x=[r["overlapped_median_us"] for r in rows], orientation="h",
+                name="overlapped (median)", marker_color=COLORS["hidden_comm"],
+                customdata=[[r["signature"], r.get("slowdown")] for r in rows],
+                hovertemplate="%{customdata[0]}<br>overlapped %{x:,.2f} µs<br>slowdown %{customdata[1]:.1%}<extra></extra>")
+    base_layout(fig, title="Kernel duration isolated vs overlapped with communication (µs)",
+                height=140 + 40 * len(rows))
+    fig.update_layout(barmode="group", xaxis_title="µs", margin=dict(l=380))
+    fig.update_yaxes(autorange="reversed")
+    return fig
+
+
+def tax_figure(step_rows: list[dict]) -> go.Figure:
+    """contention_tax_us per rank and step, when the analyzer computed it."""
+    rows = [r for r in step_rows if r.get("contention_tax_us") is not None]
+    if not rows:
+        return not_available("contention tax per step: not available for this run")
+    fig = go.Figure()
+    fig.add_bar(x=[f"rank {r['rank']} · step {r['step']}" for r in rows], y=[r["contention_tax_us"] for r in rows],
+                marker_color=COLORS["exposed_comm"], name="contention tax",
+                customdata=[r.get("contention_slowdown") for r in rows],
+                hovertemplate="%{x}<br>tax %{y:,.1f} µs<br>slowdown %{customdata:.1%}<extra></extra>")
+    base_layout(fig, title="Contention tax per rank and step (µs)", height=320)
+    fig.update_layout(yaxis_title="µs")
+    return fig

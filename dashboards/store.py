@@ -1,0 +1,192 @@
+"""The run folders the dashboard was started with, and their parsed, analyzed contents.
+
+The browser only ever names a run by its id (the folder's name); `RunStore.entry` refuses any
+other string, so no URL or input can make the app read a path it was not given (issue 9).
+Results come from `tpscope.trace.load_run` and `tpscope.metrics` only, cached on disk per
+(folder, modification time) and in memory for the life of the process.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tpscope.dashboards.cache import DiskCache
+
+from tpscope.errors import UserError
+from tpscope.metrics import RunAnalysis, analyze_run, as_json
+from tpscope.trace import Run, load_run
+
+log = logging.getLogger("tpscope.dash")
+
+
+class UnknownRun(UserError):
+    """A run id that is not one of the folders the dashboard was started with."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunEntry:
+    """One folder the dashboard serves."""
+
+    run_id: str
+    path: Path
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedRun:
+    """A run folder, read and analyzed; `doc` is the JSON of `tpscope analyze --json`."""
+
+    entry: RunEntry
+    run: Run
+    analysis: RunAnalysis
+    doc: dict
+
+
+@dataclass(frozen=True, slots=True)
+class HtaResult:
+    """HTA's temporal and idle-time breakdowns (pandas frames), or why there are none."""
+
+    temporal: Any = None
+    idle: Any = None
+    error: str | None = None
+
+
+@dataclass
+class _Memo:
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    value: Any = None
+
+
+def _unique_ids(paths: list[Path]) -> list[str]:
+    ids: list[str] = []
+    for p in paths:
+        base = p.name or str(p)
+        candidate, n = base, 2
+        while candidate in ids:
+            candidate, n = f"{base}-{n}", n + 1
+        ids.append(candidate)
+    return ids
+
+
+def error_line(exc: BaseException, path: Path) -> str:
+    """One line for the page: a UserError's own message, else the type and message."""
+    if isinstance(exc, UserError):
+        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{path}: could not be read ({type(exc).__name__}{': ' + text if text else ''})"
+
+
+class RunStore:
+    """Registry of the served run folders; loads each once (disk cache, then memory)."""
+
+    def __init__(self, paths: list[Path], cache: DiskCache | None = None) -> None:
+        paths = [Path(p) for p in paths]
+        self.entries = [RunEntry(i, p) for i, p in zip(_unique_ids(paths), paths)]
+        self._by_id = {e.run_id: e for e in self.entries}
+        self.cache = cache
+        self._memos: dict[tuple, _Memo] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def run_ids(self) -> list[str]:
+        return [e.run_id for e in self.entries]
+
+    def entry(self, run_id: object) -> RunEntry:
+        """The served folder named `run_id`; UnknownRun for anything else (never a path)."""
+        if isinstance(run_id, str) and run_id in self._by_id:
+            return self._by_id[run_id]
+        shown = str(run_id)[:80]
+        raise UnknownRun(f"unknown run {shown!r}: this dashboard serves only the folders it was started with")
+
+    def _memo(self, key: tuple) -> _Memo:
+        with self._lock:
+            return self._memos.setdefault(key, _Memo())
+
+    def load(self, run_id: object) -> LoadedRun:
+        """The run and its analysis; UserError (one line) when the folder is not a readable run."""
+        entry = self.entry(run_id)
+        memo = self._memo(("run", entry.run_id))
+        with memo.lock:
+            if memo.value is None:
+                memo.value = self._load(entry)
+        if isinstance(memo.value, Exception):
+            raise memo.value
+        return memo.value
+
+    def _load(self, entry: RunEntry) -> LoadedRun | Exception:
+        def compute() -> tuple[Run, RunAnalysis]:
+            run = load_run(entry.path)
+            return run, analyze_run(run)
+
+        try:
+            if self.cache is not None and entry.path.exists():
+                run, analysis = self.cache.get_or_compute("run", entry.path, compute)
+            else:
+                run, analysis = compute()
+            return LoadedRun(entry, run, analysis, as_json(analysis))
+        except Exception as exc:  # one line on the page; the app keeps serving
+            if not isinstance(exc, UserError):
+                log.exception("reading %s", entry.path)
+            return UserError(error_line(exc, entry.path))
+
+    def compared(self, run_id: object, baseline_id: object) -> RunAnalysis:
+        """The run analyzed against a baseline run (`reference`: isolated medians, Flux E)."""
+        loaded = self.load(run_id)
+        base = self.load(baseline_id)
+        if not _accepts_reference():
+            return loaded.analysis
+        memo = self._memo(("vs", loaded.entry.run_id, base.entry.run_id))
+        with memo.lock:
+            if memo.value is None:
+                memo.value = analyze_run(loaded.run, reference=base.run)
+        return memo.value
+
+    def hta(self, run_id: object) -> HtaResult:
+        """HTA's breakdowns for a served run (computed once; disk-cached like the run)."""
+        loaded = self.load(run_id)
+        memo = self._memo(("hta", loaded.entry.run_id))
+        with memo.lock:
+            if memo.value is None:
+                files = {r.rank: str(Path(r.path).resolve()) for r in loaded.run.ranks}
+
+                def compute() -> HtaResult:
+                    return run_hta(files)
+
+                if self.cache is not None:
+                    memo.value = self.cache.get_or_compute("hta", loaded.entry.path, compute)
+                else:
+                    memo.value = compute()
+        return memo.value
+
+
+def _accepts_reference() -> bool:
+    try:
+        return "reference" in inspect.signature(analyze_run).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def run_hta(trace_files: dict[int, str]) -> HtaResult:
+    """HTA's temporal and idle-time breakdowns of these rank files, parsed in this process.
+
+    HTA's own constructor parses ranks in a forked pool; a fork from a threaded web server can
+    deadlock, so the Trace is loaded here with `use_multiprocessing=False`.
+    """
+    try:
+        from hta.common.trace import Trace
+        from hta.trace_analysis import TraceAnalysis
+
+        analysis = TraceAnalysis.__new__(TraceAnalysis)
+        analysis.t = Trace(trace_files=trace_files)
+        analysis.t.load_traces(include_last_profiler_step=True, use_multiprocessing=False,
+                               use_memory_profiling=False)
+        temporal = analysis.get_temporal_breakdown(visualize=False)
+        idle, _ = analysis.get_idle_time_breakdown(ranks=sorted(trace_files), visualize=False)
+        return HtaResult(temporal=temporal, idle=idle)
+    except Exception as exc:  # HTA refuses some traces; the view says why
+        text = str(exc).splitlines()[0] if str(exc) else ""
+        return HtaResult(error=f"HTA could not analyze this run ({type(exc).__name__}{': ' + text if text else ''})")

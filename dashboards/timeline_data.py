@@ -1,0 +1,234 @@
+"""The arrays a Timeline draws for one step: lanes, activities per class, labels (pure numpy).
+
+Times are µs relative to the step's earliest start over the chosen ranks, after each rank's
+clock offset (metrics.md §6) is removed. At most `max_activities` activities are kept (the
+longest); `TimelineData.capped` says when some were left out, so the page can say so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tpscope.trace import ActivityClass, Run
+
+CLASS_NAMES = {
+    ActivityClass.COMPUTE: "compute",
+    ActivityClass.COMM: "comm",
+    ActivityClass.MEMORY: "memory",
+    ActivityClass.FILLER: "filler",
+}
+LABEL_PREFIX = "tpscope/"
+MAX_NAME_CHARS = 90
+DEFAULT_MAX_ACTIVITIES = 20_000
+
+
+@dataclass(frozen=True, slots=True)
+class Lane:
+    """One row of the timeline: a GPU stream of a rank, or a row of its instrumentation labels."""
+
+    y: int
+    label: str
+    rank: int
+    lane: int  # row of RankTrace.lanes; -1 for a labels row
+
+
+@dataclass(frozen=True, slots=True)
+class Segments:
+    """Intervals to draw on lanes: parallel arrays, µs relative to the step start."""
+
+    start_us: np.ndarray
+    end_us: np.ndarray
+    y: np.ndarray
+    text: np.ndarray  # object: the name to show on hover
+
+    def __len__(self) -> int:
+        return len(self.start_us)
+
+
+def empty_segments() -> Segments:
+    z = np.zeros(0)
+    return Segments(z, z, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object))
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineData:
+    """Everything the Timeline figure needs for one step and set of ranks."""
+
+    step: int
+    t0_ns: int
+    step_us: tuple[float, float]  # the step's extent (relative µs) over the chosen ranks
+    view_us: tuple[float, float]  # the part drawn (a zoomed window, or the whole step)
+    lanes: list[Lane]
+    activities: dict[str, Segments]  # by class name
+    labels: Segments
+    total: int  # activities in the view before the cap
+    drawn: int
+    lane_of: dict[tuple[int, int], int] = field(default_factory=dict)  # (rank, lane) -> y
+
+    @property
+    def capped(self) -> bool:
+        return self.drawn < self.total
+
+
+def short_names(symbols: tuple[str, ...]) -> np.ndarray:
+    """Each symbol cut to MAX_NAME_CHARS (kernel names can be kilobytes of template)."""
+    return np.array([s if len(s) <= MAX_NAME_CHARS else s[: MAX_NAME_CHARS - 1] + "…" for s in symbols],
+                    dtype=object)
+
+
+def _label_rows(symbols: tuple[str, ...]) -> np.ndarray:
+    """Per symbol: 0 an op label, 1 a chunk label, -1 not a label to draw."""
+    names = list(symbols)
+    ours = any(s.startswith(LABEL_PREFIX) for s in names)
+    rows = np.full(len(names), -1, dtype=np.int8)
+    for i, s in enumerate(names):  # once per distinct name, not per event
+        if s.startswith("ProfilerStep#"):
+            continue
+        if ours and not s.startswith(LABEL_PREFIX):
+            continue
+        if not ours and s.lower().startswith("nccl:"):
+            continue
+        rows[i] = 1 if "/chunk" in s else 0
+    return rows
+
+
+def step_extent_ns(run: Run, step: int, ranks: list[int], offsets_ns: dict[int, int]) -> tuple[int, int] | None:
+    """Earliest start and latest end of step `step` over `ranks` (aligned clocks)."""
+    lo, hi = None, None
+    for r in run.ranks:
+        if r.rank not in ranks:
+            continue
+        m = r.steps.step == step
+        if not m.any():
+            continue
+        off = offsets_ns.get(r.rank, 0)
+        s, e = int(r.steps.start_ns[m].min()) - off, int(r.steps.end_ns[m].max()) - off
+        lo = s if lo is None else min(lo, s)
+        hi = e if hi is None else max(hi, e)
+    return None if lo is None else (lo, hi)
+
+
+def timeline_data(run: Run, step: int, ranks: list[int], window_us: tuple[float, float] | None = None,
+                  offsets_us: dict[int, float] | None = None,
+                  max_activities: int = DEFAULT_MAX_ACTIVITIES) -> TimelineData | None:
+    """The activities of `step` on `ranks`, optionally only those inside `window_us`."""
+    offsets_ns = {int(k): int(round(v * 1000)) for k, v in (offsets_us or {}).items() if v is not None}
+    extent = step_extent_ns(run, step, ranks, offsets_ns)
+    if extent is None:
+        return None
+    t0, t1 = extent
+    vlo, vhi = t0, t1
+    if window_us is not None:
+        vlo = max(t0, t0 + int(window_us[0] * 1000))
+        vhi = min(t1, t0 + int(window_us[1] * 1000))
+        if vhi <= vlo:
+            vlo, vhi = t0, t1
+    lanes: list[Lane] = []
+    lane_of: dict[tuple[int, int], int] = {}
+    parts: list[tuple] = []
+    label_parts: list[tuple] = []
+    for r in run.ranks:
+        if r.rank not in ranks:
+            continue
+        off = offsets_ns.get(r.rank, 0)
+        g = r.gpu
+        start, end = g.start_ns - off, g.end_ns - off
+        in_step = (start < t1) & (end > t0)
+        a = r.annotations
+        rows = _label_rows(r.symbols)
+        lab_rows = rows[a.name_id] if len(a) else np.zeros(0, dtype=np.int8)
+        a_start, a_end = a.start_ns - off, a.end_ns - off
+        lab_in_step = a.on_gpu & (lab_rows >= 0) & (a_start < t1) & (a_end > t0)
+        for level, title in ((0, "labels"), (1, "chunks")):
+            if (lab_in_step & (lab_rows == level)).any():
+                lane_of[(r.rank, -1 - level)] = len(lanes)
+                lanes.append(Lane(len(lanes), f"rank {r.rank} · {title}", r.rank, -1 - level))
+        used = np.unique(g.lane[in_step])
+        order = sorted(used.tolist(), key=lambda k: (int(r.lanes[k][0]), int(r.lanes[k][1])))
+        for k in order:
+            lane_of[(r.rank, k)] = len(lanes)
+            lanes.append(Lane(len(lanes), f"rank {r.rank} · stream {int(r.lanes[k][1])}", r.rank, k))
+        names = short_names(r.symbols)
+        m = (start < vhi) & (end > vlo)
+        if m.any():
+            lut = np.array([lane_of.get((r.rank, k), -1) for k in range(len(r.lanes))], dtype=np.int64)
+            parts.append((start[m], end[m], lut[g.lane[m]], names[g.name_id[m]], g.cls[m]))
+        lm = lab_in_step & (a_start < vhi) & (a_end > vlo)
+        if lm.any():
+            label_y = np.where(lab_rows[lm] == 1, lane_of.get((r.rank, -2), -1), lane_of.get((r.rank, -1), -1))
+            text = np.array([s[len(LABEL_PREFIX):] if s.startswith(LABEL_PREFIX) else s for s in r.symbols],
+                            dtype=object)
+            label_parts.append((a_start[lm], a_end[lm], label_y, text[a.name_id[lm]]))
+    return _assemble(step, t0, t1, vlo, vhi, lanes, lane_of, parts, label_parts, max_activities)
+
+
+def _assemble(step, t0, t1, vlo, vhi, lanes, lane_of, parts, label_parts, max_activities) -> TimelineData:
+    if parts:
+        start, end, y, text, cls = (np.concatenate(c) for c in zip(*parts))
+    else:
+        start = end = np.zeros(0, dtype=np.int64)
+        y, text, cls = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object), np.zeros(0, dtype=np.int8)
+    total = len(start)
+    if total > max_activities:
+        keep = np.sort(np.argpartition(-(end - start), max_activities - 1)[:max_activities])
+        start, end, y, text, cls = start[keep], end[keep], y[keep], text[keep], cls[keep]
+    activities = {}
+    for c, name in CLASS_NAMES.items():
+        m = cls == c
+        activities[name] = Segments((start[m] - t0) / 1000.0, (end[m] - t0) / 1000.0, y[m], text[m])
+    if label_parts:
+        ls, le, ly, lt = (np.concatenate(c) for c in zip(*label_parts))
+        labels = Segments((ls - t0) / 1000.0, (le - t0) / 1000.0, ly, lt)
+    else:
+        labels = empty_segments()
+    return TimelineData(
+        step=step,
+        t0_ns=int(t0),
+        step_us=(0.0, (t1 - t0) / 1000.0),
+        view_us=((vlo - t0) / 1000.0, (vhi - t0) / 1000.0),
+        lanes=lanes,
+        activities=activities,
+        labels=labels,
+        total=int(total),
+        drawn=int(len(start)),
+        lane_of=lane_of,
+    )
+
+
+def relative_us(t_ns: np.ndarray, data: TimelineData) -> np.ndarray:
+    """Absolute ns (aligned) to the timeline's relative µs."""
+    return (np.asarray(t_ns, dtype=np.int64) - data.t0_ns) / 1000.0
+
+
+def overlay_segments(data: TimelineData, items: list[dict], offsets_us: dict[int, float] | None = None,
+                     text: str = "") -> Segments:
+    """Intervals [{rank, lane, start_ns, end_ns}] on the timeline's lanes (others are dropped)."""
+    offsets_ns = {int(k): int(round(v * 1000)) for k, v in (offsets_us or {}).items() if v is not None}
+    rows = [(data.lane_of[(int(it["rank"]), int(it["lane"]))],
+             it["start_ns"] - offsets_ns.get(int(it["rank"]), 0), it["end_ns"] - offsets_ns.get(int(it["rank"]), 0),
+             it.get("kind") or text)
+            for it in items
+            if it.get("rank") is not None and it.get("lane") is not None
+            and (int(it["rank"]), int(it["lane"])) in data.lane_of and it["end_ns"] > it["start_ns"]]
+    if not rows:
+        return empty_segments()
+    y, s, e, t = zip(*rows)
+    return Segments(relative_us(np.array(s), data), relative_us(np.array(e), data), np.array(y, dtype=np.int64),
+                    np.array(t, dtype=object))
+
+
+def link_points(data: TimelineData, instances: list[list[dict]],
+                offsets_us: dict[int, float] | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
+    """For each collective instance, its kernels' starts on their lanes, top to bottom."""
+    offsets_ns = {int(k): int(round(v * 1000)) for k, v in (offsets_us or {}).items() if v is not None}
+    out = []
+    for kernels in instances:
+        pts = sorted((data.lane_of[(k["rank"], int(k["lane"]))], k["start_ns"] - offsets_ns.get(k["rank"], 0))
+                     for k in kernels
+                     if k.get("lane") is not None and (k["rank"], int(k["lane"])) in data.lane_of)
+        if len(pts) > 1:
+            ys, xs = zip(*pts)
+            out.append((relative_us(np.array(xs), data), np.array(ys, dtype=float)))
+    return out
