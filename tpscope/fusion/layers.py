@@ -74,7 +74,8 @@ class _MatmulReduceScatter(torch.autograd.Function):
 
 def _init_weight(shape: tuple[int, int], fan_in: int, generator: torch.Generator | None) -> torch.Tensor:
     bound = 1.0 / math.sqrt(fan_in)
-    return (torch.rand(shape, generator=generator) * 2 - 1) * bound
+    device = generator.device if generator is not None else "cpu"
+    return (torch.rand(shape, generator=generator, device=device) * 2 - 1) * bound
 
 
 class ColumnParallelLinear(nn.Module):

@@ -47,20 +47,26 @@ class RMSNorm(nn.Module):
         return rms_norm(x, self.weight)
 
 
-def full_state(cfg: ModelConfig, seed: int) -> dict[str, torch.Tensor]:
-    """Every weight of the unsharded model, float32, drawn from `seed` (same on every rank)."""
-    g = torch.Generator().manual_seed(seed)
+def full_state(cfg: ModelConfig, seed: int, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+    """Every weight of the unsharded model, float32, drawn from `seed` on `device` (same values
+    on every rank of one device type; drawing a billion-parameter model on the GPU takes
+    milliseconds where one CPU thread under torchrun takes tens of seconds)."""
+    g = torch.Generator(device=device).manual_seed(seed)
     h, f, v = cfg.hidden, cfg.ffn, cfg.vocab
-    state = {"embed": torch.randn(v, h, generator=g) * 0.02}
+
+    def ones(n: int) -> torch.Tensor:
+        return torch.ones(n, device=device)
+
+    state = {"embed": torch.randn(v, h, generator=g, device=device) * 0.02}
     for i in range(cfg.layers):
         p = f"block{i}."
-        state[p + "norm1"] = torch.ones(h)
+        state[p + "norm1"] = ones(h)
         state[p + "attn.qkv"] = init_full_weight(h, 3 * h, g)  # columns: q | k | v
         state[p + "attn.out"] = init_full_weight(h, h, g)
-        state[p + "norm2"] = torch.ones(h)
+        state[p + "norm2"] = ones(h)
         state[p + "mlp.fc1"] = init_full_weight(h, f, g)
         state[p + "mlp.fc2"] = init_full_weight(f, h, g)
-    state["norm_f"] = torch.ones(h)
+    state["norm_f"] = ones(h)
     state["head"] = init_full_weight(h, v, g)
     return state
 
@@ -166,7 +172,8 @@ class TPTransformer(nn.Module):
                   plan: FusionPlan, group: Any = None) -> TPTransformer:
         """This rank's model holding its blocks of the full weights."""
         model = cls(cfg, tp, plan, group)
-        model.load_shard(shard_state(cfg, full, rank, tp))
+        device = next(iter(full.values())).device
+        model.to(device).load_shard(shard_state(cfg, full, rank, tp))
         return model
 
     def load_shard(self, shard: dict[str, torch.Tensor]) -> None:

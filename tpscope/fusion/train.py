@@ -70,7 +70,9 @@ class _StepTimer:
 def build_model(cfg: RunConfig, rank: int, tp: int, plan: FusionPlan, device: torch.device,
                 group: Any = None) -> TPTransformer:
     """This rank's model in the run's dtype on its device, weights from the run's seed."""
-    model = TPTransformer.from_full(cfg.model, full_state(cfg.model, cfg.seed), rank, tp, plan, group)
+    full = full_state(cfg.model, cfg.seed, device)
+    model = TPTransformer.from_full(cfg.model, full, rank, tp, plan, group)
+    del full
     return model.to(device=device, dtype=DTYPES[cfg.dtype])
 
 
@@ -125,13 +127,19 @@ def train(cfg: RunConfig, *, rank: int, tp: int, device: torch.device, plan: Fus
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01)
     timer = _StepTimer(device)
     losses, times = [], []
+    # All batches are drawn before the first step: drawing them is CPU work that would fill the
+    # traces and delay the GPU (BENCHMARKS.md: time the training, not the data).
+    batches = [
+        tuple(t.to(device) for t in local_rows(
+            synthetic_batch(cfg.model.vocab, cfg.batch, cfg.seq_len, cfg.seed, step), rank, tp))
+        for step in range(cfg.steps)
+    ]
     prof = _profiler(cfg, rank, device) if cfg.profile_active else None
     if prof is not None:
         prof.start()
     try:
         for step in range(cfg.steps):
-            tokens = synthetic_batch(cfg.model.vocab, cfg.batch, cfg.seq_len, cfg.seed, step)
-            inputs, targets = (t.to(device, non_blocking=True) for t in local_rows(tokens, rank, tp))
+            inputs, targets = batches[step]
             timer.start()
             opt.zero_grad(set_to_none=True)
             loss = model(inputs, targets, cfg.batch, cfg.tokens_per_step)

@@ -1,0 +1,242 @@
+"""The fusion microbenchmark of BENCHMARKS.md, run on every rank of a torchrun.
+
+Per shape and side (AG-GEMM: `x [S/tp, H] -> [S, H] @ W1 [H, F/tp]`; GEMM-RS:
+`y [S, F/tp] @ W2 [F/tp, H] -> [S/tp, H]`) it times, in one process and side by side: the GEMM
+alone, the collective alone, unfused (mode none) and each mode and chunk count. It reports
+E = 1 - (T_fused - T_gemm) / (T_unfused - T_gemm) and the attained saving, and checks each fused
+output against the unfused one on fresh random inputs (the seed is drawn per run and recorded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from tpscope import __version__
+from tpscope.fusion import compat
+from tpscope.fusion.launch import resolve_regime
+from tpscope.fusion.ops import all_gather_matmul, matmul_reduce_scatter
+from tpscope.fusion.regimes import SAFETY_ENV, apply_in_process, nccl_env, regime_env
+from tpscope.fusion.timing import attained_saving, overlap_efficiency, time_region
+
+SHAPES: dict[str, tuple[int, int, int]] = {
+    "ref": (8192, 8192, 28672),  # 70B-class MLP at TP=2 (BENCHMARKS.md reference shape)
+    "s4096": (4096, 8192, 28672),
+    "s16384": (16384, 8192, 28672),
+    "8b": (8192, 4096, 14336),  # 8B-class MLP
+    "small": (256, 128, 512),  # CPU smoke and tests
+}
+TOLERANCE = {torch.bfloat16: 2e-2, torch.float32: 1e-4}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BenchConfig:
+    """What one `tpscope bench` measures."""
+
+    shapes: tuple[str, ...] = ("ref",)
+    """Names from SHAPES, or 'S,H,F' triples."""
+    sides: tuple[str, ...] = ("ag", "rs")
+    modes: tuple[str, ...] = ("chunked", "ring", "symm_mem")
+    chunks: tuple[int, ...] = (2, 4, 8)
+    reps: int = 20
+    warmup: int = 5
+    dtype: str = "bfloat16"
+    device: str = "cuda"
+    regime: str = ""
+    json_path: str = ""
+    timeout_s: float = 300.0
+
+
+def parse_shape(name: str) -> tuple[int, int, int]:
+    """A preset name or 'S,H,F'."""
+    if name in SHAPES:
+        return SHAPES[name]
+    try:
+        s, h, f = (int(v) for v in name.split(","))
+    except ValueError:
+        raise ValueError(f"shape {name!r}: use one of {', '.join(SHAPES)} or S,H,F") from None
+    return s, h, f
+
+
+def variants(cfg: BenchConfig, local_rows: int, device: torch.device) -> list[tuple[str, int]]:
+    """(mode, chunks) to time; chunk counts that do not divide the local rows are left out."""
+    out = []
+    for mode in cfg.modes:
+        if mode == "chunked":
+            out += [(mode, k) for k in cfg.chunks if local_rows % k == 0]
+        elif mode == "symm_mem" and device.type != "cuda":
+            continue
+        elif mode != "none":
+            out.append((mode, 1))
+    return out
+
+
+def _rel_err(a: torch.Tensor, ref: torch.Tensor) -> float:
+    return float((a.float() - ref.float()).abs().max() / ref.float().abs().max().clamp_min(1e-30))
+
+
+def bench_side(side: str, shape: tuple[int, int, int], cfg: BenchConfig, tp: int, rank: int,
+               device: torch.device, seed: int) -> dict[str, Any]:
+    """All timings of one side of one shape."""
+    s, h, f = shape
+    dtype = getattr(torch, cfg.dtype)
+    g = torch.Generator(device=device).manual_seed(seed + 7919 * rank)
+
+    def rnd(*size: int) -> torch.Tensor:
+        return torch.randn(*size, generator=g, device=device, dtype=torch.float32).to(dtype) * 0.1
+
+    if side == "ag":
+        a, w = rnd(s // tp, h), rnd(h, f // tp)
+        gathered = torch.empty(s, h, device=device, dtype=dtype)
+
+        def gemm():
+            return gathered @ w
+
+        def comm():
+            return compat.all_gather_single(gathered, a)
+
+        def op(mode, chunks):
+            return all_gather_matmul(a, w, mode=mode, chunks=chunks, label=f"bench.{side}")
+
+        local_rows = s // tp
+    else:
+        a, w = rnd(s, f // tp), rnd(f // tp, h)
+        partial = a @ w
+        scattered = torch.empty(s // tp, h, device=device, dtype=dtype)
+
+        def gemm():
+            return a @ w
+
+        def comm():
+            return compat.reduce_scatter_single(scattered, partial)
+
+        def op(mode, chunks):
+            return matmul_reduce_scatter(a, w, mode=mode, chunks=chunks, label=f"bench.{side}")
+
+        local_rows = s // tp
+    kw = {"device": device, "reps": cfg.reps, "warmup": cfg.warmup}
+    t_gemm = time_region(gemm, **kw)
+    t_comm = time_region(comm, **kw)
+    t_unfused = time_region(lambda: op("none", 1), **kw)
+    reference = op("none", 1)
+    rows = []
+    for mode, chunks in variants(cfg, local_rows, device):
+        row: dict[str, Any] = {"mode": mode, "chunks": chunks}
+        try:
+            err = _rel_err(op(mode, chunks), reference)
+            t = time_region(lambda m=mode, c=chunks: op(m, c), **kw)
+        except Exception as exc:  # noqa: BLE001 - a mode this build lacks is a result, not a crash
+            row.update(error=f"{type(exc).__name__}: {exc}".splitlines()[0][:300])
+            rows.append(row)
+            continue
+        row.update(
+            timing=t.as_dict(), max_rel_err=err, ok=err <= TOLERANCE[dtype],
+            E=overlap_efficiency(t.median_ms, t_gemm.median_ms, t_unfused.median_ms),
+            attained_saving=attained_saving(t.median_ms, t_unfused.median_ms, t_gemm.median_ms,
+                                            t_comm.median_ms),
+            speedup_vs_unfused=t_unfused.median_ms / t.median_ms,
+        )
+        rows.append(row)
+    return {"side": side, "S": s, "H": h, "F": f, "gemm": t_gemm.as_dict(), "comm": t_comm.as_dict(),
+            "unfused": t_unfused.as_dict(), "variants": rows}
+
+
+def format_table(results: list[dict[str, Any]], regime: str) -> str:
+    """The results as a terminal table (ms are medians; p10-p90 in brackets)."""
+    lines = [f"regime {regime}", f"{'shape S,H,F':<18} {'side':<4} {'variant':<12} {'median ms':>10} "
+             f"{'p10-p90':>15} {'E':>6} {'attained':>9} {'check':>7}"]
+    for r in results:
+        shape = f"{r['S']},{r['H']},{r['F']}"
+        for name in ("gemm", "comm", "unfused"):
+            t = r[name]
+            lines.append(f"{shape:<18} {r['side']:<4} {name:<12} {t['median_ms']:>10.3f} "
+                         f"{t['p10_ms']:>7.3f}-{t['p90_ms']:<7.3f}")
+        for v in r["variants"]:
+            label = v["mode"] + (f"/k{v['chunks']}" if v["mode"] == "chunked" else "")
+            if "error" in v:
+                lines.append(f"{shape:<18} {r['side']:<4} {label:<12} error: {v['error'][:60]}")
+                continue
+            t = v["timing"]
+            e = "-" if v["E"] is None else f"{v['E']:.2f}"
+            att = "-" if v["attained_saving"] is None else f"{v['attained_saving']:.2f}"
+            lines.append(f"{shape:<18} {r['side']:<4} {label:<12} {t['median_ms']:>10.3f} "
+                         f"{t['p10_ms']:>7.3f}-{t['p90_ms']:<7.3f} {e:>6} {att:>9} "
+                         f"{'ok' if v['ok'] else 'WRONG':>7}")
+    return "\n".join(lines)
+
+
+def run_bench(cfg: BenchConfig, command: list[str]) -> int:
+    """Every rank: join, measure, and on rank 0 print the table and write the JSON."""
+    regime = resolve_regime(cfg.regime, os.environ)
+    if cfg.regime:
+        apply_in_process(cfg.regime, os.environ)
+    os.environ.update(SAFETY_ENV)
+    timeout = datetime.timedelta(seconds=cfg.timeout_s)
+    if cfg.device == "cuda":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(device)
+        dist.init_process_group("nccl", timeout=timeout, device_id=device)
+    else:
+        device = torch.device("cpu")
+        dist.init_process_group("gloo", timeout=timeout)
+    rank, tp = dist.get_rank(), dist.get_world_size()
+    seed_t = torch.tensor([time.time_ns() % (2**31)], device=device)
+    dist.broadcast(seed_t, 0)
+    seed = int(seed_t)
+    results, all_ok = [], True
+    try:
+        for name in cfg.shapes:
+            shape = parse_shape(name)
+            for side in cfg.sides:
+                r = bench_side(side, shape, cfg, tp, rank, device, seed)
+                r["shape_name"] = name
+                results.append(r)
+                all_ok &= all(v.get("ok", True) for v in r["variants"])
+                if rank == 0:
+                    print(format_table([r], regime).split("\n", 2)[2], flush=True)
+        if rank == 0:
+            doc = {
+                "command": command, "tpscope_version": __version__, "torch_version": torch.__version__,
+                "nccl_version": compat.nccl_version() if device.type == "cuda" else None,
+                "cuda_version": torch.version.cuda,
+                "gpu_name": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+                "gpu_count": torch.cuda.device_count() if device.type == "cuda" else 0,
+                "tp": tp, "regime": regime, "regime_env": regime_env(regime),
+                "nccl_env": nccl_env(os.environ), "dtype": cfg.dtype, "reps": cfg.reps,
+                "warmup": cfg.warmup, "seed": seed, "timing": "slowest rank per repetition; "
+                "cuda events" if device.type == "cuda" else "wall clock",
+                "symm_mem_note": None if regime == "nvlink" else
+                "symm_mem copies over CUDA peer access whatever NCCL is told: not a cross-node baseline",
+                "results": results, "all_outputs_match_unfused": all_ok,
+            }
+            if cfg.json_path:
+                with open(cfg.json_path, "w") as fh:
+                    json.dump(doc, fh, indent=1)
+                print(f"tpscope bench: wrote {cfg.json_path}", flush=True)
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+    return 0 if all_ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--config-json", required=True)
+    parser.add_argument("--command-json", default="[]")
+    args = parser.parse_args(argv)
+    raw = json.loads(args.config_json)
+    cfg = BenchConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()})
+    return run_bench(cfg, json.loads(args.command_json))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

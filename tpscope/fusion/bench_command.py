@@ -1,0 +1,81 @@
+"""`tpscope bench`: the fused AG-GEMM / GEMM-RS microbenchmark (BENCHMARKS.md).
+
+Starts torchrun on this node (or joins one the user started) and runs tpscope.fusion.bench on
+every rank; rank 0 prints the table and writes the JSON. No torch until `main` runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import asdict
+
+from tpscope.errors import UserError
+from tpscope.fusion.config import FIXED_MODES, Regime
+
+PRESETS = ("ref", "s4096", "s16384", "8b", "small")
+
+
+def _csv(kind):
+    def parse(text: str):
+        try:
+            return tuple(kind(v) for v in text.split(";" if kind is str and ";" in text else ",") if v)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a list of {kind.__name__}: {text!r}") from None
+    return parse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--shape", action="append", default=None,
+                        help=f"a preset ({', '.join(PRESETS)}) or S,H,F; repeat for more (default ref)")
+    parser.add_argument("--sides", type=_csv(str), default=("ag", "rs"), help="ag,rs (default both)")
+    parser.add_argument("--modes", type=_csv(str), default=("chunked", "ring", "symm_mem"),
+                        help="fused modes to time besides unfused (default chunked,ring,symm_mem)")
+    parser.add_argument("--chunks", type=_csv(int), default=(2, 4, 8), help="chunk counts (default 2,4,8)")
+    parser.add_argument("--reps", type=int, default=20, help="timed repetitions (>= 20 for results)")
+    parser.add_argument("--warmup", type=int, default=5, help="untimed repetitions first")
+    parser.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    parser.add_argument("--nproc", type=int, default=2, help="ranks on this node (default 2)")
+    parser.add_argument("--regime", choices=[r.value for r in Regime], default="",
+                        help="NCCL environment (default: keep the inherited one)")
+    parser.add_argument("--json", default="", help="write the results here")
+    parser.add_argument("--timeout-s", type=float, default=300.0, help="collective timeout")
+
+
+def main(args: argparse.Namespace) -> int:
+    from tpscope.fusion.bench import BenchConfig, parse_shape
+    from tpscope.fusion.launch import inside_torchrun, launch
+
+    shapes = tuple(args.shape or ("ref",))
+    try:
+        for s in shapes:
+            parse_shape(s)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    for m in args.modes:
+        if m not in FIXED_MODES:
+            raise UserError(f"--modes: {m!r} is not one of {', '.join(FIXED_MODES)}")
+    for side in args.sides:
+        if side not in ("ag", "rs"):
+            raise UserError(f"--sides: {side!r} is not ag or rs")
+    if args.device == "cpu" and "symm_mem" in args.modes and args.modes != ("symm_mem",):
+        args.modes = tuple(m for m in args.modes if m != "symm_mem")
+    elif args.device == "cpu" and args.modes == ("symm_mem",):
+        raise UserError("--modes symm_mem needs --device cuda")
+    if args.reps < 1 or args.warmup < 0:
+        raise UserError("--reps must be >= 1 and --warmup >= 0")
+    cfg = BenchConfig(shapes=shapes, sides=tuple(args.sides), modes=tuple(args.modes),
+                      chunks=tuple(args.chunks), reps=args.reps, warmup=args.warmup, dtype=args.dtype,
+                      device=args.device, regime=args.regime,
+                      json_path=os.path.abspath(args.json) if args.json else "", timeout_s=args.timeout_s)
+    command = ["tpscope", *sys.argv[1:]]
+    if inside_torchrun(os.environ):
+        from tpscope.fusion.bench import run_bench
+
+        return run_bench(cfg, command)
+    rc = launch(args.nproc, "tpscope.fusion.bench",
+                ["--config-json", json.dumps(asdict(cfg)), "--command-json", json.dumps(command)], cfg.regime)
+    return 0 if rc == 0 else 1

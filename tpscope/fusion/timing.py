@@ -1,0 +1,93 @@
+"""Timing a region on every rank: CUDA events on GPU (wall clock on CPU), ranks aligned before
+each repetition, the per-repetition time being the slowest rank's (BENCHMARKS.md, "How to measure").
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Timing:
+    """Median and spread of one region's repetitions, in milliseconds."""
+
+    median_ms: float
+    p10_ms: float
+    p90_ms: float
+    min_ms: float
+    max_ms: float
+    reps: int
+
+    def as_dict(self) -> dict[str, float | int]:
+        return {"median_ms": self.median_ms, "p10_ms": self.p10_ms, "p90_ms": self.p90_ms,
+                "min_ms": self.min_ms, "max_ms": self.max_ms, "reps": self.reps}
+
+
+def summarize(samples_ms: list[float]) -> Timing:
+    """Median, 10th/90th percentile (nearest rank), min and max."""
+    s = sorted(samples_ms)
+    n = len(s)
+
+    def pct(q: float) -> float:
+        return s[min(n - 1, max(0, round(q * (n - 1))))]
+
+    return Timing(median_ms=statistics.median(s), p10_ms=pct(0.1), p90_ms=pct(0.9),
+                  min_ms=s[0], max_ms=s[-1], reps=n)
+
+
+def _align(device: torch.device, token: torch.Tensor) -> None:
+    """Line the ranks up: a CPU barrier, then a one-element all-reduce on the compute stream so
+    that the start event is recorded when every GPU has reached this point."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    dist.barrier()
+    dist.all_reduce(token)
+
+
+def time_region(fn: Callable[[], object], *, device: torch.device, reps: int, warmup: int) -> Timing:
+    """Time `fn` `reps` times after `warmup` untimed calls; the slowest rank's time per rep."""
+    token = torch.zeros(1, device=device)
+    for _ in range(warmup):
+        _align(device, token)
+        fn()
+    samples: list[float] = []
+    if device.type == "cuda":
+        events = []
+        for _ in range(reps):
+            _align(device, token)
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn()
+            b.record()
+            events.append((a, b))
+        torch.cuda.synchronize(device)
+        samples = [float(a.elapsed_time(b)) for a, b in events]
+    else:
+        for _ in range(reps):
+            _align(device, token)
+            t0 = time.perf_counter()
+            fn()
+            samples.append((time.perf_counter() - t0) * 1e3)
+    per_rank: list = [None] * dist.get_world_size()
+    dist.all_gather_object(per_rank, samples)
+    slowest = [max(vals) for vals in zip(*per_rank)]
+    return summarize(slowest)
+
+
+def overlap_efficiency(t_fused: float, t_gemm: float, t_unfused: float) -> float | None:
+    """Flux's E = 1 - (T_fused - T_gemm) / (T_unfused - T_gemm); None if unfused <= gemm."""
+    denom = t_unfused - t_gemm
+    return None if denom <= 0 else 1.0 - (t_fused - t_gemm) / denom
+
+
+def attained_saving(t_fused: float, t_unfused: float, t_gemm: float, t_comm: float) -> float | None:
+    """(T_unfused - T_fused) / (T_unfused - max(T_gemm, T_comm)): share of the saving the physical
+    limit allows; None when that limit allows none."""
+    denom = t_unfused - max(t_gemm, t_comm)
+    return None if denom <= 0 else (t_unfused - t_fused) / denom
