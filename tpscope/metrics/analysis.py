@@ -8,7 +8,25 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tpscope import __version__
-from tpscope.metrics.breakdown import StepBreakdown, class_sets, rank_breakdown
+from tpscope.metrics import across_runs
+from tpscope.metrics.breakdown import ClassSets, StepBreakdown, class_sets, rank_breakdown
+from tpscope.metrics.clocks import clock_offsets
+from tpscope.metrics.collectives import (
+    CollectiveInstance,
+    collective_instances,
+    collective_timing,
+    exposed_ns,
+    match_collectives,
+    run_activities,
+    wait_transfer_by_step,
+)
+from tpscope.metrics.contention import (
+    CommContention,
+    KernelContention,
+    contention,
+    isolated_baselines,
+)
+from tpscope.metrics.critical_path import CriticalPath, critical_paths, gap_covers, path_graph
 from tpscope.trace import Run
 
 
@@ -36,9 +54,11 @@ class RunAnalysis:
     warnings: list[str]
     steps: list[StepBreakdown]
     summary: Summary
-    critical_path: list = field(default_factory=list)
-    collectives: list = field(default_factory=list)
+    critical_path: list[CriticalPath] = field(default_factory=list)
+    collectives: list[CollectiveInstance] = field(default_factory=list)
     clock_offsets_us: dict[int, float] = field(default_factory=dict)
+    kernel_contention: list[KernelContention] = field(default_factory=list)
+    comm_contention: list[CommContention] = field(default_factory=list)
     manifest: dict | None = None
 
 
@@ -74,18 +94,73 @@ def _tokens_per_s(manifest: dict | None) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None
 
 
-def analyze_run(run: Run) -> RunAnalysis:
-    """Per-rank metrics of every step of `run`."""
+def analyze_run(run: Run, reference: Run | None = None, align: str = "auto") -> RunAnalysis:
+    """Every metric of `run` (metrics.md §4-§9); `reference`, an unfused run, supplies isolated
+    kernel baselines (§8) and the baseline of Flux overlap efficiency and attained saving (§9)."""
+    sets = [class_sets(rank) for rank in run.ranks]
     steps: list[StepBreakdown] = []
-    for rank in run.ranks:
-        steps.extend(rank_breakdown(rank, class_sets(rank)))
+    for rank, rank_sets in zip(run.ranks, sets):
+        steps.extend(rank_breakdown(rank, rank_sets))
+    cross = _cross_rank(run, sets, reference, align)
+    steps = [_fill_step(s, cross) for s in steps]
+    summary = summarize(steps, run.manifest)
+    paths = cross["paths"]
+    length = sum(p.length_us for p in paths)
+    summary = dataclasses.replace(
+        summary,
+        critical_path_exposed_comm_ratio=sum(p.comm_us for p in paths) / length if length > 0 else None,
+        contention_slowdown=cross["contention"].slowdown,
+    )
+    warnings = list(run.warnings) + cross["warnings"]
+    if reference is not None:
+        ref = analyze_run(reference, align=align)
+        flux, saving = across_runs.compare(across_runs.run_times(paths, steps),
+                                           across_runs.run_times(ref.critical_path, ref.steps))
+        summary = dataclasses.replace(summary, flux_overlap_efficiency=flux, attained_saving=saving)
+        warnings += [f"reference {reference.path}: {w}" for w in ref.warnings]
     return RunAnalysis(
         run_dir=str(run.path),
         ranks=run.rank_ids,
-        warnings=list(run.warnings),
+        warnings=warnings,
         steps=steps,
-        summary=summarize(steps, run.manifest),
+        summary=summary,
+        critical_path=paths,
+        collectives=cross["collectives"],
+        clock_offsets_us=cross["offsets_us"],
+        kernel_contention=cross["contention"].kernels,
+        comm_contention=cross["contention"].collectives,
         manifest=run.manifest,
+    )
+
+
+def _cross_rank(run: Run, sets: list[ClassSets], reference: Run | None, align: str) -> dict:
+    """§5-§8 over all ranks at once: matching, clocks, wait/transfer, critical path, contention."""
+    acts = run_activities(run)
+    match = match_collectives(acts)
+    clocks = clock_offsets(acts, match, align)
+    timing = collective_timing(acts, match, clocks.offsets_ns)
+    compute = [s.compute for s in sets]
+    graph = path_graph(acts, match, timing, clocks.offsets_ns, [r.waits for r in run.ranks],
+                       [len(r.lanes) for r in run.ranks])
+    baselines = isolated_baselines(run_activities(reference)) if reference is not None else None
+    return {
+        "wait_transfer": wait_transfer_by_step(acts, timing),
+        "collectives": collective_instances(acts, match, timing, exposed_ns(acts, compute)),
+        "offsets_us": clocks.as_us(acts.rank_ids),
+        "paths": critical_paths(acts, graph, gap_covers(sets, clocks.offsets_ns)),
+        "contention": contention(acts, match, timing, compute, baselines),
+        "warnings": list(match.warnings) + list(clocks.warnings),
+    }
+
+
+def _fill_step(s: StepBreakdown, cross: dict) -> StepBreakdown:
+    """The §5 and §8 fields of one rank's step: wait and transfer are 0 without comm; the
+    contention fields stay None without an overlapped kernel that has a baseline."""
+    wait, transfer = cross["wait_transfer"].get((s.rank, s.step), (0.0, 0.0))
+    tax, base = cross["contention"].by_step.get((s.rank, s.step), (None, None))
+    return dataclasses.replace(
+        s, comm_wait_us=wait, comm_transfer_us=transfer, contention_tax_us=tax,
+        contention_slowdown=tax / base if tax is not None and base else None,
     )
 
 
