@@ -47,6 +47,44 @@ def step_table(analysis: RunAnalysis) -> str:
     return table(headers, rows, "Per rank and step (metrics.md §4)")
 
 
+def critical_path_table(analysis: RunAnalysis) -> str:
+    """The critical path of each step across ranks, by part (metrics.md §7)."""
+    headers = ["step", "length_us", "span_us", "compute_us", "comm_us", "memory_us", "host_us", "idle_us",
+               "exposed", "ranks"]
+    rows = [
+        [str(p.step), fmt(p.length_us), fmt(p.span_us), fmt(p.compute_us), fmt(p.comm_us), fmt(p.memory_us),
+         fmt(p.host_us), fmt(p.idle_us), fmt(p.exposed_comm_ratio, "pct"), ",".join(map(str, p.ranks))]
+        for p in analysis.critical_path
+    ]
+    return table(headers, rows, "Critical path across ranks per step (metrics.md §7)")
+
+
+def collectives_table(analysis: RunAnalysis, top: int = 8) -> str:
+    """The collective instances that expose the most time, with their wait and transfer (§5)."""
+    worst = sorted(analysis.collectives, key=lambda c: c.exposed_us, reverse=True)[:top]
+    headers = ["step/key", "MiB", "ranks", "exposed_us", "wait_us", "skew_us", "transfer_us", "busbw_GB/s"]
+    rows = [
+        [f"{c.step}/{c.key}", fmt(c.bytes / 2**20) if c.bytes is not None else "-", ",".join(map(str, c.ranks)),
+         fmt(c.exposed_us), fmt(c.wait_us), fmt(c.skew_us), fmt(c.transfer_us), fmt(c.busbw_gbps)]
+        for c in worst
+    ]
+    title = f"Collectives exposing the most time ({len(worst)} of {len(analysis.collectives)} matched; §5)"
+    return table(headers, rows, title)
+
+
+def contention_table(analysis: RunAnalysis, top: int = 5) -> str:
+    """Kernel signatures slowed most beside communication, and collectives beside compute (§8)."""
+    kernels = [k for k in analysis.kernel_contention if k.slowdown is not None][:top]
+    rows = [[k.signature.split("|")[0][:48], str(k.n_isolated), str(k.n_overlapped), fmt(k.isolated_median_us),
+             fmt(k.overlapped_median_us), fmt(k.slowdown, "pct"), k.baseline or "-"] for k in kernels]
+    rows += [[f"{c.collective} {fmt(c.bytes / 2**20) if c.bytes is not None else '-'} MiB", str(c.n_isolated),
+              str(c.n_overlapped), fmt(c.isolated_transfer_us), fmt(c.overlapped_transfer_us),
+              fmt(c.slowdown, "pct"), "own"]
+             for c in analysis.comm_contention if c.slowdown is not None]
+    headers = ["kernel / collective", "n_iso", "n_ovl", "iso_us", "ovl_us", "slowdown", "baseline"]
+    return table(headers, rows, "Contention: isolated versus overlapped medians (metrics.md §8)")
+
+
 def summary_table(analysis: RunAnalysis) -> str:
     s = analysis.summary
     rows = [
@@ -66,8 +104,18 @@ def summary_table(analysis: RunAnalysis) -> str:
 
 def render(analysis: RunAnalysis, extra_sections: Sequence[str] = ()) -> str:
     """The whole terminal report."""
-    parts = [f"run: {analysis.run_dir}   ranks: {analysis.ranks}", step_table(analysis), *extra_sections,
-             summary_table(analysis)]
+    parts = [f"run: {analysis.run_dir}   ranks: {analysis.ranks}", step_table(analysis)]
+    if analysis.critical_path:
+        parts.append(critical_path_table(analysis))
+    if analysis.collectives:
+        parts.append(collectives_table(analysis))
+    if any(k.slowdown is not None for k in analysis.kernel_contention) or any(
+            c.slowdown is not None for c in analysis.comm_contention):
+        parts.append(contention_table(analysis))
+    if any(analysis.clock_offsets_us.values()):
+        parts.append("clock offsets (us, metrics.md §6): "
+                     + ", ".join(f"rank {r}: {fmt(o)}" for r, o in analysis.clock_offsets_us.items()))
+    parts += [*extra_sections, summary_table(analysis)]
     if analysis.warnings:
         parts.append("warnings:\n" + "\n".join(f"  - {w}" for w in analysis.warnings))
     return "\n\n".join(parts)
