@@ -122,12 +122,12 @@ def _kernel_time(label: str, us: float, count: float, by_step: np.ndarray, by: s
         return KernelTime(key, cls, float(us), float(count), tuple(float(v) for v in by_step))
     name, _, nbytes = key.rpartition("|")
     b = int(nbytes)
-    shown = f"{name} {_size_text(b)}" if b >= 0 else f"{name} (size unknown)"
+    shown = f"{name} {size_text(b)}" if b >= 0 else f"{name} (size unknown)"
     return KernelTime(shown, cls, float(us), float(count), tuple(float(v) for v in by_step),
                       collective=name, bytes=b if b >= 0 else None)
 
 
-def _size_text(nbytes: int) -> str:
+def size_text(nbytes: int) -> str:
     for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if nbytes >= scale:
             return f"{nbytes / scale:g} {unit}"
@@ -142,7 +142,7 @@ def by_collective(times: tuple[KernelTime, ...]) -> tuple[KernelTime, ...]:
     for name in names:  # a loop over collective names
         parts = [t for t in times if t.collective == name]
         by_step = np.sum([t.us_by_step for t in parts], axis=0)
-        detail = " + ".join(f"{t.count_per_step:g} x {_size_text(t.bytes) if t.bytes else '?'}"
+        detail = " + ".join(f"{t.count_per_step:g} x {size_text(t.bytes) if t.bytes else '?'}"
                             for t in sorted(parts, key=lambda t: -(t.bytes or 0)))
         out.append(KernelTime(name, "comm", float(sum(t.us_per_step for t in parts)),
                               float(sum(t.count_per_step for t in parts)), tuple(float(v) for v in by_step),

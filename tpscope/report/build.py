@@ -8,7 +8,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from tpscope.metrics import RunAnalysis
+from tpscope.metrics.across_runs import compare as flux_compare
+from tpscope.metrics.across_runs import run_times
 from tpscope.metrics.kernel_stats import KernelTime
+from tpscope.report.collective_table import CollectiveDelta, collective_deltas, collective_stats
 from tpscope.report.compare import (
     MIN_SAMPLES,
     FailOn,
@@ -24,6 +27,7 @@ from tpscope.report.step_samples import RunSamples, run_samples
 # Manifest fields that describe the experiment; a difference is listed at the top of a report.
 CONFIG_KEYS = ("regime", "mode", "chunks", "tp", "world_size", "model", "dtype", "seq_len", "batch",
                "gpu_name", "gpu_count", "torch_version", "nccl_version")
+FUSION_KEYS = ("mode", "chunks")  # what may differ for Flux efficiency to mean something
 TOP_N = 8
 
 
@@ -69,8 +73,6 @@ class KernelDelta:
     candidate_us: float
     delta_us: float
     significant: bool | None  # the bootstrap interval of the per-step difference excludes 0
-    baseline_detail: str | None = None  # collectives: messages per rank and step
-    candidate_detail: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,10 +84,12 @@ class Report:
     summaries: tuple[MetricSummary, ...]  # the candidate's own figures
     verdict: Verdict | None  # None without a baseline
     kernels: tuple[KernelDelta, ...]  # regressed most first (alone: most time first)
-    collectives: tuple[KernelDelta, ...]
+    collectives: tuple[CollectiveDelta, ...]  # exposed time grew most first (alone: most exposed)
     config_changes: tuple[tuple[str, str, str], ...]  # (key, baseline, candidate)
     step_times_us: tuple[tuple[float, ...], tuple[float, ...]]  # baseline, candidate (for figures)
     breakdown_us: tuple[tuple[tuple[str, float], ...], ...]  # per run: (part, mean µs per step)
+    flux_overlap_efficiency: float | None = None  # candidate against the baseline (metrics.md §9)
+    attained_saving: float | None = None
 
     @property
     def exit_code(self) -> int:
@@ -129,15 +133,14 @@ def kernel_deltas(baseline: tuple[KernelTime, ...], candidate: tuple[KernelTime,
         if min(len(sb), len(sc)) >= MIN_SAMPLES:
             low, high = median_difference_ci(sb, sc)
             significant = low > 0 or high < 0
-        out.append(KernelDelta(key[1], key[0], bu, cu, cu - bu, significant,
-                               kb.detail if kb else None, kc.detail if kc else None))
+        out.append(KernelDelta(key[1], key[0], bu, cu, cu - bu, significant))
     return tuple(sorted(out, key=lambda d: (-d.delta_us, d.key))[:top_n])
 
 
 def kernel_totals(kernels: tuple[KernelTime, ...], top_n: int = TOP_N) -> tuple[KernelDelta, ...]:
     """A run alone: its kernels by time per step (as deltas from nothing)."""
-    return tuple(KernelDelta(k.key, k.activity_class, 0.0, k.us_per_step, k.us_per_step, None,
-                             None, k.detail) for k in kernels[:top_n])
+    return tuple(KernelDelta(k.key, k.activity_class, 0.0, k.us_per_step, k.us_per_step, None)
+                 for k in kernels[:top_n])
 
 
 def config_changes(baseline: RunInfo, candidate: RunInfo) -> tuple[tuple[str, str, str], ...]:
@@ -156,29 +159,42 @@ def breakdown(samples: RunSamples) -> tuple[tuple[str, float], ...]:
             ("exposed comm", exposed), ("idle", mean("idle_us")))
 
 
-def build_report(candidate: RunAnalysis, candidate_kernels: tuple[KernelTime, ...],
-                 candidate_collectives: tuple[KernelTime, ...], fail_on: FailOn,
-                 baseline: RunAnalysis | None = None,
-                 baseline_kernels: tuple[KernelTime, ...] = (),
-                 baseline_collectives: tuple[KernelTime, ...] = ()) -> Report:
+@dataclass(frozen=True, slots=True)
+class RunResults:
+    """What the metrics stage gives a report about one run."""
+
+    analysis: RunAnalysis
+    kernels: tuple[KernelTime, ...]  # kernel_times(run, "name")
+    collective_kernels: tuple[KernelTime, ...] = ()  # by_collective(kernel_times(run, "collective"))
+
+
+def build_report(candidate: RunResults, fail_on: FailOn, baseline: RunResults | None = None) -> Report:
     """Compare `candidate` with `baseline` (or describe it alone)."""
-    cs = run_samples(candidate)
-    cinfo = run_info(candidate, cs)
+    cs = run_samples(candidate.analysis)
+    cinfo = run_info(candidate.analysis, cs)
     summaries = tuple(summarize_metric(m.name, cs) for m in METRICS
                       if len(cs.get(m.name)) or fail_on.get(m.name))
+    c_coll = collective_stats(candidate.analysis, candidate.collective_kernels)
     if baseline is None:
-        return Report(cinfo, None, fail_on, (), summaries, None, kernel_totals(candidate_kernels),
-                      kernel_totals(candidate_collectives), (),
+        return Report(cinfo, None, fail_on, (), summaries, None, kernel_totals(candidate.kernels),
+                      collective_deltas((), c_coll), (),
                       ((), tuple(cs.get("step_time_us").tolist())), (breakdown(cs),))
-    bs = run_samples(baseline)
-    binfo = run_info(baseline, bs)
+    bs = run_samples(baseline.analysis)
+    binfo = run_info(baseline.analysis, bs)
     comparisons = compare_runs(bs, cs, fail_on)
+    b_an, c_an = baseline.analysis, candidate.analysis
+    changes = config_changes(binfo, cinfo)
+    flux = saving = None
+    if all(k in FUSION_KEYS for k, _, _ in changes):  # §9 compares fusion modes of one experiment
+        flux, saving = flux_compare(run_times(c_an.critical_path, c_an.steps),
+                                    run_times(b_an.critical_path, b_an.steps))
     return Report(
         candidate=cinfo, baseline=binfo, fail_on=fail_on, comparisons=comparisons,
         summaries=summaries, verdict=verdict(comparisons),
-        kernels=kernel_deltas(baseline_kernels, candidate_kernels),
-        collectives=kernel_deltas(baseline_collectives, candidate_collectives),
-        config_changes=config_changes(binfo, cinfo),
+        kernels=kernel_deltas(baseline.kernels, candidate.kernels),
+        collectives=collective_deltas(collective_stats(b_an, baseline.collective_kernels), c_coll),
+        config_changes=changes,
         step_times_us=(tuple(bs.get("step_time_us").tolist()), tuple(cs.get("step_time_us").tolist())),
         breakdown_us=(breakdown(bs), breakdown(cs)),
+        flux_overlap_efficiency=flux, attained_saving=saving,
     )

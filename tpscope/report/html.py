@@ -7,7 +7,14 @@ from html import escape
 
 from tpscope.report.build import KernelDelta, Report
 from tpscope.report.compare import Status
-from tpscope.report.markdown import change_text, interval_text, short_name
+from tpscope.report.markdown import (
+    _ratio,
+    change_text,
+    collective_rows,
+    interval_text,
+    kernel_rows,
+    short_name,
+)
 from tpscope.report.metric_defs import format_value, metric_def
 
 STATUS_CLASS = {Status.REGRESSED: "bad", Status.WORSE: "warn", Status.IMPROVED: "good",
@@ -95,17 +102,6 @@ def _comparison_rows(report: Report) -> list[list[str]]:
     return rows
 
 
-def _kernel_rows(deltas: tuple[KernelDelta, ...], alone: bool) -> list[list[str]]:
-    if alone:
-        return [[f"<code>{escape(d.key)}</code>", d.activity_class, f"{d.candidate_us:,.1f}",
-                 escape(d.candidate_detail or "")] for d in deltas]
-    return [[f"<code>{escape(d.key)}</code>", d.activity_class, f"{d.baseline_us:,.1f}",
-             f"{d.candidate_us:,.1f}", f"{d.delta_us:+,.1f}",
-             {True: "yes", False: "no (noise)", None: "n/a"}[d.significant],
-             escape(f"{d.baseline_detail or '-'} → {d.candidate_detail or '-'}"
-                    if d.baseline_detail or d.candidate_detail else "")] for d in deltas]
-
-
 def render(report: Report) -> str:
     """The whole page."""
     alone = report.baseline is None
@@ -135,13 +131,17 @@ def render(report: Report) -> str:
         figs.append(("kernels", kernel_figure(report.kernels, alone)))
     for i, (div_id, fig) in enumerate(figs):
         parts.append(f'<div class="fig">{_figure_html(fig, div_id, include_js=(i == 0))}</div>')
-    for title, deltas in (("Kernels", report.kernels), ("Collectives", report.collectives)):
-        parts.append(f"<h2>{title} {'by GPU time' if alone else 'that regressed most'} "
-                     "(µs per rank and step)</h2>")
-        headers = [title[:-1].lower(), "class", "µs", "messages"] if alone else \
-            [title[:-1].lower(), "class", "baseline µs", "candidate µs", "change µs", "outside noise", "messages"]
-        parts.append(_table(headers, _kernel_rows(deltas, alone), {2, 3, 4}, raw=True) if deltas
-                     else "<p>None.</p>")
+    sections = (("Kernels " + ("by GPU time" if alone else "that regressed most") + " (µs per rank and step)",
+                 kernel_rows(report.kernels, alone)),
+                ("Collectives " + ("by exposed time" if alone else "whose exposed time grew most") + " (µs per step)",
+                 collective_rows(report.collectives, alone)))
+    for title, (headers, rows) in sections:
+        parts.append(f"<h2>{escape(title)}</h2>")
+        rows = [[f"<code>{escape(r[0])}</code>", *map(escape, r[1:])] for r in rows]
+        parts.append(_table(headers, rows, set(range(2, len(headers))), raw=True) if rows else "<p>None.</p>")
+    if report.flux_overlap_efficiency is not None or report.attained_saving is not None:
+        parts.append("<p>Against the baseline (meaningful when it is the unfused run): Flux overlap efficiency "
+                     f"{_ratio(report.flux_overlap_efficiency)}, attained saving {_ratio(report.attained_saving)}.</p>")
     warnings = [*(report.baseline.warnings if report.baseline else ()), *report.candidate.warnings]
     if warnings:
         parts.append("<h2>Warnings</h2><ul>" + "".join(f"<li>{escape(w)}</li>" for w in warnings) + "</ul>")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tpscope.report.build import KernelDelta, Report, RunInfo
+from tpscope.report.collective_table import CollectiveDelta
 from tpscope.report.compare import MetricComparison, Status
 from tpscope.report.metric_defs import format_delta, format_value, metric_def
 
@@ -69,21 +70,56 @@ def summary_table(report: Report) -> str:
     return table(["metric", "median", "min", "max", "steps"], rows, "lrrrr")
 
 
-def kernel_table(deltas: tuple[KernelDelta, ...], what: str, alone: bool) -> str:
-    if not deltas:
-        return f"No {what} took longer per step in the candidate." if not alone else f"No {what}."
-    detail = any(d.baseline_detail or d.candidate_detail for d in deltas)
+SIGNIFICANCE = {True: "yes", False: "no (noise)", None: "n/a"}
+
+
+def _us(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}"
+
+
+def _pair(b: float | None, c: float | None, fmt=_us) -> str:
+    return f"{fmt(b)} → {fmt(c)}"
+
+
+def kernel_rows(deltas: tuple[KernelDelta, ...], alone: bool) -> tuple[list[str], list[list[str]]]:
+    """Headers and plain-text rows of the kernel table (first column: the kernel name)."""
     if alone:
-        rows = [[f"`{short_name(d.key)}`", d.activity_class, f"{d.candidate_us:,.1f}"]
-                + ([d.candidate_detail or ""] if detail else []) for d in deltas]
-        return table([what, "class", "µs per rank and step"] + (["messages per step"] if detail else []),
-                     rows, "llr" + ("l" if detail else ""))
-    sig = {True: "yes", False: "no (noise)", None: "n/a"}
-    rows = [[f"`{short_name(d.key)}`", d.activity_class, f"{d.baseline_us:,.1f}", f"{d.candidate_us:,.1f}",
-             f"{d.delta_us:+,.1f}", sig[d.significant]]
-            + ([f"{d.baseline_detail or '-'} → {d.candidate_detail or '-'}"] if detail else []) for d in deltas]
-    headers = [what, "class", "baseline µs", "candidate µs", "change µs", "outside noise"]
-    return table(headers + (["messages per step"] if detail else []), rows, "llrrrl" + ("l" if detail else ""))
+        return (["kernel", "class", "µs per rank and step"],
+                [[d.key, d.activity_class, _us(d.candidate_us)] for d in deltas])
+    return (["kernel", "class", "baseline µs", "candidate µs", "change µs", "outside noise"],
+            [[d.key, d.activity_class, _us(d.baseline_us), _us(d.candidate_us), f"{d.delta_us:+,.1f}",
+              SIGNIFICANCE[d.significant]] for d in deltas])
+
+
+def collective_rows(deltas: tuple[CollectiveDelta, ...], alone: bool) -> tuple[list[str], list[list[str]]]:
+    """Headers and plain-text rows of the collective table (first column: the collective name)."""
+    def get(s, name):
+        return getattr(s, name) if s is not None else None
+
+    def gbps(v):
+        return "-" if v is None else f"{v:,.1f}"
+
+    if alone:
+        return (["collective", "messages per step", "exposed µs", "transfer µs", "wait µs", "busbw GB/s"],
+                [[d.collective, d.candidate.messages, _us(d.candidate.exposed_us), _us(d.candidate.transfer_us),
+                  _us(d.candidate.wait_us), gbps(d.candidate.busbw_gbps)] for d in deltas])
+    headers = ["collective", "messages per step", "exposed µs", "change", "outside noise", "transfer µs",
+               "wait µs", "busbw GB/s"]
+    rows = [[d.collective, f"{get(d.baseline, 'messages') or '-'} → {get(d.candidate, 'messages') or '-'}",
+             _pair(get(d.baseline, "exposed_us"), get(d.candidate, "exposed_us")),
+             "-" if d.delta_exposed_us is None else f"{d.delta_exposed_us:+,.1f}", SIGNIFICANCE[d.significant],
+             _pair(get(d.baseline, "transfer_us"), get(d.candidate, "transfer_us")),
+             _pair(get(d.baseline, "wait_us"), get(d.candidate, "wait_us")),
+             _pair(get(d.baseline, "busbw_gbps"), get(d.candidate, "busbw_gbps"), gbps)] for d in deltas]
+    return headers, rows
+
+
+def name_table(headers: list[str], rows: list[list[str]], empty: str) -> str:
+    if not rows:
+        return empty
+    rows = [[f"`{short_name(r[0])}`", *r[1:]] for r in rows]
+    return table(headers, rows, "l" + "".join("l" if h in ("class", "outside noise", "messages per step")
+                                              else "r" for h in headers[1:]))
 
 
 def run_line(role: str, info: RunInfo) -> str:
@@ -91,6 +127,10 @@ def run_line(role: str, info: RunInfo) -> str:
     manifest = "" if info.has_manifest else ", no manifest"
     return (f"- {role}: `{info.run_dir}`{title}: ranks {list(info.ranks)}, "
             f"{len(info.steps)} profiled steps{manifest}")
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
 
 
 def render(report: Report) -> str:
@@ -126,11 +166,18 @@ def render(report: Report) -> str:
                  "Medians over steps. The interval is a 95% bootstrap interval of the difference of "
                  "medians; a change whose interval holds 0 is inside the step-to-step noise and never "
                  f"fails. Thresholds: `--fail-on {report.fail_on.spec}`."]
-    what = "kernels by GPU time" if alone else "kernels that regressed most"
-    body = ["", f"### {what[0].upper() + what[1:]} (µs per rank and step)", "",
-            kernel_table(report.kernels, "kernel", alone),
-            "", f"### Collectives {'by GPU time' if alone else 'that regressed most'} (µs per rank and step)",
-            "", kernel_table(report.collectives, "collective", alone)]
+    body = ["", f"### Kernels {'by GPU time' if alone else 'that regressed most'} (µs per rank and step)", "",
+            name_table(*kernel_rows(report.kernels, alone),
+                       "No kernel took longer per step in the candidate." if not alone else "No kernels."),
+            "", f"### Collectives {'by exposed time' if alone else 'whose exposed time grew most'} "
+            "(µs per step)", "",
+            name_table(*collective_rows(report.collectives, alone), "No collectives."),
+            "", "Exposed: kernel time with no compute beside it (the largest over ranks, metrics.md §5); "
+            "wait: time a rank's kernel waited for the last rank to arrive; busbw: median over instances."]
+    if report.flux_overlap_efficiency is not None or report.attained_saving is not None:
+        body += ["", f"Against the baseline (meaningful when it is the unfused run, metrics.md §9): Flux overlap "
+                 f"efficiency {_ratio(report.flux_overlap_efficiency)}, attained saving "
+                 f"{_ratio(report.attained_saving)}."]
     warnings = [*(report.baseline.warnings if report.baseline else ()), *report.candidate.warnings]
     if warnings:
         body += ["", "<details><summary>Warnings from the trace loader</summary>", ""]

@@ -99,16 +99,14 @@ def build(candidate: str | None, baseline: str | None, fail_on):
     """Load, analyze and compare (trace -> metrics -> report)."""
     from tpscope.metrics import analyze_run
     from tpscope.metrics.kernel_stats import by_collective, kernel_times
-    from tpscope.report.build import build_report
+    from tpscope.report.build import RunResults, build_report
     from tpscope.samples import default_run
     from tpscope.trace import load_run
 
-    def analyzed(path):
+    def results(path) -> RunResults:
         run = load_run(path)
-        return analyze_run(run), kernel_times(run, "name"), by_collective(kernel_times(run, "collective"))
+        return RunResults(analyze_run(run), kernel_times(run, "name"),
+                          by_collective(kernel_times(run, "collective")))
 
-    cand = analyzed(candidate or default_run())
-    if baseline is None:
-        return build_report(*cand, fail_on)
-    base = analyzed(baseline)
-    return build_report(*cand, fail_on, *base)
+    cand = results(candidate or default_run())
+    return build_report(cand, fail_on, results(baseline) if baseline is not None else None)
