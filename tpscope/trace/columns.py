@@ -62,15 +62,20 @@ class SymbolTable:
 
     def ids(self, names: list) -> np.ndarray:
         table = self._ids
-        symbols = self.symbols
-        out = np.empty(len(names), dtype=np.int32)
-        for i, name in enumerate(names):
-            key = name if isinstance(name, str) else ("" if name is None else str(name))
-            sid = table.get(key)
-            if sid is None:
-                sid = table[key] = len(symbols)
-                symbols.append(key)
-            out[i] = sid
+        before = len(table)
+        try:
+            # dict.setdefault keeps first-seen order, so a new name's id is the table's size then
+            out = np.fromiter((table.setdefault(n, len(table)) for n in names), dtype=np.int32, count=len(names))
+        except TypeError:  # unhashable or None names: fall back to strings
+            out = np.fromiter(
+                (table.setdefault(n if isinstance(n, str) else ("" if n is None else str(n)), len(table)) for n in names),
+                dtype=np.int32,
+                count=len(names),
+            )
+        if len(table) != before:
+            self.symbols.extend(list(table)[before:])
+        if None in table:  # keep ids of missing names pointing at ""
+            self.symbols[table[None]] = ""
         return out
 
     def id(self, name: str) -> int:

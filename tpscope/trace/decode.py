@@ -8,6 +8,7 @@ events converted one by one, dropping the ones that cannot be read, with a warni
 from __future__ import annotations
 
 import gzip
+import json
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,31 +58,53 @@ def decode_trace(path: Path, data: bytes | None = None) -> DecodedTrace:
     try:
         return DecodedTrace(_typed_decoder.decode(data), ())
     except msgspec.ValidationError:
-        pass  # valid JSON whose types differ from the usual: take the tolerant path
+        return _decode_tolerant(path, msgspec.json.decode(data))
     except msgspec.DecodeError as exc:
-        if data.lstrip()[:1] == b"[":
-            try:
-                return DecodedTrace(TraceFile(traceEvents=_list_decoder.decode(data)), ())
-            except msgspec.ValidationError:
-                pass
-            except msgspec.DecodeError:
-                raise TraceError(path, f"not valid JSON ({exc})") from None
+        first_error = exc
+    # Not JSON as msgspec reads it. Three things are still worth a try: a bare list of events,
+    # invalid UTF-8 in names (replaced, with a warning), and NaN/Infinity literals (Python's json).
+    if data.lstrip()[:1] == b"[":
+        try:
+            return DecodedTrace(TraceFile(traceEvents=_list_decoder.decode(data)), ())
+        except msgspec.ValidationError:
+            return _decode_tolerant(path, msgspec.json.decode(data))
+        except msgspec.DecodeError:
+            pass
+    if "UTF-8" in str(first_error):
+        fixed = data.decode("utf-8", errors="replace").encode()
+        decoded = decode_trace(path, fixed)
+        note = f"{path}: invalid UTF-8 bytes replaced by U+FFFD"
+        return DecodedTrace(decoded.trace, (note, *decoded.warnings))
+    if b"NaN" in data or b"Infinity" in data:
+        try:
+            doc = json.loads(data)
+        except (ValueError, RecursionError):
+            pass
         else:
-            raise TraceError(path, f"not valid JSON ({exc})") from None
-    return _decode_tolerant(path, data)
+            return _decode_tolerant(path, doc, note="NaN or Infinity values")
+    raise TraceError(path, f"not valid JSON ({first_error})")
 
 
-def _decode_tolerant(path: Path, data: bytes) -> DecodedTrace:
-    try:
-        doc = msgspec.json.decode(data)
-    except msgspec.DecodeError as exc:
-        raise TraceError(path, f"not valid JSON ({exc})") from None
+_RAW_ARG_KEYS = ("Input Dims",)
+
+
+def _with_raw(obj: dict, keys: tuple[str, ...]) -> dict:
+    """The fields that the schema keeps as undecoded JSON (msgspec.Raw), encoded back."""
+    if not any(k in obj for k in keys):
+        return obj
+    return {k: (msgspec.Raw(msgspec.json.encode(v)) if k in keys else v) for k, v in obj.items()}
+
+
+def _decode_tolerant(path: Path, doc: object, note: str = "unusual field types") -> DecodedTrace:
+    """Convert an untyped document event by event, dropping what cannot be read."""
     if isinstance(doc, list):
         doc = {"traceEvents": doc}
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents", []), list):
         raise TraceError(path, "not a Kineto trace (no traceEvents list)")
     raw_events = doc.pop("traceEvents", [])
     header = {k: doc[k] for k in ("distributedInfo", "baseTimeNanoseconds", "hostname") if k in doc}
+    if isinstance(header.get("distributedInfo"), dict):
+        header["distributedInfo"] = _with_raw(header["distributedInfo"], ("pg_config",))
     warnings: list[str] = []
     try:
         trace = msgspec.convert(header, TraceFile, strict=False)
@@ -91,6 +114,8 @@ def _decode_tolerant(path: Path, data: bytes) -> DecodedTrace:
     events: list[Event] = []
     dropped = 0
     for raw in raw_events:
+        if isinstance(raw, dict) and isinstance(raw.get("args"), dict):
+            raw = {**raw, "args": _with_raw(raw["args"], _RAW_ARG_KEYS)}
         try:
             events.append(msgspec.convert(raw, Event, strict=False))
         except msgspec.ValidationError:
@@ -103,6 +128,6 @@ def _decode_tolerant(path: Path, data: bytes) -> DecodedTrace:
     if dropped:
         warnings.append(f"{path}: {dropped} events could not be read and were dropped")
     else:
-        warnings.append(f"{path}: unusual field types; read with the tolerant decoder")
+        warnings.append(f"{path}: {note}; read with the tolerant decoder")
     trace.traceEvents = events
     return DecodedTrace(trace, tuple(warnings))

@@ -41,16 +41,25 @@ def _select(events: list[Event], rows: list[int]) -> list[Event]:
 
 
 def _group_rows(events: list[Event]) -> dict[str, list[int]]:
-    groups: dict[str, list[int]] = {g: [] for g in set(_GROUPS.values())}
-    groups["meta"] = []
-    get = _GROUPS.get
-    for i, e in enumerate(events):
-        if e.ph == "X":
-            g = get(e.cat.lower() if e.cat else "")
-            if g is not None:
-                groups[g].append(i)
-        elif e.ph == "M":
-            groups["meta"].append(i)
+    """Row indices of each group of `_GROUPS` (complete events) and of metadata events."""
+    names = sorted(set(_GROUPS.values()))
+    code_of = {cat: names.index(g) + 1 for cat, g in _GROUPS.items()}
+    code_of.update({cat.title(): code for cat, code in code_of.items()})  # "Kernel", "Runtime", ...
+    meta_code = len(names) + 1
+    get = code_of.get
+    codes = np.fromiter(
+        (get(e.cat, 0) if e.ph == "X" else (meta_code if e.ph == "M" else 0) for e in events),
+        dtype=np.int8,
+        count=len(events),
+    )
+    # categories in other spellings (rare): classify them by their lower-case form
+    unknown = [i for i in np.flatnonzero(codes == 0).tolist() if events[i].ph == "X" and events[i].cat]
+    for i in unknown:
+        codes[i] = code_of.get(events[i].cat.lower(), 0)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(meta_code + 2))
+    groups = {g: order[bounds[k + 1] : bounds[k + 2]].tolist() for k, g in enumerate(names)}
+    groups["meta"] = order[bounds[meta_code] : bounds[meta_code + 1]].tolist()
     return groups
 
 
@@ -121,9 +130,11 @@ def build_rank_trace(path: Path, trace: TraceFile, rank: int, warnings: tuple[st
     events = trace.traceEvents
     rows = _group_rows(events)
 
-    launches = _launch_table(b, _select(events, rows["launch"]))
-    cpu_ops = _cpu_op_table(b, _select(events, rows["cpu_op"]))
-    gpu = _gpu_table(b, _select(events, rows["gpu"]), launches, cpu_ops)
+    gpu_events = _select(events, rows["gpu"])
+    gpu_corr = int_column([_arg(e).correlation for e in gpu_events])
+    launches = _launch_table(b, _select(events, rows["launch"]), gpu_corr)
+    cpu_ops = _cpu_op_table(b, _select(events, rows["cpu_op"]), launches["external_id"])
+    gpu = _gpu_table(b, gpu_events, launches, cpu_ops)
     annotations = _range_table(b, _select(events, rows["cpu_range"]), _select(events, rows["gpu_range"]))
     waits = _wait_table(b, _select(events, rows["sync"]))
     steps = step_windows(gpu, annotations, b.symbols.symbols)
@@ -145,18 +156,21 @@ def build_rank_trace(path: Path, trace: TraceFile, rank: int, warnings: tuple[st
     )
 
 
-def _launch_table(b: _Builder, events: list[Event]) -> dict[str, np.ndarray]:
-    start, end, keep = b.times(events)
+def _launch_table(b: _Builder, events: list[Event], gpu_corr: np.ndarray) -> dict[str, np.ndarray]:
+    """The CPU calls that launched a GPU activity of the trace (joined on correlation id)."""
     corr = int_column([_arg(e).correlation for e in events])
+    used = np.isin(corr, gpu_corr) & (corr != MISSING)
+    events = _select(events, np.flatnonzero(used).tolist())
+    start, end, keep = b.times(events)
     ext = int_column([_arg(e).external_id for e in events])
-    return {"correlation": corr[keep], "start_ns": start[keep], "end_ns": end[keep], "external_id": ext[keep]}
+    return {"correlation": corr[used][keep], "start_ns": start[keep], "end_ns": end[keep], "external_id": ext[keep]}
 
 
-def _cpu_op_table(b: _Builder, events: list[Event]) -> dict[str, np.ndarray]:
-    """CPU ops that carry an External id: their collective metadata and input dims."""
+def _cpu_op_table(b: _Builder, events: list[Event], launch_ext: np.ndarray) -> dict[str, np.ndarray]:
+    """The CPU ops that launched GPU work: their collective metadata and input dims."""
     ext = int_column([_arg(e).external_id for e in events])
-    has = ext != MISSING
-    ops = [e for e, h in zip(events, has) if h]
+    has = np.isin(ext, launch_ext) & (ext != MISSING)
+    ops = _select(events, np.flatnonzero(has).tolist())
     args = [_arg(e) for e in ops]
     coll = [a.collective for a in args]
     return {
@@ -207,13 +221,7 @@ def _gpu_table(b: _Builder, events: list[Event], launches: dict, cpu_ops: dict) 
     cls = classify(name_id, kind, b.symbols.symbols)
 
     input_dims = lookup(cpu_ops["external_id"], cpu_ops["input_dims_id"], ext)
-    grid_block = [f"{a.grid}|{a.block}" if a.grid is not None else "" for a in args]
-    symbols = b.symbols.symbols
-    sig_strings = [
-        f"{symbols[nid]}|{gb}|{symbols[dims] if dims >= 0 else ''}"
-        for nid, gb, dims in zip(name_id.tolist(), grid_block, input_dims.tolist())
-    ]
-    signature_id = b.symbols.ids(sig_strings)
+    signature_id = _signatures(b, name_id, args, input_dims)
 
     order = np.argsort(start, kind="stable")
     table = GpuActivities(
@@ -235,6 +243,41 @@ def _gpu_table(b: _Builder, events: list[Event], launches: dict, cpu_ops: dict) 
     for f in _COLL_FIELDS:
         getattr(table, f)[not_comm] = MISSING
     return table
+
+
+def _launch_dims(values: list) -> np.ndarray:
+    """(n, 3) int64 grid or block dimensions; -1 where absent or malformed."""
+    out = np.full((len(values), 3), MISSING, dtype=np.int64)
+    present = [i for i, v in enumerate(values) if v is not None]
+    if present:
+        try:
+            out[present] = np.array([values[i] for i in present], dtype=np.int64).reshape(len(present), 3)
+        except (ValueError, TypeError, OverflowError):
+            for i in present:
+                v = values[i]
+                if isinstance(v, list) and len(v) == 3 and all(isinstance(x, int) and abs(x) < 2**62 for x in v):
+                    out[i] = v
+    return out
+
+
+def _signatures(b: _Builder, name_id: np.ndarray, args: list[Args], input_dims_id: np.ndarray) -> np.ndarray:
+    """Kernel signature ids (metrics.md §8): (name, grid, block, input dims), strings made once per
+    distinct signature."""
+    if len(name_id) == 0:
+        return np.zeros(0, np.int32)
+    rows = np.column_stack([
+        name_id.astype(np.int64),
+        _launch_dims([a.grid for a in args]),
+        _launch_dims([a.block for a in args]),
+        input_dims_id.astype(np.int64),
+    ])
+    uniq, inverse = np.unique(rows, axis=0, return_inverse=True)
+    sym = b.symbols.symbols
+    strings = [
+        f"{sym[r[0]]}|grid={list(r[1:4])}|block={list(r[4:7])}|dims={sym[r[7]] if r[7] >= 0 else ''}"
+        for r in uniq.tolist()
+    ]
+    return b.symbols.ids(strings)[inverse.ravel()]
 
 
 def _range_table(b: _Builder, cpu: list[Event], gpu: list[Event]) -> Ranges:
