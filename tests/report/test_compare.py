@@ -139,3 +139,9 @@ def test_power_on_a_one_sigma_shift_with_twenty_steps():
         low, _ = median_difference_ci(a, b, n_boot=1000)
         hits += low > 0
     assert hits / trials > 0.7
+
+
+def test_a_pass_line_mentions_what_got_worse_within_the_limits():
+    base = np.array([100.0, 100.5, 99.5, 100.2])
+    v = verdict([_step_time(base, base * 1.10, "step_time=+12%")])
+    assert v.passed and "worse within the limits: step_time +10.0%" in v.line

@@ -201,8 +201,10 @@ def verdict(comparisons: tuple[MetricComparison, ...] | list[MetricComparison]) 
         return Verdict(False, tuple(c.metric for c in bad), good, "REGRESSION: " + "; ".join(parts))
     gated = [c for c in comparisons if c.threshold is not None]
     unknown = [metric_def(c.metric).short for c in gated if c.status is Status.UNKNOWN]
+    worse = [f"{metric_def(c.metric).short} {_delta_text(c)}" for c in gated if c.status is Status.WORSE]
     line = f"PASS: no gated metric regressed past its threshold ({len(gated) - len(unknown)} checked"
     line += f", {len(good)} improved" if good else ""
+    line += f"; worse within the limits: {', '.join(worse)}" if worse else ""
     line += f"; unknown: {', '.join(unknown)})" if unknown else ")"
     return Verdict(True, (), good, line)
 
