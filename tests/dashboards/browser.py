@@ -1,0 +1,93 @@
+"""Helpers to drive the Dash page in Chromium and read back what it drew."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import numpy as np
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+TIMEOUT_S = 20
+
+
+def values(v) -> np.ndarray:
+    """A plotly data array as numpy: a plain list, or a typed array {"dtype", "bdata"[, "shape"]}."""
+    if isinstance(v, dict) and "bdata" in v:
+        a = np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"]))
+        if "shape" in v:
+            shape = [int(s) for s in str(v["shape"]).split(",")] if isinstance(v["shape"], str) else v["shape"]
+            a = a.reshape(shape)
+        return a
+    return np.asarray(v if v is not None else [], dtype=object)
+
+
+def wait_until(browser, predicate, timeout: float = TIMEOUT_S, message: str = ""):
+    return WebDriverWait(browser, timeout, poll_frequency=0.1).until(lambda d: predicate(d), message)
+
+
+def figure(browser, graph_id: str) -> dict | None:
+    """The figure a dcc.Graph holds now ({"data", "layout"}), or None before it is drawn."""
+    text = browser.execute_script(
+        "const el = document.getElementById(arguments[0]);"
+        "const gd = el && el.querySelector('.js-plotly-plot');"
+        "if (!gd || !gd.data || !gd.layout) return null;"
+        "return JSON.stringify({data: gd.data, layout: gd.layout});", graph_id)
+    return json.loads(text) if text else None
+
+
+def trace(fig: dict, name: str) -> dict | None:
+    return next((t for t in fig["data"] if t.get("name") == name), None)
+
+
+def wait_figure(browser, graph_id: str, predicate=lambda f: True, timeout: float = TIMEOUT_S) -> dict:
+    """Wait until the graph holds a figure that satisfies `predicate` and no spinner shows."""
+
+    def ready(d):
+        f = figure(d, graph_id)
+        return f if f is not None and predicate(f) and not loading(d) else False
+
+    return wait_until(browser, ready, timeout, f"{graph_id} never showed the expected figure")
+
+
+def loading(browser) -> bool:
+    return bool(browser.execute_script(
+        "return document.querySelectorAll('[data-dash-is-loading=\"true\"]').length"))
+
+
+def open_tab(browser, label: str) -> None:
+    browser.find_element(By.XPATH, f"//*[contains(@class,'tab') and normalize-space()='{label}']").click()
+
+
+def choose(browser, dropdown_id: str, label: str) -> None:
+    """Pick the option shown as `label` in a dcc.Dropdown."""
+    browser.find_element(By.ID, dropdown_id).click()
+    option = wait_until(browser, lambda d: next(
+        (o for o in d.find_elements(By.CSS_SELECTOR, ".dash-dropdown-option") if o.text.strip() == label), False))
+    option.click()
+    wait_until(browser, lambda d: d.find_element(By.ID, dropdown_id).text.strip() == label)
+
+
+def toggle(browser, checklist_id: str, label: str) -> None:
+    for option in browser.find_elements(By.CSS_SELECTOR, f"#{checklist_id} label"):
+        if option.text.strip() == label:
+            option.click()
+            return
+    raise AssertionError(f"no option {label!r} in #{checklist_id}")
+
+
+def text_of(browser, element_id: str) -> str:
+    return browser.find_element(By.ID, element_id).text
+
+
+def table_rows(browser, table_id: str) -> list[dict]:
+    """A DataTable's visible rows as {column header: cell text}."""
+    return json.loads(browser.execute_script(
+        "const root = document.getElementById(arguments[0]);"
+        "if (!root) return '[]';"
+        "const heads = Array.from(root.querySelectorAll('th.dash-header')).map(h => h.innerText.trim());"
+        "const rows = Array.from(root.querySelectorAll('tr')).filter(r => r.querySelector('td.dash-cell'));"
+        "return JSON.stringify(rows.map(r => { const cells = Array.from(r.querySelectorAll('td.dash-cell'));"
+        " const o = {}; cells.forEach((c, i) => { o[heads[i]] = c.innerText.trim(); }); return o; }));",
+        table_id))

@@ -1,0 +1,280 @@
+"""The dashboard in real headless Chromium, on (copies of) the real H200 runs.
+
+Expected numbers come from the analyzer's JSON (`as_json(analyze_run(...))`), from the trace
+tables, or from HTA, all computed here; never from the dashboard's own code.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+import requests
+
+from tests.dashboards.browser import (
+    choose,
+    open_tab,
+    table_rows,
+    text_of,
+    toggle,
+    trace,
+    values,
+    wait_figure,
+    wait_until,
+)
+from tests.dashboards.conftest import CHUNKED, UNFUSED, Served
+from tpscope.metrics import analyze_run, as_json
+from tpscope.trace import ActivityClass, load_run
+
+pytestmark = pytest.mark.timeout(120)
+STACK = {"hidden comm": "hidden_comm_us", "exposed comm": "exposed_comm_us", "memory": "memory_us",
+         "idle": "idle_us"}
+
+
+@pytest.fixture(scope="module")
+def expected(sample_root):
+    """Per run id: the analyzer JSON, the loaded run, and HTA's temporal breakdown."""
+    from hta.trace_analysis import TraceAnalysis
+
+    out = {}
+    for folder in (CHUNKED, UNFUSED):
+        run = load_run(sample_root / folder.name)
+        hta = TraceAnalysis(trace_files={r.rank: str(r.path.resolve()) for r in run.ranks},
+                            include_last_profiler_step=True)
+        out[folder.name] = {"doc": as_json(analyze_run(run)), "run": run,
+                            "hta_temporal": hta.get_temporal_breakdown(visualize=False)}
+    return out
+
+
+@pytest.fixture(scope="module")
+def served(expected, sample_root, not_a_run, tmp_path_factory):
+    """`tpscope dash`'s app over the default input (the sample runs) plus a folder that is no run."""
+    from tpscope.dashboards.app import create_app
+    from tpscope.dashboards.dash_command import resolve_run_dirs
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    mp = pytest.MonkeyPatch()
+    mp.setenv("TPSCOPE_SAMPLE_TRACES", str(sample_root))
+    runs = resolve_run_dirs([])
+    assert [p.name for p in runs] == sorted([CHUNKED.name, UNFUSED.name])
+    app = create_app(runs + [not_a_run], cache_dir=tmp_path_factory.mktemp("cache"))
+    server = Served(app)
+    yield server
+    server.stop()
+    mp.undo()
+
+
+@pytest.fixture(autouse=True)
+def no_console_errors(browser):
+    browser.get_log("browser")  # drop what earlier tests left
+    yield
+    errors = [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
+    assert errors == [], errors
+
+
+@pytest.fixture
+def page(browser, served):
+    browser.get(served.url)
+    wait_until(browser, lambda d: len(table_rows(d, "overview-table")) == 3)
+    return browser
+
+
+def _fmt_ratio(v):
+    return "" if v is None else f"{v:.1%}"
+
+
+def _step_window_counts(run, step, ranks):
+    """Activities per class overlapping the step's extent over `ranks` (from the trace tables)."""
+    lo = min(int(r.steps.start_ns[r.steps.step == step].min()) for r in run.ranks if r.rank in ranks)
+    hi = max(int(r.steps.end_ns[r.steps.step == step].max()) for r in run.ranks if r.rank in ranks)
+    counts = dict.fromkeys(("compute", "comm", "memory"), 0)
+    for r in run.ranks:
+        if r.rank in ranks:
+            m = (r.gpu.start_ns < hi) & (r.gpu.end_ns > lo)
+            for cls in ("compute", "comm", "memory"):
+                counts[cls] += int((m & (r.gpu.cls == ActivityClass[cls.upper()])).sum())
+    return counts
+
+
+def _segments(fig, name):
+    """Number of NaN-separated segments of a timeline trace (0 when the trace is absent)."""
+    t = trace(fig, name)
+    return 0 if t is None else int(np.isnan(values(t["x"]).astype(float)).sum())
+
+
+def test_app_starts_on_sample_runs_and_overview_shows_summaries(page, expected, not_a_run):
+    rows = {r["run"]: r for r in table_rows(page, "overview-table")}
+    assert set(rows) == {CHUNKED.name, UNFUSED.name, not_a_run.name}
+    for run_id, exp in expected.items():
+        s = exp["doc"]["summary"]
+        assert rows[run_id]["step time (µs)"] == f"{s['step_time_us']:,.1f}"
+        assert rows[run_id]["exposed comm"] == _fmt_ratio(s["exposed_comm_ratio"])
+        assert rows[run_id]["overlap efficiency"] == _fmt_ratio(s["overlap_efficiency"])
+        assert rows[run_id]["critical-path exposed comm"] == _fmt_ratio(s["critical_path_exposed_comm_ratio"])
+        assert rows[run_id]["ranks"] == str(len(exp["doc"]["ranks"]))
+    assert "no trace files" in rows[not_a_run.name]["mode"]
+    fig = wait_figure(page, "overview-graph", lambda f: trace(f, "exposed comm") is not None)
+    bars = trace(fig, "exposed comm")
+    got = dict(zip(values(bars["x"]), values(bars["y"]).astype(float)))
+    for run_id, exp in expected.items():
+        assert got[run_id] == pytest.approx(exp["doc"]["summary"]["exposed_comm_ratio"])
+
+
+def test_breakdown_bars_are_the_analyzer_json(page, expected):
+    run_id = page.find_element("id", "run-select").text.strip()
+    doc = expected[run_id]["doc"]
+    open_tab(page, "Breakdown")
+    fig = wait_figure(page, "breakdown-graph", lambda f: trace(f, "idle") is not None)
+    rows = sorted(doc["steps"], key=lambda s: (s["rank"], s["step"]))
+    assert list(values(trace(fig, "idle")["x"])) == [f"rank {r['rank']} · step {r['step']}" for r in rows]
+    for name, key in STACK.items():
+        np.testing.assert_allclose(values(trace(fig, name)["y"]).astype(float), [r[key] for r in rows])
+    np.testing.assert_allclose(values(trace(fig, "compute (alone)")["y"]).astype(float),
+                               [r["compute_us"] - r["hidden_comm_us"] for r in rows])
+    np.testing.assert_allclose(values(trace(fig, "step time")["y"]).astype(float), [r["step_time_us"] for r in rows])
+    cp = wait_figure(page, "critical-path-graph")
+    if doc["critical_path"]:
+        for key in ("compute", "comm", "host", "idle"):
+            np.testing.assert_allclose(values(trace(cp, key)["y"]).astype(float),
+                                       [c[f"{key}_us"] for c in doc["critical_path"]])
+    else:
+        assert "not available" in cp["layout"]["meta"]["not_available"]
+
+
+def test_timeline_draws_each_class_of_the_step(page, expected):
+    run_id = page.find_element("id", "run-select").text.strip()
+    run, doc = expected[run_id]["run"], expected[run_id]["doc"]
+    first_step = min(s["step"] for s in doc["steps"])
+    open_tab(page, "Timeline")
+    fig = wait_figure(page, "timeline-graph", lambda f: (f["layout"].get("meta") or {}).get("step") == first_step)
+    counts = _step_window_counts(run, first_step, doc["ranks"])
+    for cls, n in counts.items():
+        assert _segments(fig, cls) == n, cls
+    ticks = fig["layout"]["yaxis"]["ticktext"]
+    for r in run.ranks:
+        for _device, stream in r.lanes.tolist():
+            assert f"rank {r.rank} · stream {stream}" in ticks
+    labels = set(values(trace(fig, "label names")["text"]))
+    assert {"ag_gemm", "gemm_rs"} <= labels  # the instrumentation names of the runtime's ops
+    note = text_of(page, "timeline-note")
+    assert f"{sum(counts.values()):,} activities" in note
+    if not doc["critical_path"]:
+        assert "Not available for this run: critical path" in note
+
+
+def test_switching_step_and_rank_updates_figures(page, expected):
+    run_id = page.find_element("id", "run-select").text.strip()
+    run, doc = expected[run_id]["run"], expected[run_id]["doc"]
+    steps = sorted({s["step"] for s in doc["steps"]})
+    open_tab(page, "Timeline")
+    wait_figure(page, "timeline-graph", lambda f: (f["layout"].get("meta") or {}).get("step") == steps[0])
+    choose(page, "step-select", f"step {steps[1]}")
+    fig = wait_figure(page, "timeline-graph", lambda f: (f["layout"].get("meta") or {}).get("step") == steps[1])
+    assert _segments(fig, "comm") == _step_window_counts(run, steps[1], doc["ranks"])["comm"]
+    toggle(page, "rank-select", "rank 1")
+    fig = wait_figure(page, "timeline-graph",
+                      lambda f: all(t.startswith("rank 0") for t in f["layout"]["yaxis"]["ticktext"]))
+    assert _segments(fig, "compute") == _step_window_counts(run, steps[1], [0])["compute"]
+    open_tab(page, "Breakdown")
+    fig = wait_figure(page, "breakdown-graph", lambda f: trace(f, "idle") is not None)
+    assert list(values(trace(fig, "idle")["x"])) == [f"rank 0 · step {s}" for s in steps]
+    toggle(page, "rank-select", "rank 1")
+    wait_figure(page, "breakdown-graph", lambda f: len(values(trace(f, "idle")["x"])) == 2 * len(steps))
+
+
+def test_switching_run_updates_every_view(page, expected):
+    current = page.find_element("id", "run-select").text.strip()
+    other = next(k for k in expected if k != current)
+    doc = expected[other]["doc"]
+    open_tab(page, "Breakdown")
+    choose(page, "run-select", other)
+    rows = sorted(doc["steps"], key=lambda s: (s["rank"], s["step"]))
+    fig = wait_figure(page, "breakdown-graph", lambda f: trace(f, "exposed comm") is not None and np.allclose(
+        values(trace(f, "exposed comm")["y"]).astype(float), [r["exposed_comm_us"] for r in rows]))
+    np.testing.assert_allclose(values(trace(fig, "idle")["y"]).astype(float), [r["idle_us"] for r in rows])
+    open_tab(page, "Timeline")
+    first = min(r["step"] for r in rows)
+    fig = wait_figure(page, "timeline-graph", lambda f: (f["layout"].get("meta") or {}).get("step") == first)
+    assert _segments(fig, "comm") == _step_window_counts(expected[other]["run"], first, doc["ranks"])["comm"]
+
+
+def test_collectives_and_contention_views_show_json_or_say_not_available(page, expected):
+    run_id = page.find_element("id", "run-select").text.strip()
+    doc = expected[run_id]["doc"]
+    step = min(s["step"] for s in doc["steps"])
+    open_tab(page, "Collectives")
+    wait_until(page, lambda d: f"Step {step}" in text_of(d, "collectives-note"))
+    mine = [c for c in doc["collectives"] if c["step"] == step]
+    rows = table_rows(page, "collectives-table")
+    if mine:
+        assert len(rows) == min(len(mine), 15)  # one page of the table
+        skew = wait_figure(page, "skew-graph", lambda f: len(f["data"]) > 0)
+        got = np.sort(np.concatenate([values(t["y"]).astype(float) for t in skew["data"]]))
+        np.testing.assert_allclose(got, np.sort([c["skew_us"] for c in mine if c["skew_us"] is not None]))
+    else:
+        assert rows == []
+        assert "not available" in text_of(page, "collectives-note")
+        assert "not available" in wait_figure(page, "skew-graph")["layout"]["meta"]["not_available"]
+    open_tab(page, "Contention")
+    slowdown = doc["summary"]["contention_slowdown"]
+    want = "not available" if slowdown is None else f"{slowdown * 100:.1f}%"
+    wait_until(page, lambda d: f"Run contention slowdown: {want}." in text_of(d, "contention-note"))
+    tax = wait_figure(page, "tax-graph")
+    taxed = [s for s in doc["steps"] if s["contention_tax_us"] is not None]
+    if taxed:
+        np.testing.assert_allclose(np.sort(values(tax["data"][0]["y"]).astype(float)),
+                                   np.sort([s["contention_tax_us"] for s in taxed]))
+    else:
+        assert "not available" in tax["layout"]["meta"]["not_available"]
+
+
+def test_hta_view_shows_htas_temporal_breakdown(page, expected):
+    run_id = page.find_element("id", "run-select").text.strip()
+    frame = expected[run_id]["hta_temporal"]
+    open_tab(page, "HTA")
+    fig = wait_figure(page, "hta-temporal-graph", lambda f: trace(f, "idle") is not None, timeout=60)
+    np.testing.assert_allclose(values(trace(fig, "idle")["y"]).astype(float), frame["idle_time(us)"].to_numpy())
+    np.testing.assert_allclose(values(trace(fig, "compute")["y"]).astype(float),
+                               frame["compute_time(us)"].to_numpy())
+    idle = wait_figure(page, "hta-idle-graph", lambda f: len(f["data"]) > 0)
+    assert {t["name"] for t in idle["data"]} <= {"host_wait", "kernel_wait", "other"}
+
+
+def test_a_folder_that_is_not_a_run_shows_an_error_and_the_app_keeps_serving(page, expected, not_a_run):
+    open_tab(page, "Breakdown")
+    choose(page, "run-select", not_a_run.name)
+    wait_until(page, lambda d: "no trace files" in text_of(d, "run-error"))
+    fig = wait_figure(page, "breakdown-graph", lambda f: "not_available" in (f["layout"].get("meta") or {}))
+    assert "no trace files" in fig["layout"]["meta"]["not_available"]
+    good = sorted(expected)[0]
+    choose(page, "run-select", good)
+    wait_until(page, lambda d: text_of(d, "run-error") == "")
+    rows = sorted(expected[good]["doc"]["steps"], key=lambda s: (s["rank"], s["step"]))
+    wait_figure(page, "breakdown-graph", lambda f: trace(f, "idle") is not None and np.allclose(
+        values(trace(f, "idle")["y"]).astype(float), [r["idle_us"] for r in rows]))
+
+
+def test_urls_and_inputs_reach_only_the_given_folders(browser, served, expected):
+    browser.get(served.url + "?run=../../../../etc/passwd")
+    wait_until(browser, lambda d: "unknown run" in text_of(d, "url-error"))
+    browser.get(served.url + f"?run={CHUNKED.name}")
+    wait_until(browser, lambda d: d.find_element("id", "run-select").text.strip() == CHUNKED.name)
+    for path in ("assets/../../../../etc/passwd", "assets/%2e%2e/%2e%2e/%2e%2e/etc/passwd",
+                 "_dash-component-suites/dash/../../../../etc/passwd",
+                 "_dash-component-suites/dash/%2e%2e%2f%2e%2e%2f%2e%2e%2fetc%2fpasswd"):
+        r = requests.get(served.url + path, timeout=10)
+        assert "root:" not in r.text, path
+    store = served.app.server.config["TPSCOPE_STORE"]
+    for forged in ("/etc", "../../etc", str(CHUNKED.parent), str(CHUNKED)):
+        body = {"output": "..step-select.options...step-select.value...rank-select.options..."
+                          "rank-select.value...run-warnings.children...run-error.children..",
+                "outputs": [{"id": i, "property": p} for i, p in (
+                    ("step-select", "options"), ("step-select", "value"), ("rank-select", "options"),
+                    ("rank-select", "value"), ("run-warnings", "children"), ("run-error", "children"))],
+                "inputs": [{"id": "run-select", "property": "value", "value": forged}],
+                "changedPropIds": ["run-select.value"]}
+        r = requests.post(served.url + "_dash-update-component", json=body, timeout=10)
+        assert r.status_code == 200
+        assert "unknown run" in r.json()["response"]["run-error"]["children"]
+    assert {k[1] for k in store._memos if k[0] == "run"} <= set(store.run_ids)
