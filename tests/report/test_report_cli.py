@@ -7,7 +7,7 @@ import json
 import pytest
 from junitparser import Failure, JUnitXml, Skipped
 
-from tests.report._runs import CHUNKED, UNFUSED, copy_run, manifest, stretched_copy
+from tests.report._runs import CHUNKED, DATA, UNFUSED, copy_run, manifest, stretched_copy
 from tpscope.cli import main
 
 
@@ -124,6 +124,7 @@ def test_out_never_overwrites_an_existing_report(capsys, tmp_path):
     (["--format", "pdf"], "unknown format"),
     (["--format", "md,json"], "needs --out"),
     (["--baseline", "/nonexistent/run"], "/nonexistent/run"),
+    (["--baseline", str(DATA / "hta" / "cpu_only")], "no GPU activity"),  # nothing to compare with
 ])
 def test_usage_and_input_errors_exit_2_with_one_line(capsys, argv, words):
     code, out, err = report(capsys, UNFUSED, *argv)

@@ -126,7 +126,7 @@ def run_line(role: str, info: RunInfo) -> str:
     title = f" ({info.title})" if info.title != info.run_dir else ""
     manifest = "" if info.has_manifest else ", no manifest"
     return (f"- {role}: `{info.run_dir}`{title}: ranks {list(info.ranks)}, "
-            f"{len(info.steps)} profiled steps{manifest}")
+            f"{len(info.steps)} profiled step{'' if len(info.steps) == 1 else 's'}{manifest}")
 
 
 def _ratio(value: float | None) -> str:

@@ -83,6 +83,7 @@ def main(args: argparse.Namespace) -> int:
     fail_on = parse_fail_on(args.fail_on)
     paths = output_paths(args.out, formats, args.overwrite) if args.out else {}
     report = build(args.candidate, args.baseline, fail_on)
+    check_comparable(report)
     if not paths:
         sys.stdout.write(render(report, formats[0]))
         return report.exit_code
@@ -93,6 +94,18 @@ def main(args: argparse.Namespace) -> int:
     print(line)
     print("wrote " + ", ".join(str(p) for p in paths.values()))
     return report.exit_code
+
+
+def check_comparable(report) -> None:
+    """A run without step time (no GPU activity in any step) cannot be judged: an input error,
+    not a pass."""
+    from tpscope.errors import UserError
+    from tpscope.report.compare import Status
+
+    st = next((c for c in report.comparisons if c.metric == "step_time_us"), None)
+    if st is not None and st.status is Status.UNKNOWN:
+        run = report.candidate.run_dir if st.candidate_median is None else report.baseline.run_dir
+        raise UserError(f"{run}: no GPU activity in any step window, so no step time to compare")
 
 
 def build(candidate: str | None, baseline: str | None, fail_on):
