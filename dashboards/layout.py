@@ -7,6 +7,7 @@ from tpscope.dashboards.results import OVERVIEW_COLUMNS, RATIO_FIELDS
 
 TABS = [("overview", "Overview"), ("timeline", "Timeline"), ("breakdown", "Breakdown"),
         ("collectives", "Collectives"), ("contention", "Contention"), ("hta", "HTA")]
+TAB_STYLE = {"padding": "6px 12px", "lineHeight": "22px"}
 GRAPH_CONFIG = {"displaylogo": False, "responsive": True}
 TABLE_STYLE = dict(
     style_table={"overflowX": "auto"},
@@ -14,7 +15,7 @@ TABLE_STYLE = dict(
                 "textAlign": "right", "maxWidth": "420px", "overflow": "hidden", "textOverflow": "ellipsis"},
     style_header={"fontWeight": "600", "backgroundColor": "#f3f4f6"},
     style_cell_conditional=[{"if": {"column_id": c}, "textAlign": "left"}
-                            for c in ("run", "mode", "regime", "collective", "key", "ranks")],
+                            for c in ("run", "status", "mode", "regime", "collective", "key", "ranks")],
 )
 
 
@@ -87,5 +88,6 @@ def build_layout(run_ids: list[str], default_run: str | None) -> html.Div:
         dcc.Loading(html.Div([html.Div(id="run-error", className="error"),
                               html.Div(id="run-warnings", className="warnings")]), type="dot"),
         dcc.Tabs(id="tabs", value="overview",
-                 children=[dcc.Tab(label=label, value=name, children=_tab_children(name)) for name, label in TABS]),
+                 children=[dcc.Tab(label=label, value=name, children=_tab_children(name), style=TAB_STYLE,
+                                   selected_style={**TAB_STYLE, "fontWeight": "600"}) for name, label in TABS]),
     ], className="page")

@@ -18,6 +18,7 @@ GIB = float(1 << 30)
 
 OVERVIEW_COLUMNS = [
     ("run", "run"),
+    ("status", "status"),
     ("mode", "mode"),
     ("regime", "regime"),
     ("ranks", "ranks"),
@@ -61,6 +62,7 @@ def overview_row(run_id: str, doc: dict, manifest: dict | None) -> dict:
         "ranks": len(doc.get("ranks") or []),
         "steps": len({s["step"] for s in doc.get("steps") or []}),
         "peak_memory_gib": peak / GIB if isinstance(peak, (int, float)) else None,
+        "status": f"{len(doc.get('warnings') or [])} warning(s)" if doc.get("warnings") else "ok",
     }
     for key in ("step_time_us", "tokens_per_s", "exposed_comm_ratio", "critical_path_exposed_comm_ratio",
                 "overlap_efficiency", "contention_slowdown"):
@@ -71,7 +73,7 @@ def overview_row(run_id: str, doc: dict, manifest: dict | None) -> dict:
 def error_row(run_id: str, message: str) -> dict:
     row: dict = {key: None for key, _ in OVERVIEW_COLUMNS}
     row["run"] = run_id
-    row["mode"] = "error: " + message
+    row["status"] = "error: " + message
     return row
 
 

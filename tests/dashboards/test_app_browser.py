@@ -113,7 +113,9 @@ def test_app_starts_on_sample_runs_and_overview_shows_summaries(page, expected, 
         assert rows[run_id]["overlap efficiency"] == _fmt_ratio(s["overlap_efficiency"])
         assert rows[run_id]["critical-path exposed comm"] == _fmt_ratio(s["critical_path_exposed_comm_ratio"])
         assert rows[run_id]["ranks"] == str(len(exp["doc"]["ranks"]))
-    assert "no trace files" in rows[not_a_run.name]["mode"]
+    assert "no trace files" in rows[not_a_run.name]["status"]
+    assert rows[CHUNKED.name]["status"] == ("ok" if not expected[CHUNKED.name]["doc"]["warnings"] else
+                                            f"{len(expected[CHUNKED.name]['doc']['warnings'])} warning(s)")
     fig = wait_figure(page, "overview-graph", lambda f: trace(f, "exposed comm") is not None)
     bars = trace(fig, "exposed comm")
     got = dict(zip(values(bars["x"]), values(bars["y"]).astype(float)))

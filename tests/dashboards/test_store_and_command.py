@@ -1,0 +1,99 @@
+"""The run store (only the given folders, disk cache per modification time) and `tpscope dash`."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import requests
+from tpscope.dashboards.cache import DiskCache
+from tpscope.dashboards.store import RunStore, UnknownRun
+
+from tests.dashboards.conftest import CHUNKED, UNFUSED, free_port
+from tpscope.cli import build_parser, main
+from tpscope.errors import UserError
+from tpscope.metrics import analyze_run, as_json
+from tpscope.trace import load_run
+
+REPO = Path(__file__).resolve().parent.parent.parent
+
+
+def test_store_serves_only_the_given_folders(tmp_path):
+    store = RunStore([CHUNKED, UNFUSED, tmp_path / "x" / CHUNKED.name], cache=None)
+    assert store.run_ids == [CHUNKED.name, UNFUSED.name, f"{CHUNKED.name}-2"]
+    for forged in (str(CHUNKED), "../" + CHUNKED.name, "/etc/passwd", None, 3, "", CHUNKED.name + "/"):
+        with pytest.raises(UnknownRun):
+            store.entry(forged)
+    assert store.load(CHUNKED.name).doc == as_json(analyze_run(load_run(CHUNKED)))
+    with pytest.raises(UserError, match="no such file"):
+        store.load(f"{CHUNKED.name}-2")
+
+
+def test_disk_cache_reads_a_folder_again_fast_and_notices_changes(tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(CHUNKED, run)
+    cache_dir = tmp_path / "cache"
+    first = RunStore([run], DiskCache(cache_dir))
+    doc = first.load("run").doc
+    assert first.cache.misses == 1 and first.cache.hits == 0
+    again = RunStore([run], DiskCache(cache_dir))  # a new process, same folder
+    t0 = time.perf_counter()
+    assert again.load("run").doc == doc
+    assert time.perf_counter() - t0 < 1.0
+    assert again.cache.hits == 1 and again.cache.misses == 0
+    trace = next(run.glob("rank1.*"))
+    stat = trace.stat()
+    os.utime(trace, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # the file changed
+    changed = RunStore([run], DiskCache(cache_dir))
+    assert changed.load("run").doc == doc
+    assert changed.cache.misses == 1
+    for f in cache_dir.glob("*.pkl"):
+        f.write_bytes(b"not a pickle")  # a damaged cache is recomputed, never an error
+    damaged = RunStore([run], DiskCache(cache_dir))
+    assert damaged.load("run").doc == doc and damaged.cache.misses == 1
+
+
+def test_dash_binds_loopback_by_default_and_refuses_missing_folders(capsys, tmp_path):
+    args = build_parser().parse_args(["dash"])
+    assert args.host == "127.0.0.1" and args.run_dirs == []
+    assert main(["dash", str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "no such file or folder" in err
+
+
+def test_tpscope_dash_serves_the_sample_runs_on_127_0_0_1(tmp_path):
+    samples = tmp_path / "sample_traces"
+    for run in (CHUNKED, UNFUSED):
+        shutil.copytree(run, samples / run.name)
+    port = free_port()
+    env = {**os.environ, "TPSCOPE_SAMPLE_TRACES": str(samples), "TPSCOPE_CACHE_DIR": str(tmp_path / "cache"),
+           "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "tpscope.cli", "dash", "--port", str(port)], cwd=tmp_path,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        layout = None
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                layout = requests.get(f"http://127.0.0.1:{port}/_dash-layout", timeout=2).text
+                break
+            except requests.ConnectionError:
+                time.sleep(0.2)
+        assert layout is not None, proc.stdout.read().decode() if proc.poll() is not None else "no answer"
+        assert CHUNKED.name in layout and UNFUSED.name in layout
+        listening = [c.laddr for c in psutil.Process(proc.pid).net_connections(kind="inet")
+                     if c.status == psutil.CONN_LISTEN]
+        assert listening and all(a.ip == "127.0.0.1" and a.port == port for a in listening), listening
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
