@@ -1,0 +1,58 @@
+"""metrics.md §9: Flux overlap efficiency and attained saving against an unfused reference run."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.kineto import Collective, RankTrace, write_run
+from tpscope.metrics import analyze_run
+from tpscope.metrics.across_runs import attained_saving, flux_overlap_efficiency
+from tpscope.trace import load_run
+
+AG = Collective("_allgather_base", group_size=2)
+
+
+def test_formulas_by_hand():
+    assert flux_overlap_efficiency(800, 1000, 700) == pytest.approx(1 - 100 / 300)
+    assert flux_overlap_efficiency(1000, 1000, 700) == pytest.approx(0.0)
+    assert flux_overlap_efficiency(1100, 1000, 700) == pytest.approx(-1 / 3)
+    assert flux_overlap_efficiency(800, 700, 700) is None
+    assert attained_saving(800, 1000, 700, 400) == pytest.approx(200 / 300)
+    assert attained_saving(800, 1000, 700, 900) == pytest.approx(200 / 100)
+    assert attained_saving(800, 900, 900, 100) is None
+
+
+def _serial(tmp_path):
+    """Unfused: GEMM 100 µs, then the all-gather 50 µs, on both ranks: path 150, T_comp 100."""
+    ranks = []
+    for rank in (0, 1):
+        r = RankTrace(rank)
+        r.kernel("gemm", 0, 100)
+        r.kernel("ncclDevKernel_AllGather", 100, 50, collective=AG)
+        ranks.append(r)
+    return load_run(write_run(tmp_path / "base", ranks))
+
+
+def _fused(tmp_path, gemm_us: float):
+    """Fused: the all-gather on its own stream beside the GEMM."""
+    ranks = []
+    for rank in (0, 1):
+        r = RankTrace(rank)
+        r.kernel("gemm", 0, gemm_us)
+        r.kernel("ncclDevKernel_AllGather", 0, 50, stream=14, collective=AG)
+        ranks.append(r)
+    return load_run(write_run(tmp_path / f"fused{gemm_us}", ranks))
+
+
+@pytest.mark.parametrize("gemm_us,flux", [(100, 1.0), (120, 1 - 20 / 50), (150, 0.0)])
+def test_reference_run_gives_flux_efficiency_and_attained_saving(tmp_path, gemm_us, flux):
+    a = analyze_run(_fused(tmp_path, gemm_us), reference=_serial(tmp_path))
+    assert a.critical_path[0].length_us == pytest.approx(gemm_us)
+    assert a.summary.flux_overlap_efficiency == pytest.approx(flux)
+    # T_base 150, max(T_comp 100, T_comm 50) = 100: the same denominator here
+    assert a.summary.attained_saving == pytest.approx((150 - gemm_us) / 50)
+
+
+def test_without_reference_both_are_null(tmp_path):
+    a = analyze_run(_fused(tmp_path, 100))
+    assert a.summary.flux_overlap_efficiency is None and a.summary.attained_saving is None
