@@ -58,7 +58,7 @@ def decode_trace(path: Path, data: bytes | None = None) -> DecodedTrace:
     try:
         return DecodedTrace(_typed_decoder.decode(data), ())
     except msgspec.ValidationError:
-        return _decode_tolerant(path, msgspec.json.decode(data))
+        return _decode_tolerant(path, _untyped(path, data))
     except msgspec.DecodeError as exc:
         first_error = exc
     # Not JSON as msgspec reads it. Three things are still worth a try: a bare list of events,
@@ -67,7 +67,7 @@ def decode_trace(path: Path, data: bytes | None = None) -> DecodedTrace:
         try:
             return DecodedTrace(TraceFile(traceEvents=_list_decoder.decode(data)), ())
         except msgspec.ValidationError:
-            return _decode_tolerant(path, msgspec.json.decode(data))
+            return _decode_tolerant(path, _untyped(path, data))
         except msgspec.DecodeError:
             pass
     if "UTF-8" in str(first_error):
@@ -83,6 +83,13 @@ def decode_trace(path: Path, data: bytes | None = None) -> DecodedTrace:
         else:
             return _decode_tolerant(path, doc, note="NaN or Infinity values")
     raise TraceError(path, f"not valid JSON ({first_error})")
+
+
+def _untyped(path: Path, data: bytes) -> object:
+    try:
+        return msgspec.json.decode(data)
+    except msgspec.DecodeError as exc:
+        raise TraceError(path, f"not valid JSON ({exc})") from None
 
 
 _RAW_ARG_KEYS = ("Input Dims",)

@@ -1,0 +1,236 @@
+"""A corpus of broken inputs, built here: each gives one clear line and exit 2, or a result with
+warnings; never a traceback, never a hang (docs/robustness.md lists the outcomes)."""
+
+import gzip
+import json
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.kineto import Collective, RankTrace, write_run
+from tpscope.cli import main
+from tpscope.errors import UserError
+from tpscope.trace import load_run
+
+REAL = Path(__file__).resolve().parent.parent / "data" / "h200-nvlink-unfused"
+NCCL = "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+
+
+def good_doc(rank: int = 0, world_size: int = 1) -> dict:
+    r = RankTrace(rank, world_size=world_size)
+    r.gpu_annotation("ProfilerStep#1", 0, 100)
+    r.kernel("gemm", 0, 50)
+    r.kernel(NCCL, 20, 50, stream=14)
+    return r.document()
+
+
+def write(folder: Path, name: str, data: bytes | str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_bytes(data.encode() if isinstance(data, str) else data)
+    return path
+
+
+def analyze(target: Path, capsys) -> tuple[int, str, str]:
+    code = main(["analyze", str(target), "--json"])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def expect_refusal(target: Path, capsys, words: str) -> None:
+    code, out, err = analyze(target, capsys)
+    assert code == 2, out
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0], err
+    assert "Traceback" not in err
+
+
+def expect_warning(target: Path, capsys, words: str) -> dict:
+    code, out, err = analyze(target, capsys)
+    assert code == 0, err
+    doc = json.loads(out)
+    assert any(words in w for w in doc["warnings"]), doc["warnings"]
+    return doc
+
+
+def test_truncated_json(tmp_path, capsys):
+    text = json.dumps(good_doc())
+    write(tmp_path / "run", "r.json", text[: len(text) // 2])
+    expect_refusal(tmp_path / "run", capsys, "not valid JSON")
+
+
+def test_truncated_gzip(tmp_path, capsys):
+    data = gzip.compress(json.dumps(good_doc()).encode())
+    write(tmp_path / "run", "r.json.gz", data[: len(data) // 2])
+    expect_refusal(tmp_path / "run", capsys, "broken gzip data")
+
+
+def test_non_utf8_bytes_are_replaced(tmp_path, capsys):
+    text = json.dumps(good_doc()).replace('"gemm"', '"gemm_\\u00e9"').encode().replace(b"\\u00e9", b"\xff\xfe")
+    write(tmp_path / "run", "r.json", text)
+    expect_warning(tmp_path / "run", capsys, "invalid UTF-8")
+
+
+def test_empty_trace_events(tmp_path, capsys):
+    write(tmp_path / "run", "r.json", json.dumps({"traceEvents": []}))
+    expect_refusal(tmp_path / "run", capsys, "no trace events")
+
+
+def test_events_without_ts_or_dur_and_negative_durations(tmp_path, capsys):
+    doc = good_doc()
+    doc["traceEvents"] += [
+        {"ph": "X", "cat": "kernel", "name": "no_ts", "dur": 3, "args": {"device": 0, "stream": 7}},
+        {"ph": "X", "cat": "kernel", "name": "no_dur", "ts": 3, "args": {"device": 0, "stream": 7}},
+        {"ph": "X", "cat": "kernel", "name": "neg", "ts": 3, "dur": -5, "args": {"device": 0, "stream": 7}},
+    ]
+    write(tmp_path / "run", "r.json", json.dumps(doc))
+    result = expect_warning(tmp_path / "run", capsys, "3 GPU activities without a usable ts/dur")
+    assert result["steps"][0]["compute_us"] == 50
+
+
+def test_nan_values(tmp_path, capsys):
+    text = json.dumps(good_doc())
+    text = text.replace('"dur": 50', '"dur": NaN', 1)
+    write(tmp_path / "run", "r.json", text)
+    expect_warning(tmp_path / "run", capsys, "NaN or Infinity")
+
+
+def test_string_pids_and_tids(tmp_path, capsys):
+    doc = good_doc()
+    for e in doc["traceEvents"]:
+        e["pid"], e["tid"] = str(e["pid"]), f"stream {e['tid']}"
+        e.get("args", {}).pop("device", None)
+        e.get("args", {}).pop("stream", None)
+    write(tmp_path / "run", "r.json", json.dumps(doc))
+    code, out, err = analyze(tmp_path / "run", capsys)
+    assert code == 0 and json.loads(out)["steps"][0]["hidden_comm_us"] == 30
+
+
+def test_two_files_with_one_rank(tmp_path, capsys):
+    write(tmp_path / "run", "a.json", json.dumps(good_doc(0)))
+    write(tmp_path / "run", "b.json", json.dumps(good_doc(0)))
+    expect_refusal(tmp_path / "run", capsys, "both claim rank 0")
+
+
+def test_ranks_with_different_steps(tmp_path, capsys):
+    a, b = good_doc(0, 2), good_doc(1, 2)
+    for e in b["traceEvents"]:
+        if e["name"] == "ProfilerStep#1":
+            e["name"] = "ProfilerStep#2"
+    write(tmp_path / "run", "a.json", json.dumps(a))
+    write(tmp_path / "run", "b.json", json.dumps(b))
+    expect_warning(tmp_path / "run", capsys, "ranks have different steps")
+
+
+def test_missing_rank(tmp_path, capsys):
+    write(tmp_path / "run", "a.json", json.dumps(good_doc(0, 4)))
+    write(tmp_path / "run", "b.json", json.dumps(good_doc(2, 4)))
+    expect_warning(tmp_path / "run", capsys, "no trace for rank(s) [1, 3]")
+
+
+def test_rank_from_another_run(tmp_path, capsys):
+    write(tmp_path / "run", "a.json", json.dumps(good_doc(0, 2)))
+    write(tmp_path / "run", "b.json", json.dumps(good_doc(1, 8)))
+    expect_warning(tmp_path / "run", capsys, "disagree on the world size")
+
+
+def test_collectives_that_do_not_match(tmp_path, capsys):
+    ranks = []
+    for rank, nelems in ((0, 1024), (1, 4096)):
+        r = RankTrace(rank)
+        r.gpu_annotation("ProfilerStep#1", 0, 100)
+        r.kernel(NCCL, 10, 20, stream=14, collective=Collective("_allgather_base", nelems, 2 * nelems))
+        ranks.append(r)
+    write_run(tmp_path / "run", ranks)
+    code, out, err = analyze(tmp_path / "run", capsys)
+    assert code == 0, err
+    assert json.loads(out)["steps"], "the rest is still analyzed"
+
+
+def test_zero_byte_file(tmp_path, capsys):
+    write(tmp_path / "run", "r.json.gz", b"")
+    expect_refusal(tmp_path / "run", capsys, "empty file")
+
+
+def test_folder_of_unrelated_files(tmp_path, capsys):
+    write(tmp_path / "run", "notes.txt", "hello")
+    write(tmp_path / "run", "image.png", b"\x89PNG")
+    expect_refusal(tmp_path / "run", capsys, "no trace files")
+
+
+def test_unrelated_json_files(tmp_path, capsys):
+    write(tmp_path / "run", "config.json", json.dumps({"lr": 0.1}))
+    write(tmp_path / "run", "list.json", json.dumps([1, 2, 3]))
+    expect_refusal(tmp_path / "run", capsys, "no readable trace")
+
+
+def test_symlink_loop(tmp_path, capsys):
+    run = tmp_path / "run"
+    write(run, "r.json", json.dumps(good_doc()))
+    os.symlink(run / "loop.json", run / "loop.json")  # points at itself
+    os.symlink(tmp_path / "run", run / "self")  # a folder that contains itself
+    code, out, err = analyze(run, capsys)
+    assert code == 0, err
+    os.symlink(tmp_path / "loop2", tmp_path / "loop2")
+    expect_refusal(tmp_path / "loop2", capsys, "loop2")
+
+
+def test_huge_integers_in_args(tmp_path, capsys):
+    doc = good_doc()
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "kernel":
+            e["args"]["correlation"] = 2**80
+            e["args"]["grid"] = [2**70, 1, 1]
+    write(tmp_path / "run", "r.json", json.dumps(doc))
+    code, out, err = analyze(tmp_path / "run", capsys)
+    assert code == 0, err
+    assert json.loads(out)["steps"][0]["hidden_comm_us"] == 30
+
+
+def test_tolerant_path_reads_a_real_trace_like_the_fast_path(tmp_path):
+    fast = load_run(REAL)
+    run = tmp_path / "run"
+    for rank in fast.ranks:
+        doc = json.load(gzip.open(rank.path))
+        doc["traceEvents"].append({"ph": "X", "cat": "cpu_op", "name": "odd", "ts": "soon", "dur": 1})
+        write(run, rank.path.name, gzip.compress(json.dumps(doc).encode()))
+    slow = load_run(run)
+    assert any("tolerant decoder" in w or "dropped" in w for w in slow.warnings)
+    for a, b in zip(fast.ranks, slow.ranks, strict=True):
+        assert a.rank == b.rank
+        for field in ("start_ns", "end_ns", "cls", "lane", "launch_end_ns", "in_nelems"):
+            assert (getattr(a.gpu, field) == getattr(b.gpu, field)).all(), field
+        assert (a.steps.start_ns == b.steps.start_ns).all()
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4),
+    max_leaves=12,
+)
+event_keys = st.sampled_from(["ph", "cat", "name", "pid", "tid", "ts", "dur", "args", "id"])
+events = st.dictionaries(event_keys, json_values | st.sampled_from(["X", "kernel", "gpu_memcpy", "cuda_runtime"]),
+                         max_size=8)
+
+
+@settings(max_examples=int(os.environ.get("TPSCOPE_FUZZ_EXAMPLES", 150)), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(events, max_size=12), st.sampled_from(["dict", "list", "bytes"]), st.binary(max_size=64))
+def test_fuzz_loader_never_crashes(tmp_path, evs, shape, junk):
+    path = tmp_path / "fuzz.json"
+    if shape == "dict":
+        path.write_text(json.dumps({"traceEvents": evs, "distributedInfo": {"rank": 0}}))
+    elif shape == "list":
+        path.write_text(json.dumps(evs))
+    else:
+        path.write_bytes(junk)
+    try:
+        run = load_run(path)
+    except UserError as exc:
+        assert "\n" not in str(exc)
+    else:
+        from tpscope.metrics import analyze_run, as_json
+
+        json.dumps(as_json(analyze_run(run)))
