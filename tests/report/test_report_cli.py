@@ -153,3 +153,16 @@ def test_manifest_differences_are_listed_and_flux_only_within_one_experiment(cap
     assert doc["flux_overlap_efficiency"] == pytest.approx(0.0, abs=1e-9)  # same traces: T_fused = T_base
     code, out, _ = report(capsys, other, "--baseline", base)
     assert "regime: nvlink → shm" in out and "Flux" not in out
+
+
+def test_the_breakdown_splits_the_step_without_double_counting(capsys):
+    """compute + exposed comm + memory alone + idle = the mean step of a rank (`tpscope analyze`)."""
+    main(["analyze", str(CHUNKED), "--json"])
+    steps = json.loads(capsys.readouterr().out)["steps"]
+    mean_step = sum(s["step_time_us"] for s in steps) / len(steps)
+    hidden = sum(s["hidden_comm_us"] for s in steps) / len(steps)
+    doc = json.loads(report(capsys, CHUNKED, "--format", "json")[1])
+    (parts,) = doc["breakdown_us"]
+    parts = dict(parts)
+    assert sum(parts[k] for k in ("compute", "exposed comm", "memory alone", "idle")) == pytest.approx(mean_step)
+    assert parts["hidden comm (under compute)"] == pytest.approx(hidden) and hidden > 0

@@ -150,13 +150,15 @@ def config_changes(baseline: RunInfo, candidate: RunInfo) -> tuple[tuple[str, st
 
 
 def breakdown(samples: RunSamples) -> tuple[tuple[str, float], ...]:
-    """Mean µs per step and rank of compute, hidden and exposed communication, idle."""
+    """A step's time split without double counting, mean µs per rank and step (metrics.md §4):
+    compute (hidden communication runs under it), exposed communication, memory copies alone, idle."""
     def mean(name: str) -> float:
         v = samples.get(name)
         return float(v.mean()) if len(v) else 0.0
-    comm, exposed = mean("comm_us"), mean("exposed_comm_us")
-    return (("compute", mean("compute_us")), ("hidden comm", max(comm - exposed, 0.0)),
-            ("exposed comm", exposed), ("idle", mean("idle_us")))
+    compute, exposed, idle = mean("compute_us"), mean("exposed_comm_us"), mean("idle_us")
+    memory_alone = max(mean("rank_step_time_us") - compute - exposed - idle, 0.0)
+    return (("compute", compute), ("exposed comm", exposed), ("memory alone", memory_alone), ("idle", idle),
+            ("hidden comm (under compute)", mean("hidden_comm_us")))
 
 
 @dataclass(frozen=True, slots=True)

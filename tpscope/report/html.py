@@ -19,7 +19,7 @@ from tpscope.report.metric_defs import format_value, metric_def
 
 STATUS_CLASS = {Status.REGRESSED: "bad", Status.WORSE: "warn", Status.IMPROVED: "good",
                 Status.UNCHANGED: "same", Status.UNKNOWN: "unknown"}
-COLORS = {"baseline": "#7f7f7f", "candidate": "#1f77b4", "compute": "#2ca02c", "hidden comm": "#9ecae1",
+COLORS = {"baseline": "#7f7f7f", "candidate": "#1f77b4", "compute": "#2ca02c", "memory alone": "#9467bd",
           "exposed comm": "#d62728", "idle": "#c7c7c7"}
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em;color:#222;max-width:1200px}
@@ -63,15 +63,18 @@ def step_time_figure(report: Report):
 
 
 def breakdown_figure(report: Report):
-    """Where a step's time goes, mean per rank and step, each run one bar."""
+    """Where a step's time goes, mean per rank and step, each run one stacked bar."""
     import plotly.graph_objects as go
 
     names = ["baseline", "candidate"] if report.baseline is not None else ["run"]
-    parts = [p for p, _ in report.breakdown_us[0]]
+    parts = [dict(b) for b in report.breakdown_us]
+    hidden = [p.get("hidden comm (under compute)", 0.0) for p in parts]
     fig = go.Figure()
-    for part in parts:
-        fig.add_trace(go.Bar(x=names, y=[dict(b)[part] for b in report.breakdown_us], name=part,
-                             marker_color=COLORS[part]))
+    for part in ("compute", "exposed comm", "memory alone", "idle"):
+        fig.add_trace(go.Bar(x=names, y=[p[part] for p in parts], name=part, marker_color=COLORS[part],
+                             customdata=hidden,
+                             hovertemplate=f"{part}: %{{y:,.1f}} µs<br>(communication hidden under "
+                                           "compute: %{customdata:,.1f} µs)<extra></extra>"))
     fig.update_layout(barmode="stack", title="Step breakdown (mean per rank and step)", yaxis_title="µs",
                       template="plotly_white", margin={"t": 50, "b": 40})
     return fig

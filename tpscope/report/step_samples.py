@@ -57,7 +57,7 @@ def _by_step(steps: np.ndarray, uniq: np.ndarray, values: np.ndarray, how: str) 
 
 def trace_samples(analysis: RunAnalysis) -> tuple[tuple[int, ...], dict[str, np.ndarray]]:
     """Per-step samples of the trace metrics (metrics.md §4, §5, §7, §8)."""
-    names = ("step_time_us", "exposed_comm_us", "hidden_comm_us", "comm_us", "compute_us", "idle_us",
+    names = ("step_time_us", "exposed_comm_us", "hidden_comm_us", "comm_us", "compute_us", "idle_us", "memory_us",
              "comm_wait_us", "contention_tax_us", "contention_slowdown")
     steps, c = _step_table(analysis, names)
     if len(steps) == 0:
@@ -79,6 +79,9 @@ def trace_samples(analysis: RunAnalysis) -> tuple[tuple[int, ...], dict[str, np.
         }
     for n in MEAN_US_FIELDS:
         out[n] = _by_step(steps, uniq, c[n], "mean")
+    out["memory_us"] = _by_step(steps, uniq, c["memory_us"], "mean")
+    out["hidden_comm_us"] = _by_step(steps, uniq, c["hidden_comm_us"], "mean")
+    out["rank_step_time_us"] = _by_step(steps, uniq, c["step_time_us"], "mean")  # for the breakdown
     cp = [(getattr(p, "step", None), getattr(p, "exposed_comm_ratio", None)) for p in analysis.critical_path]
     cp_vals = np.array([v for s, v in cp if s is not None and v is not None], dtype=float)
     if len(cp_vals):
