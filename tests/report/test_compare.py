@@ -89,7 +89,14 @@ def test_single_values_are_judged_by_the_threshold_alone():
     over = compare_metric("peak_memory_bytes", np.array([100e9]), np.array([106e9]), t)
     under = compare_metric("peak_memory_bytes", np.array([100e9]), np.array([104e9]), t)
     assert over.status is Status.REGRESSED and over.significant is None
-    assert under.status is Status.WORSE and not under.failed
+    assert under.status is Status.UNCHANGED and not under.failed  # the threshold stands in for noise
+    less = compare_metric("peak_memory_bytes", np.array([100e9]), np.array([90e9]), t)
+    assert less.status is Status.IMPROVED  # 10% less: past the 5% either way
+
+
+def test_two_steps_without_a_threshold_keep_their_direction_but_say_there_is_no_noise_estimate():
+    c = compare_metric("idle_us", np.array([10.0, 11.0]), np.array([20.0, 21.0]), None)
+    assert c.status is Status.WORSE and c.significant is None and "no noise estimate" in c.reason
 
 
 def test_a_throughput_drop_fails_and_a_rise_passes():

@@ -5,7 +5,8 @@ noise is a 95% percentile-bootstrap interval of that difference (steps resampled
 in each run, a fixed seed so that a report is reproducible). A change whose interval holds 0 is
 "unchanged" and never fails. A change fails ("regressed") when it is outside the noise and past
 its threshold in the bad direction. With fewer than `MIN_SAMPLES` values in either run (a single
-manifest figure such as peak memory) there is no noise estimate and the threshold alone decides.
+manifest figure such as peak memory, two profiled steps) there is no noise estimate and the
+threshold stands in for it: a gated change within it either way is "unchanged".
 """
 
 from __future__ import annotations
@@ -171,6 +172,9 @@ def compare_metric(metric: str, baseline: np.ndarray, candidate: np.ndarray,
     noise = "" if significant is not None else f" (fewer than {MIN_SAMPLES} values: no noise estimate)"
     if delta == 0 or significant is False:
         status, why = Status.UNCHANGED, "difference inside the step-to-step noise" if delta else "identical"
+    elif significant is None and threshold is not None and abs(delta) <= threshold.allowed(mb):
+        # no noise estimate: the threshold stands in for it, in both directions
+        status, why = Status.UNCHANGED, f"within ±{threshold.text[1:]}{noise}"
     elif past:
         status, why = Status.REGRESSED, f"worse by more than {threshold.text}{noise}"
     elif worse_by > 0:
