@@ -10,6 +10,13 @@ from pathlib import Path
 DATA = Path(__file__).resolve().parent.parent / "data"
 UNFUSED = DATA / "h200-nvlink-unfused"  # baseline-like: plain AG then GEMM, GEMM then RS
 CHUNKED = DATA / "h200-shm-chunked4"  # another regime (shm) and mode (4 chunks): much slower steps
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
+
+
+def real_unfused() -> Path:
+    """The bundled unfused NVLink sample run (traces and manifest), else the corpus copy (traces only)."""
+    sample = SAMPLES / "h200x2-nvlink-none"
+    return sample if (sample / "tpscope_run.json").is_file() else UNFUSED
 
 
 def _events_files(folder: Path) -> list[Path]:

@@ -7,8 +7,18 @@ import json
 import pytest
 from junitparser import Failure, JUnitXml, Skipped
 
-from tests.report._runs import CHUNKED, DATA, UNFUSED, copy_run, manifest, stretched_copy
+from tests.report._runs import (
+    CHUNKED,
+    DATA,
+    UNFUSED,
+    copy_run,
+    manifest,
+    real_unfused,
+    stretched_copy,
+)
 from tpscope.cli import main
+
+BASE = real_unfused()
 
 
 def report(capsys, *argv: str) -> tuple[int, str, str]:
@@ -19,29 +29,33 @@ def report(capsys, *argv: str) -> tuple[int, str, str]:
 
 @pytest.fixture(scope="module")
 def slower(tmp_path_factory):
-    """The unfused run with every step 10% slower (its real events, times stretched by 1.10)."""
-    return stretched_copy(UNFUSED, tmp_path_factory.mktemp("slow") / "slower", 1.10)
+    """The unfused run with every step 10% slower (its real events, times stretched by 1.10; its
+    manifest's step times too, when it has one)."""
+    return stretched_copy(BASE, tmp_path_factory.mktemp("slow") / "slower", 1.10)
 
 
 def test_a_run_against_itself_passes(capsys):
-    code, out, _ = report(capsys, UNFUSED, "--baseline", UNFUSED)
+    code, out, _ = report(capsys, BASE, "--baseline", BASE)
     assert code == 0
     assert "PASS" in out.splitlines()[2]
     assert "❌" not in out and "⚠️" not in out  # nothing regressed, nothing worse
 
 
 def test_ten_percent_slower_steps_fail_and_name_the_metric(capsys, slower):
-    code, out, _ = report(capsys, slower, "--baseline", UNFUSED)
+    code, out, _ = report(capsys, slower, "--baseline", BASE)
     assert code == 1
     verdict = out.splitlines()[2]
     assert "REGRESSION" in verdict and "step_time +10.0%" in verdict
+    if (BASE / "tpscope_run.json").is_file():  # 1 / 1.1 of the tokens per second
+        assert "tokens_per_s -9.1%" in verdict
     # ratios do not change when every time is stretched: they must not be blamed
     assert "exposed_comm_ratio" not in verdict
 
 
 def test_ten_percent_faster_steps_pass_as_improved(capsys, slower):
-    code, out, _ = report(capsys, UNFUSED, "--baseline", slower)
-    assert code == 0 and "1 improved" in out.splitlines()[2]
+    code, out, _ = report(capsys, BASE, "--baseline", slower)
+    line = out.splitlines()[2]
+    assert code == 0 and "PASS" in line and "improved" in line
 
 
 def test_real_runs_give_the_verdict_in_the_right_direction(capsys):
@@ -53,7 +67,7 @@ def test_real_runs_give_the_verdict_in_the_right_direction(capsys):
 
 
 def test_the_looser_threshold_lets_a_ten_percent_slowdown_pass(capsys, slower):
-    code, _, _ = report(capsys, slower, "--baseline", UNFUSED, "--fail-on", "step_time=+12%")
+    code, _, _ = report(capsys, slower, "--baseline", BASE, "--fail-on", "step_time=+12%,tokens_per_s=-12%")
     assert code == 0
 
 
@@ -89,7 +103,7 @@ def test_one_run_alone_is_a_report_without_verdict(capsys):
 
 def test_out_writes_every_format_and_junit_reads_back(capsys, tmp_path, slower):
     out_dir = tmp_path / "r"
-    code, out, _ = report(capsys, slower, "--baseline", UNFUSED, "--out", out_dir)
+    code, out, _ = report(capsys, slower, "--baseline", BASE, "--out", out_dir)
     assert code == 1 and "REGRESSION" in out
     names = sorted(p.name for p in out_dir.iterdir())
     assert names == ["report.html", "report.json", "report.junit.xml", "report.md"]
@@ -100,10 +114,16 @@ def test_out_writes_every_format_and_junit_reads_back(capsys, tmp_path, slower):
     failed = cases["step_time within +3%"].result
     assert len(failed) == 1 and isinstance(failed[0], Failure) and "step_time" in failed[0].message
     assert cases["exposed_comm_ratio within +0.02"].is_passed
-    assert isinstance(cases["tokens_per_s within -3%"].result[0], Skipped)
-    assert xml.failures == 1 and xml.tests == 4
     doc = json.loads((out_dir / "report.json").read_text())
-    assert doc["verdict"]["regressed"] == ["step_time_us"]
+    if (BASE / "tpscope_run.json").is_file():  # throughput falls with the slower steps; memory stays
+        assert isinstance(cases["tokens_per_s within -3%"].result[0], Failure)
+        assert cases["peak_memory within +5%"].is_passed
+        assert xml.failures == 2 and xml.tests == 4
+        assert doc["verdict"]["regressed"] == ["step_time_us", "tokens_per_s"]
+    else:  # no manifest: unknown, skipped
+        assert isinstance(cases["tokens_per_s within -3%"].result[0], Skipped)
+        assert xml.failures == 1 and xml.tests == 4
+        assert doc["verdict"]["regressed"] == ["step_time_us"]
     assert (out_dir / "report.md").read_text().startswith("## tpscope report: ❌ regression")
 
 
