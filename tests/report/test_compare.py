@@ -152,3 +152,11 @@ def test_a_pass_line_mentions_what_got_worse_within_the_limits():
     base = np.array([100.0, 100.5, 99.5, 100.2])
     v = verdict([_step_time(base, base * 1.10, "step_time=+12%")])
     assert v.passed and "worse within the limits: step_time +10.0%" in v.line
+
+
+def test_without_noise_estimate_or_threshold_a_tiny_change_is_unchanged():
+    ratio = compare_metric("overlap_ratio", np.array([0.30, 0.30]), np.array([0.304, 0.304]), None)
+    time = compare_metric("idle_us", np.array([100.0, 100.0]), np.array([100.9, 100.9]), None)
+    assert ratio.status is Status.UNCHANGED and time.status is Status.UNCHANGED
+    assert compare_metric("idle_us", np.array([100.0, 100.0]), np.array([101.5, 101.5]), None).status \
+        is Status.WORSE

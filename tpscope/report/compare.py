@@ -110,6 +110,11 @@ def _parse_entry(entry: str) -> tuple[str, Threshold | None]:
     return m.name, Threshold(m.name, limit / 100 if relative else limit, relative, worse_if)
 
 
+def nominal_tolerance(m, baseline_median: float) -> float:
+    """What an ungated metric without a noise estimate may move and still be called unchanged."""
+    return m.nominal_change * (1.0 if m.unit == "ratio" else abs(baseline_median))
+
+
 @dataclass(frozen=True, slots=True)
 class MetricComparison:
     """One metric, baseline -> candidate."""
@@ -175,6 +180,8 @@ def compare_metric(metric: str, baseline: np.ndarray, candidate: np.ndarray,
     elif significant is None and threshold is not None and abs(delta) <= threshold.allowed(mb):
         # no noise estimate: the threshold stands in for it, in both directions
         status, why = Status.UNCHANGED, f"within ±{threshold.text[1:]}{noise}"
+    elif significant is None and threshold is None and abs(delta) <= nominal_tolerance(m, mb):
+        status, why = Status.UNCHANGED, f"within the nominal {m.nominal_text}{noise}"
     elif past:
         status, why = Status.REGRESSED, f"worse by more than {threshold.text}{noise}"
     elif worse_by > 0:

@@ -16,6 +16,16 @@ class MetricDef:
     lower_is_better: bool
     source: str  # where its per-step samples come from (metrics.md section or the manifest)
 
+    @property
+    def nominal_change(self) -> float:
+        """Without a noise estimate (< 3 steps) and without a threshold, a smaller change is
+        "unchanged": 0.5 percentage points of a ratio, 1% of anything else."""
+        return 0.005 if self.unit == "ratio" else 0.01
+
+    @property
+    def nominal_text(self) -> str:
+        return "±0.5 pp" if self.unit == "ratio" else "±1%"
+
 
 METRICS: tuple[MetricDef, ...] = (
     MetricDef("step_time_us", "step_time", "step time (slowest rank)", "us", True, "trace §4"),
