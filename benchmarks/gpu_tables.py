@@ -1,0 +1,91 @@
+"""Markdown tables of the recorded GPU results (benchmarks/results/h200x2-*.json) for
+docs/benchmarks.md. Usage: python benchmarks/gpu_tables.py [results_dir]"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def _f(v, digits=2):
+    return "–" if v is None else f"{v:.{digits}f}"
+
+
+def bench_table(doc: dict) -> str:
+    """One row per shape, side and variant: median ms [p10-p90], E, attained, check."""
+    lines = ["| shape S,H,F | side | variant | median ms [p10–p90] | E | attained | speedup | output |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in doc["results"]:
+        shape = f"{r['S']},{r['H']},{r['F']}"
+        side = "AG-GEMM" if r["side"] == "ag" else "GEMM-RS"
+        for name in ("gemm", "comm", "unfused"):
+            t = r[name]
+            label = {"gemm": "GEMM alone", "comm": "collective alone", "unfused": "unfused"}[name]
+            lines.append(f"| {shape} | {side} | {label} | {t['median_ms']:.3f} [{t['p10_ms']:.3f}–{t['p90_ms']:.3f}] | | | | |")
+        for v in r["variants"]:
+            label = v["mode"] + (f" k={v['chunks']}" if v["mode"] == "chunked" else "")
+            if "error" in v:
+                lines.append(f"| {shape} | {side} | {label} | error: {v['error'][:80]} | | | | |")
+                continue
+            t = v["timing"]
+            lines.append(
+                f"| {shape} | {side} | {label} | {t['median_ms']:.3f} [{t['p10_ms']:.3f}–{t['p90_ms']:.3f}] | "
+                f"{_f(v['E'])} | {_f(v['attained_saving'])} | {_f(v['speedup_vs_unfused'])}× | "
+                f"{'matches' if v['ok'] else 'WRONG'} ({v['max_rel_err']:.1e}) |")
+    return "\n".join(lines)
+
+
+def best_table(docs: dict[str, dict]) -> str:
+    """Best fused variant per regime, shape and side, against unfused."""
+    lines = ["| regime | shape S,H,F | side | unfused ms | best fused | ms | E | attained |",
+             "|---|---|---|---|---|---|---|---|"]
+    for regime, doc in docs.items():
+        for r in doc["results"]:
+            ok = [v for v in r["variants"] if "timing" in v and v["ok"]]
+            if regime != "nvlink":
+                ok = [v for v in ok if v["mode"] != "symm_mem"]  # peer copies: not a cross-node result
+            if not ok:
+                continue
+            b = min(ok, key=lambda v: v["timing"]["median_ms"])
+            label = b["mode"] + (f" k={b['chunks']}" if b["mode"] == "chunked" else "")
+            lines.append(f"| {regime} | {r['S']},{r['H']},{r['F']} | {r['side']} | {r['unfused']['median_ms']:.3f} | "
+                         f"{label} | {b['timing']['median_ms']:.3f} | {_f(b['E'])} | {_f(b['attained_saving'])} |")
+    return "\n".join(lines)
+
+
+def runs_table(doc: dict) -> str:
+    lines = ["| run | tp | regime | mode | median step ms | tokens/s | tokens/s per GPU | TP scaling efficiency | peak memory GiB |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    eff = {s["run"]: s["scaling_efficiency"] for s in doc["tp_scaling"]}
+    for r in doc["runs"]:
+        lines.append(f"| {r['run']} | {r['tp']} | {r['regime']} | {r['mode']} | {r['median_step_time_ms']:.1f} | "
+                     f"{r['tokens_per_s']:,.0f} | {r['tokens_per_s'] / r['tp']:,.0f} | "
+                     f"{_f(eff.get(r['run']))} | {r['peak_memory_bytes'] / 2**30:.1f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    root = Path(sys.argv[1] if len(sys.argv) > 1 else "benchmarks/results")
+    docs = {}
+    for regime in ("nvlink", "shm", "socket"):
+        p = root / f"h200x2-bench-{regime}.json"
+        if p.exists():
+            docs[regime] = json.loads(p.read_text())
+    print("### Best fused variant per regime and shape\n")
+    print(best_table(docs) + "\n")
+    for regime, doc in docs.items():
+        print(f"### {regime}\n")
+        print(bench_table(doc) + "\n")
+    for extra in sorted(root.glob("h200x2-bench-*-*.json")):
+        doc = json.loads(extra.read_text())
+        print(f"### {doc['regime']} with {doc.get('extra_env')}\n")
+        print(bench_table(doc) + "\n")
+    runs = root / "h200x2-runs.json"
+    if runs.exists():
+        print("### Training runs\n")
+        print(runs_table(json.loads(runs.read_text())))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+"""Config validation: bad values are refused with a message naming them."""
+
+from __future__ import annotations
+
+import pytest
+
+from tpscope.fusion.config import (
+    FusionChoice,
+    ModelConfig,
+    RunConfig,
+    config_from_json,
+    config_to_json,
+)
+
+
+def test_fusion_choice_refuses_unknown_mode_and_auto():
+    with pytest.raises(ValueError, match="fusion mode"):
+        FusionChoice(mode="fast")
+    with pytest.raises(ValueError, match="fusion mode"):
+        FusionChoice(mode="auto")  # auto is resolved before a layer sees it
+    with pytest.raises(ValueError, match="chunks"):
+        FusionChoice(mode="chunked", chunks=0)
+
+
+def test_model_config_checks_heads_and_tp():
+    with pytest.raises(ValueError, match="multiple of heads"):
+        ModelConfig(hidden=100, heads=3)
+    cfg = ModelConfig(hidden=64, heads=4, ffn=96)
+    cfg.check_tp(2)
+    with pytest.raises(ValueError, match="heads 4 do not divide over tp=3"):
+        cfg.check_tp(3)
+    with pytest.raises(ValueError, match="ffn 96 does not divide over tp=5"):
+        ModelConfig(hidden=80, heads=5, ffn=96).check_tp(5)
+
+
+def test_param_count_matches_a_hand_count():
+    cfg = ModelConfig(layers=1, hidden=4, ffn=8, heads=2, vocab=10)
+    # embed 10*4 + head 4*10 + qkv 4*12 + out 4*4 + fc1 4*8 + fc2 8*4 + norms 4+4 + final norm 4
+    assert cfg.param_count() == 40 + 40 + 48 + 16 + 32 + 32 + 8 + 4
+
+
+def test_run_config_refuses_a_profiler_schedule_longer_than_the_run():
+    with pytest.raises(ValueError, match="profiler schedule"):
+        RunConfig(out_dir="x", steps=3, profile_wait=1, profile_warmup=1, profile_active=2)
+    RunConfig(out_dir="x", steps=3, profile_active=0)  # no profiler: any step count
+
+
+def test_check_world_refuses_tokens_that_do_not_split():
+    cfg = RunConfig(out_dir="x", seq_len=6, batch=1, mode="chunked", chunks=4,
+                    model=ModelConfig(hidden=8, heads=2, ffn=8))
+    with pytest.raises(ValueError, match="do not split into 4 chunks"):
+        cfg.check_world(2)  # 3 tokens per rank
+    with pytest.raises(ValueError, match="do not divide over tp=4"):
+        cfg.check_world(4)
+
+
+def test_bad_options_are_refused():
+    for kwargs, word in [({"mode": "x"}, "mode"), ({"regime": "ib"}, "regime"),
+                         ({"device": "tpu"}, "device"), ({"dtype": "fp8"}, "dtype"),
+                         ({"steps": 0}, "steps"), ({"timeout_s": 0}, "timeout_s")]:
+        with pytest.raises(ValueError, match=word):
+            RunConfig(out_dir="x", **kwargs)
+
+
+def test_json_round_trip():
+    cfg = RunConfig(out_dir="o", mode="ring", model=ModelConfig(layers=3), seq_len=64)
+    assert config_from_json(config_to_json(cfg)) == cfg

@@ -1,0 +1,50 @@
+"""The regime environments of BENCHMARKS.md, and the safety variables that are always set."""
+
+from __future__ import annotations
+
+import pytest
+
+from tpscope.fusion.regimes import (
+    SAFETY_ENV,
+    apply_in_process,
+    infer_regime,
+    nccl_env,
+    regime_env,
+    worker_env,
+)
+
+SAFETY = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
+
+def test_regime_variables_are_those_of_benchmarks_md():
+    assert regime_env("nvlink") == {}
+    assert regime_env("shm") == {"NCCL_P2P_DISABLE": "1"}
+    assert regime_env("socket") == {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1",
+                                    "NCCL_SOCKET_IFNAME": "lo"}
+    with pytest.raises(ValueError, match="unknown regime"):
+        regime_env("infiniband")
+
+
+@pytest.mark.parametrize("regime", ["nvlink", "shm", "socket"])
+def test_worker_env_always_keeps_multicast_off(regime):
+    base = {"PATH": "/bin", "NCCL_NVLS_ENABLE": "1", "NCCL_SHM_DISABLE": "1"}
+    env = worker_env(regime, base)
+    assert {k: env[k] for k in SAFETY} == SAFETY
+    assert env["PATH"] == "/bin"
+    # another regime's variable inherited from the shell is cleared unless this regime sets it
+    assert ("NCCL_SHM_DISABLE" in env) == (regime == "socket")
+
+
+def test_apply_in_process_and_infer_round_trip():
+    for regime in ("nvlink", "shm", "socket"):
+        environ = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "HOME": "/root"}
+        apply_in_process(regime, environ)
+        assert infer_regime(environ) == regime
+        assert environ["HOME"] == "/root"
+        assert {k: environ[k] for k in SAFETY_ENV} == SAFETY
+
+
+def test_nccl_env_keeps_only_communication_variables():
+    got = nccl_env({"NCCL_P2P_DISABLE": "1", "HOME": "/root", "NVSHMEM_DISABLE_NVLS": "1",
+                    "CUDA_DEVICE_MAX_CONNECTIONS": "1"})
+    assert got == {"CUDA_DEVICE_MAX_CONNECTIONS": "1", "NCCL_P2P_DISABLE": "1", "NVSHMEM_DISABLE_NVLS": "1"}
