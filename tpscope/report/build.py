@@ -46,7 +46,7 @@ class RunInfo:
     def title(self) -> str:
         c = dict(self.config)
         parts = [c[k] for k in ("regime", "mode") if k in c]
-        if c.get("chunks") not in (None, "None", "1") and "chunks" in c:
+        if c.get("mode") == "chunked" and "chunks" in c:
             parts.append(f"chunks={c['chunks']}")
         return " ".join(parts) or self.run_dir
 

@@ -183,7 +183,8 @@ def compare_metric(metric: str, baseline: np.ndarray, candidate: np.ndarray,
     elif significant is None and threshold is None and abs(delta) <= nominal_tolerance(m, mb):
         status, why = Status.UNCHANGED, f"within the nominal {m.nominal_text}{noise}"
     elif past:
-        status, why = Status.REGRESSED, f"worse by more than {threshold.text}{noise}"
+        moved = "rose" if threshold.worse_if > 0 else "fell"
+        status, why = Status.REGRESSED, f"{moved} by more than {threshold.text[1:]}{noise}"
     elif worse_by > 0:
         status = Status.WORSE
         why = f"worse, within {threshold.text}{noise}" if threshold else f"worse (no threshold){noise}"

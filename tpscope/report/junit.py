@@ -18,12 +18,12 @@ def case_name(metric: str, threshold_text: str) -> str:
 
 def _detail(c: MetricComparison) -> str:
     unit = metric_def(c.metric).unit
-    interval = ("no noise estimate" if c.ci_low is None
-                else f"95% interval [{format_delta(c.ci_low, unit)}, {format_delta(c.ci_high, unit)}]")
+    interval = ("" if c.ci_low is None
+                else f", 95% interval [{format_delta(c.ci_low, unit)}, {format_delta(c.ci_high, unit)}]")
     ratio = f" ({c.delta_ratio * 100:+.1f}%)" if c.delta_ratio is not None and unit != "ratio" else ""
     return (f"{metric_def(c.metric).short}: baseline {format_value(c.baseline_median, unit)} (n={c.n_baseline}), "
             f"candidate {format_value(c.candidate_median, unit)} (n={c.n_candidate}), "
-            f"change {format_delta(c.delta, unit)}{ratio}, {interval}: {c.status.value}, {c.reason}")
+            f"change {format_delta(c.delta, unit)}{ratio}{interval}: {c.status.value}, {c.reason}")
 
 
 def render(report: Report) -> str:
