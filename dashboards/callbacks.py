@@ -12,11 +12,16 @@ from urllib.parse import parse_qs
 
 from dash import Input, Output, State, ctx, no_update
 from dash.exceptions import PreventUpdate
-from tpscope.dashboards import results
+from tpscope.dashboards import overlays, results
 from tpscope.dashboards.figures import breakdown, collectives, contention, hta, overview, timeline
 from tpscope.dashboards.figures.common import fmt_ratio, not_available
 from tpscope.dashboards.store import RunStore
-from tpscope.dashboards.timeline_data import link_points, overlay_segments, timeline_data
+from tpscope.dashboards.timeline_data import (
+    link_arrays,
+    overlay_segments,
+    path_arrays,
+    timeline_data,
+)
 
 from tpscope.errors import UserError
 
@@ -112,12 +117,9 @@ def register_callbacks(app, store: RunStore) -> None:
         offsets = {int(k): v for k, v in (loaded.doc.get("clock_offsets_us") or {}).items()}
         window = None
         if ctx.triggered_id == "timeline-graph":
-            window = _window(relayout)
-            full = timeline_data(loaded.run, step, ranks, offsets_us=offsets)
-            if full is None or not full.capped:
-                raise PreventUpdate  # everything is drawn already: plotly's own zoom suffices
+            window = _window(relayout)  # zoomed: draw what the window holds (cap, label names)
         data = timeline_data(loaded.run, step, ranks, window_us=window, offsets_us=offsets)
-        fig, note = _timeline(loaded, data, step, offsets)
+        fig, note = _timeline(store, run_id, data, step)
         fig.update_layout(uirevision=f"{run_id}|{step}|{sorted(ranks)}")
         return fig, note
 
@@ -142,23 +144,29 @@ def register_callbacks(app, store: RunStore) -> None:
         rows = results.collective_rows(loaded.doc, step)
         note = (f"Step {step}: {len(rows)} matched collective instance(s)." if rows else
                 f"Step {step}: no matched collectives reported for this run (not available).")
-        arrivals = results.arrival_rows(loaded.analysis, step)
+        detail = store.cross_rank(run_id)
+        members = overlays.collective_members(detail, step) if detail is not None and step is not None else None
+        arrival = (members.rank, overlays.arrival_us(members)) if members is not None else ([], [])
         return (rows, collectives.table_columns(rows), collectives.skew_figure(rows),
-                collectives.arrival_figure(arrivals), note)
+                collectives.arrival_figure(*arrival), note)
 
     @app.callback(
-        Output("contention-graph", "figure"), Output("tax-graph", "figure"), Output("contention-note", "children"),
+        Output("contention-graph", "figure"), Output("comm-contention-graph", "figure"),
+        Output("tax-graph", "figure"), Output("contention-note", "children"),
         Input("run-select", "value"), Input("baseline-select", "value"), Input("rank-select", "value"),
     )
-    @guarded(3, (0, 1))
+    @guarded(4, (0, 1, 2))
     def on_contention(run_id, baseline_id, ranks):
         loaded = store.load(run_id)
-        analysis = store.compared(run_id, baseline_id) if baseline_id and baseline_id != run_id else loaded.analysis
-        rows = results.contention_rows(analysis)
-        slowdown = (loaded.doc.get("summary") or {}).get("contention_slowdown")
-        note = f"Run contention slowdown: {fmt_ratio(slowdown)}."
-        return (contention.contention_figure(rows),
-                contention.tax_figure(results.step_rows(loaded.doc, ranks or [])), note)
+        compared = bool(baseline_id) and baseline_id != run_id
+        analysis = store.compared(run_id, baseline_id) if compared else loaded.analysis
+        doc = results.plain(analysis) if compared else loaded.doc
+        slowdown = (doc.get("summary") or {}).get("contention_slowdown")
+        note = f"Run contention slowdown: {fmt_ratio(slowdown)}"
+        note += f" (isolated medians from baseline {baseline_id} where the run has none)." if compared else "."
+        return (contention.contention_figure(results.contention_rows(analysis)),
+                contention.comm_contention_figure(results.comm_contention_rows(analysis)),
+                contention.tax_figure(results.step_rows(doc, ranks or [])), note)
 
     @app.callback(
         Output("hta-temporal-graph", "figure"), Output("hta-idle-graph", "figure"), Output("hta-note", "children"),
@@ -188,24 +196,24 @@ def _window(relayout: dict | None) -> tuple[float, float] | None:
     return float(lo), float(hi)
 
 
-def _timeline(loaded, data, step, offsets):
+def _timeline(store, run_id, data, step):
+    """The timeline figure with the cross-rank overlays the analyzer's functions provide."""
     if data is None:
         return timeline.timeline_figure(None), timeline.timeline_note(None)
-    instances = results.collective_kernels(loaded.analysis, step)
-    waits = overlay_segments(data, [{"rank": k["rank"], "lane": k["lane"], "start_ns": k["start_ns"],
-                                     "end_ns": k["start_ns"] + k["wait_ns"], "kind": "waiting for the last rank"}
-                                    for inst in instances for k in inst if k.get("wait_ns")], offsets)
-    links = link_points(data, instances, offsets)
-    path = overlay_segments(data, results.critical_path_segments(loaded.analysis, step), offsets, "critical path")
-    fig = timeline.timeline_figure(data, waits=waits, links=links, critical_path=path)
+    detail = store.cross_rank(run_id)
+    members = overlays.collective_members(detail, step) if detail is not None else None
+    waits = overlay_segments(data, overlays.wait_parts(detail, step)) if detail is not None else None
+    path = path_arrays(data, overlays.critical_path(detail, step)) if detail is not None else None
+    links = link_arrays(data, members)
+    fig = timeline.timeline_figure(data, waits=waits, links=links, path=path)
     note = timeline.timeline_note(data)
     missing = []
-    if not len(path):
+    if path is None or not len(path[0]):
         missing.append("critical path")
-    if not instances:
-        missing.append("collective links and wait shading")
+    if not len(links[0]):
+        missing.append("collective links")
     if missing:
-        note += " Not available for this run: " + ", ".join(missing) + "."
+        note += " Not available for this step and ranks: " + ", ".join(missing) + "."
     return fig, note
 
 

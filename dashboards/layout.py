@@ -63,7 +63,8 @@ def _tab_children(name: str) -> list:
         ])]
     if name == "contention":
         return [dcc.Loading([html.Div(id="contention-note", className="note"),
-                             _graph("contention-graph"), _graph("tax-graph")])]
+                             _graph("contention-graph"), _graph("comm-contention-graph"),
+                             _graph("tax-graph")])]
     return [dcc.Loading([html.Div(id="hta-note", className="note"), _graph("hta-temporal-graph"),
                          _graph("hta-idle-graph")])]
 

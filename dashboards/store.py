@@ -145,6 +145,21 @@ class RunStore:
                 memo.value = analyze_run(loaded.run, reference=base.run)
         return memo.value
 
+    def cross_rank(self, run_id: object):
+        """Per-activity collective membership, waits and the path graph (`overlays.CrossRank`)."""
+        from tpscope.dashboards.overlays import cross_rank
+
+        loaded = self.load(run_id)
+        memo = self._memo(("cross", loaded.entry.run_id))
+        with memo.lock:
+            if memo.value is None:
+                try:
+                    memo.value = (cross_rank(loaded.run),)
+                except Exception:  # the views then say "not available"; analyze_run's totals still show
+                    log.exception("cross-rank detail of %s", loaded.entry.path)
+                    memo.value = (None,)
+        return memo.value[0]
+
     def hta(self, run_id: object) -> HtaResult:
         """HTA's breakdowns for a served run (computed once; disk-cached like the run)."""
         loaded = self.load(run_id)

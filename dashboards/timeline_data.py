@@ -202,33 +202,57 @@ def relative_us(t_ns: np.ndarray, data: TimelineData) -> np.ndarray:
     return (np.asarray(t_ns, dtype=np.int64) - data.t0_ns) / 1000.0
 
 
-def overlay_segments(data: TimelineData, items: list[dict], offsets_us: dict[int, float] | None = None,
-                     text: str = "") -> Segments:
-    """Intervals [{rank, lane, start_ns, end_ns}] on the timeline's lanes (others are dropped)."""
-    offsets_ns = {int(k): int(round(v * 1000)) for k, v in (offsets_us or {}).items() if v is not None}
-    rows = [(data.lane_of[(int(it["rank"]), int(it["lane"]))],
-             it["start_ns"] - offsets_ns.get(int(it["rank"]), 0), it["end_ns"] - offsets_ns.get(int(it["rank"]), 0),
-             it.get("kind") or text)
-            for it in items
-            if it.get("rank") is not None and it.get("lane") is not None
-            and (int(it["rank"]), int(it["lane"])) in data.lane_of and it["end_ns"] > it["start_ns"]]
-    if not rows:
+def lane_rows(data: TimelineData, rank: np.ndarray, lane: np.ndarray) -> np.ndarray:
+    """The timeline row (y) of each (rank, lane) pair; -1 where that lane is not drawn."""
+    y = np.full(len(rank), -1, dtype=np.int64)
+    for r in np.unique(rank).tolist():  # once per rank
+        lanes = [k for (rr, k) in data.lane_of if rr == r and k >= 0]
+        if not lanes:
+            continue
+        lut = np.full(max(lanes) + 1, -1, dtype=np.int64)
+        for k in lanes:
+            lut[k] = data.lane_of[(r, k)]
+        m = (rank == r) & (lane >= 0) & (lane < len(lut))
+        y[m] = lut[lane[m]]
+    return y
+
+
+def overlay_segments(data: TimelineData, overlay) -> Segments:
+    """An overlay's intervals (aligned ns on (rank, lane)) on the drawn lanes, clipped to the view."""
+    if overlay is None or len(overlay) == 0:
         return empty_segments()
-    y, s, e, t = zip(*rows)
-    return Segments(relative_us(np.array(s), data), relative_us(np.array(e), data), np.array(y, dtype=np.int64),
-                    np.array(t, dtype=object))
+    y = lane_rows(data, overlay.rank, overlay.lane)
+    start, end = relative_us(overlay.start_ns, data), relative_us(overlay.end_ns, data)
+    keep = (y >= 0) & (end > data.view_us[0]) & (start < data.view_us[1]) & (end > start)
+    return Segments(start[keep], end[keep], y[keep], overlay.text[keep])
 
 
-def link_points(data: TimelineData, instances: list[list[dict]],
-                offsets_us: dict[int, float] | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
-    """For each collective instance, its kernels' starts on their lanes, top to bottom."""
-    offsets_ns = {int(k): int(round(v * 1000)) for k, v in (offsets_us or {}).items() if v is not None}
-    out = []
-    for kernels in instances:
-        pts = sorted((data.lane_of[(k["rank"], int(k["lane"]))], k["start_ns"] - offsets_ns.get(k["rank"], 0))
-                     for k in kernels
-                     if k.get("lane") is not None and (k["rank"], int(k["lane"])) in data.lane_of)
-        if len(pts) > 1:
-            ys, xs = zip(*pts)
-            out.append((relative_us(np.array(xs), data), np.array(ys, dtype=float)))
-    return out
+def link_arrays(data: TimelineData, members) -> tuple[np.ndarray, np.ndarray]:
+    """One polyline per collective instance through its kernels' starts, NaN between instances."""
+    if members is None or len(members) == 0:
+        return np.zeros(0), np.zeros(0)
+    y = lane_rows(data, members.rank, members.lane).astype(float)
+    x = relative_us(members.start_ns, data)
+    keep = y >= 0
+    x, y, group = x[keep], y[keep], members.group[keep]
+    if len(x) == 0:
+        return np.zeros(0), np.zeros(0)
+    order = np.lexsort((y, group))
+    x, y, group = x[order], y[order], group[order]
+    breaks = np.flatnonzero(np.diff(group)) + 1
+    return np.insert(x, breaks, np.nan), np.insert(y, breaks, np.nan)
+
+
+def path_arrays(data: TimelineData, path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The critical path as one polyline: along each segment's lane, jumping between lanes."""
+    seg = overlay_segments(data, path)
+    n = len(seg)
+    x = np.empty(2 * n)
+    x[0::2], x[1::2] = seg.start_us, seg.end_us
+    y = np.repeat(seg.y.astype(float), 2)
+    custom = np.empty((2 * n, 3), dtype=object)
+    for k in range(2):
+        custom[k::2, 0] = seg.text
+        custom[k::2, 1] = seg.start_us
+        custom[k::2, 2] = seg.end_us - seg.start_us
+    return x, y, custom

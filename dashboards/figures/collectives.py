@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import plotly.graph_objects as go
 from tpscope.dashboards.figures.common import base_layout, not_available
 
@@ -49,17 +50,16 @@ def skew_figure(rows: list[dict]) -> go.Figure:
     return fig
 
 
-def arrival_figure(rows: list[dict]) -> go.Figure:
-    """Per rank: how late its kernel of each instance started after the first rank's (µs)."""
-    if not rows:
-        return not_available("per-rank arrival: not available (the analyzer did not report each rank's kernel)")
+def arrival_figure(rank, arrival_us) -> go.Figure:
+    """Per rank: how long after the first rank it started its kernel of each instance (µs)."""
+    rank, arrival_us = np.asarray(rank), np.asarray(arrival_us, dtype=float)
+    if len(rank) == 0:
+        return not_available("per-rank arrival: not available (no matched collectives in this step)")
     fig = go.Figure()
-    ranks = sorted({r["rank"] for r in rows})
-    for i, rank in enumerate(ranks):
-        sel = [r for r in rows if r["rank"] == rank]
-        fig.add_box(y=[r["arrival_us"] for r in sel], name=f"rank {rank}", boxpoints="all", jitter=0.4,
+    for i, r in enumerate(np.unique(rank).tolist()):  # one trace per rank
+        fig.add_box(y=arrival_us[rank == r], name=f"rank {r}", boxpoints="all", jitter=0.4,
                     marker_color=PALETTE[i % len(PALETTE)],
-                    hovertemplate="%{y:,.1f} µs after the first arrival<extra>%{fullData.name}</extra>")
+                    hovertemplate="%{y:,.1f} µs after the first rank<extra>%{fullData.name}</extra>")
     base_layout(fig, title="Arrival after the first rank, per rank (µs)", height=320)
     fig.update_layout(yaxis_title="µs", showlegend=False)
     return fig

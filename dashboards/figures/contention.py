@@ -25,10 +25,34 @@ def contention_figure(rows: list[dict]) -> go.Figure:
                 hovertemplate="%{customdata}<br>isolated %{x:,.2f} µs<extra></extra>")
     fig.add_bar(y=names, x=[r["overlapped_median_us"] for r in rows], orientation="h",
                 name="overlapped (median)", marker_color=COLORS["hidden_comm"],
-                customdata=[[r["signature"], r.get("slowdown")] for r in rows],
-                hovertemplate="%{customdata[0]}<br>overlapped %{x:,.2f} µs<br>slowdown %{customdata[1]:.1%}<extra></extra>")
+                customdata=[[r["signature"], r.get("slowdown"), r.get("n_isolated"), r.get("n_overlapped"),
+                             r.get("baseline")] for r in rows],
+                hovertemplate="%{customdata[0]}<br>overlapped %{x:,.2f} µs<br>slowdown %{customdata[1]:.1%}"
+                              "<br>%{customdata[2]} isolated, %{customdata[3]} overlapped; baseline: "
+                              "%{customdata[4]}<extra></extra>")
     base_layout(fig, title="Kernel duration isolated vs overlapped with communication (µs)",
                 height=140 + 40 * len(rows))
+    fig.update_layout(barmode="group", xaxis_title="µs", margin=dict(l=380))
+    fig.update_yaxes(autorange="reversed")
+    return fig
+
+
+def comm_contention_figure(rows: list[dict]) -> go.Figure:
+    """Per collective shape: median transfer time isolated versus beside compute (µs)."""
+    if not rows:
+        return not_available("communication side: not available (no collective shape seen both isolated "
+                             "and beside compute)")
+    names = [f"{r['collective']} · {r['bytes']:,} B" if r.get("bytes") else str(r["collective"]) for r in rows]
+    fig = go.Figure()
+    fig.add_bar(y=names, x=[r["isolated_transfer_us"] for r in rows], orientation="h", name="isolated (median)",
+                marker_color=COLORS["comm"], customdata=[r.get("isolated_busbw_gbps") for r in rows],
+                hovertemplate="%{y}<br>isolated %{x:,.2f} µs · busbw %{customdata:,.1f} GB/s<extra></extra>")
+    fig.add_bar(y=names, x=[r["overlapped_transfer_us"] for r in rows], orientation="h",
+                name="beside compute (median)", marker_color=COLORS["hidden_comm"],
+                customdata=[[r.get("overlapped_busbw_gbps"), r.get("slowdown")] for r in rows],
+                hovertemplate="%{y}<br>beside compute %{x:,.2f} µs · busbw %{customdata[0]:,.1f} GB/s"
+                              "<br>slowdown %{customdata[1]:.1%}<extra></extra>")
+    base_layout(fig, title="Collective transfer time isolated vs beside compute (µs)", height=140 + 50 * len(rows))
     fig.update_layout(barmode="group", xaxis_title="µs", margin=dict(l=380))
     fig.update_yaxes(autorange="reversed")
     return fig

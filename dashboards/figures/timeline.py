@@ -14,6 +14,8 @@ from tpscope.dashboards.timeline_data import Segments, TimelineData
 LANE_PX = 28
 BAR_PX = 16
 MAX_LABEL_TEXTS = 300
+PLOT_PX = 1100  # the plot area's usual width: labels narrower on screen than their text get none
+CHAR_PX = 6.2  # width of one character at the label font size
 HOVER = "%{customdata[0]}<br>start %{customdata[1]:,.2f} µs · dur %{customdata[2]:,.2f} µs<extra>%{fullData.name}</extra>"
 
 
@@ -45,18 +47,10 @@ def _segments_trace(seg: Segments, name: str, color: str, width: int, hover: boo
     )
 
 
-def link_arrays(points: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-    """Polylines (x, y per instance) joined into one NaN-separated pair of arrays."""
-    if not points:
-        return np.zeros(0), np.zeros(0)
-    xs = [np.append(np.asarray(x, dtype=float), np.nan) for x, _ in points]
-    ys = [np.append(np.asarray(y, dtype=float), np.nan) for _, y in points]
-    return np.concatenate(xs), np.concatenate(ys)
-
-
 def timeline_figure(data: TimelineData | None, waits: Segments | None = None,
-                    links: list[tuple[np.ndarray, np.ndarray]] | None = None,
-                    critical_path: Segments | None = None, title: str | None = None) -> go.Figure:
+                    links: tuple[np.ndarray, np.ndarray] | None = None,
+                    path: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+                    title: str | None = None) -> go.Figure:
     """Activities coloured by class, labels, waits, collective links and the critical path."""
     if data is None or not data.lanes:
         return not_available("no GPU activity in this step on the chosen ranks")
@@ -68,31 +62,41 @@ def timeline_figure(data: TimelineData | None, waits: Segments | None = None,
         traces.append(_segments_trace(waits, "comm wait", COLORS["comm_wait"], BAR_PX))
     if len(data.labels):
         traces.append(_segments_trace(data.labels, "labels", COLORS["label"], 6))
-        traces.append(_label_text_trace(data.labels))
-    if links:
-        x, y = link_arrays(links)
-        traces.append(go.Scatter(x=x, y=y, mode="lines", name="collective links", hoverinfo="skip",
-                                 line=dict(color=COLORS["link"], width=1, dash="dot")))
-    if critical_path is not None and len(critical_path):
-        traces.append(_segments_trace(critical_path, "critical path", COLORS["critical_path"], 4))
+        traces.append(_label_text_trace(data.labels, data.view_us))
+    if links is not None and len(links[0]):
+        traces.append(go.Scatter(x=links[0], y=links[1], mode="lines", name="collective links",
+                                 hoverinfo="skip", line=dict(color=COLORS["link"], width=1.5, dash="dot")))
+    if path is not None and len(path[0]):
+        traces.append(go.Scatter(x=path[0], y=path[1], customdata=path[2], mode="lines", name="critical path",
+                                 line=dict(color=COLORS["critical_path"], width=2.5),
+                                 hovertemplate="critical path: %{customdata[0]}<br>start %{customdata[1]:,.2f} µs"
+                                               " · %{customdata[2]:,.2f} µs<extra></extra>"))
     fig = go.Figure(traces)
     n = len(data.lanes)
     base_layout(fig, title=title, height=90 + LANE_PX * n)
     fig.update_yaxes(tickvals=[lane.y for lane in data.lanes], ticktext=[lane.label for lane in data.lanes],
-                     range=[n - 0.5, -0.5], fixedrange=True, showgrid=False, zeroline=False)
+                     range=[n - 0.5, -0.9], fixedrange=True, showgrid=False, zeroline=False)
     fig.update_xaxes(title_text="µs since the step's first activity (all chosen ranks)", range=list(data.view_us),
                      showgrid=True, zeroline=False)
-    fig.update_layout(hovermode="closest", dragmode="zoom", margin=dict(l=150),
+    fig.update_layout(hovermode="closest", dragmode="zoom", margin=dict(l=150, t=40),
+                      legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1),
                       meta={"total": data.total, "drawn": data.drawn, "step": data.step})
     return fig
 
 
-def _label_text_trace(labels: Segments) -> go.Scatter:
-    """The names of the longest labels, written at their middle."""
-    keep = np.argsort(-(labels.end_us - labels.start_us))[:MAX_LABEL_TEXTS]
+def _label_text_trace(labels: Segments, view_us: tuple[float, float]) -> go.Scatter:
+    """The names of the labels wide enough on screen to hold them, written at their middle."""
+    display = labels.text.astype(str)
+    chunk = np.char.find(display, "/chunk") >= 0
+    display = np.where(chunk, np.char.add("#", np.char.rpartition(display, "/chunk")[:, 2]), display)  # chunk i: "#i"
+    px_per_us = PLOT_PX / max(view_us[1] - view_us[0], 1e-9)
+    visible_us = np.minimum(labels.end_us, view_us[1]) - np.maximum(labels.start_us, view_us[0])
+    fits = visible_us * px_per_us >= np.char.str_len(display) * CHAR_PX + 6
+    keep = np.flatnonzero(fits)
+    keep = keep[np.argsort(-visible_us[keep])][:MAX_LABEL_TEXTS]
+    mid = (np.maximum(labels.start_us[keep], view_us[0]) + np.minimum(labels.end_us[keep], view_us[1])) / 2.0
     return go.Scatter(
-        x=(labels.start_us[keep] + labels.end_us[keep]) / 2.0, y=labels.y[keep] - 0.32,
-        text=labels.text[keep], mode="text", textfont=dict(size=10, color="#333"),
+        x=mid, y=labels.y[keep] - 0.3, text=display[keep].tolist(), mode="text", textfont=dict(size=10, color="#333"),
         hoverinfo="skip", showlegend=False, name="label names",
     )
 

@@ -10,9 +10,15 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from tpscope.dashboards import results
+from tpscope.dashboards import overlays, results
 from tpscope.dashboards.figures import breakdown, collectives, contention, timeline
-from tpscope.dashboards.timeline_data import link_points, overlay_segments, timeline_data
+from tpscope.dashboards.overlays import Overlay
+from tpscope.dashboards.timeline_data import (
+    link_arrays,
+    overlay_segments,
+    path_arrays,
+    timeline_data,
+)
 
 from tests.kineto import Collective, RankTrace, write_run
 from tpscope.metrics import analyze_run, as_json
@@ -95,20 +101,53 @@ def test_timeline_caps_large_steps_and_says_so(tmp_path):
 
 def test_timeline_overlays_and_links(small_run):
     d = timeline_data(small_run, 1, [0, 1])
-    r0, r1 = small_run.ranks
     comm_lane = {r.rank: int(r.gpu.lane[r.gpu.cls == 1][0]) for r in small_run.ranks}
     start = {r.rank: int(r.gpu.start_ns[r.gpu.cls == 1][0]) for r in small_run.ranks}
-    kernels = [{"rank": k, "lane": comm_lane[k], "start_ns": start[k], "end_ns": start[k] + 100_000,
-                "wait_ns": 5_000 if k == 0 else 0} for k in (0, 1)]
-    waits = overlay_segments(d, [{**k, "end_ns": k["start_ns"] + k["wait_ns"]} for k in kernels])
-    assert len(waits) == 1 and waits.start_us[0] == pytest.approx(50.0) and waits.end_us[0] == pytest.approx(55.0)
-    links = link_points(d, [kernels])
-    assert len(links) == 1
-    np.testing.assert_allclose(links[0][0], [50.0, 55.0])
-    np.testing.assert_allclose(links[0][1], [3, 7])
-    fig = timeline.timeline_figure(d, waits=waits, links=links, critical_path=waits)
+    members = Overlay(rank=np.array([0, 1]), lane=np.array([comm_lane[0], comm_lane[1]]),
+                      start_ns=np.array([start[0], start[1]]), end_ns=np.array([start[0], start[1]]) + 100_000,
+                      group=np.array([0, 0]), text=np.array(["collective"] * 2, dtype=object))
+    waits = overlay_segments(d, members.take(np.array([0])))
+    assert len(waits) == 1 and waits.start_us[0] == pytest.approx(50.0) and waits.end_us[0] == pytest.approx(150.0)
+    x, y = link_arrays(d, members)
+    np.testing.assert_allclose(x, [50.0, 55.0])
+    np.testing.assert_allclose(y, [3, 7])
+    two = Overlay(*(np.concatenate([getattr(members, f)] * 2) for f in Overlay.__slots__))
+    two = Overlay(two.rank, two.lane, two.start_ns, two.end_ns, np.array([0, 0, 1, 1]), two.text)
+    x2, _ = link_arrays(d, two)
+    assert np.isnan(x2).sum() == 1 and len(x2) == 5  # two polylines, one gap between them
+    path = path_arrays(d, members)
+    np.testing.assert_allclose(path[0], [50.0, 150.0, 55.0, 155.0])
+    fig = timeline.timeline_figure(d, waits=waits, links=(x, y), path=path)
     assert {t.name for t in fig.data} >= {"comm wait", "collective links", "critical path"}
-    assert overlay_segments(d, [{"rank": 9, "lane": 0, "start_ns": 1, "end_ns": 2}]).start_us.size == 0
+    elsewhere = Overlay(np.array([9]), np.array([0]), np.array([1]), np.array([2]), np.array([0]),
+                        np.array(["x"], dtype=object))
+    assert len(overlay_segments(d, elsewhere)) == 0
+
+
+def test_overlays_come_from_the_analyzers_matching_and_path(tmp_path):
+    """Two ranks, one all-gather that rank 1 reaches 40 µs late: rank 0 waits 40 µs (metrics.md §5)."""
+    ranks = []
+    for rank, late in ((0, 0.0), (1, 40.0)):
+        r = RankTrace(rank)
+        r.gpu_annotation("ProfilerStep#1", 0, 400)
+        r.kernel("gemm", 0, 50 + late)
+        r.kernel("ncclDevKernel_AllGather", 60 + late if rank else 60, 100 - late if rank else 140, stream=14,
+                 collective=Collective("_allgather_base", in_nelems=4, out_nelems=8, seq=1, on_kernel=True))
+        ranks.append(r)
+    run = load_run(write_run(tmp_path / "late", ranks))
+    x = overlays.cross_rank(run)
+    members = overlays.collective_members(x, 1)
+    assert members.rank.tolist() == [0, 1] and len(set(members.group.tolist())) == 1
+    np.testing.assert_allclose(overlays.arrival_us(members), [0.0, 40.0])
+    waits = overlays.wait_parts(x, 1)
+    assert waits.rank.tolist() == [0]
+    assert (waits.end_ns - waits.start_ns).tolist() == [40_000]
+    doc = as_json(analyze_run(run))
+    assert [c["wait_us"] for c in doc["collectives"]] == [40.0]
+    path = overlays.critical_path(x, 1)
+    assert len(path) > 0 and set(path.text) <= set(overlays.KIND_NAMES)
+    # the path's segments add up to the analyzer's critical-path length of the step
+    assert (path.end_ns - path.start_ns).sum() / 1000 == pytest.approx(doc["critical_path"][0]["length_us"])
 
 
 def test_breakdown_figure_is_the_json(small_run):
@@ -127,7 +166,7 @@ def test_breakdown_figure_is_the_json(small_run):
 
 
 def test_views_say_not_available_instead_of_zeros():
-    for fig in (breakdown.critical_path_figure([]), collectives.skew_figure([]), collectives.arrival_figure([]),
+    for fig in (breakdown.critical_path_figure([]), collectives.skew_figure([]), collectives.arrival_figure([], []),
                 contention.contention_figure([]), contention.tax_figure([{"rank": 0, "step": 1,
                                                                           "contention_tax_us": None}])):
         assert "not available" in fig.layout.meta["not_available"]
@@ -148,20 +187,21 @@ def test_critical_path_and_collective_figures_from_rows():
     assert {"step", "collective", "skew_us", "bytes"} <= cols
 
 
-def test_result_adapters_read_objects_when_present_and_nothing_otherwise():
-    bare = SimpleNamespace(collectives=[], critical_path=[])
-    assert results.collective_kernels(bare, 1) == [] and results.critical_path_segments(bare, 1) == []
-    assert results.contention_rows(bare) == [] and results.arrival_rows(bare) == []
-    inst = SimpleNamespace(step=1, key=("0", 3), collective="allgather", kernels=[
-        {"rank": 0, "lane": 1, "start_ns": 1_000, "end_ns": 9_000, "wait_ns": 3_000},
-        {"rank": 1, "lane": 1, "start_ns": 4_000, "end_ns": 9_000, "wait_ns": 0}])
-    full = SimpleNamespace(collectives=[inst], critical_path=[SimpleNamespace(step=1, segments=[
-        {"rank": 0, "lane": 0, "start_ns": 0, "end_ns": 5, "kind": "compute"}])],
-        contention=[{"signature": "gemm|1,1,1", "isolated_median_us": 10.0, "overlapped_median_us": 12.0,
-                     "slowdown": 0.2}])
-    assert len(results.collective_kernels(full, 1)) == 1
-    assert [r["arrival_us"] for r in results.arrival_rows(full, 1)] == [0.0, 3.0]
-    assert results.critical_path_segments(full, 1)[0]["kind"] == "compute"
-    rows = results.contention_rows(full)
+def test_contention_rows_and_figures_from_the_analysis():
+    kernels = [SimpleNamespace(signature="gemm|1,1,1", n_isolated=3, n_overlapped=4, isolated_median_us=10.0,
+                               overlapped_median_us=12.0, slowdown=0.2, baseline="own"),
+               SimpleNamespace(signature="gelu", n_isolated=0, n_overlapped=4, isolated_median_us=None,
+                               overlapped_median_us=3.0, slowdown=None, baseline=None)]
+    analysis = SimpleNamespace(kernel_contention=[dataclass_like(k) for k in kernels], comm_contention=[])
+    rows = results.contention_rows(analysis)
+    assert [r["signature"] for r in rows] == ["gemm|1,1,1"]  # no baseline: not drawn as a zero
     fig = contention.contention_figure(rows)
     assert [t.x[0] for t in fig.data] == [10.0, 12.0]
+    assert "not available" in contention.comm_contention_figure([]).layout.meta["not_available"]
+
+
+def dataclass_like(ns: SimpleNamespace):
+    from dataclasses import make_dataclass
+
+    cls = make_dataclass("K", list(vars(ns)))
+    return cls(**vars(ns))
