@@ -53,6 +53,9 @@ def us_to_ns(us: np.ndarray) -> np.ndarray:
     return whole.astype(np.int64) * 1000 + np.rint((us - whole) * 1000).astype(np.int64)
 
 
+_DUPLICATE = object()
+
+
 class SymbolTable:
     """Strings to dense int32 ids; `symbols[id]` gives the string back."""
 
@@ -77,6 +80,17 @@ class SymbolTable:
         if None in table:  # keep ids of missing names pointing at ""
             self.symbols[table[None]] = ""
         return out
+
+    @classmethod
+    def from_symbols(cls, symbols: list[str]) -> SymbolTable:
+        """A table whose ids are the positions in `symbols` (a string seen twice keeps its first id)."""
+        table = cls()
+        table.symbols = list(symbols)
+        for i, name in enumerate(symbols):
+            if name in table._ids:
+                name = (_DUPLICATE, i)  # keeps len(_ids) == len(symbols), which `ids` relies on
+            table._ids[name] = i
+        return table
 
     def id(self, name: str) -> int:
         return int(self.ids([name])[0])

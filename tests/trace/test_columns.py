@@ -1,0 +1,34 @@
+"""Column helpers: exact µs -> ns, symbol tables, lookups."""
+
+import numpy as np
+
+from tpscope.trace.columns import SymbolTable, int_column, lookup, us_to_ns
+
+
+def test_us_to_ns_is_exact_for_large_integers_and_fractions():
+    us = np.array([1_700_000_000_000_123.0, 5169710458066.339, 0.001])
+    assert us_to_ns(us).tolist() == [1_700_000_000_000_123_000, 5169710458066339, 1]
+
+
+def test_symbol_ids_are_stable_and_missing_names_are_empty():
+    t = SymbolTable()
+    assert t.ids(["a", "b", "a", None]).tolist() == [0, 1, 0, 2]
+    assert t.symbols == ["a", "b", ""]
+    assert t.ids(["c", "a"]).tolist() == [3, 0]
+    assert t.symbols == ["a", "b", "", "c"]
+
+
+def test_table_from_symbols_with_duplicates_keeps_positions():
+    t = SymbolTable.from_symbols(["x", "", "y", ""])
+    assert t.ids(["y", "z", "x", "w"]).tolist() == [2, 4, 0, 5]
+    assert t.symbols == ["x", "", "y", "", "z", "w"]
+
+
+def test_int_column_turns_bad_values_into_missing():
+    assert int_column([1, None, 2**80, "12", "x", 3.0]).tolist() == [1, -1, -1, 12, -1, 3]
+
+
+def test_lookup_joins_on_unsorted_keys():
+    keys = np.array([30, 10, 20])
+    values = np.array([3, 1, 2])
+    assert lookup(keys, values, np.array([10, 20, 99, -1, 30])).tolist() == [1, 2, -1, -1, 3]

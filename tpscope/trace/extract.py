@@ -1,0 +1,257 @@
+"""Stage 1 of normalization: decoded events -> raw typed columns per event group, no joins.
+
+Extraction is the per-event part of loading; it runs on any slice of a trace's events, so the
+halves of one big file can be extracted in two processes and merged (`merge`). Symbol ids are
+local to one `RawColumns`; `merge` remaps them. Joins, classes, lanes and steps come later
+(`assemble.py`), over whole arrays.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+from operator import itemgetter
+
+import numpy as np
+
+from tpscope.trace.classify import GPU_CATEGORIES
+from tpscope.trace.columns import MISSING, SymbolTable, float_column, int_column, us_to_ns
+from tpscope.trace.schema import Args, Event
+
+# lower-case trace category -> event group. Older traces spell them "Kernel", "Runtime", "Memcpy".
+GROUP_OF_CATEGORY: dict[str, str] = {
+    "kernel": "gpu",
+    "gpu_memcpy": "gpu",
+    "memcpy": "gpu",
+    "gpu_memset": "gpu",
+    "memset": "gpu",
+    "cuda_runtime": "launch",
+    "cuda_driver": "launch",
+    "runtime": "launch",
+    "user_annotation": "cpu_range",
+    "gpu_user_annotation": "gpu_range",
+    "cpu_op": "cpu_op",
+    "cuda_sync": "sync",
+}
+KIND_OF_CATEGORY = {**GPU_CATEGORIES, "memcpy": GPU_CATEGORIES["gpu_memcpy"], "memset": GPU_CATEGORIES["gpu_memset"]}
+# columns that hold ids into RawColumns.symbols (remapped by `merge`)
+SYMBOL_COLUMNS = frozenset({"name_id", "dims_id", "coll_name_id", "pg_name_id", "dtype_id"})
+COLLECTIVE_COLUMNS = ("coll_name_id", "pg_name_id", "seq", "in_nelems", "out_nelems", "dtype_id", "group_size")
+_EMPTY_ARGS = Args()
+_NAMED_LANE_BASE = 1 << 40  # lanes named by strings (old traces) get ids far from real streams
+
+
+@dataclass(slots=True)
+class RawColumns:
+    """Per event group, typed columns of the events of (part of) one trace."""
+
+    symbols: list[str]
+    groups: dict[str, dict[str, np.ndarray]]
+    dropped: dict[str, int] = field(default_factory=dict)  # events without usable ts/dur, per group
+    hostnames: list[str] = field(default_factory=list)
+
+
+def _arg(e: Event) -> Args:
+    return e.args if e.args is not None else _EMPTY_ARGS
+
+
+def lane_number(v: int | str | None) -> int:
+    """A pid/tid as a number: integers as they are, numeric strings parsed, other strings hashed."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v
+    if isinstance(v, str):
+        digits = v.strip()
+        if digits.lstrip("-").isdigit() and len(digits) < 18:
+            return int(digits)
+        return _NAMED_LANE_BASE + zlib.crc32(v.encode("utf-8", "replace"))
+    return MISSING
+
+
+def _select(events: list[Event], rows: np.ndarray) -> list[Event]:
+    if len(rows) == 0:
+        return []
+    if len(rows) == 1:
+        return [events[int(rows[0])]]
+    return list(itemgetter(*rows.tolist())(events))
+
+
+def group_rows(events: list[Event]) -> dict[str, np.ndarray]:
+    """Row indices of each group of complete events, and of metadata events ("meta")."""
+    names = sorted(set(GROUP_OF_CATEGORY.values()))
+    code_of = {cat: names.index(g) + 1 for cat, g in GROUP_OF_CATEGORY.items()}
+    code_of.update({cat.title(): code for cat, code in code_of.items()})  # "Kernel", "Runtime", ...
+    meta_code = len(names) + 1
+    get = code_of.get
+    codes = np.fromiter(
+        (get(e.cat, 0) if e.ph == "X" else (meta_code if e.ph == "M" else 0) for e in events),
+        dtype=np.int8,
+        count=len(events),
+    )
+    # categories in other spellings (rare): try their lower-case form
+    for i in np.flatnonzero(codes == 0).tolist():
+        e = events[i]
+        if e.ph == "X" and isinstance(e.cat, str):
+            codes[i] = code_of.get(e.cat.lower(), 0)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(meta_code + 2))
+    groups = {g: order[bounds[k + 1] : bounds[k + 2]] for k, g in enumerate(names)}
+    groups["meta"] = order[bounds[meta_code] : bounds[meta_code + 1]]
+    return groups
+
+
+class _Extractor:
+    def __init__(self, base_ns: int) -> None:
+        self.base_ns = base_ns
+        self.symbols = SymbolTable()
+        self.dropped: dict[str, int] = {}
+
+    def timed(self, group: str, events: list[Event]) -> tuple[list[Event], dict[str, np.ndarray]]:
+        """Events with a usable ts and dur (finite, dur >= 0), and their start/end in ns."""
+        ts = float_column([e.ts for e in events])
+        dur = float_column([e.dur for e in events])
+        keep = np.isfinite(ts) & np.isfinite(dur) & (dur >= 0) & (np.abs(ts) < 9e15)
+        if not keep.all():
+            self.dropped[group] = int((~keep).sum())
+            events = [e for e, k in zip(events, keep) if k]
+            ts, dur = ts[keep], dur[keep]
+        start = us_to_ns(ts) + self.base_ns
+        return events, {"start_ns": start, "end_ns": start + us_to_ns(np.minimum(dur, 9e12))}
+
+    def names(self, events: list[Event]) -> np.ndarray:
+        return self.symbols.ids([e.name for e in events])
+
+    def lanes(self, events: list[Event], args: list[Args]) -> dict[str, np.ndarray]:
+        """(args.device, args.stream), else (pid, tid) for old traces."""
+        return {
+            "device": int_column([a.device if a.device is not None else lane_number(e.pid) for e, a in zip(events, args)]),
+            "stream": int_column([a.stream if a.stream is not None else lane_number(e.tid) for e, a in zip(events, args)]),
+        }
+
+    def collectives(self, args: list[Args]) -> dict[str, np.ndarray]:
+        sym = self.symbols
+        coll = [a.collective for a in args]
+        described = np.array([c is not None for c in coll], dtype=bool)
+
+        def ids(values: list) -> np.ndarray:
+            return np.where(described, sym.ids(values), MISSING).astype(np.int32)
+
+        return {
+            "coll_name_id": ids(coll),
+            "pg_name_id": ids([a.pg_name for a in args]),
+            "seq": int_column([a.seq for a in args]),
+            "in_nelems": int_column([a.in_nelems for a in args]),
+            "out_nelems": int_column([a.out_nelems for a in args]),
+            "dtype_id": ids([a.dtype for a in args]),
+            "group_size": int_column([a.group_size for a in args]),
+        }
+
+
+def _launch_dims(values: list) -> np.ndarray:
+    """(n, 3) int64 grid or block dimensions; -1 where absent or malformed."""
+    out = np.full((len(values), 3), MISSING, dtype=np.int64)
+    present = [i for i, v in enumerate(values) if v is not None]
+    if present:
+        try:
+            out[present] = np.array([values[i] for i in present], dtype=np.int64).reshape(len(present), 3)
+        except (ValueError, TypeError, OverflowError):
+            for i in present:
+                v = values[i]
+                if isinstance(v, list) and len(v) == 3 and all(isinstance(x, int) and abs(x) < 2**62 for x in v):
+                    out[i] = v
+    return out
+
+
+def extract(events: list[Event], base_ns: int = 0) -> RawColumns:
+    """Typed columns of every event group of `events` (see the module docstring)."""
+    x = _Extractor(base_ns)
+    rows = group_rows(events)
+    groups: dict[str, dict[str, np.ndarray]] = {}
+
+    gpu, cols = x.timed("gpu", _select(events, rows["gpu"]))
+    args = [_arg(e) for e in gpu]
+    cols.update(
+        name_id=x.names(gpu),
+        kind=np.array([KIND_OF_CATEGORY[e.cat.lower()] for e in gpu], dtype=np.int8),
+        correlation=int_column([a.correlation for a in args]),
+        grid=_launch_dims([a.grid for a in args]),
+        block=_launch_dims([a.block for a in args]),
+        **x.lanes(gpu, args),
+        **x.collectives(args),
+    )
+    groups["gpu"] = cols
+
+    launch, cols = x.timed("launch", _select(events, rows["launch"]))
+    cols.update(
+        correlation=int_column([_arg(e).correlation for e in launch]),
+        external_id=int_column([_arg(e).external_id for e in launch]),
+    )
+    groups["launch"] = cols
+
+    ops = _select(events, rows["cpu_op"])
+    ext = int_column([_arg(e).external_id for e in ops])
+    has = ext != MISSING
+    ops = [e for e, h in zip(ops, has) if h]
+    args = [_arg(e) for e in ops]
+    groups["cpu_op"] = {
+        "external_id": ext[has],
+        "name_id": x.names(ops),
+        "dims_id": x.symbols.ids([bytes(a.input_dims).decode("utf-8", "replace") for a in args]),
+        **x.collectives(args),
+    }
+
+    for group in ("cpu_range", "gpu_range"):
+        evs, cols = x.timed(group, _select(events, rows[group]))
+        cols["name_id"] = x.names(evs)
+        if group == "cpu_range":
+            cols["tid"] = int_column([lane_number(e.tid) for e in evs])
+        else:
+            cols.update(x.lanes(evs, [_arg(e) for e in evs]))
+        groups[group] = cols
+
+    sync, cols = x.timed("sync", _select(events, rows["sync"]))
+    args = [_arg(e) for e in sync]
+    cols.update(
+        name_id=x.names(sync),
+        wait_on_stream=int_column([a.wait_on_stream for a in args]),
+        wait_on_event_corr=int_column([a.wait_on_event_corr for a in args]),
+        correlation=int_column([a.correlation for a in args]),
+        **x.lanes(sync, args),
+    )
+    groups["sync"] = cols
+
+    hostnames = [
+        e.args.name
+        for e in _select(events, rows["meta"])
+        if e.name in ("hostname", "host_name") and e.args is not None and e.args.name
+    ]
+    return RawColumns(symbols=x.symbols.symbols, groups=groups, dropped=x.dropped, hostnames=hostnames)
+
+
+def merge(parts: list[RawColumns]) -> RawColumns:
+    """One `RawColumns` from parts extracted separately (rows in part order, symbols remapped)."""
+    if len(parts) == 1:
+        return parts[0]
+    table = SymbolTable()
+    remaps = [table.ids(p.symbols).astype(np.int64) for p in parts]
+    groups: dict[str, dict[str, np.ndarray]] = {}
+    for group in parts[0].groups:
+        merged: dict[str, np.ndarray] = {}
+        for col in parts[0].groups[group]:
+            pieces = []
+            for p, remap in zip(parts, remaps):
+                a = p.groups[group][col]
+                if col in SYMBOL_COLUMNS and len(a):
+                    a = np.where(a >= 0, remap[np.maximum(a, 0)], MISSING).astype(a.dtype)
+                pieces.append(a)
+            merged[col] = np.concatenate(pieces)
+        groups[group] = merged
+    dropped: dict[str, int] = {}
+    for p in parts:
+        for k, v in p.dropped.items():
+            dropped[k] = dropped.get(k, 0) + v
+    return RawColumns(
+        symbols=table.symbols,
+        groups=groups,
+        dropped=dropped,
+        hostnames=[h for p in parts for h in p.hostnames],
+    )
