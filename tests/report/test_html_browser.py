@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.report._runs import CHUNKED, UNFUSED
+from tests.report._runs import CHUNKED, SAMPLES, UNFUSED
 from tpscope.cli import main
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -57,13 +57,18 @@ def _open(browser, page: Path) -> tuple[list[dict], list[str]]:
     return console, urls
 
 
-@pytest.mark.parametrize("baseline", [UNFUSED, None], ids=["comparison", "one-run"])
-def test_html_report_opens_without_errors_or_network(browser, tmp_path, baseline):
+SHM_NONE, SHM_CHUNKED = SAMPLES / "h200x2-shm-none", SAMPLES / "h200x2-shm-chunked"
+# a real fused/unfused pair with manifests when the sample runs are here (fused is faster: exit 0)
+PAIR = (SHM_CHUNKED, SHM_NONE, 0) if SHM_NONE.is_dir() and SHM_CHUNKED.is_dir() else (CHUNKED, UNFUSED, 1)
+
+
+@pytest.mark.parametrize("candidate, baseline, code", [PAIR, (CHUNKED, None, 0)], ids=["comparison", "one-run"])
+def test_html_report_opens_without_errors_or_network(browser, tmp_path, candidate, baseline, code):
     out = tmp_path / "r"
-    argv = ["report", str(CHUNKED), "--format", "html", "--out", str(out)]
+    argv = ["report", str(candidate), "--format", "html", "--out", str(out)]
     if baseline is not None:
         argv += ["--baseline", str(baseline)]
-    assert main(argv) == (1 if baseline is not None else 0)
+    assert main(argv) == code
     page = out / "report.html"
     console, urls = _open(browser, page)
     errors = [m for m in console if m["level"] in ("SEVERE", "ERROR")]
@@ -78,7 +83,7 @@ def test_html_report_opens_without_errors_or_network(browser, tmp_path, baseline
         "return Array.from(document.querySelectorAll('.gtitle')).map(e => e.textContent)")
     assert "Step time per step (slowest rank)" in titles
     text = browser.find_element("tag name", "body").text
-    assert ("REGRESSION" in text) if baseline is not None else ("no verdict" in text)
+    assert (("REGRESSION" if code else "PASS") in text) if baseline is not None else ("no verdict" in text)
 
 
 def test_the_checks_catch_a_console_error_and_a_network_request(browser, tmp_path):
