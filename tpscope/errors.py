@@ -14,3 +14,6 @@ class TraceError(UserError):
         super().__init__(f"{path}: {problem}")
         self.path = path
         self.problem = problem
+
+    def __reduce__(self):  # cross process boundaries (the loader's worker pool) intact
+        return (type(self), (self.path, self.problem))

@@ -51,6 +51,15 @@ class RawColumns:
     hostnames: list[str] = field(default_factory=list)
 
 
+    def shift_times(self, base_ns: int) -> None:
+        """Add `base_ns` to every *_ns column (parts are extracted before the base is known)."""
+        if base_ns:
+            for cols in self.groups.values():
+                for name in ("start_ns", "end_ns"):
+                    if name in cols:
+                        cols[name] = cols[name] + base_ns
+
+
 def _arg(e: Event) -> Args:
     return e.args if e.args is not None else _EMPTY_ARGS
 

@@ -7,8 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tpscope.errors import TraceError, UserError
-from tpscope.trace.decode import decode_trace
-from tpscope.trace.normalize import build_rank_trace
+from tpscope.trace import parallel
+from tpscope.trace.assemble import assemble
+from tpscope.trace.decode import decode_trace, read_bytes
+from tpscope.trace.extract import extract
 from tpscope.trace.tables import RankTrace
 
 MANIFEST_NAME = "tpscope_run.json"
@@ -71,13 +73,27 @@ def read_manifest(folder: Path) -> tuple[dict | None, list[str]]:
     return manifest, []
 
 
-def load_rank_file(path: Path, fallback_rank: int | None = None) -> RankTrace:
-    """Read one trace file. Without `distributedInfo.rank`, use `fallback_rank` (with a warning)."""
-    decoded = decode_trace(path)
-    trace = decoded.trace
-    if not trace.traceEvents:
-        raise TraceError(path, "no trace events (empty traceEvents)")
-    warnings = list(decoded.warnings)
+def load_rank_file(path: Path, fallback_rank: int | None = None, workers: int = 1) -> RankTrace:
+    """Read one trace file. Without `distributedInfo.rank`, use `fallback_rank` (with a warning).
+
+    With `workers > 1`, a big file is decoded in that many processes (`parallel.py`).
+    """
+    data = read_bytes(path)
+    parts = None
+    if workers > 1 and len(data) >= parallel.SPLIT_MIN_BYTES and parallel.can_fork():
+        parts = parallel.decode_in_parts(data, workers)
+    if parts is not None:
+        del data
+        trace, raw, warnings = parts.header, parts.raw, []
+        raw.shift_times(int(trace.baseTimeNanoseconds or 0))
+    else:
+        decoded = decode_trace(path, data)
+        del data
+        trace, warnings = decoded.trace, list(decoded.warnings)
+        if not trace.traceEvents:
+            raise TraceError(path, "no trace events (empty traceEvents)")
+        raw = extract(trace.traceEvents, int(trace.baseTimeNanoseconds or 0))
+        trace.traceEvents = []
     di = trace.distributedInfo
     rank = di.rank if di is not None and isinstance(di.rank, int) and di.rank >= 0 else None
     if rank is None:
@@ -85,24 +101,37 @@ def load_rank_file(path: Path, fallback_rank: int | None = None) -> RankTrace:
             fallback_rank = 0
         warnings.append(f"{path}: no distributedInfo.rank; taken as rank {fallback_rank} from its place in the folder")
         rank = fallback_rank
-    return build_rank_trace(path, trace, rank, tuple(warnings))
+    return assemble(path, trace, raw, rank, tuple(warnings))
 
 
-def load_run(path: str | Path) -> Run:
-    """Load every rank of a run folder (or a single trace file)."""
+def _load_one(job: tuple[Path, int, int]) -> RankTrace | TraceError:
+    path, position, workers = job
+    try:
+        return load_rank_file(path, fallback_rank=position, workers=workers)
+    except TraceError as exc:
+        return exc
+
+
+def load_run(path: str | Path, workers: int | None = None) -> Run:
+    """Load every rank of a run folder (or a single trace file).
+
+    `workers` processes (default: every usable core) share the work: one big file is decoded in
+    parts, several files are loaded side by side.
+    """
     path = Path(path)
     files = find_trace_files(path)
+    workers = parallel.usable_cores() if workers is None else max(1, workers)
+    if len(files) == 1:
+        jobs = [(files[0], 0, workers)]
+        results = [_load_one(jobs[0])]
+    else:
+        results = parallel.map_files(_load_one, [(f, i, 1) for i, f in enumerate(files)], workers)
     warnings: list[str] = []
-    ranks: list[RankTrace] = []
-    refused: list[str] = []
-    for position, file in enumerate(files):
-        try:
-            ranks.append(load_rank_file(file, fallback_rank=position))
-        except TraceError as exc:
-            if len(files) == 1:
-                raise
-            refused.append(str(exc))
+    ranks = [r for r in results if isinstance(r, RankTrace)]
+    refused = [str(r) for r in results if isinstance(r, TraceError)]
     if not ranks:
+        if len(files) == 1:
+            raise next(r for r in results if isinstance(r, TraceError))
         raise UserError(f"{path}: no readable trace among {len(files)} files (first: {refused[0]})")
     warnings.extend(f"skipped {r}" for r in refused)
     by_rank: dict[int, RankTrace] = {}
