@@ -55,3 +55,19 @@ def test_file_in_parts_equals_one_piece(run, tmp_path, monkeypatch):
 
 def test_many_files_over_a_pool_equal_one_process():
     assert_same_ranks(load_run(DATA / "h200-shm-chunked4", workers=1), load_run(DATA / "h200-shm-chunked4", workers=2))
+
+
+def test_a_cut_inside_an_event_falls_back_to_one_piece(tmp_path, monkeypatch):
+    monkeypatch.setattr(parallel, "SPLIT_MIN_BYTES", 0)
+    # one kernel whose args hold a list of objects: the only '},{' boundary lies inside it
+    doc = {"distributedInfo": {"rank": 0}, "traceEvents": [
+        {"ph": "X", "cat": "kernel", "name": "gemm", "ts": 1, "dur": 2,
+         "args": {"device": 0, "stream": 7, "l": [{"a": 1}, {"b": 2}]}}]}
+    text = json.dumps(doc, separators=(",", ":")).encode()
+    pieces = split_document(text, 2)
+    assert pieces is not None
+    assert parallel.decode_in_parts(pieces) is None  # the cut is detected as bad
+    path = tmp_path / "r.json"
+    path.write_bytes(text)
+    run = load_run(path, workers=2)
+    assert len(run.ranks[0].gpu) == 1

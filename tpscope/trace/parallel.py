@@ -88,12 +88,11 @@ def _decode_part(index: int) -> tuple[TraceFile, RawColumns] | None:
     return trace, raw
 
 
-def decode_in_parts(data: bytes, workers: int) -> DecodedParts | None:
-    """Decode and extract `data` in `workers` processes; None when it cannot be split cleanly."""
+def decode_in_parts(parts: list[bytes]) -> DecodedParts | None:
+    """Decode and extract the documents of `split_document`, one process each; None when a part
+    is not a valid document (the cut fell inside an event)."""
     global _parts
-    parts = split_document(data, workers)
-    if parts is None:
-        return None
+    workers = len(parts)
     _parts = parts
     try:
         ctx = multiprocessing.get_context("fork")
