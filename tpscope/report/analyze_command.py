@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
+
+from tpscope.errors import UserError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -12,26 +15,57 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the JSON document (DESIGN.md) instead of tables")
     p.add_argument("--reference", metavar="RUN_DIR", help="an unfused run: isolated kernel baselines and Flux E")
     p.add_argument("--out", metavar="FILE", help="write the JSON to FILE instead of stdout (with --json)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="processes that decode traces (default: every usable core)")
+    p.add_argument("--no-cache", action="store_true",
+                   help="analyze from the traces even if this folder was analyzed before")
+
+
+def analyze_folder(run_dir: Path, reference: Path | None, workers: int | None, use_cache: bool):
+    """The analysis of `run_dir`, from the disk cache when the folder and the code are unchanged."""
+    from tpscope.metrics import analyze_run
+    from tpscope.trace import load_run
+
+    def compute():
+        if sys.stderr.isatty():
+            print(f"tpscope: reading {run_dir} ...", file=sys.stderr, flush=True)
+        run = load_run(run_dir, workers=workers)
+        ref = load_run(reference, workers=workers) if reference is not None else None
+        return analyze_run(run, reference=ref)
+
+    if not use_cache:
+        return compute()
+    from tpscope.cache import DiskCache
+
+    cache = DiskCache()
+    kind = "analysis" if reference is None else f"analysis-vs-{cache.key('reference', reference)}"
+    if not run_dir.exists() or (reference is not None and not reference.exists()):
+        return compute()  # the loader names what is missing
+    return cache.get_or_compute(kind, run_dir, compute)
 
 
 def main(args: argparse.Namespace) -> int:
-    from tpscope.metrics import analyze_run, as_json
-    from tpscope.report import terminal
     from tpscope.samples import default_run
-    from tpscope.trace import load_run
 
-    run_dir = args.run_dir or default_run()
-    run = load_run(run_dir)
-    reference = load_run(args.reference) if args.reference else None
-    analysis = analyze_run(run, reference=reference) if reference is not None else analyze_run(run)
+    if args.out and not args.json:
+        raise UserError("--out writes the JSON document: add --json")
+    out = Path(args.out) if args.out else None
+    if out is not None and out.exists() and not args.overwrite:
+        raise UserError(f"{out}: already exists; pass --overwrite to replace it")
+    run_dir = Path(args.run_dir) if args.run_dir else default_run()
+    reference = Path(args.reference) if args.reference else None
+    analysis = analyze_folder(run_dir, reference, args.workers, use_cache=not args.no_cache)
     if args.json:
-        text = json.dumps(as_json(analysis), indent=1)
-        if args.out:
-            from pathlib import Path
+        from tpscope.metrics import as_json
 
-            Path(args.out).write_text(text + "\n")
+        text = json.dumps(as_json(analysis), indent=1) + "\n"
+        if out is not None:
+            out.write_text(text)
         else:
-            sys.stdout.write(text + "\n")
+            sys.stdout.write(text)
     else:
+        from tpscope.report import terminal
+
         print(terminal.render(analysis))
     return 0

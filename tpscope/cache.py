@@ -1,0 +1,118 @@
+"""Disk cache of analyzed runs, keyed by (folder, modification times, analyzer code).
+
+A folder analyzed before is read back from one pickle instead of being decoded and analyzed
+again (`tpscope analyze`, the dashboard). The key covers every trace file's name, size and mtime
+and the source of `tpscope.trace` and `tpscope.metrics`, so an edited trace or a changed analyzer
+never serves a stale result. The cache lives in the user's own folder ($TPSCOPE_CACHE_DIR, else
+~/.cache/tpscope); pickles are only read from there, never from a run folder, and nothing is ever
+written into a run folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ENV_VAR = "TPSCOPE_CACHE_DIR"
+MAX_ENTRIES = 64  # oldest pickles beyond this are removed after each write
+
+
+def default_cache_dir() -> Path:
+    if os.environ.get(ENV_VAR):
+        return Path(os.environ[ENV_VAR])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "tpscope"
+
+
+def folder_fingerprint(path: Path) -> str:
+    """Name, size and mtime (ns) of the folder and of every file directly in it."""
+    path = path.resolve()
+    parts = [str(path)]
+    st = path.stat()
+    parts.append(f"{st.st_mtime_ns}")
+    if path.is_dir():
+        for entry in sorted(os.scandir(path), key=lambda e: e.name):
+            try:
+                est = entry.stat()
+            except OSError:
+                continue
+            parts.append(f"{entry.name}:{est.st_size}:{est.st_mtime_ns}")
+    else:
+        parts.append(f"{st.st_size}")
+    return "\n".join(parts)
+
+
+def code_fingerprint() -> str:
+    """Size and mtime of every source file of the parts that produce cached results."""
+    import tpscope
+    from tpscope import metrics, trace
+
+    parts = [tpscope.__version__]
+    for pkg in (trace, metrics):
+        folder = Path(pkg.__file__).parent
+        for f in sorted(folder.glob("*.py")):
+            st = f.stat()
+            parts.append(f"{pkg.__name__}.{f.name}:{st.st_size}:{st.st_mtime_ns}")
+    return "\n".join(parts)
+
+
+class DiskCache:
+    """Pickled values under `folder`, one file per key; unreadable entries are recomputed."""
+
+    def __init__(self, folder: Path | None = None) -> None:
+        self.folder = Path(folder) if folder is not None else default_cache_dir()
+        self._code = code_fingerprint()
+        self.hits = 0
+        self.misses = 0
+
+    def key(self, kind: str, path: Path) -> str:
+        text = f"{kind}\n{self._code}\n{folder_fingerprint(path)}"
+        return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+    def get_or_compute(self, kind: str, path: Path, compute: Callable[[], Any]) -> Any:
+        """The cached value for (kind, path as it is now), computing and storing it when absent."""
+        file = self.folder / f"{kind}-{self.key(kind, path)}.pkl"
+        value = self._read(file)
+        if value is not None:
+            self.hits += 1
+            return value
+        self.misses += 1
+        value = compute()
+        self._write(file, value)
+        return value
+
+    def _read(self, file: Path) -> Any:
+        try:
+            with file.open("rb") as fh:
+                return pickle.load(fh)
+        except FileNotFoundError:
+            return None
+        except Exception:  # a truncated or foreign pickle: recompute and overwrite
+            return None
+
+    def _write(self, file: Path, value: Any) -> None:
+        tmp: str | None = None
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.folder, suffix=".tmp")
+            with os.fdopen(fd, "wb") as fh:
+                pickle.dump(value, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, file)  # a reader never sees half a file
+            self._prune()
+        except (OSError, pickle.PicklingError, TypeError, AttributeError):
+            # the cache is an optimization: a read-only home or an unpicklable value is no error
+            if tmp is not None and os.path.exists(tmp):
+                os.unlink(tmp)
+
+    def _prune(self) -> None:
+        files = sorted(self.folder.glob("*.pkl"), key=lambda f: f.stat().st_mtime)
+        for f in files[:-MAX_ENTRIES]:
+            try:
+                f.unlink()
+            except OSError:
+                pass
