@@ -216,8 +216,10 @@ def _ordinals(*cols: np.ndarray, by: np.ndarray) -> np.ndarray:
 
 def _instance_bytes(acts: RunActivities, rows: np.ndarray) -> np.ndarray:
     out = np.full(len(rows), -1, np.int64)
+    kinds: dict[int, str | None] = {}
     for i, r in enumerate(rows.tolist()):  # one per instance
-        kind = collective_kind(acts.strings[acts.coll[r]])
+        c = int(acts.coll[r])
+        kind = kinds[c] if c in kinds else kinds.setdefault(c, collective_kind(acts.strings[c]))
         size = dtype_bytes(acts.strings[acts.dtype[r]]) if acts.dtype[r] >= 0 else None
         if kind is None or size is None:
             continue
@@ -413,12 +415,13 @@ def collective_instances(acts: RunActivities, match: CollectiveMatch, timing: Co
     ranks_sorted = acts.rank[mem][order].tolist()
     splits = np.flatnonzero(np.diff(mi[order])) + 1
     ranks_of = np.split(np.array(ranks_sorted, np.int64), splits)
+    kinds = {name: collective_kind(name) for name in set(match.collective)}
     out = []
     for i in range(n):
         nbytes = int(match.bytes[i]) if match.bytes[i] >= 0 else None
         span = int(timing.transfer_span_ns[i])
         algbw = nbytes / span if nbytes is not None and span > 0 else None  # bytes/ns = GB/s
-        factor = busbw_factor(collective_kind(match.collective[i]), int(match.group_size[i]))
+        factor = busbw_factor(kinds[match.collective[i]], int(match.group_size[i]))
         out.append(CollectiveInstance(
             step=int(match.step[i]), key=match.key[i], collective=match.collective[i], bytes=nbytes,
             ranks=ranks_of[i].tolist(), skew_us=int(timing.skew_ns[i]) / NS_PER_US,

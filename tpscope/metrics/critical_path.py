@@ -191,21 +191,18 @@ def path_graph(acts: RunActivities, match: CollectiveMatch, timing: CollectiveTi
     )
 
 
-def walk_step(graph: PathGraph, step_of_row: np.ndarray, step: int) -> PathSegments | None:
-    """metrics.md §7: from the activity that ends last in the step, step back to the predecessor
-    that ends latest; a comm kernel contributes its transfer part and hands its wait to the last
-    rank to arrive; the gap before an activity is host time when its launch ended after the
-    predecessor ended, else a gap (`GAP`, resolved by `resolve_gaps`). The walk stops where it
-    reaches the step's earliest start over all ranks (clipping there) or an activity without
-    predecessor; it may pass through a lagging rank's work of the previous step."""
-    rows = np.flatnonzero(step_of_row == step)
-    if len(rows) == 0:
-        return None
+def walk_step(graph: PathGraph, last: int, floor_ns: int, n_in_step: int) -> PathSegments:
+    """metrics.md §7: from `last`, the activity that ends last in the step, step back to the
+    predecessor that ends latest; a comm kernel contributes its transfer part and hands its wait to
+    the last rank to arrive; the gap before an activity is host time when its launch ended after
+    the predecessor ended, else a gap (`GAP`, resolved by `resolve_gaps`). The walk stops where it
+    reaches `floor_ns`, the step's earliest start over all ranks (clipping there), or an activity
+    without predecessor; it may pass through a lagging rank's work of the previous step."""
     s, e, launch, cat = graph.start_ns, graph.end_ns, graph.launch_end_ns, graph.category
     inst, arrival, binding = graph.instance, graph.arrival_ns, graph.binding
     lane_prev, cross_pred = graph.lane_prev, graph.cross_pred
-    floor = int(s[rows].min())
-    cur = int(rows[np.argmax(e[rows])])
+    floor = int(floor_ns)
+    cur = int(last)
     cursor = int(e[cur])
     seg_row: list[int] = []
     seg_lo: list[int] = []
@@ -220,26 +217,26 @@ def walk_step(graph: PathGraph, step_of_row: np.ndarray, step: int) -> PathSegme
             seg_hi.append(hi)
             seg_cat.append(category)
 
-    for _ in range(2 * len(s) + 2):  # a bound against cycles in inconsistent traces
+    for _ in range(4 * n_in_step + 64):  # a bound against cycles and runaway walks in inconsistent traces
         node = cur
-        start_c = min(int(s[cur]), cursor)
-        i = int(inst[cur])
-        if i >= 0 and int(arrival[i]) > start_c:  # the wait part goes to the last to arrive
-            t = min(int(arrival[i]), cursor)
+        start_c = min(s[cur], cursor)
+        i = inst[cur]
+        if i >= 0 and arrival[i] > start_c:  # the wait part goes to the last to arrive
+            t = min(arrival[i], cursor)
             add(cur, t, cursor, 1)
-            node = int(binding[i])
-            cursor = min(int(s[node]), t)
+            node = binding[i]
+            cursor = min(s[node], t)
         else:
-            add(cur, start_c, cursor, int(cat[cur]))
+            add(cur, start_c, cursor, cat[cur])
             cursor = start_c
         if cursor <= floor:
             break
-        p, q = int(lane_prev[node]), int(cross_pred[node])
+        p, q = lane_prev[node], cross_pred[node]
         if q >= 0 and (p < 0 or e[q] > e[p]):
             p = q
         if p < 0:
             break
-        p_end = min(int(e[p]), cursor)
+        p_end = min(e[p], cursor)
         add(node, p_end, cursor, HOST if launch[node] > e[p] else GAP)
         cursor = p_end
         cur = p
@@ -247,43 +244,45 @@ def walk_step(graph: PathGraph, step_of_row: np.ndarray, step: int) -> PathSegme
                         np.array(seg_cat, np.int8))
 
 
-def resolve_gaps(segments: PathSegments, rank_pos: np.ndarray, covers: list[tuple]) -> np.ndarray:
-    """Totals per CATEGORIES of a path whose gaps are split by what else ran on that GPU (§7).
+def resolve_gaps(segments: PathSegments, group: np.ndarray, n_groups: int, rank_pos: np.ndarray,
+                 covers: list[tuple]) -> np.ndarray:
+    """(n_groups, len(CATEGORIES)) totals in ns of paths whose gaps are split by what else ran (§7).
 
-    A gap that is not host time is compute, comm or memory time where that rank's GPU ran such
-    work on another lane (`covers[pos]`: compute, comm minus compute, memory minus both), and idle
-    where it ran nothing.
+    `group` numbers the path (step) of each segment. A gap that is not host time is compute, comm
+    or memory time where that rank's GPU ran such work on another lane (`covers[pos]`: compute,
+    comm minus compute, memory minus both), and idle where it ran nothing. All paths at once: one
+    overlap query per rank and class.
     """
     dur = segments.end_ns - segments.start_ns
     cat = segments.category.astype(np.int64)
-    totals = np.bincount(np.where(cat == GAP, IDLE, cat), weights=np.where(cat == GAP, 0, dur),
-                         minlength=len(CATEGORIES))
-    gaps = np.flatnonzero(cat == GAP)
+    is_gap = cat == GAP
+    totals = np.zeros((n_groups, len(CATEGORIES)))
+    np.add.at(totals, (group[~is_gap], cat[~is_gap]), dur[~is_gap])
+    gaps = np.flatnonzero(is_gap)
     pos = rank_pos[segments.row[gaps]]
-    covered = np.zeros(len(gaps), np.int64)
+    left = dur[gaps].astype(np.float64)
     for p in np.unique(pos).tolist():  # a loop over ranks
-        sel = gaps[pos == p]
-        lo, hi = segments.start_ns[sel], segments.end_ns[sel]
+        mine = np.flatnonzero(pos == p)
+        sel = gaps[mine]
         for k, cover in enumerate(covers[p]):
-            part = iv.overlap_with_set(lo, hi, cover)
-            totals[k] += part.sum()
-            covered[pos == p] += part
-    totals[IDLE] += (dur[gaps] - covered).sum()
+            part = iv.overlap_with_set(segments.start_ns[sel], segments.end_ns[sel], cover)
+            np.add.at(totals, (group[sel], k), part)
+            left[mine] -= part
+    np.add.at(totals, (group[gaps], IDLE), left)
     return totals
 
 
-def summarize_path(segments: PathSegments, acts: RunActivities, covers: list[tuple], step: int,
+def summarize_path(totals_ns: np.ndarray, segments: PathSegments, acts: RunActivities, step: int,
                    span_ns: int) -> CriticalPath:
-    """Totals per category, and the ranks and lanes the path visits."""
-    totals = resolve_gaps(segments, acts.rank_pos, covers)
+    """A CriticalPath from one path's totals per category, and the ranks and lanes it visits."""
     length = int((segments.end_ns - segments.start_ns).sum())
     visited = segments.row[segments.category != GAP]
     lanes = np.unique(acts.lane[visited])
     return CriticalPath(
         step=step,
         length_us=length / NS_PER_US,
-        **{f"{c}_us": float(t) / NS_PER_US for c, t in zip(CATEGORIES, totals.tolist())},
-        exposed_comm_ratio=float(totals[1]) / length if length > 0 else None,
+        **{f"{c}_us": float(t) / NS_PER_US for c, t in zip(CATEGORIES, totals_ns.tolist())},
+        exposed_comm_ratio=float(totals_ns[1]) / length if length > 0 else None,
         ranks=sorted(int(r) for r in np.unique(acts.rank[visited]).tolist()),
         lanes=[acts.lane_labels[k] for k in lanes.tolist()],
         span_us=span_ns / NS_PER_US,
@@ -302,12 +301,22 @@ def gap_covers(class_sets: list, offsets_ns: np.ndarray) -> list[tuple]:
 
 def critical_paths(acts: RunActivities, graph: PathGraph, covers: list[tuple]) -> list[CriticalPath]:
     """One CriticalPath per step number present on any rank."""
-    out = []
-    for step in np.unique(acts.step[acts.step >= 0]).tolist():
-        segments = walk_step(graph, acts.step, step)
-        if segments is None or len(segments.row) == 0:
-            continue
-        rows = acts.step == step
-        span = int(graph.end_ns[rows].max() - graph.start_ns[rows].min())
-        out.append(summarize_path(segments, acts, covers, int(step), span))
-    return out
+    rows = np.flatnonzero(acts.step >= 0)
+    if len(rows) == 0:
+        return []
+    rows = rows[np.argsort(acts.step[rows], kind="stable")]  # grouped by step, once
+    steps, first, counts = np.unique(acts.step[rows], return_index=True, return_counts=True)
+    floor = np.minimum.reduceat(graph.start_ns[rows], first)
+    top = np.maximum.reduceat(graph.end_ns[rows], first)
+    # the walk indexes single elements: Python lists do that several times faster than arrays
+    as_lists = PathGraph(*(getattr(graph, f).tolist() for f in PathGraph.__dataclass_fields__))
+    paths = []
+    for k in range(len(steps)):
+        group = rows[first[k]:first[k] + counts[k]]
+        last = int(group[np.argmax(graph.end_ns[group])])
+        paths.append(walk_step(as_lists, last, int(floor[k]), int(counts[k])))
+    every = PathSegments(*(np.concatenate([getattr(p, f) for p in paths]) for f in PathSegments.__dataclass_fields__))
+    owner = np.repeat(np.arange(len(paths)), [len(p.row) for p in paths])
+    totals = resolve_gaps(every, owner, len(paths), acts.rank_pos, covers)
+    return [summarize_path(totals[k], p, acts, int(steps[k]), int(top[k] - floor[k]))
+            for k, p in enumerate(paths) if len(p.row)]
