@@ -161,3 +161,35 @@ def test_without_noise_estimate_or_threshold_a_tiny_change_is_unchanged():
     assert ratio.status is Status.UNCHANGED and time.status is Status.UNCHANGED
     assert compare_metric("idle_us", np.array([100.0, 100.0]), np.array([101.5, 101.5]), None).status \
         is Status.WORSE
+
+
+def test_bounds_parse_with_units_and_coexist_with_thresholds():
+    fo = parse_fail_on("peak_memory<=75GiB,tokens_per_s>=50000,exposed_comm_ratio<=30%")
+    mem = fo.bound("peak_memory_bytes")
+    assert (mem.value, mem.upper) == (75 * 2**30, True)
+    assert fo.get("peak_memory_bytes").limit == pytest.approx(0.05)  # the default threshold stays
+    assert fo.bound("tokens_per_s").upper is False and fo.bound("tokens_per_s").value == 50000
+    assert fo.bound("exposed_comm_ratio").value == pytest.approx(0.30)
+    assert "peak_memory<=75GiB" in fo.spec
+    assert parse_fail_on("peak_memory<=1TB").bound("peak_memory_bytes").value == 10**12
+    assert parse_fail_on("peak_memory<=75GiB,peak_memory=off").bound("peak_memory_bytes") is None
+
+
+@pytest.mark.parametrize("spec", ["peak_memory<=lots", "peak_memory<=", "tokens_per_s>=nan"])
+def test_bad_bound_is_a_user_error(spec):
+    with pytest.raises(UserError):
+        parse_fail_on(spec)
+
+
+def test_a_candidate_beyond_a_ceiling_fails_even_when_the_change_is_small():
+    fo = parse_fail_on("peak_memory<=75GiB")
+    base, cand = np.array([74.0 * 2**30]), np.array([76.0 * 2**30])  # +2.7%: within +5%
+    c = compare_metric("peak_memory_bytes", base, cand, fo.get("peak_memory_bytes"), bound=fo.bound("peak_memory_bytes"))
+    assert c.failed and c.bound_violated and not c.past_threshold
+    v = verdict([c])
+    assert not v.passed and "peak_memory 76.00 GiB (limit <=75GiB)" in v.line
+    # without a baseline value the bound still judges the candidate
+    alone = compare_metric("peak_memory_bytes", np.zeros(0), cand, None, bound=fo.bound("peak_memory_bytes"))
+    assert alone.failed
+    ok = compare_metric("peak_memory_bytes", base, np.array([70.0 * 2**30]), None, bound=fo.bound("peak_memory_bytes"))
+    assert not ok.failed and ok.bound is not None

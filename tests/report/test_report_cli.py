@@ -186,3 +186,15 @@ def test_the_breakdown_splits_the_step_without_double_counting(capsys):
     parts = dict(parts)
     assert sum(parts[k] for k in ("compute", "exposed comm", "memory alone", "idle")) == pytest.approx(mean_step)
     assert parts["hidden comm (under compute)"] == pytest.approx(hidden) and hidden > 0
+
+
+def test_a_memory_ceiling_fails_the_run_and_its_own_junit_case(capsys, tmp_path):
+    ms = [50.0, 10.0, 10.0, 10.0]
+    base = copy_run(UNFUSED, tmp_path / "base", manifest(ms, 70 * 2**30))
+    cand = copy_run(UNFUSED, tmp_path / "cand", manifest(ms, 72 * 2**30))  # +2.9%: within +5%
+    out_dir = tmp_path / "r"
+    code, out, _ = report(capsys, cand, "--baseline", base, "--fail-on", "peak_memory<=71GiB", "--out", out_dir)
+    assert code == 1 and "peak_memory 72.00 GiB (limit <=71GiB)" in out
+    cases = {c.name: c for suite in JUnitXml.fromfile(str(out_dir / "report.junit.xml")) for c in suite}
+    assert cases["peak_memory within +5%"].is_passed
+    assert isinstance(cases["peak_memory <=71GiB"].result[0], Failure)

@@ -175,7 +175,7 @@ def build_report(candidate: RunResults, fail_on: FailOn, baseline: RunResults | 
     cs = run_samples(candidate.analysis)
     cinfo = run_info(candidate.analysis, cs)
     summaries = tuple(summarize_metric(m.name, cs) for m in METRICS
-                      if len(cs.get(m.name)) or fail_on.get(m.name))
+                      if len(cs.get(m.name)) or fail_on.get(m.name) or fail_on.bound(m.name))
     c_coll = collective_stats(candidate.analysis, candidate.collective_kernels)
     if baseline is None:
         return Report(cinfo, None, fail_on, (), summaries, None, kernel_totals(candidate.kernels),

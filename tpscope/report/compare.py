@@ -11,13 +11,13 @@ threshold stands in for it: a gated change within it either way is "unchanged".
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 import numpy as np
 
 from tpscope.errors import UserError
-from tpscope.report.metric_defs import METRICS, format_delta, metric_def
+from tpscope.report.metric_defs import METRICS, MetricDef, format_delta, format_value, metric_def
 
 MIN_SAMPLES = 3
 CONFIDENCE = 0.95
@@ -58,43 +58,107 @@ class Threshold:
 
 
 @dataclass(frozen=True, slots=True)
+class Bound:
+    """Fail when the candidate's median of `metric` is above `value` (`upper`) or below it, whatever
+    the baseline: a ceiling such as the memory the job has, or a floor such as a throughput target."""
+
+    metric: str
+    value: float
+    upper: bool
+
+    @property
+    def text(self) -> str:
+        return f"{'<=' if self.upper else '>='}{_bound_value_text(self.value, metric_def(self.metric).unit)}"
+
+    def violated_by(self, candidate_median: float) -> bool:
+        return candidate_median > self.value if self.upper else candidate_median < self.value
+
+
+@dataclass(frozen=True, slots=True)
 class FailOn:
-    """The thresholds of `--fail-on`, one per metric at most."""
+    """The thresholds (changes against the baseline) and bounds (absolute) of `--fail-on`."""
 
     thresholds: tuple[Threshold, ...]
+    bounds: tuple[Bound, ...] = ()
 
     def get(self, metric: str) -> Threshold | None:
         return next((t for t in self.thresholds if t.metric == metric), None)
 
+    def bound(self, metric: str) -> Bound | None:
+        return next((b for b in self.bounds if b.metric == metric), None)
+
     @property
     def spec(self) -> str:
-        return ",".join(f"{metric_def(t.metric).short}={t.text}" for t in self.thresholds)
+        parts = [f"{metric_def(t.metric).short}={t.text}" for t in self.thresholds]
+        return ",".join(parts + [f"{metric_def(b.metric).short}{b.text}" for b in self.bounds])
+
+
+BYTE_UNITS = {"tib": 1 << 40, "gib": 1 << 30, "mib": 1 << 20, "kib": 1 << 10,
+              "tb": 10**12, "gb": 10**9, "mb": 10**6, "kb": 10**3, "b": 1}
+
+
+def _bound_value_text(value: float, unit: str) -> str:
+    if unit == "bytes":
+        return f"{value / (1 << 30):g}GiB"
+    if unit == "ratio":
+        return f"{value * 100:g}%"
+    return f"{value:g}"
+
+
+def _parse_bound(entry: str, m: MetricDef, op: str, text: str) -> Bound:
+    """`METRIC<=VALUE` or `METRIC>=VALUE`: bytes take a unit (75GiB), ratios may take %."""
+    low = text.strip().lower()
+    scale = 1.0
+    if m.unit == "bytes":
+        unit = next((u for u in BYTE_UNITS if low.endswith(u)), "")
+        scale, low = float(BYTE_UNITS.get(unit, 1)), low[: len(low) - len(unit)]
+    elif m.unit == "ratio" and low.endswith("%"):
+        scale, low = 0.01, low[:-1]
+    try:
+        value = float(low) * scale
+    except ValueError:
+        raise UserError(f"--fail-on: {entry!r}: {text.strip()!r} is not a number like 75GiB or 0.3") from None
+    if not np.isfinite(value):
+        raise UserError(f"--fail-on: {entry!r}: the bound must be a finite number")
+    return Bound(m.name, value, op == "<=")
 
 
 def parse_fail_on(spec: str | None, defaults: str = DEFAULT_FAIL_ON) -> FailOn:
-    """`--fail-on` SPEC: comma-separated `METRIC=[+|-]LIMIT[%]` entries (`METRIC=off` drops one).
+    """`--fail-on` SPEC: comma-separated entries, each `METRIC=[+|-]LIMIT[%]` (a change against the
+    baseline), `METRIC<=VALUE` or `METRIC>=VALUE` (a bound on the candidate), or `METRIC=off`.
 
     Entries replace the default for their metric; the other defaults stay. `+` fails on a rise,
     `-` on a fall; no sign means the metric's bad direction. `%` makes the limit relative to the
-    baseline median, otherwise it is in the metric's unit (a ratio for `*_ratio`).
+    baseline median, otherwise it is in the metric's unit (a ratio for `*_ratio`). `off` drops the
+    metric's threshold and bound.
     """
     table: dict[str, Threshold | None] = {}
+    bounds: dict[str, Bound | None] = {}
     for source in (defaults, spec or ""):
         for entry in filter(None, (e.strip() for e in source.split(","))):
-            name, threshold = _parse_entry(entry)
-            table[name] = threshold
-    return FailOn(tuple(t for t in table.values() if t is not None))
+            name, item = _parse_entry(entry)
+            if isinstance(item, Bound):
+                bounds[name] = item
+            else:
+                table[name] = item
+                if item is None:
+                    bounds[name] = None
+    return FailOn(tuple(t for t in table.values() if t is not None),
+                  tuple(b for b in bounds.values() if b is not None))
 
 
-def _parse_entry(entry: str) -> tuple[str, Threshold | None]:
-    name, sep, value = (p.strip() for p in entry.partition("="))
+def _parse_entry(entry: str) -> tuple[str, Threshold | Bound | None]:
+    op = next((o for o in ("<=", ">=") if o in entry), "=")
+    name, sep, value = (p.strip() for p in entry.partition(op))
     if not sep or not name or not value:
-        raise UserError(f"--fail-on: {entry!r} is not METRIC=LIMIT (e.g. step_time=+3%)")
+        raise UserError(f"--fail-on: {entry!r} is not METRIC=LIMIT or METRIC<=VALUE (e.g. step_time=+3%)")
     try:
         m = metric_def(name)
     except KeyError:
         known = ", ".join(d.short for d in METRICS)
         raise UserError(f"--fail-on: unknown metric {name!r}; known: {known}") from None
+    if op != "=":
+        return m.name, _parse_bound(entry, m, op, value)
     if value.lower() == "off":
         return m.name, None
     sign = {"+": 1, "-": -1}.get(value[0], 0)
@@ -132,10 +196,19 @@ class MetricComparison:
     ci_high: float | None = None
     significant: bool | None = None  # None: no noise estimate
     threshold: Threshold | None = None
+    past_threshold: bool = False  # regressed by the threshold (outside the noise, past the limit)
+    bound: Bound | None = None
+    bound_violated: bool = False  # the candidate's median is beyond the bound
 
     @property
     def failed(self) -> bool:
         return self.status is Status.REGRESSED
+
+    @property
+    def gates(self) -> str:
+        """The limits that apply, as `--fail-on` writes them."""
+        return "; ".join(x for x in (self.threshold.text if self.threshold else "",
+                                     self.bound.text if self.bound else "") if x)
 
 
 def median_difference_ci(baseline: np.ndarray, candidate: np.ndarray,
@@ -153,8 +226,21 @@ def median_difference_ci(baseline: np.ndarray, candidate: np.ndarray,
 
 
 def compare_metric(metric: str, baseline: np.ndarray, candidate: np.ndarray,
-                   threshold: Threshold | None, missing: str = "") -> MetricComparison:
-    """Status of one metric from its per-step samples in each run (see the module docstring)."""
+                   threshold: Threshold | None, missing: str = "", bound: Bound | None = None) -> MetricComparison:
+    """Status of one metric from its per-step samples in each run (see the module docstring); a
+    candidate beyond `bound` regresses whatever the baseline says."""
+    c = _compare(metric, baseline, candidate, threshold, missing)
+    if bound is None:
+        return c
+    if c.candidate_median is None or not bound.violated_by(c.candidate_median):
+        return replace(c, bound=bound)
+    value = format_value(c.candidate_median, metric_def(metric).unit)
+    return replace(c, status=Status.REGRESSED, bound=bound, bound_violated=True,
+                   reason=f"candidate {value} is beyond {bound.text}" + ("" if c.failed else f"; {c.reason}"))
+
+
+def _compare(metric: str, baseline: np.ndarray, candidate: np.ndarray,
+             threshold: Threshold | None, missing: str) -> MetricComparison:
     m = metric_def(metric)
     b = np.asarray(baseline, dtype=float)
     c = np.asarray(candidate, dtype=float)
@@ -185,6 +271,8 @@ def compare_metric(metric: str, baseline: np.ndarray, candidate: np.ndarray,
     elif past:
         moved = "rose" if threshold.worse_if > 0 else "fell"
         status, why = Status.REGRESSED, f"{moved} by more than {threshold.text[1:]}{noise}"
+        return MetricComparison(metric, status, why, mb, mc, len(b), len(c), delta, ratio, low, high,
+                                significant, threshold, past_threshold=True)
     elif worse_by > 0:
         status = Status.WORSE
         why = f"worse, within {threshold.text}{noise}" if threshold else f"worse (no threshold){noise}"
@@ -209,9 +297,9 @@ def verdict(comparisons: tuple[MetricComparison, ...] | list[MetricComparison]) 
     bad = tuple(c for c in comparisons if c.failed)
     good = tuple(c.metric for c in comparisons if c.status is Status.IMPROVED and c.threshold)
     if bad:
-        parts = [f"{metric_def(c.metric).short} {_delta_text(c)} (limit {c.threshold.text})" for c in bad]
-        return Verdict(False, tuple(c.metric for c in bad), good, "REGRESSION: " + "; ".join(parts))
-    gated = [c for c in comparisons if c.threshold is not None]
+        return Verdict(False, tuple(c.metric for c in bad), good,
+                       "REGRESSION: " + "; ".join(_failure_text(c) for c in bad))
+    gated = [c for c in comparisons if c.threshold is not None or c.bound is not None]
     unknown = [metric_def(c.metric).short for c in gated if c.status is Status.UNKNOWN]
     worse = [f"{metric_def(c.metric).short} {_delta_text(c)}" for c in gated if c.status is Status.WORSE]
     line = f"PASS: no gated metric regressed past its threshold ({len(gated) - len(unknown)} checked"
@@ -219,6 +307,17 @@ def verdict(comparisons: tuple[MetricComparison, ...] | list[MetricComparison]) 
     line += f"; worse within the limits: {', '.join(worse)}" if worse else ""
     line += f"; unknown: {', '.join(unknown)})" if unknown else ")"
     return Verdict(True, (), good, line)
+
+
+def _failure_text(c: MetricComparison) -> str:
+    short = metric_def(c.metric).short
+    parts = []
+    if c.past_threshold:
+        parts.append(f"{short} {_delta_text(c)} (limit {c.threshold.text})")
+    if c.bound_violated:
+        parts.append(f"{short} {format_value(c.candidate_median, metric_def(c.metric).unit)} "
+                     f"(limit {c.bound.text})")
+    return "; ".join(parts)
 
 
 def _delta_text(c: MetricComparison) -> str:
@@ -237,13 +336,13 @@ def compare_runs(baseline, candidate, fail_on: FailOn) -> tuple[MetricComparison
     out = []
     for m in METRICS:
         b, c = baseline.get(m.name), candidate.get(m.name)
-        threshold = fail_on.get(m.name)
-        if not len(b) and not len(c) and threshold is None:
+        threshold, bound = fail_on.get(m.name), fail_on.bound(m.name)
+        if not len(b) and not len(c) and threshold is None and bound is None:
             continue
         missing = candidate.missing.get(m.name) or baseline.missing.get(m.name, "")
         if not len(b) and baseline.missing.get(m.name):
             missing = "baseline: " + baseline.missing[m.name]
         elif not len(c) and candidate.missing.get(m.name):
             missing = "candidate: " + candidate.missing[m.name]
-        out.append(compare_metric(m.name, b, c, threshold, missing))
+        out.append(compare_metric(m.name, b, c, threshold, missing, bound))
     return tuple(out)

@@ -100,7 +100,7 @@ def _comparison_rows(report: Report) -> list[list[str]]:
         status = f'<span class="{STATUS_CLASS[c.status]}">{escape(c.status.value)}</span>'
         rows.append([escape(f"{m.label} ({m.short})"), escape(format_value(c.baseline_median, m.unit)),
                      escape(format_value(c.candidate_median, m.unit)), escape(change_text(c)),
-                     escape(interval_text(c)), escape(c.threshold.text if c.threshold else ""),
+                     escape(interval_text(c)), escape(c.gates),
                      status + f" <small>{escape(c.reason)}</small>"])
     return rows
 

@@ -1,11 +1,11 @@
-"""The report as JUnit XML: one test case per `--fail-on` threshold, so CI shows each gate."""
+"""The report as JUnit XML: one test case per `--fail-on` threshold or bound, so CI shows each gate."""
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
 from tpscope.report.build import Report
-from tpscope.report.compare import MetricComparison, Status
+from tpscope.report.compare import MetricComparison
 from tpscope.report.metric_defs import format_delta, format_value, metric_def
 
 SUITE_NAME = "tpscope report"
@@ -36,24 +36,28 @@ def render(report: Report) -> str:
     ET.SubElement(props, "property", name="fail_on", value=report.fail_on.spec)
     failures = skipped = 0
     by_metric = {c.metric: c for c in report.comparisons}
-    for t in report.fail_on.thresholds:
-        case = ET.SubElement(suite, "testcase", classname=CLASS_NAME, name=case_name(t.metric, t.text), time="0")
-        c = by_metric.get(t.metric)
+    gates = [(t.metric, case_name(t.metric, t.text), "threshold") for t in report.fail_on.thresholds]
+    gates += [(b.metric, f"{metric_def(b.metric).short} {b.text}", "bound") for b in report.fail_on.bounds]
+    for metric, name, kind in gates:
+        case = ET.SubElement(suite, "testcase", classname=CLASS_NAME, name=name, time="0")
+        c = by_metric.get(metric)
         if c is None:
             skipped += 1
             ET.SubElement(case, "skipped", message="no baseline: a report of one run has no verdict")
             continue
         out = ET.SubElement(case, "system-out")
         out.text = _detail(c)
-        if c.status is Status.REGRESSED:
+        failed = c.past_threshold if kind == "threshold" else c.bound_violated
+        unknown = c.delta is None if kind == "threshold" else c.candidate_median is None
+        if failed:
             failures += 1
             f = ET.SubElement(case, "failure", message=f"{metric_def(c.metric).short} regressed: {c.reason}",
                               type="regression")
             f.text = _detail(c)
-        elif c.status is Status.UNKNOWN:
+        elif unknown:
             skipped += 1
             ET.SubElement(case, "skipped", message=f"{metric_def(c.metric).short} unknown: {c.reason}")
-    n = len(report.fail_on.thresholds)
+    n = len(gates)
     for el in (suites, suite):
         el.set("tests", str(n))
         el.set("failures", str(failures))

@@ -56,7 +56,7 @@ def comparison_table(report: Report) -> str:
         status = STATUS_MARK[c.status] + (f": {c.reason}" if c.status is Status.UNKNOWN else "")
         rows.append([f"{m.label} (`{m.short}`)", format_value(c.baseline_median, m.unit),
                      format_value(c.candidate_median, m.unit), change_text(c), interval_text(c),
-                     c.threshold.text if c.threshold else "", status])
+                     c.gates, status])
     headers = ["metric", "baseline", "candidate", "change", "95% interval of change", "fail on", "status"]
     return table(headers, rows, "lrrrrrl")
 

@@ -23,7 +23,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace report files that already exist in --out")
     p.add_argument("--fail-on", metavar="SPEC", dest="fail_on",
                    help="thresholds, e.g. step_time=+3%%,exposed_comm_ratio=+0.02,tokens_per_s=-3%%,"
-                        "peak_memory=+5%% (these are the defaults; METRIC=off drops one)")
+                        "peak_memory=+5%% (these are the defaults; METRIC=off drops one), and bounds on "
+                        "the candidate, e.g. peak_memory<=75GiB,tokens_per_s>=50000")
 
 
 def parse_formats(text: str | None, has_out: bool) -> list[str]:
