@@ -23,7 +23,7 @@ import msgspec
 from tpscope.trace.extract import RawColumns, extract, merge
 from tpscope.trace.schema import TraceFile
 
-SPLIT_MIN_BYTES = 24 << 20  # smaller files decode faster than a process starts
+SPLIT_MIN_BYTES = 64 << 20  # below this, starting a process costs more than it saves (docs/benchmarks.md)
 _EVENT_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _decoder = msgspec.json.Decoder(TraceFile)
 _parts: list[bytes] = []  # set before forking; read by the workers

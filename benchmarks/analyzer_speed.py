@@ -1,0 +1,187 @@
+"""Analyzer speed and memory, tpscope against HTA, side by side in one run.
+
+    python3 benchmarks/analyzer_speed.py --out benchmarks/results/analyzer_speed.json
+
+Traces are made by tiling a real sample run in time (`tile_trace.py`: real names and
+arguments, a handful of steps). Every measurement runs in a fresh process that reports its wall
+time and peak resident memory (its own and its worker processes'); the numbers are printed as a
+Markdown table and written as JSON with the machine, versions and the exact command.
+
+- tpscope: `tpscope analyze RUN --json --no-cache` end to end (decoding, every metric including
+  the critical path and contention), with every core; and the same folder again from the cache.
+- HTA: `TraceAnalysis(trace_dir=RUN)` then `get_comm_comp_overlap()`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from tile_trace import tile_run  # noqa: E402
+
+MEASURE = r"""
+import json, sys, time, logging
+t0 = time.perf_counter()
+{body}
+print(json.dumps({{"wall_s": time.perf_counter() - t0}}))
+"""
+TPSCOPE = """
+from tpscope.cli import main
+import contextlib, io
+with contextlib.redirect_stdout(io.StringIO()):
+    rc = main(["analyze", {run!r}, "--json"] + {extra!r})
+assert rc == 0
+"""
+HTA = """
+logging.disable(logging.WARNING)
+import warnings; warnings.simplefilter("ignore")
+from hta.trace_analysis import TraceAnalysis
+TraceAnalysis(trace_dir={run!r}).get_comm_comp_overlap(visualize=False)
+"""
+
+
+def _tree_pss_mb(proc) -> float:
+    """Proportional set size of a process and its children: shared pages counted once."""
+    import psutil
+
+    total = 0
+    for p in [proc, *proc.children(recursive=True)]:
+        try:
+            total += p.memory_full_info().pss
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    return total / 2**20
+
+
+def measure(body: str, env: dict | None = None, timeout: float = 1800) -> dict:
+    """Run `body` in a fresh interpreter; its wall time, and the peak PSS of its process tree
+    sampled every 10 ms."""
+    import psutil
+
+    code = MEASURE.format(body=body)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=ROOT, env={**os.environ, **(env or {})})
+    ps = psutil.Process(proc.pid)
+    peak = 0.0
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None:
+        try:
+            peak = max(peak, _tree_pss_mb(ps))
+        except psutil.NoSuchProcess:
+            break
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError("timed out")
+        time.sleep(0.01)
+    out, err = proc.communicate()
+    if proc.returncode != 0:
+        raise RuntimeError(err[-2000:])
+    result = json.loads(out.strip().splitlines()[-1])
+    result["peak_pss_mb"] = round(peak, 1)
+    return result
+
+
+def count_events(folder: Path) -> int:
+    import gzip
+
+    total = 0
+    for f in folder.glob("*.json.gz"):
+        total += len(json.load(gzip.open(f))["traceEvents"])
+    return total
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--source", type=Path, default=ROOT / "sample_traces" / "h200x2-shm-chunked")
+    p.add_argument("--sizes", default="100000,300000,1000000,3000000", help="events per rank, one rank")
+    p.add_argument("--hta-max", type=int, default=1_000_000, help="largest one-rank size to run HTA on")
+    p.add_argument("--multi", default="8x330000", help="RANKSxEVENTS for the many-rank comparison")
+    p.add_argument("--pool-ranks", type=int, default=64, help="generated ranks for the pool run (0: skip)")
+    p.add_argument("--out", type=Path, default=None)
+    a = p.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="tpscope-bench-"))
+    cache = work / "cache"
+    env = {"TPSCOPE_CACHE_DIR": str(cache)}
+    rows = []
+    try:
+        for size in [int(s) for s in a.sizes.split(",")]:
+            run = work / f"r1-{size}"
+            tile_run(a.source, run, size, ranks=1)
+            events = count_events(run)
+            mb = sum(f.stat().st_size for f in run.iterdir()) / 2**20
+            row = {"case": f"1 rank, {events:,} events", "ranks": 1, "events": events, "gz_mb": round(mb, 1)}
+            row["tpscope"] = measure(TPSCOPE.format(run=str(run), extra=["--no-cache"]), env)
+            measure(TPSCOPE.format(run=str(run), extra=[]), env)  # fill the cache
+            row["tpscope_cached"] = measure(TPSCOPE.format(run=str(run), extra=[]), env)
+            row["tpscope_one_core"] = measure(TPSCOPE.format(run=str(run), extra=["--no-cache", "--workers", "1"]), env)
+            if size <= a.hta_max:
+                row["hta"] = measure(HTA.format(run=str(run)))
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            shutil.rmtree(run)
+        n_ranks, per_rank = (int(x) for x in a.multi.split("x"))
+        run = work / f"r{n_ranks}"
+        tile_run(a.source, run, per_rank, ranks=n_ranks)
+        events = count_events(run)
+        row = {"case": f"{n_ranks} ranks, {events:,} events", "ranks": n_ranks, "events": events}
+        row["tpscope"] = measure(TPSCOPE.format(run=str(run), extra=["--no-cache"]), env)
+        row["tpscope_one_core"] = measure(TPSCOPE.format(run=str(run), extra=["--no-cache", "--workers", "1"]), env)
+        row["hta"] = measure(HTA.format(run=str(run)))
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        shutil.rmtree(run)
+        if a.pool_ranks:
+            run = work / f"r{a.pool_ranks}"
+            tile_run(a.source, run, 20_000, ranks=a.pool_ranks)
+            events = count_events(run)
+            row = {"case": f"{a.pool_ranks} ranks, {events:,} events", "ranks": a.pool_ranks, "events": events}
+            row["tpscope"] = measure(TPSCOPE.format(run=str(run), extra=["--no-cache"]), env)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    print()
+    print("| case | tpscope s (all cores) | tpscope s (1 core) | cached s | HTA s | HTA / tpscope | tpscope MB | HTA MB | tpscope / HTA memory |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        t, h = r["tpscope"], r.get("hta")
+        one, cached = r.get("tpscope_one_core"), r.get("tpscope_cached")
+        cells = [
+            r["case"], f"{t['wall_s']:.2f}", f"{one['wall_s']:.2f}" if one else "-",
+            f"{cached['wall_s']:.2f}" if cached else "-", f"{h['wall_s']:.1f}" if h else "-",
+            f"{h['wall_s'] / t['wall_s']:.1f}x" if h else "-", f"{t['peak_pss_mb']:.0f}",
+            f"{h['peak_pss_mb']:.0f}" if h else "-", f"{t['peak_pss_mb'] / h['peak_pss_mb']:.2f}" if h else "-",
+        ]
+        print("| " + " | ".join(cells) + " |")
+    if a.out:
+        import hta
+        import msgspec
+        import numpy
+
+        doc = {
+            "command": "python3 " + " ".join([str(Path(sys.argv[0]).relative_to(ROOT)) if Path(sys.argv[0]).is_absolute() else sys.argv[0], *sys.argv[1:]]),
+            "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "machine": {"cores": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+            "versions": {"numpy": numpy.__version__, "msgspec": msgspec.__version__,
+                         "hta": getattr(hta, "__version__", "traceinsight 0.6.1")},
+            "source": str(a.source.relative_to(ROOT)) if a.source.is_relative_to(ROOT) else str(a.source),
+            "rows": rows,
+        }
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        a.out.write_text(json.dumps(doc, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
