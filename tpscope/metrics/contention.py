@@ -122,7 +122,7 @@ def kernel_contention(acts: RunActivities, reference: dict[str, tuple[float, int
                 baseline[k], source[k] = med, 2
     kernels = []
     for k in np.flatnonzero((iso_n > 0) | (ovl_n > 0)).tolist():  # one per signature
-        has_base = np.isfinite(baseline[k])
+        has_base = bool(np.isfinite(baseline[k]) and baseline[k] > 0)
         slow = ovl_med[k] / baseline[k] - 1 if has_base and ovl_n[k] >= MIN_INSTANCES else None
         kernels.append(KernelContention(
             signature=acts.strings[k], n_isolated=int(iso_n[k]), n_overlapped=int(ovl_n[k]),
@@ -133,7 +133,7 @@ def kernel_contention(acts: RunActivities, reference: dict[str, tuple[float, int
         ))
     kernels.sort(key=lambda c: -(c.slowdown if c.slowdown is not None else -np.inf))
 
-    taxed = ovl[np.isfinite(baseline[sig[ovl]]) & (acts.step[ovl] >= 0)]
+    taxed = ovl[np.isfinite(baseline[sig[ovl]]) & (baseline[sig[ovl]] > 0) & (acts.step[ovl] >= 0)]
     base = baseline[sig[taxed]]
     by_step: dict[tuple[int, int], tuple[float, float]] = {}
     if len(taxed):
@@ -191,7 +191,7 @@ def comm_contention(acts: RunActivities, match: CollectiveMatch, timing: Collect
             overlapped_transfer_us=float(ovl_med[k]) / NS_PER_US if ovl_n[k] else None,
             isolated_busbw_gbps=_busbw(nbytes, iso_med[k], factor),
             overlapped_busbw_gbps=_busbw(nbytes, ovl_med[k], factor),
-            slowdown=float(ovl_med[k] / iso_med[k] - 1) if enough else None,
+            slowdown=float(ovl_med[k] / iso_med[k] - 1) if enough and iso_med[k] > 0 else None,
         ))
     return out
 
