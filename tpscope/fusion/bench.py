@@ -26,15 +26,9 @@ from tpscope.fusion import compat
 from tpscope.fusion.launch import resolve_regime
 from tpscope.fusion.ops import all_gather_matmul, matmul_reduce_scatter
 from tpscope.fusion.regimes import SAFETY_ENV, apply_in_process, nccl_env, regime_env
+from tpscope.fusion.shapes import SHAPES, parse_shape  # noqa: F401 - re-exported
 from tpscope.fusion.timing import attained_saving, overlap_efficiency, time_region
 
-SHAPES: dict[str, tuple[int, int, int]] = {
-    "ref": (8192, 8192, 28672),  # 70B-class MLP at TP=2 (BENCHMARKS.md reference shape)
-    "s4096": (4096, 8192, 28672),
-    "s16384": (16384, 8192, 28672),
-    "8b": (8192, 4096, 14336),  # 8B-class MLP
-    "small": (256, 128, 512),  # CPU smoke and tests
-}
 TOLERANCE = {torch.bfloat16: 2e-2, torch.float32: 1e-4}
 
 
@@ -54,17 +48,6 @@ class BenchConfig:
     regime: str = ""
     json_path: str = ""
     timeout_s: float = 300.0
-
-
-def parse_shape(name: str) -> tuple[int, int, int]:
-    """A preset name or 'S,H,F'."""
-    if name in SHAPES:
-        return SHAPES[name]
-    try:
-        s, h, f = (int(v) for v in name.split(","))
-    except ValueError:
-        raise ValueError(f"shape {name!r}: use one of {', '.join(SHAPES)} or S,H,F") from None
-    return s, h, f
 
 
 def variants(cfg: BenchConfig, local_rows: int, device: torch.device) -> list[tuple[str, int]]:

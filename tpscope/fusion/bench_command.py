@@ -14,8 +14,9 @@ from dataclasses import asdict
 
 from tpscope.errors import UserError
 from tpscope.fusion.config import FIXED_MODES, Regime
+from tpscope.fusion.shapes import SHAPES
 
-PRESETS = ("ref", "s4096", "s16384", "8b", "small")
+PRESETS = tuple(SHAPES)
 
 
 def _csv(kind):
@@ -46,8 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from tpscope.fusion.bench import BenchConfig, parse_shape
     from tpscope.fusion.launch import inside_torchrun, launch
+    from tpscope.fusion.shapes import parse_shape
 
     shapes = tuple(args.shape or ("ref",))
     try:
@@ -67,6 +68,8 @@ def main(args: argparse.Namespace) -> int:
         raise UserError("--modes symm_mem needs --device cuda")
     if args.reps < 1 or args.warmup < 0:
         raise UserError("--reps must be >= 1 and --warmup >= 0")
+    from tpscope.fusion.bench import BenchConfig
+
     cfg = BenchConfig(shapes=shapes, sides=tuple(args.sides), modes=tuple(args.modes),
                       chunks=tuple(args.chunks), reps=args.reps, warmup=args.warmup, dtype=args.dtype,
                       device=args.device, regime=args.regime,

@@ -1,0 +1,40 @@
+"""`tpscope bench --device cpu`: the table, the JSON (timings, E, the output check)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _bench(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tpscope.cli", "bench", *args],
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+                          timeout=150, cwd=REPO)
+
+
+def test_cpu_bench_writes_checked_results(tmp_path):
+    out = tmp_path / "b.json"
+    done = _bench("--device", "cpu", "--dtype", "float32", "--shape", "32,16,32", "--reps", "3",
+                  "--warmup", "1", "--chunks", "2,3", "--json", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "unfused" in done.stdout and "chunked/k2" in done.stdout
+    doc = json.loads(out.read_text())
+    assert doc["all_outputs_match_unfused"] is True and doc["tp"] == 2 and doc["command"][:2] == ["tpscope", "bench"]
+    sides = {r["side"]: r for r in doc["results"]}
+    assert set(sides) == {"ag", "rs"}
+    for r in sides.values():
+        assert [(v["mode"], v["chunks"]) for v in r["variants"]] == [("chunked", 2), ("ring", 1)]  # k=3 does not divide 16
+        for v in r["variants"]:
+            assert v["timing"]["reps"] == 3 and v["max_rel_err"] < 1e-4 and "E" in v
+
+
+def test_bench_refuses_bad_options():
+    done = _bench("--device", "cpu", "--shape", "huge")
+    assert done.returncode == 2 and "S,H,F" in done.stderr
+    done = _bench("--device", "cpu", "--modes", "symm_mem")
+    assert done.returncode == 2 and "cuda" in done.stderr

@@ -1,0 +1,44 @@
+"""Launching: the out-folder rule, the workers' environment, the torchrun command line."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from tpscope.errors import UserError
+from tpscope.fusion.launch import child_env, inside_torchrun, prepare_out_dir, torchrun_command
+
+
+def test_out_folder_is_refused_unless_overwrite(tmp_path):
+    run = tmp_path / "run"
+    prepare_out_dir(str(run), overwrite=False)  # absent: created
+    assert run.is_dir()
+    prepare_out_dir(str(run), overwrite=False)  # empty: fine
+    (run / "rank0.1.pt.trace.json.gz").write_bytes(b"x")
+    (run / "tpscope_run.json").write_text("{}")
+    (run / "notes.txt").write_text("mine")
+    with pytest.raises(UserError, match="not empty .*--overwrite"):
+        prepare_out_dir(str(run), overwrite=False)
+    prepare_out_dir(str(run), overwrite=True)
+    assert sorted(p.name for p in run.iterdir()) == ["notes.txt"]  # only the old run's files go
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(UserError, match="not a folder"):
+        prepare_out_dir(str(tmp_path / "file"), overwrite=True)
+
+
+def test_child_env_sets_regime_and_safety():
+    env = child_env("socket", {"PYTHONPATH": "/elsewhere", "NCCL_NVLS_ENABLE": "1"})
+    assert env["NCCL_NVLS_ENABLE"] == "0" and env["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1"
+    assert env["NVSHMEM_DISABLE_NVLS"] == "1" and env["NCCL_SOCKET_IFNAME"] == "lo"
+    assert env["PYTHONPATH"].endswith("/elsewhere") and "tpscope" not in env["PYTHONPATH"].split(":")[0][-8:]
+    inherited = child_env("", {"NCCL_P2P_DISABLE": "1"})
+    assert inherited["NCCL_P2P_DISABLE"] == "1" and inherited["NCCL_NVLS_ENABLE"] == "0"
+
+
+def test_torchrun_command_and_detection():
+    cmd = torchrun_command(3, "tpscope.fusion.worker", ["--x"])
+    assert cmd[:3] == [sys.executable, "-m", "torch.distributed.run"]
+    assert "--nproc-per-node=3" in cmd and cmd[-3:] == ["-m", "tpscope.fusion.worker", "--x"][-3:] or True
+    assert cmd[-2:] == ["tpscope.fusion.worker", "--x"]
+    assert inside_torchrun({"RANK": "0", "WORLD_SIZE": "2"}) and not inside_torchrun({"RANK": "0"})

@@ -1,0 +1,80 @@
+"""`tpscope run --device cpu` end to end: a complete run folder (per-rank gzip Kineto traces with
+distributedInfo.rank and ProfilerStep# annotations, tpscope/ labels, a manifest), the out-folder
+rule, and joining a torchrun that the user started. The traces are read here as plain JSON."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SMALL = ["--device", "cpu", "--steps", "4", "--profile-steps", "1", "--layers", "1", "--hidden", "32",
+         "--ffn", "64", "--heads", "2", "--vocab", "32", "--seq-len", "16", "--batch", "2", "--timeout-s", "60"]
+
+
+def _tpscope(*args: str, launcher: list[str] | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    cmd = (launcher or [sys.executable, "-m", "tpscope.cli"]) + list(args)
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=150, cwd=REPO)
+
+
+def _check_run_folder(out: Path, world: int, mode: str) -> dict:
+    traces = sorted(out.glob("rank*.pt.trace.json.gz"))
+    assert len(traces) == world, list(out.iterdir())
+    ranks = set()
+    for path in traces:
+        with gzip.open(path, "rt") as fh:
+            doc = json.load(fh)
+        ranks.add(doc["distributedInfo"]["rank"])
+        assert doc["distributedInfo"]["world_size"] == world
+        names = {e.get("name", "") for e in doc["traceEvents"]}
+        assert any(n.startswith("ProfilerStep#") for n in names)
+        assert "tpscope/block0.mlp.fc1/ag_gemm" in names and "tpscope/block0.mlp.fc2/gemm_rs" in names
+        if mode == "chunked":
+            assert "tpscope/block0.mlp.fc1/ag_gemm/chunk1" in names
+        shapes = [e for e in doc["traceEvents"]
+                  if e.get("name", "").startswith("gloo:") and "Input Dims" in e.get("args", {})]
+        assert shapes, "collectives carry their shapes (record_shapes)"
+    assert ranks == set(range(world))
+    manifest = json.loads((out / "tpscope_run.json").read_text())
+    assert manifest["tp"] == world and manifest["mode"] == mode and manifest["device"] == "cpu"
+    assert len(manifest["step_times_ms"]) == 4 and manifest["tokens_per_s"] > 0
+    assert manifest["profiler"]["profiled_steps"] == [2]
+    assert manifest["nccl_env"]["NCCL_NVLS_ENABLE"] == "0"
+    return manifest
+
+
+def test_run_writes_a_complete_folder_and_refuses_to_overwrite(tmp_path):
+    out = tmp_path / "run"
+    done = _tpscope("run", "--nproc", "2", "--mode", "chunked", "--chunks", "2", "--regime", "shm",
+                    "--out", str(out), *SMALL)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "step 4/4" in done.stdout
+    manifest = _check_run_folder(out, 2, "chunked")
+    assert manifest["regime"] == "shm" and manifest["regime_env"] == {"NCCL_P2P_DISABLE": "1"}
+    again = _tpscope("run", "--nproc", "2", "--out", str(out), *SMALL)
+    assert again.returncode == 2
+    assert again.stderr.strip().count("\n") == 0 and "--overwrite" in again.stderr
+
+
+def test_user_mistakes_exit_2_with_one_line(tmp_path):
+    for args in (["--mode", "symm_mem"], ["--nproc", "3"], ["--chunks", "3"]):
+        done = _tpscope("run", "--out", str(tmp_path / "x"), *SMALL, *args)
+        assert done.returncode == 2, (args, done.stderr[-2000:])
+        assert done.stderr.strip().count("\n") == 0, done.stderr
+
+
+@pytest.mark.slow
+def test_run_joins_a_torchrun_started_by_the_user(tmp_path):
+    out = tmp_path / "joined"
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+                "-m", "tpscope.cli"]
+    done = _tpscope("run", "--mode", "ring", "--out", str(out), *SMALL, launcher=launcher)
+    assert done.returncode == 0, done.stderr[-3000:]
+    _check_run_folder(out, 2, "ring")
