@@ -76,6 +76,29 @@ class KernelDelta:
 
 
 @dataclass(frozen=True, slots=True)
+class ContendedKernel:
+    """A compute-kernel signature of the candidate that runs slower beside communication (§8)."""
+
+    signature: str
+    n_overlapped: int
+    isolated_median_us: float
+    overlapped_median_us: float
+    slowdown: float
+    tax_us_per_step: float  # n_overlapped x (overlapped - isolated median) / rank-steps
+
+
+def contended_kernels(analysis: RunAnalysis, top_n: int = 5) -> tuple[ContendedKernel, ...]:
+    """The signatures whose slowdown costs the most time per rank and step, most first."""
+    n_rank_steps = max(len(analysis.steps), 1)
+    out = [ContendedKernel(k.signature, k.n_overlapped, float(k.isolated_median_us), float(k.overlapped_median_us),
+                           float(k.slowdown),
+                           k.n_overlapped * (k.overlapped_median_us - k.isolated_median_us) / n_rank_steps)
+           for k in getattr(analysis, "kernel_contention", [])
+           if k.slowdown is not None and k.isolated_median_us is not None and k.overlapped_median_us is not None]
+    return tuple(sorted((k for k in out if k.tax_us_per_step > 0), key=lambda k: -k.tax_us_per_step)[:top_n])
+
+
+@dataclass(frozen=True, slots=True)
 class Report:
     candidate: RunInfo
     baseline: RunInfo | None
@@ -90,6 +113,7 @@ class Report:
     breakdown_us: tuple[tuple[tuple[str, float], ...], ...]  # per run: (part, mean µs per step)
     flux_overlap_efficiency: float | None = None  # candidate against the baseline (metrics.md §9)
     attained_saving: float | None = None
+    contention: tuple[ContendedKernel, ...] = ()  # the candidate's compute slowed most beside comm (§8)
 
     @property
     def exit_code(self) -> int:
@@ -180,7 +204,8 @@ def build_report(candidate: RunResults, fail_on: FailOn, baseline: RunResults | 
     if baseline is None:
         return Report(cinfo, None, fail_on, (), summaries, None, kernel_totals(candidate.kernels),
                       collective_deltas((), c_coll), (),
-                      ((), tuple(cs.get("step_time_us").tolist())), (breakdown(cs),))
+                      ((), tuple(cs.get("step_time_us").tolist())), (breakdown(cs),),
+                      contention=contended_kernels(candidate.analysis))
     bs = run_samples(baseline.analysis)
     binfo = run_info(baseline.analysis, bs)
     comparisons = compare_runs(bs, cs, fail_on)
@@ -199,4 +224,5 @@ def build_report(candidate: RunResults, fail_on: FailOn, baseline: RunResults | 
         step_times_us=(tuple(bs.get("step_time_us").tolist()), tuple(cs.get("step_time_us").tolist())),
         breakdown_us=(breakdown(bs), breakdown(cs)),
         flux_overlap_efficiency=flux, attained_saving=saving,
+        contention=contended_kernels(c_an),
     )

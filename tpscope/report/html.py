@@ -11,6 +11,7 @@ from tpscope.report.markdown import (
     _ratio,
     change_text,
     collective_rows,
+    contention_rows,
     interval_text,
     kernel_rows,
     short_name,
@@ -142,6 +143,11 @@ def render(report: Report) -> str:
         parts.append(f"<h2>{escape(title)}</h2>")
         rows = [[f"<code>{escape(r[0])}</code>", *map(escape, r[1:])] for r in rows]
         parts.append(_table(headers, rows, set(range(2, len(headers))), raw=True) if rows else "<p>None.</p>")
+    if report.contention:
+        headers, rows = contention_rows(report)
+        parts.append("<h2>Compute slowed beside communication (metrics.md §8)</h2>")
+        rows = [[f"<code>{escape(r[0])}</code>", *map(escape, r[1:])] for r in rows]
+        parts.append(_table(headers, rows, set(range(1, len(headers))), raw=True))
     if report.flux_overlap_efficiency is not None or report.attained_saving is not None:
         parts.append("<p>Against the baseline (meaningful when it is the unfused run): Flux overlap efficiency "
                      f"{_ratio(report.flux_overlap_efficiency)}, attained saving {_ratio(report.attained_saving)}.</p>")

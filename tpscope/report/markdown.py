@@ -114,10 +114,25 @@ def collective_rows(deltas: tuple[CollectiveDelta, ...], alone: bool) -> tuple[l
     return headers, rows
 
 
-def name_table(headers: list[str], rows: list[list[str]], empty: str) -> str:
+def signature_text(signature: str) -> str:
+    """A kernel signature (name|grid|block|dims, metrics.md §8) short enough for a table: the name's
+    start and the input dims, which tell one GEMM shape from another."""
+    name, *rest = signature.split("|")
+    dims = next((r for r in rest if r.startswith("dims=")), "")
+    return f"{short_name(name, 48)} {dims}".strip()
+
+
+def contention_rows(report: Report) -> tuple[list[str], list[list[str]]]:
+    """Headers and plain-text rows of the candidate's compute slowed beside communication."""
+    return (["kernel signature", "overlapped runs", "alone µs", "beside comm µs", "slowdown", "cost µs per step"],
+            [[signature_text(k.signature), str(k.n_overlapped), _us(k.isolated_median_us), _us(k.overlapped_median_us),
+              f"{k.slowdown * 100:+.0f}%", _us(k.tax_us_per_step)] for k in report.contention])
+
+
+def name_table(headers: list[str], rows: list[list[str]], empty: str, limit: int = NAME_CHARS) -> str:
     if not rows:
         return empty
-    rows = [[f"`{short_name(r[0])}`", *r[1:]] for r in rows]
+    rows = [[f"`{short_name(r[0], limit)}`", *r[1:]] for r in rows]
     return table(headers, rows, "l" + "".join("l" if h in ("class", "outside noise", "messages per step")
                                               else "r" for h in headers[1:]))
 
@@ -178,6 +193,11 @@ def render(report: Report) -> str:
         body += ["", f"Against the baseline (meaningful when it is the unfused run, metrics.md §9): Flux overlap "
                  f"efficiency {_ratio(report.flux_overlap_efficiency)}, attained saving "
                  f"{_ratio(report.attained_saving)}."]
+    if report.contention:
+        body += ["", f"### Compute slowed beside communication ({'run' if alone else 'candidate'}, metrics.md §8)",
+                 "", name_table(*contention_rows(report), "", limit=160),
+                 "", "Median durations of one kernel signature alone and beside communication on another "
+                 "stream; the cost is what the slowdown adds per rank and step."]
     warnings = [*(report.baseline.warnings if report.baseline else ()), *report.candidate.warnings]
     if warnings:
         body += ["", "<details><summary>Warnings from the trace loader</summary>", ""]
