@@ -190,3 +190,43 @@ def test_path_length_agrees_with_hta_in_the_same_window(case, annotation):
         t0, t1 = graph.node_list[e.begin].ts, graph.node_list[e.end].ts
         hta_in_window += max(0.0, min(t1, b) - max(t0, a))
     assert ours.length_us == pytest.approx(hta_in_window, rel=0.01)
+
+
+@pytest.mark.parametrize("case", ["cuda_event_sync_multi_stream", "alexnet"])
+def test_stream_wait_edges_of_real_traces_match_the_raw_events(case):
+    """Every `Stream Wait Event` of a real trace, read straight from the JSON: the first kernel
+    launched after the wait on its stream depends on the last one launched before the event record
+    on the other stream (by correlation id)."""
+    import gzip
+    import json
+
+    from tpscope.metrics.collectives import collective_timing, match_collectives, run_activities
+    from tpscope.metrics.critical_path import path_graph
+
+    folder = DATA / "hta" / "critical_path" / case
+    (file,) = folder.iterdir()
+    events = json.load(gzip.open(file))["traceEvents"]
+    gpu = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    expected = set()
+    for w in events:
+        a = w.get("args", {})
+        if w.get("cat") != "cuda_sync" or w.get("name") != "Stream Wait Event":
+            continue
+        before = [k for k in gpu if k["args"]["stream"] == a["wait_on_stream"]
+                  and k["args"]["correlation"] <= a["wait_on_cuda_event_record_corr_id"]]
+        after = [k for k in gpu if k["args"]["stream"] == a["stream"] and k["args"]["correlation"] > a["correlation"]]
+        if before and after:
+            producer = max(before, key=lambda k: k["args"]["correlation"])
+            waiter = min(after, key=lambda k: k["args"]["correlation"])
+            expected.add((waiter["args"]["correlation"], producer["args"]["correlation"]))
+    assert expected  # the trace does hold such waits
+
+    run = load_run(folder)
+    acts = run_activities(run)
+    match = match_collectives(acts)
+    offsets = np.zeros(1, np.int64)
+    graph = path_graph(acts, match, collective_timing(acts, match, offsets), offsets,
+                       [r.waits for r in run.ranks], [len(r.lanes) for r in run.ranks])
+    has = np.flatnonzero(graph.cross_pred >= 0)
+    got = {(int(acts.correlation[i]), int(acts.correlation[graph.cross_pred[i]])) for i in has}
+    assert got == expected
