@@ -33,6 +33,11 @@ code{font-size:12px}.fig{height:380px}
 """
 
 
+def _name_cell(name: str) -> str:
+    """A kernel or collective name: shortened, the whole name on hover."""
+    return f'<code title="{escape(name)}">{escape(short_name(name, 120))}</code>'
+
+
 def _table(headers: list[str], rows: list[list[str]], numeric: set[int], raw: bool = False) -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     body = "".join(
@@ -141,12 +146,12 @@ def render(report: Report) -> str:
                  collective_rows(report.collectives, alone)))
     for title, (headers, rows) in sections:
         parts.append(f"<h2>{escape(title)}</h2>")
-        rows = [[f"<code>{escape(r[0])}</code>", *map(escape, r[1:])] for r in rows]
+        rows = [[_name_cell(r[0]), *map(escape, r[1:])] for r in rows]
         parts.append(_table(headers, rows, set(range(2, len(headers))), raw=True) if rows else "<p>None.</p>")
     if report.contention:
         headers, rows = contention_rows(report)
         parts.append("<h2>Compute slowed beside communication (metrics.md §8)</h2>")
-        rows = [[f"<code>{escape(r[0])}</code>", *map(escape, r[1:])] for r in rows]
+        rows = [[_name_cell(r[0]), *map(escape, r[1:])] for r in rows]
         parts.append(_table(headers, rows, set(range(1, len(headers))), raw=True))
     if report.flux_overlap_efficiency is not None or report.attained_saving is not None:
         parts.append("<p>Against the baseline (meaningful when it is the unfused run): Flux overlap efficiency "

@@ -72,10 +72,19 @@ def collectives_table(analysis: RunAnalysis, top: int = 8) -> str:
     return table(headers, rows, title)
 
 
+def _signature_label(signature: str, name_width: int = 32) -> str:
+    """`name|grid|block|input dims` -> a short name, the grid and the input dims (shapes apart)."""
+    parts = signature.split("|")
+    name = parts[0].removeprefix("void ")
+    name = name if len(name) <= name_width else name[:name_width - 1] + "…"
+    extra = [p for p in (parts[1:2] + parts[3:4]) if p and not p.endswith("=")]
+    return " ".join([name, *extra])
+
+
 def contention_table(analysis: RunAnalysis, top: int = 5) -> str:
     """Kernel signatures slowed most beside communication, and collectives beside compute (§8)."""
     kernels = [k for k in analysis.kernel_contention if k.slowdown is not None][:top]
-    rows = [[k.signature.split("|")[0][:48], str(k.n_isolated), str(k.n_overlapped), fmt(k.isolated_median_us),
+    rows = [[_signature_label(k.signature), str(k.n_isolated), str(k.n_overlapped), fmt(k.isolated_median_us),
              fmt(k.overlapped_median_us), fmt(k.slowdown, "pct"), k.baseline or "-"] for k in kernels]
     rows += [[f"{c.collective} {fmt(c.bytes / 2**20) if c.bytes is not None else '-'} MiB", str(c.n_isolated),
               str(c.n_overlapped), fmt(c.isolated_transfer_us), fmt(c.overlapped_transfer_us),
