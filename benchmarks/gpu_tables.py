@@ -12,6 +12,16 @@ def _f(v, digits=2):
     return "–" if v is None else f"{v:.{digits}f}"
 
 
+def _label(v: dict, side: str) -> str:
+    """As tpscope.fusion.bench.variant_label (kept here so this script needs no torch)."""
+    label = v["mode"]
+    if v["mode"] == "chunked" or (v["mode"] == "ring" and v["chunks"] > 1):
+        label += f" k={v['chunks']}"
+    if v["mode"] == "chunked" and side == "ag" and not v.get("own_first", False):
+        label += " rank-order"  # results recorded before own_first existed were rank order
+    return label
+
+
 def bench_table(doc: dict) -> str:
     """One row per shape, side and variant: median ms [p10-p90], E, attained, check."""
     lines = ["| shape S,H,F | side | variant | median ms [p10–p90] | E | attained | speedup | output |",
@@ -24,7 +34,7 @@ def bench_table(doc: dict) -> str:
             label = {"gemm": "GEMM alone", "comm": "collective alone", "unfused": "unfused"}[name]
             lines.append(f"| {shape} | {side} | {label} | {t['median_ms']:.3f} [{t['p10_ms']:.3f}–{t['p90_ms']:.3f}] | | | | |")
         for v in r["variants"]:
-            label = v["mode"] + (f" k={v['chunks']}" if v["mode"] == "chunked" else "")
+            label = _label(v, r["side"])
             if "error" in v:
                 lines.append(f"| {shape} | {side} | {label} | error: {v['error'][:80]} | | | | |")
                 continue
@@ -48,7 +58,7 @@ def best_table(docs: dict[str, dict]) -> str:
             if not ok:
                 continue
             b = min(ok, key=lambda v: v["timing"]["median_ms"])
-            label = b["mode"] + (f" k={b['chunks']}" if b["mode"] == "chunked" else "")
+            label = _label(b, r["side"])
             lines.append(f"| {regime} | {r['S']},{r['H']},{r['F']} | {r['side']} | {r['unfused']['median_ms']:.3f} | "
                          f"{label} | {b['timing']['median_ms']:.3f} | {_f(b['E'])} | {_f(b['attained_saving'])} |")
     return "\n".join(lines)

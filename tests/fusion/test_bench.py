@@ -4,13 +4,25 @@ from __future__ import annotations
 
 import torch
 
-from tpscope.fusion.bench import BenchConfig, format_table, variants
+from tpscope.fusion.bench import BenchConfig, format_table, variant_label, variants
 
 
 def test_variants_drop_illegal_chunks_and_symm_mem_on_cpu():
-    cfg = BenchConfig(modes=("chunked", "ring", "symm_mem"), chunks=(2, 3, 4))
-    assert variants(cfg, 8, torch.device("cpu")) == [("chunked", 2), ("chunked", 4), ("ring", 1)]
-    assert ("symm_mem", 1) in variants(cfg, 8, torch.device("cuda"))
+    cfg = BenchConfig(modes=("chunked", "ring", "symm_mem"), chunks=(2, 3, 4), ring_chunks=(1, 3, 8))
+    assert variants(cfg, 8, torch.device("cpu")) == [
+        ("chunked", 2, True), ("chunked", 4, True), ("ring", 1, True), ("ring", 8, True)]
+    assert ("symm_mem", 1, True) in variants(cfg, 8, torch.device("cuda"))
+    both = BenchConfig(modes=("chunked",), chunks=(2,), rank_order=True)
+    assert variants(both, 8, torch.device("cpu"), "ag") == [("chunked", 2, True), ("chunked", 2, False)]
+    assert variants(both, 8, torch.device("cpu"), "rs") == [("chunked", 2, True)]
+
+
+def test_variant_labels():
+    assert variant_label({"mode": "chunked", "chunks": 4, "own_first": True}, "ag") == "chunked/k4"
+    assert variant_label({"mode": "chunked", "chunks": 4}, "ag") == "chunked/k4/rank-order"
+    assert variant_label({"mode": "chunked", "chunks": 4}, "rs") == "chunked/k4"
+    assert variant_label({"mode": "ring", "chunks": 1}, "rs") == "ring"
+    assert variant_label({"mode": "ring", "chunks": 2}, "rs") == "ring/k2"
 
 
 def test_table_marks_a_wrong_output():

@@ -20,7 +20,7 @@ def _bench(*args: str) -> subprocess.CompletedProcess:
 def test_cpu_bench_writes_checked_results(tmp_path):
     out = tmp_path / "b.json"
     done = _bench("--device", "cpu", "--dtype", "float32", "--shape", "32,16,32", "--reps", "3",
-                  "--warmup", "1", "--chunks", "2,3", "--json", str(out))
+                  "--warmup", "1", "--chunks", "2,3", "--ring-chunks", "1,2", "--json", str(out))
     assert done.returncode == 0, done.stderr[-3000:]
     assert "unfused" in done.stdout and "chunked/k2" in done.stdout
     doc = json.loads(out.read_text())
@@ -28,7 +28,8 @@ def test_cpu_bench_writes_checked_results(tmp_path):
     sides = {r["side"]: r for r in doc["results"]}
     assert set(sides) == {"ag", "rs"}
     for r in sides.values():
-        assert [(v["mode"], v["chunks"]) for v in r["variants"]] == [("chunked", 2), ("ring", 1)]  # k=3 does not divide 16
+        # k=3 does not divide the 16 rows per rank
+        assert [(v["mode"], v["chunks"]) for v in r["variants"]] == [("chunked", 2), ("ring", 1), ("ring", 2)]
         for v in r["variants"]:
             assert v["timing"]["reps"] == 3 and v["max_rel_err"] < 1e-4 and "E" in v
 

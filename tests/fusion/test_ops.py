@@ -27,9 +27,11 @@ def _close(got: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype, what: str) 
         torch.testing.assert_close(got.double(), ref, rtol=2e-2, atol=2e-2 * scale, msg=what)
 
 
-def _variants(local_rows: int) -> list[tuple[str, int]]:
-    # chunks of 1 and of the largest legal value (one row per chunk), plus one in between
-    return [("none", 1), ("chunked", 1), ("chunked", 2), ("chunked", local_rows), ("ring", 1)]
+def _variants(local_rows: int) -> list[tuple[str, int, bool]]:
+    # (mode, chunks, own_first): chunks of 1 and of the largest legal value (one row per chunk)
+    return [("none", 1, True), ("chunked", 1, True), ("chunked", 2, True), ("chunked", local_rows, True),
+            ("chunked", 1, False), ("chunked", local_rows, False), ("ring", 1, True),
+            ("ring", local_rows, True)]
 
 
 def _check_modes(rank: int, world: int) -> None:
@@ -49,11 +51,11 @@ def _check_modes(rank: int, world: int) -> None:
             w_local = w_full[:, rank * n : (rank + 1) * n].to(dtype)
             y_local = y_full[:, rank * k : (rank + 1) * k].to(dtype)
             w2_local = w2_full[rank * k : (rank + 1) * k].to(dtype)
-            for mode, chunks in _variants(rows_local):
+            for mode, chunks, own_first in _variants(rows_local):
                 out, gathered = ops.all_gather_matmul(x_shard, w_local, mode=mode, chunks=chunks,
-                                                      return_gathered=True)
+                                                      return_gathered=True, own_first=own_first)
                 assert out.shape == (world * rows_local, n) and out.dtype == dtype
-                _close(out, ag_ref, dtype, f"AG-GEMM {mode} k={chunks} {dtype} world {world}")
+                _close(out, ag_ref, dtype, f"AG-GEMM {mode} k={chunks} own_first={own_first} {dtype} world {world}")
                 torch.testing.assert_close(gathered, x_full.to(dtype), rtol=0, atol=0)
                 rs = ops.matmul_reduce_scatter(y_local, w2_local, mode=mode, chunks=chunks)
                 assert rs.shape == (rows_local, n)

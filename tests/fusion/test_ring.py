@@ -12,17 +12,20 @@ from ._dist import run_world
 
 def _ring(rank: int, world: int) -> None:
     g = torch.Generator().manual_seed(7)
-    x_full, w = torch.randn(world * 3, 5, generator=g), torch.randn(5, 2, generator=g)
-    out, gathered = ag_ring(x_full[rank * 3 : (rank + 1) * 3], w, None, world, rank, "t", True)
-    torch.testing.assert_close(out, x_full @ w)
-    assert torch.equal(gathered, x_full)
-    out, none = ag_ring(x_full[rank * 3 : (rank + 1) * 3], w, None, world, rank, "t", False)
-    assert none is None
-    # each rank holds different y; the sum over ranks of y_r @ w, rows of this rank's block
-    ys = [torch.randn(world * 3, 5, generator=g) for _ in range(world)]
-    got = rs_ring(ys[rank], w, None, world, rank, "t")
+    x_full, w = torch.randn(world * 4, 5, generator=g), torch.randn(5, 2, generator=g)
+    mine = slice(rank * 4, (rank + 1) * 4)
+    ys = [torch.randn(world * 4, 5, generator=g) for _ in range(world)]
     total = sum(y.double() @ w.double() for y in ys)
-    torch.testing.assert_close(got.double(), total[rank * 3 : (rank + 1) * 3], rtol=1e-5, atol=1e-5)
+    for chunks in (1, 2, 4):  # 1, in between, and one row per transfer
+        out, gathered = ag_ring(x_full[mine], w, None, world, rank, "t", True, chunks)
+        torch.testing.assert_close(out, x_full @ w, msg=f"AG ring chunks={chunks}")
+        assert torch.equal(gathered, x_full)
+        # each rank holds different y: the sum over ranks of y_r @ w, rows of this rank's block
+        got = rs_ring(ys[rank], w, None, world, rank, "t", chunks)
+        torch.testing.assert_close(got.double(), total[mine], rtol=1e-5, atol=1e-5,
+                                   msg=f"RS ring chunks={chunks}")
+    out, none = ag_ring(x_full[mine], w, None, world, rank, "t", False)
+    assert none is None
 
 
 def test_ring_world4():

@@ -41,6 +41,11 @@ class BenchConfig:
     sides: tuple[str, ...] = ("ag", "rs")
     modes: tuple[str, ...] = ("chunked", "ring", "symm_mem")
     chunks: tuple[int, ...] = (2, 4, 8)
+    ring_chunks: tuple[int, ...] = (1,)
+    """Transfers per ring step to time for `ring`."""
+    rank_order: bool = False
+    """Also time `chunked` AG-GEMM in rank order (each chunk's GEMM over every rank's rows, the
+    first waiting for the first transfer), beside the default own-shard-first order."""
     reps: int = 20
     warmup: int = 5
     dtype: str = "bfloat16"
@@ -50,17 +55,34 @@ class BenchConfig:
     timeout_s: float = 300.0
 
 
-def variants(cfg: BenchConfig, local_rows: int, device: torch.device) -> list[tuple[str, int]]:
-    """(mode, chunks) to time; chunk counts that do not divide the local rows are left out."""
+def variants(cfg: BenchConfig, local_rows: int, device: torch.device,
+             side: str = "ag") -> list[tuple[str, int, bool]]:
+    """(mode, chunks, own_first) to time; chunk counts that do not divide the local rows are left
+    out. own_first only changes the AG side of `chunked`."""
     out = []
     for mode in cfg.modes:
         if mode == "chunked":
-            out += [(mode, k) for k in cfg.chunks if local_rows % k == 0]
+            legal = [k for k in cfg.chunks if local_rows % k == 0]
+            out += [(mode, k, True) for k in legal]
+            if cfg.rank_order and side == "ag":
+                out += [(mode, k, False) for k in legal]
+        elif mode == "ring":
+            out += [(mode, k, True) for k in cfg.ring_chunks if local_rows % k == 0]
         elif mode == "symm_mem" and device.type != "cuda":
             continue
         elif mode != "none":
-            out.append((mode, 1))
+            out.append((mode, 1, True))
     return out
+
+
+def variant_label(v: dict[str, Any], side: str) -> str:
+    """`chunked/k4`, `chunked/k4/rank-order`, `ring`, `ring/k4`, `symm_mem`."""
+    label = v["mode"]
+    if v["mode"] == "chunked" or (v["mode"] == "ring" and v["chunks"] > 1):
+        label += f"/k{v['chunks']}"
+    if v["mode"] == "chunked" and side == "ag" and not v.get("own_first", False):
+        label += "/rank-order"  # results recorded before own_first existed were rank order
+    return label
 
 
 def _rel_err(a: torch.Tensor, ref: torch.Tensor) -> float:
@@ -87,8 +109,9 @@ def bench_side(side: str, shape: tuple[int, int, int], cfg: BenchConfig, tp: int
         def comm():
             return compat.all_gather_single(gathered, a)
 
-        def op(mode, chunks):
-            return all_gather_matmul(a, w, mode=mode, chunks=chunks, label=f"bench.{side}")
+        def op(mode, chunks, own_first=True):
+            return all_gather_matmul(a, w, mode=mode, chunks=chunks, label=f"bench.{side}",
+                                     own_first=own_first)
 
         local_rows = s // tp
     else:
@@ -102,7 +125,7 @@ def bench_side(side: str, shape: tuple[int, int, int], cfg: BenchConfig, tp: int
         def comm():
             return compat.reduce_scatter_single(scattered, partial)
 
-        def op(mode, chunks):
+        def op(mode, chunks, own_first=True):
             return matmul_reduce_scatter(a, w, mode=mode, chunks=chunks, label=f"bench.{side}")
 
         local_rows = s // tp
@@ -112,11 +135,13 @@ def bench_side(side: str, shape: tuple[int, int, int], cfg: BenchConfig, tp: int
     t_unfused = time_region(lambda: op("none", 1), **kw)
     reference = op("none", 1)
     rows = []
-    for mode, chunks in variants(cfg, local_rows, device):
+    for mode, chunks, own_first in variants(cfg, local_rows, device, side):
         row: dict[str, Any] = {"mode": mode, "chunks": chunks}
+        if mode == "chunked" and side == "ag":
+            row["own_first"] = own_first
         try:
-            err = _rel_err(op(mode, chunks), reference)
-            t = time_region(lambda m=mode, c=chunks: op(m, c), **kw)
+            err = _rel_err(op(mode, chunks, own_first), reference)
+            t = time_region(lambda m=mode, c=chunks, o=own_first: op(m, c, o), **kw)
         except Exception as exc:  # noqa: BLE001 - a mode this build lacks is a result, not a crash
             row.update(error=f"{type(exc).__name__}: {exc}".splitlines()[0][:300])
             rows.append(row)
@@ -135,23 +160,23 @@ def bench_side(side: str, shape: tuple[int, int, int], cfg: BenchConfig, tp: int
 
 def format_table(results: list[dict[str, Any]], regime: str) -> str:
     """The results as a terminal table (ms are medians; p10-p90 in brackets)."""
-    lines = [f"regime {regime}", f"{'shape S,H,F':<18} {'side':<4} {'variant':<12} {'median ms':>10} "
+    lines = [f"regime {regime}", f"{'shape S,H,F':<18} {'side':<4} {'variant':<22} {'median ms':>10} "
              f"{'p10-p90':>15} {'E':>6} {'attained':>9} {'check':>7}"]
     for r in results:
         shape = f"{r['S']},{r['H']},{r['F']}"
         for name in ("gemm", "comm", "unfused"):
             t = r[name]
-            lines.append(f"{shape:<18} {r['side']:<4} {name:<12} {t['median_ms']:>10.3f} "
+            lines.append(f"{shape:<18} {r['side']:<4} {name:<22} {t['median_ms']:>10.3f} "
                          f"{t['p10_ms']:>7.3f}-{t['p90_ms']:<7.3f}")
         for v in r["variants"]:
-            label = v["mode"] + (f"/k{v['chunks']}" if v["mode"] == "chunked" else "")
+            label = variant_label(v, r["side"])
             if "error" in v:
-                lines.append(f"{shape:<18} {r['side']:<4} {label:<12} error: {v['error'][:60]}")
+                lines.append(f"{shape:<18} {r['side']:<4} {label:<22} error: {v['error'][:60]}")
                 continue
             t = v["timing"]
             e = "-" if v["E"] is None else f"{v['E']:.2f}"
             att = "-" if v["attained_saving"] is None else f"{v['attained_saving']:.2f}"
-            lines.append(f"{shape:<18} {r['side']:<4} {label:<12} {t['median_ms']:>10.3f} "
+            lines.append(f"{shape:<18} {r['side']:<4} {label:<22} {t['median_ms']:>10.3f} "
                          f"{t['p10_ms']:>7.3f}-{t['p90_ms']:<7.3f} {e:>6} {att:>9} "
                          f"{'ok' if v['ok'] else 'WRONG':>7}")
     return "\n".join(lines)

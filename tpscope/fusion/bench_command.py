@@ -35,6 +35,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--modes", type=_csv(str), default=("chunked", "ring", "symm_mem"),
                         help="fused modes to time besides unfused (default chunked,ring,symm_mem)")
     parser.add_argument("--chunks", type=_csv(int), default=(2, 4, 8), help="chunk counts (default 2,4,8)")
+    parser.add_argument("--ring-chunks", type=_csv(int), default=(1,),
+                        help="transfers per ring step to time (default 1)")
+    parser.add_argument("--rank-order", action="store_true",
+                        help="also time chunked AG-GEMM in rank order (not own shard first)")
     parser.add_argument("--reps", type=int, default=20, help="timed repetitions (>= 20 for results)")
     parser.add_argument("--warmup", type=int, default=5, help="untimed repetitions first")
     parser.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16")
@@ -71,7 +75,8 @@ def main(args: argparse.Namespace) -> int:
     from tpscope.fusion.bench import BenchConfig
 
     cfg = BenchConfig(shapes=shapes, sides=tuple(args.sides), modes=tuple(args.modes),
-                      chunks=tuple(args.chunks), reps=args.reps, warmup=args.warmup, dtype=args.dtype,
+                      chunks=tuple(args.chunks), ring_chunks=tuple(args.ring_chunks),
+                      rank_order=args.rank_order, reps=args.reps, warmup=args.warmup, dtype=args.dtype,
                       device=args.device, regime=args.regime,
                       json_path=os.path.abspath(args.json) if args.json else "", timeout_s=args.timeout_s)
     command = ["tpscope", *sys.argv[1:]]

@@ -41,7 +41,10 @@ class FusionChoice:
     mode: str = Mode.NONE.value
     """One of FIXED_MODES; `auto` is resolved into a FusionChoice before any layer sees it."""
     chunks: int = 1
-    """Row chunks per rank for `chunked`; 1 for the other modes."""
+    """Row chunks per rank for `chunked` and `ring` (ring: transfers per ring step)."""
+    own_first: bool = True
+    """AG side of `chunked`: multiply this rank's own shard first, while the peers' chunks travel
+    (False: each chunk's GEMM covers every rank's rows, the first waiting for the first transfer)."""
 
     def __post_init__(self) -> None:
         if self.mode not in FIXED_MODES:
@@ -95,7 +98,7 @@ class RunConfig:
     mode: str = Mode.CHUNKED.value
     """One of ALL_MODES."""
     chunks: int = 4
-    """Row chunks for `chunked`."""
+    """Row chunks for `chunked` (and `ring`: transfers per ring step)."""
     regime: str = ""
     """NCCL environment (BENCHMARKS.md); '' keeps the inherited one (its regime is inferred)."""
     device: str = "cuda"
@@ -158,7 +161,7 @@ class RunConfig:
         if self.tokens_per_step % tp:
             raise ValueError(f"seq_len*batch = {self.tokens_per_step} tokens do not divide over tp={tp}")
         local = self.tokens_per_step // tp
-        if self.mode == Mode.CHUNKED.value and local % self.chunks:
+        if self.mode in (Mode.CHUNKED.value, Mode.RING.value) and local % self.chunks:
             raise ValueError(
                 f"{local} tokens per rank do not split into {self.chunks} chunks (seq_len*batch/tp % chunks != 0)"
             )

@@ -31,7 +31,7 @@ class _AllGatherMatmul(torch.autograd.Function):
     def forward(ctx, x_shard, weight, group, fusion: FusionChoice, label: str):
         out, gathered = all_gather_matmul(
             x_shard, weight, group, mode=fusion.mode, chunks=fusion.chunks, label=label,
-            return_gathered=True,
+            return_gathered=True, own_first=fusion.own_first,
         )
         ctx.save_for_backward(gathered, weight)
         ctx.group, ctx.fusion, ctx.label = group, fusion, label
@@ -67,6 +67,7 @@ class _MatmulReduceScatter(torch.autograd.Function):
         grad_y, grad_gathered = all_gather_matmul(
             grad_out.contiguous(), weight.t(), ctx.group, mode=ctx.fusion.mode,
             chunks=ctx.fusion.chunks, label=f"{ctx.label}.bwd", return_gathered=True,
+            own_first=ctx.fusion.own_first,
         )
         grad_w = y.t() @ grad_gathered
         return grad_y, grad_w, None, None, None

@@ -49,9 +49,11 @@ def all_gather_matmul(
     chunks: int = 4,
     label: str = "op",
     return_gathered: bool = False,
+    own_first: bool = True,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """`all_gather(x_shard) @ weight`, fused as `mode` says; with `return_gathered`, also the
-    gathered input `[S, K]` (the weight gradient of a column-parallel layer needs it)."""
+    gathered input `[S, K]` (the weight gradient of a column-parallel layer needs it).
+    `own_first` (chunked): multiply the local shard while the first chunks travel."""
     mode = _mode_value(mode)
     tp, rank = group_size_rank(group)
     check_all_gather_matmul(x_shard, weight, tp, mode, chunks)
@@ -62,11 +64,12 @@ def all_gather_matmul(
         elif mode == Mode.NONE.value:
             out, gathered = _ag_none(x_shard, weight, group, tp)
         elif mode == Mode.CHUNKED.value:
-            out, gathered = _ag_chunked(x_shard, weight, group, tp, chunks, label, return_gathered)
+            out, gathered = _ag_chunked(x_shard, weight, group, tp, rank, chunks, label,
+                                        return_gathered, own_first)
         elif mode == Mode.RING.value:
             from tpscope.fusion.ring import ag_ring
 
-            out, gathered = ag_ring(x_shard, weight, group, tp, rank, label, return_gathered)
+            out, gathered = ag_ring(x_shard, weight, group, tp, rank, label, return_gathered, chunks)
         else:
             from tpscope.fusion.symm import ag_symm_mem
 
@@ -98,7 +101,7 @@ def matmul_reduce_scatter(
         if mode == Mode.RING.value:
             from tpscope.fusion.ring import rs_ring
 
-            return rs_ring(y, weight, group, tp, rank, label)
+            return rs_ring(y, weight, group, tp, rank, label, chunks)
         from tpscope.fusion.symm import rs_symm_mem
 
         return rs_symm_mem(y, weight, group)
@@ -110,9 +113,11 @@ def _ag_none(x: torch.Tensor, w: torch.Tensor, group: Any, tp: int):
     return gathered @ w, gathered
 
 
-def _ag_chunked(x, w, group, tp: int, chunks: int, label: str, return_gathered: bool):
+def _ag_chunked(x, w, group, tp: int, rank: int, chunks: int, label: str, return_gathered: bool,
+                own_first: bool):
     """Chunk c gathers rows [c*r, (c+1)*r) of every rank's shard, then one GEMM per source rank
-    writes straight into that rank's rows of the output (no reordering copy)."""
+    writes straight into that rank's rows of the output (no reordering copy). With `own_first`
+    the local shard's GEMM runs first, beside the first transfer, and chunks cover peers only."""
     s_local, k = x.shape
     rows = s_local // chunks
     out = x.new_empty(tp * s_local, w.shape[1])
@@ -124,8 +129,12 @@ def _ag_chunked(x, w, group, tp: int, chunks: int, label: str, return_gathered: 
         with record_function(f"tpscope/{label}/{AG_GEMM}/chunk{c}"):
             with comm.issue():
                 work = compat.all_gather_single(bufs[c], pieces[c], group=group, async_op=True)
+            if own_first and c == 0:
+                torch.mm(x, w, out=out[rank * s_local : (rank + 1) * s_local])
             wait_all([work], comm)
             for src in range(tp):
+                if own_first and src == rank:
+                    continue
                 start = src * s_local + c * rows
                 torch.mm(bufs[c, src * rows : (src + 1) * rows], w, out=out[start : start + rows])
     gathered = None

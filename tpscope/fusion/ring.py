@@ -4,8 +4,9 @@ AG side, own shard first: the GEMM on this rank's shard starts at once while the
 the next rank; each later step multiplies the shard received in the step before while forwarding
 it. GEMM-RS side, peer rows first: block b's partial sum travels the ring and ends at rank b, so
 each rank computes the partial of the block it must pass on next while the last one is in flight,
-and its own block last. Received buffers are fresh per step, so no stream waits for a GEMM to
-finish reading before a transfer may overwrite it.
+and its own block last. With `chunks` > 1 every ring step moves its block in that many row
+chunks, each sent as soon as its GEMM is done (RS) or multiplied as soon as it arrives (AG).
+Received buffers are fresh per step, so no transfer overwrites rows a GEMM still reads.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import torch
 import torch.distributed as dist
 from torch.profiler import record_function
 
-from tpscope.fusion.streams import CommStream, wait_all
+from tpscope.fusion.streams import CommStream
 
 
 def _exchange(send: torch.Tensor, recv: torch.Tensor, group: Any, rank: int, tp: int) -> list:
@@ -30,48 +31,77 @@ def _exchange(send: torch.Tensor, recv: torch.Tensor, group: Any, rank: int, tp:
     return dist.batch_isend_irecv(ops)
 
 
-def ag_ring(x, w, group, tp: int, rank: int, label: str, return_gathered: bool):
+def _arrived(works: list, comm: CommStream):
+    """The side stream waits for `works`; returns an event the compute stream can wait on."""
+    with comm.issue():
+        for work in works:
+            work.wait()
+    return comm.record()
+
+
+def ag_ring(x, w, group, tp: int, rank: int, label: str, return_gathered: bool, chunks: int = 1):
     """All-gather-matmul over a send/recv ring, own shard first."""
     s_local, k = x.shape
+    rows = s_local // chunks
     out = x.new_empty(tp * s_local, w.shape[1])
     gathered = x.new_empty(tp, s_local, k)
     comm = CommStream(x.device)
     comm.follow_compute()
-    current, works = x, []
+    current, pending = x, [[] for _ in range(chunks)]
     for step in range(tp):
         src = (rank - step) % tp
+        incoming = gathered[(src - 1) % tp] if step < tp - 1 else None
         with record_function(f"tpscope/{label}/ag_gemm/chunk{step}"):
-            if step < tp - 1:
-                incoming = gathered[(src - 1) % tp]
-                with comm.issue():
-                    works = _exchange(current, incoming, group, rank, tp)
-            torch.mm(current, w, out=out[src * s_local : (src + 1) * s_local])
-            if step < tp - 1:
-                wait_all(works, comm)
+            ready, sent = [], [[] for _ in range(chunks)]
+            for j in range(chunks):
+                part = slice(j * rows, (j + 1) * rows)
+                ready.append(_arrived(pending[j], comm) if step else None)
+                if incoming is not None:
+                    with comm.issue():
+                        sent[j] = _exchange(current[part], incoming[part], group, rank, tp)
+            if step == 0:
+                torch.mm(current, w, out=out[src * s_local : (src + 1) * s_local])
+            else:
+                for j in range(chunks):
+                    comm.compute_waits(ready[j])
+                    start = src * s_local + j * rows
+                    torch.mm(current[j * rows : (j + 1) * rows], w, out=out[start : start + rows])
+            pending = sent
+            if incoming is not None:
                 current = incoming
+    comm.join()
     if not return_gathered:
         return out, None
     gathered[rank].copy_(x)
     return out, gathered.view(tp * s_local, k)
 
 
-def rs_ring(y, w, group, tp: int, rank: int, label: str) -> torch.Tensor:
+def rs_ring(y, w, group, tp: int, rank: int, label: str, chunks: int = 1) -> torch.Tensor:
     """Matmul-reduce-scatter over a send/recv ring, peer rows first, own block last."""
     s_local = y.shape[0] // tp
+    rows = s_local // chunks
     n = w.shape[1]
     comm = CommStream(y.device)
-    works: list = []
+    pending: list[list] = [[] for _ in range(chunks)]
     incoming = None
     for step in range(tp):
         block = (rank - 1 - step) % tp
+        last = step == tp - 1
         with record_function(f"tpscope/{label}/gemm_rs/chunk{step}"):
-            partial = y[block * s_local : (block + 1) * s_local] @ w
-            if incoming is not None:
-                wait_all(works, comm)
-                partial += incoming
-            if step < tp - 1:
-                incoming = y.new_empty(s_local, n)
-                comm.follow_compute()
-                with comm.issue():
-                    works = _exchange(partial, incoming, group, rank, tp)
+            partial = y.new_empty(s_local, n)
+            nxt_in = None if last else y.new_empty(s_local, n)
+            sent: list[list] = [[] for _ in range(chunks)]
+            for j in range(chunks):
+                part = slice(j * rows, (j + 1) * rows)
+                start = block * s_local + j * rows
+                torch.mm(y[start : start + rows], w, out=partial[part])
+                if incoming is not None:
+                    comm.compute_waits(_arrived(pending[j], comm))
+                    partial[part] += incoming[part]
+                if not last:
+                    comm.follow_compute()
+                    with comm.issue():
+                        sent[j] = _exchange(partial[part], nxt_in[part], group, rank, tp)
+            pending, incoming = sent, nxt_in
+    comm.join()
     return partial

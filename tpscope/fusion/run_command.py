@@ -37,7 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nproc", type=int, default=None,
                         help="workers on this node (default: GPUs seen, or 2 with --device cpu)")
     parser.add_argument("--mode", choices=ALL_MODES, default="chunked", help="fusion mode (default chunked)")
-    parser.add_argument("--chunks", type=int, default=4, help="row chunks for chunked (default 4)")
+    parser.add_argument("--chunks", type=int, default=None,
+                        help="row chunks: chunked (default 4), ring transfers per step (default 1)")
     parser.add_argument("--regime", choices=[r.value for r in Regime], default="",
                         help="NCCL environment of BENCHMARKS.md (default: keep the inherited one)")
     parser.add_argument("--steps", type=int, default=8, help="training steps (default 8)")
@@ -59,7 +60,8 @@ def config_from_args(args: argparse.Namespace, device: str, out_dir: str) -> Run
         model = ModelConfig(layers=args.layers, hidden=args.hidden, ffn=args.ffn, heads=args.heads,
                             vocab=args.vocab)
         return RunConfig(
-            out_dir=out_dir, mode=args.mode, chunks=args.chunks, regime=args.regime, device=device,
+            out_dir=out_dir, mode=args.mode,
+            chunks=args.chunks or (4 if args.mode in ("chunked", "auto") else 1), regime=args.regime, device=device,
             dtype=args.dtype or ("bfloat16" if device == "cuda" else "float32"), model=model,
             seq_len=args.seq_len, batch=args.batch, steps=args.steps,
             profile_wait=1 if args.profile_steps else 0, profile_warmup=1 if args.profile_steps else 0,

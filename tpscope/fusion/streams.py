@@ -50,6 +50,19 @@ class CommStream:
             with torch.cuda.stream(self._side):
                 yield
 
+    def record(self):
+        """An event at the current end of the side stream (None on CPU)."""
+        if self._side is None:
+            return None
+        event = torch.cuda.Event()
+        event.record(self._side)
+        return event
+
+    def compute_waits(self, event) -> None:
+        """The compute stream waits for an event from `record` (no-op on CPU)."""
+        if event is not None:
+            self._main.wait_event(event)
+
     def join(self) -> None:
         """The compute stream waits for all work queued so far on the side stream."""
         if self._side is not None:

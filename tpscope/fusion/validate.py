@@ -37,12 +37,12 @@ def _common(a: Any, weight: Any, a_name: str, mode: str, chunks: int) -> None:
 
 
 def check_all_gather_matmul(x_shard: Any, weight: Any, tp: int, mode: str, chunks: int) -> None:
-    """`x_shard [S/tp, K] @ weight [K, N_local]`; chunked needs S/tp % chunks == 0."""
+    """`x_shard [S/tp, K] @ weight [K, N_local]`; chunked and ring need S/tp % chunks == 0."""
     _common(x_shard, weight, "x_shard", mode, chunks)
     rows = x_shard.shape[0]
     if rows < 1:
         raise FusionShapeError("x_shard has no rows")
-    if mode == Mode.CHUNKED.value and rows % chunks:
+    if mode in (Mode.CHUNKED.value, Mode.RING.value) and rows % chunks:
         raise FusionShapeError(
             f"x_shard has {rows} rows, which do not split into {chunks} chunks "
             f"(largest legal chunk count divides {rows})"
@@ -51,13 +51,13 @@ def check_all_gather_matmul(x_shard: Any, weight: Any, tp: int, mode: str, chunk
 
 def check_matmul_reduce_scatter(y: Any, weight: Any, tp: int, mode: str, chunks: int) -> None:
     """`y [S, K_local] @ weight [K_local, N]`, scattered by rows: S % tp == 0, and chunked needs
-    (S/tp) % chunks == 0."""
+    (S/tp) % chunks == 0 (ring too)."""
     _common(y, weight, "y", mode, chunks)
     rows = y.shape[0]
     if rows < tp or rows % tp:
         raise FusionShapeError(f"y has {rows} rows, which do not split over {tp} ranks")
     local = rows // tp
-    if mode == Mode.CHUNKED.value and local % chunks:
+    if mode in (Mode.CHUNKED.value, Mode.RING.value) and local % chunks:
         raise FusionShapeError(
             f"y has {local} rows per rank, which do not split into {chunks} chunks"
         )

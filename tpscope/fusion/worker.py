@@ -54,7 +54,7 @@ def _plan(cfg: RunConfig, tp: int, device: torch.device, regime: str):
 
         plan_fn, auto_info = auto_plan(cfg, tp, device, regime)
     else:
-        fixed = FusionChoice(mode=cfg.mode, chunks=cfg.chunks if cfg.mode == "chunked" else 1)
+        fixed = FusionChoice(mode=cfg.mode, chunks=cfg.chunks if cfg.mode in ("chunked", "ring") else 1)
         plan_fn, auto_info = (lambda _label: fixed), None
 
     def plan(label: str) -> FusionChoice:
