@@ -48,3 +48,12 @@ def test_traces_without_host_names_are_taken_as_one_host(tmp_path):
 def test_align_all_aligns_even_on_one_host(tmp_path):
     a = analyze_run(_two_hosts(tmp_path, host0="node-a", host1="node-a"), align="all")
     assert a.clock_offsets_us[1] == pytest.approx(SHIFT_US, abs=1.0)
+
+
+def test_host_without_shared_collective_keeps_its_clock_with_a_warning(tmp_path):
+    r0, r1 = RankTrace(0, hostname="node-a"), RankTrace(1, hostname="node-b")
+    r0.kernel("gemm", 0, 50)
+    r1.kernel("gemm", SHIFT_US, 50)
+    a = analyze_run(load_run(write_run(tmp_path / "run", [r0, r1])))
+    assert a.clock_offsets_us == {0: 0.0, 1: 0.0}
+    assert any("not aligned" in w for w in a.warnings)

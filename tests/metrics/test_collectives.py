@@ -120,3 +120,24 @@ def test_wait_and_transfer_agree_with_a_brute_force_reference(tmp_path):
 def _row_of(acts, rank, k):
     rows = np.flatnonzero(acts.rank == rank)
     return rows[np.argsort(acts.start_ns[rows])][k]
+
+
+def test_json_fields_of_design_md(tmp_path):
+    """DESIGN.md's `tpscope analyze --json` fields for §5-§9 are present and plain JSON."""
+    import json
+
+    from tpscope.metrics import as_json
+
+    r0, r1 = RankTrace(0), RankTrace(1)
+    for r, late in ((r0, 0), (r1, 5)):
+        r.kernel("gemm", 0, 100 + late)
+        r.kernel("ncclDevKernel_AllGather", 100 + late, 50 - late, collective=AG)
+    doc = json.loads(json.dumps(as_json(analyze_run(load_run(write_run(tmp_path / "run", [r0, r1]))))))
+    assert {"step", "key", "collective", "bytes", "ranks", "skew_us", "transfer_us", "busbw_gbps"} <= set(
+        doc["collectives"][0])
+    assert {"step", "length_us", "compute_us", "comm_us", "memory_us", "host_us", "idle_us",
+            "exposed_comm_ratio", "ranks"} <= set(doc["critical_path"][0])
+    assert {"comm_wait_us", "comm_transfer_us", "contention_tax_us", "contention_slowdown"} <= set(doc["steps"][0])
+    assert {"critical_path_exposed_comm_ratio", "contention_slowdown"} <= set(doc["summary"])
+    assert doc["clock_offsets_us"] == {"0": 0.0, "1": 0.0}
+    assert doc["steps"][0]["contention_tax_us"] is None  # unknown, not a made-up 0
