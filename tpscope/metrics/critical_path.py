@@ -196,8 +196,9 @@ def walk_step(graph: PathGraph, last: int, floor_ns: int, n_in_step: int) -> Pat
     predecessor that ends latest; a comm kernel contributes its transfer part and hands its wait to
     the last rank to arrive; the gap before an activity is host time when its launch ended after
     the predecessor ended, else a gap (`GAP`, resolved by `resolve_gaps`). The walk stops where it
-    reaches `floor_ns`, the step's earliest start over all ranks (clipping there), or an activity
-    without predecessor; it may pass through a lagging rank's work of the previous step."""
+    reaches `floor_ns`, the step's earliest start over all ranks (clipping there); at an activity
+    without predecessor, the time down to the floor is its gap. It may pass through a lagging
+    rank's work of the previous step."""
     s, e, launch, cat = graph.start_ns, graph.end_ns, graph.launch_end_ns, graph.category
     inst, arrival, binding = graph.instance, graph.arrival_ns, graph.binding
     lane_prev, cross_pred = graph.lane_prev, graph.cross_pred
@@ -234,7 +235,8 @@ def walk_step(graph: PathGraph, last: int, floor_ns: int, n_in_step: int) -> Pat
         p, q = lane_prev[node], cross_pred[node]
         if q >= 0 and (p < 0 or e[q] > e[p]):
             p = q
-        if p < 0:
+        if p < 0:  # first on its lane, no known wait: the floor stands in for the predecessor's end
+            add(node, floor, cursor, HOST if launch[node] > floor else GAP)
             break
         p_end = min(e[p], cursor)
         add(node, p_end, cursor, HOST if launch[node] > e[p] else GAP)
