@@ -71,7 +71,7 @@ def build_manifest(*, cfg: RunConfig, regime: str, regime_env: dict[str, str], t
         "regime_env": regime_env,
         "nccl_env": nccl_env(os.environ),
         "mode": cfg.mode,
-        "chunks": cfg.chunks,
+        "chunks": None if cfg.mode == "auto" else cfg.chunks,
         "fusion_by_layer": fusion_by_layer,
         "auto": auto,
         "tp": tp,

@@ -1,0 +1,146 @@
+"""`tpscope sweep`: the tuning method as a command. A baseline without fusion first, then one
+change at a time (mode, chunk count, regime), each a run folder of the same model and global
+batch, then one comparison (tokens/s, exposed communication, contention, peak memory).
+
+Exposed communication and contention come from `tpscope analyze RUN --json`, run as a separate
+process (the runtime never imports the analyzer); where it is not installed those columns are
+null and the report says why. No torch is imported here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from tpscope.errors import UserError
+from tpscope.fusion.config import ALL_MODES, Regime, RunConfig, config_to_json
+from tpscope.fusion.run_command import add_model_arguments, config_from_args, preflight
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Variant:
+    """One change against the baseline: a mode (with chunks) or a regime."""
+
+    name: str
+    mode: str
+    chunks: int
+    regime: str
+
+
+def parse_variants(text: str, base_regime: str) -> list[Variant]:
+    """`chunked:4,ring,ring:2,symm_mem,auto,regime=shm` -> variants (baseline not included)."""
+    out = []
+    for token in (t.strip() for t in text.split(",") if t.strip()):
+        if token.startswith("regime="):
+            regime = token.split("=", 1)[1]
+            if regime not in {r.value for r in Regime}:
+                raise UserError(f"--variants: unknown regime {regime!r}")
+            out.append(Variant(name=f"none-{regime}", mode="none", chunks=1, regime=regime))
+            continue
+        mode, _, k = token.partition(":")
+        if mode not in ALL_MODES:
+            raise UserError(f"--variants: {token!r} is not MODE[:CHUNKS] or regime=NAME")
+        try:
+            chunks = int(k) if k else (4 if mode in ("chunked", "auto") else 1)
+        except ValueError:
+            raise UserError(f"--variants: chunk count in {token!r} is not an int") from None
+        name = mode + (f"-k{chunks}" if mode in ("chunked", "ring") else "")
+        out.append(Variant(name=name, mode=mode, chunks=chunks, regime=base_regime))
+    return out
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--variants", default="chunked:2,chunked:4,ring,auto",
+                        help="changes to try after the unfused baseline: MODE[:CHUNKS] or regime=NAME, "
+                             "comma-separated (default chunked:2,chunked:4,ring,auto)")
+    parser.add_argument("--nproc", type=int, default=None, help="workers (default: GPUs seen, 2 on cpu)")
+    parser.add_argument("--regime", choices=[r.value for r in Regime], default="",
+                        help="NCCL environment of the baseline (default: inherited)")
+    parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--profile-steps", type=int, default=2)
+    parser.add_argument("--out", required=True, help="folder of the sweep (one run folder per variant)")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default=None)
+    parser.add_argument("--overwrite", action="store_true")
+    parser.add_argument("--timeout-s", type=float, default=300.0)
+    parser.add_argument("--auto-cache", default="")
+    parser.add_argument("--no-analyze", action="store_true", help="skip `tpscope analyze` on each run")
+    add_model_arguments(parser)
+    parser.set_defaults(mode="none", chunks=1)
+
+
+def _analyze(run_dir: Path) -> tuple[dict | None, str | None]:
+    cmd = [sys.executable, "-m", "tpscope.cli", "analyze", str(run_dir), "--json"]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"tpscope analyze did not finish: {exc}"
+    if done.returncode != 0:
+        return None, (done.stderr.strip().splitlines() or ["tpscope analyze failed"])[-1][:300]
+    try:
+        return json.loads(done.stdout).get("summary"), None
+    except ValueError:
+        return None, "tpscope analyze printed no JSON"
+
+
+def compare(rows: list[dict]) -> str:
+    """The comparison as a Markdown table (baseline first)."""
+    base = rows[0]["tokens_per_s"]
+    lines = ["| run | regime | mode | tokens/s | vs baseline | exposed comm ratio | contention slowdown | peak memory GiB |",
+             "|---|---|---|---|---|---|---|---|"]
+
+    def f(v, fmt):
+        return "–" if v is None else format(v, fmt)
+
+    for r in rows:
+        s = r.get("analyze") or {}
+        ratio = r["tokens_per_s"] / base if r["tokens_per_s"] and base else None
+        mem = r["peak_memory_bytes"] / 2**30 if r["peak_memory_bytes"] else None
+        lines.append(f"| {r['run']} | {r['regime']} | {r['mode']} | {f(r['tokens_per_s'], ',.0f')} | "
+                     f"{f(ratio, '.3f')}× | {f(s.get('exposed_comm_ratio'), '.3f')} | "
+                     f"{f(s.get('contention_slowdown'), '.3f')} | {f(mem, '.2f')} |")
+    return "\n".join(lines)
+
+
+def main(args: argparse.Namespace) -> int:
+    from tpscope.fusion.launch import launch, prepare_out_dir
+    from tpscope.fusion.run_command import _device, _nproc
+
+    device = _device(args)
+    nproc = _nproc(args, device)
+    base_cfg: RunConfig = config_from_args(args, device, "")
+    variants = [Variant(name="none", mode="none", chunks=1, regime=args.regime)]
+    variants += parse_variants(args.variants, args.regime)
+    root = prepare_out_dir(args.out, args.overwrite, clear=False)
+    runs = []
+    for i, v in enumerate(variants):
+        run_dir = root / f"{i:02d}-{v.name}"
+        cfg = replace(base_cfg, out_dir=str(run_dir), mode=v.mode, chunks=v.chunks, regime=v.regime)
+        preflight(cfg, nproc)
+        prepare_out_dir(str(run_dir), args.overwrite)
+        print(f"tpscope sweep: [{i + 1}/{len(variants)}] {v.name} -> {run_dir}", flush=True)
+        command = ["tpscope", "sweep", *sys.argv[2:]] if len(sys.argv) > 1 else []
+        rc = launch(nproc, "tpscope.fusion.worker",
+                    ["--config-json", config_to_json(cfg), "--command-json", json.dumps(command)], cfg.regime)
+        if rc != 0:
+            raise UserError(f"{run_dir}: the run of variant {v.name} failed (exit {rc}); see its output above")
+        runs.append((v, run_dir))
+    rows = []
+    for v, run_dir in runs:
+        manifest = json.loads((run_dir / "tpscope_run.json").read_text())
+        summary, why = (None, "skipped (--no-analyze)") if args.no_analyze else _analyze(run_dir)
+        rows.append({"run": run_dir.name, "mode": v.mode, "chunks": v.chunks, "regime": manifest["regime"],
+                     "tokens_per_s": manifest["tokens_per_s"], "median_step_time_ms": manifest["median_step_time_ms"],
+                     "peak_memory_bytes": manifest["peak_memory_bytes"], "fusion_by_layer": manifest["fusion_by_layer"],
+                     "analyze": summary, "analyze_note": why})
+    table = compare(rows)
+    (root / "sweep.json").write_text(json.dumps({"baseline": rows[0]["run"], "runs": rows}, indent=1) + "\n")
+    (root / "sweep.md").write_text(f"# tpscope sweep\n\n{table}\n")
+    print(table)
+    notes = {r["analyze_note"] for r in rows if r["analyze_note"]}
+    for note in sorted(notes):
+        print(f"tpscope sweep: analyze: {note}", file=sys.stderr)
+    return 0
