@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import types
 from pathlib import Path
 
 import numpy as np
@@ -96,13 +97,8 @@ def test_predecessor_arrays_agree_with_brute_force():
         before = [j for j in range(n) if lane[j] == lane[i] and (start[j], j) < (start[i], i)]
         assert prev[i] == (max(before, key=lambda j: (start[j], j)) if before else -1)
 
-    class Acts:  # the columns inferred_cross_lane_predecessors reads
-        rank_bounds = np.array([0, n])
-
-    acts = Acts()
-    acts.lane, acts.start_ns, acts.end_ns = lane, start, end
-    acts.__len__ = None
-    pred = inferred_cross_lane_predecessors(_Sized(acts, n), [0], tolerance_ns=2_000)
+    acts = _Columns(n, lane=lane, start_ns=start, end_ns=end, rank_bounds=np.array([0, n]))
+    pred = inferred_cross_lane_predecessors(acts, [0], tolerance_ns=2_000)
     for i in range(n):
         cands = [j for j in range(n) if lane[j] != lane[i] and end[j] <= start[i]]
         best = max(cands, key=lambda j: end[j]) if cands else -1
@@ -112,14 +108,14 @@ def test_predecessor_arrays_agree_with_brute_force():
             assert end[pred[i]] == end[expected]  # ties between equal ends may pick either
 
 
-class _Sized:
-    def __init__(self, acts, n):
-        self._a, self._n = acts, n
+class _Columns(types.SimpleNamespace):
+    """The columns of RunActivities that inferred_cross_lane_predecessors reads."""
 
-    def __getattr__(self, name):
-        return getattr(self._a, name)
+    def __init__(self, n: int, **columns):
+        super().__init__(**columns)
+        self._n = n
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self._n
 
 
