@@ -201,9 +201,9 @@ def _timeline(store, run_id, data, step):
     if data is None:
         return timeline.timeline_figure(None), timeline.timeline_note(None)
     detail = store.cross_rank(run_id)
-    members = overlays.collective_members(detail, step) if detail is not None else None
-    waits = overlay_segments(data, overlays.wait_parts(detail, step)) if detail is not None else None
-    path = path_arrays(data, overlays.critical_path(detail, step)) if detail is not None else None
+    members = _overlay(overlays.collective_members, detail, step)
+    waits = overlay_segments(data, _overlay(overlays.wait_parts, detail, step))
+    path = path_arrays(data, _overlay(overlays.critical_path, detail, step))
     links = link_arrays(data, members)
     fig = timeline.timeline_figure(data, waits=waits, links=links, path=path)
     note = timeline.timeline_note(data)
@@ -215,6 +215,17 @@ def _timeline(store, run_id, data, step):
     if missing:
         note += " Not available for this step and ranks: " + ", ".join(missing) + "."
     return fig, note
+
+
+def _overlay(build, detail, step):
+    """An overlay of the analyzer's per-activity results, or None (drawn as "not available")."""
+    if detail is None:
+        return None
+    try:
+        return build(detail, step)
+    except Exception:  # the timeline itself still draws; the note says what is missing
+        log.exception("timeline overlay %s", build.__name__)
+        return None
 
 
 def _baseline_note(store: RunStore, run_id, baseline_id) -> str:

@@ -55,6 +55,10 @@ class Overlay:
         return Overlay(*(getattr(self, f)[rows] for f in self.__slots__))
 
 
+def _empty_overlay() -> Overlay:
+    return Overlay(*(np.zeros(0, np.int64) for _ in range(5)), np.zeros(0, dtype=object))
+
+
 def cross_rank(run: Run, align: str = "auto") -> CrossRank | None:
     """Matching, wait and the path graph of `run`, as analyze_run computes them."""
     if not run.ranks or sum(len(r.gpu) for r in run.ranks) == 0:
@@ -104,9 +108,14 @@ def arrival_us(members: Overlay) -> np.ndarray:
 
 def critical_path(x: CrossRank, step: int) -> Overlay:
     """The segments of `step`'s critical path in time order, each on the lane of its activity."""
-    seg = walk_step(x.graph, x.step, step)
-    if seg is None or len(seg.row) == 0:
-        return Overlay(*(np.zeros(0, np.int64) for _ in range(5)), np.zeros(0, dtype=object))
+    rows = np.flatnonzero(x.step == step)
+    if len(rows) == 0:
+        return _empty_overlay()
+    # the same call critical_paths makes for this step: from the latest end, down to the earliest start
+    last = int(rows[np.argmax(x.graph.end_ns[rows])])
+    seg = walk_step(x.graph, last, int(x.graph.start_ns[rows].min()), len(rows))
+    if len(seg.row) == 0:
+        return _empty_overlay()
     order = np.argsort(seg.start_ns, kind="stable")
     rows = seg.row[order]
     kinds = np.array(KIND_NAMES, dtype=object)[np.minimum(seg.category[order], GAP)]

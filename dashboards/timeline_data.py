@@ -247,6 +247,8 @@ def path_arrays(data: TimelineData, path) -> tuple[np.ndarray, np.ndarray, np.nd
     """The critical path as one polyline: along each segment's lane, jumping between lanes."""
     seg = overlay_segments(data, path)
     n = len(seg)
+    if n == 0:
+        return np.zeros(0), np.zeros(0), np.zeros((0, 3), dtype=object)
     x = np.empty(2 * n)
     x[0::2], x[1::2] = seg.start_us, seg.end_us
     y = np.repeat(seg.y.astype(float), 2)

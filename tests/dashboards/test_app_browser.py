@@ -7,10 +7,12 @@ tables, or from HTA, all computed here; never from the dashboard's own code.
 from __future__ import annotations
 
 import logging
+import time
 
 import numpy as np
 import pytest
 import requests
+from selenium.common.exceptions import TimeoutException
 
 from tests.dashboards.browser import (
     choose,
@@ -42,7 +44,8 @@ def expected(sample_root):
         run = load_run(sample_root / folder.name)
         hta = TraceAnalysis(trace_files={r.rank: str(r.path.resolve()) for r in run.ranks},
                             include_last_profiler_step=True)
-        out[folder.name] = {"doc": as_json(analyze_run(run)), "run": run,
+        analysis = analyze_run(run)
+        out[folder.name] = {"doc": as_json(analysis), "analysis": analysis, "run": run,
                             "hta_temporal": hta.get_temporal_breakdown(visualize=False)}
     return out
 
@@ -123,6 +126,17 @@ def test_app_starts_on_sample_runs_and_overview_shows_summaries(page, expected, 
         assert got[run_id] == pytest.approx(exp["doc"]["summary"]["exposed_comm_ratio"])
 
 
+def test_baseline_gives_flux_efficiency_and_attained_saving(page, expected):
+    run_id = page.find_element("id", "run-select").text.strip()
+    base_id = next(k for k in expected if k != run_id)
+    choose(page, "baseline-select", base_id)
+    summary = analyze_run(expected[run_id]["run"], reference=expected[base_id]["run"]).summary
+    want = f"Flux overlap efficiency {_fmt_ratio(summary.flux_overlap_efficiency) or 'not available'}"
+    wait_until(page, lambda d: want in text_of(d, "baseline-note"))
+    saving = _fmt_ratio(summary.attained_saving) or "not available"
+    assert f"attained saving {saving}" in text_of(page, "baseline-note")
+
+
 def test_breakdown_bars_are_the_analyzer_json(page, expected):
     run_id = page.find_element("id", "run-select").text.strip()
     doc = expected[run_id]["doc"]
@@ -161,8 +175,41 @@ def test_timeline_draws_each_class_of_the_step(page, expected):
     assert {"ag_gemm", "gemm_rs"} <= labels  # the instrumentation names of the runtime's ops
     note = text_of(page, "timeline-note")
     assert f"{sum(counts.values()):,} activities" in note
-    if not doc["critical_path"]:
-        assert "Not available for this run: critical path" in note
+    # the critical path drawn is the analyzer's: its segments add up to the JSON's length
+    (cp,) = [c for c in doc["critical_path"] if c["step"] == first_step]
+    px = values(trace(fig, "critical path")["x"]).astype(float)
+    assert (px[1::2] - px[0::2]).sum() == pytest.approx(cp["length_us"], abs=1e-3)
+    # one dotted link per matched collective of the step, and (two ranks) one wait per waiting instance
+    mine = [c for c in doc["collectives"] if c["step"] == first_step]
+    links = values(trace(fig, "collective links")["x"]).astype(float)
+    assert np.isnan(links).sum() + 1 == len(mine)
+    waits = values(trace(fig, "comm wait")["x"]).astype(float).reshape(-1, 4)
+    assert (waits[:, 2] - waits[:, 0]).sum() == pytest.approx(sum(c["wait_us"] for c in mine), abs=1e-3)
+    assert "Not available" not in note
+
+
+def test_timeline_zoom_redraws_the_window(page, expected):
+    run_id = page.find_element("id", "run-select").text.strip()
+    run, doc = expected[run_id]["run"], expected[run_id]["doc"]
+    step = min(s["step"] for s in doc["steps"])
+    open_tab(page, "Timeline")
+    fig = wait_figure(page, "timeline-graph", lambda f: (f["layout"].get("meta") or {}).get("step") == step)
+    full_total = fig["layout"]["meta"]["total"]
+    time.sleep(1.0)  # the graph's own mount-time relayout (autosize) would supersede the zoom's callback
+    fig = None
+    for attempt in range(3):  # as a user's drag-zoom; again if a late autosize superseded it
+        page.execute_script("Plotly.relayout(document.querySelector('#timeline-graph .js-plotly-plot'),"
+                            "{'xaxis.range': [100, arguments[0]]});", 300 + attempt * 1e-3)
+        try:
+            fig = wait_figure(page, "timeline-graph", lambda f: f["layout"]["meta"]["total"] < full_total, timeout=5)
+            break
+        except TimeoutException:
+            continue
+    assert fig is not None, "the zoomed window was never redrawn"
+    lo = min(int(r.steps.start_ns[r.steps.step == step].min()) for r in run.ranks)
+    total = sum(int(((r.gpu.start_ns < lo + 300_000) & (r.gpu.end_ns > lo + 100_000)).sum()) for r in run.ranks)
+    assert fig["layout"]["meta"]["total"] == total
+    assert fig["layout"]["xaxis"]["range"] == pytest.approx([100, 300], abs=0.01)
 
 
 def test_switching_step_and_rank_updates_figures(page, expected):
@@ -211,9 +258,17 @@ def test_collectives_and_contention_views_show_json_or_say_not_available(page, e
     rows = table_rows(page, "collectives-table")
     if mine:
         assert len(rows) == min(len(mine), 15)  # one page of the table
+        assert sorted(float(r["skew (µs)"]) for r in rows) == sorted(c["skew_us"] for c in mine)[:len(rows)] or \
+            len(mine) > 15
+        assert sorted(float(r["wait (µs)"]) for r in rows) == sorted(c["wait_us"] for c in mine)
         skew = wait_figure(page, "skew-graph", lambda f: len(f["data"]) > 0)
         got = np.sort(np.concatenate([values(t["y"]).astype(float) for t in skew["data"]]))
         np.testing.assert_allclose(got, np.sort([c["skew_us"] for c in mine if c["skew_us"] is not None]))
+        # two ranks: the later one arrives `skew` after the first, the first at 0
+        arrival = wait_figure(page, "arrival-graph", lambda f: len(f["data"]) == len(doc["ranks"]))
+        late = np.concatenate([values(t["y"]).astype(float) for t in arrival["data"]])
+        np.testing.assert_allclose(np.sort(late[late > 0]), np.sort([c["skew_us"] for c in mine if c["skew_us"] > 0]),
+                                   atol=1e-3)
     else:
         assert rows == []
         assert "not available" in text_of(page, "collectives-note")
@@ -222,6 +277,15 @@ def test_collectives_and_contention_views_show_json_or_say_not_available(page, e
     slowdown = doc["summary"]["contention_slowdown"]
     want = "not available" if slowdown is None else f"{slowdown * 100:.1f}%"
     wait_until(page, lambda d: f"Run contention slowdown: {want}." in text_of(d, "contention-note"))
+    kernels = [k for k in expected[run_id]["analysis"].kernel_contention
+               if k.isolated_median_us is not None and k.overlapped_median_us is not None]
+    fig = wait_figure(page, "contention-graph")
+    if kernels:
+        iso = trace(fig, "isolated (median)")
+        np.testing.assert_allclose(np.sort(values(iso["x"]).astype(float)),
+                                   np.sort([k.isolated_median_us for k in kernels]))
+    else:
+        assert "not available" in fig["layout"]["meta"]["not_available"]
     tax = wait_figure(page, "tax-graph")
     taxed = [s for s in doc["steps"] if s["contention_tax_us"] is not None]
     if taxed:
