@@ -57,3 +57,21 @@ def test_host_without_shared_collective_keeps_its_clock_with_a_warning(tmp_path)
     a = analyze_run(load_run(write_run(tmp_path / "run", [r0, r1])))
     assert a.clock_offsets_us == {0: 0.0, 1: 0.0}
     assert any("not aligned" in w for w in a.warnings)
+
+
+def test_ranks_of_one_host_share_its_offset(tmp_path):
+    """Ranks 0, 1 on node-a; ranks 2, 3 on node-b, whose clock is SHIFT_US ahead."""
+    ag = Collective("_allgather_base", group_size=4)
+    ranks = []
+    for rank in range(4):
+        shift = SHIFT_US if rank >= 2 else 0.0
+        r = RankTrace(rank, world_size=4, hostname="node-b" if rank >= 2 else "node-a")
+        for k in range(3):
+            start = 1000.0 * k + 3.0 * rank  # rank r enters 3r µs late (true time)
+            r.kernel("ncclDevKernel_AllGather", start + shift, 100 - 3.0 * rank + 0.1 * k * (rank % 2),
+                     stream=14, collective=ag)
+        ranks.append(r)
+    a = analyze_run(load_run(write_run(tmp_path / "run", ranks)))
+    assert a.clock_offsets_us[0] == a.clock_offsets_us[1] == 0.0
+    assert a.clock_offsets_us[2] == a.clock_offsets_us[3] == pytest.approx(SHIFT_US, abs=1.0)
+    assert all(c.skew_us == pytest.approx(9.0, abs=1.0) for c in a.collectives)
