@@ -20,8 +20,8 @@ CLASS_NAMES = {
     ActivityClass.FILLER: "filler",
 }
 LABEL_PREFIX = "tpscope/"
-MAX_NAME_CHARS = 90
-DEFAULT_MAX_ACTIVITIES = 20_000
+MAX_NAME_CHARS = 72
+DEFAULT_MAX_ACTIVITIES = 10_000  # more segments than a plot has pixels; zoom in for the rest
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,18 +243,15 @@ def link_arrays(data: TimelineData, members) -> tuple[np.ndarray, np.ndarray]:
     return np.insert(x, breaks, np.nan), np.insert(y, breaks, np.nan)
 
 
-def path_arrays(data: TimelineData, path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The critical path as one polyline: along each segment's lane, jumping between lanes."""
+def path_arrays(data: TimelineData, path) -> tuple[np.ndarray, np.ndarray, np.ndarray, list]:
+    """The critical path as one polyline along each segment's lane, jumping between lanes;
+    customdata (start, duration) per point and the segment's kind as its text."""
     seg = overlay_segments(data, path)
     n = len(seg)
-    if n == 0:
-        return np.zeros(0), np.zeros(0), np.zeros((0, 3), dtype=object)
     x = np.empty(2 * n)
     x[0::2], x[1::2] = seg.start_us, seg.end_us
     y = np.repeat(seg.y.astype(float), 2)
-    custom = np.empty((2 * n, 3), dtype=object)
-    for k in range(2):
-        custom[k::2, 0] = seg.text
-        custom[k::2, 1] = seg.start_us
-        custom[k::2, 2] = seg.end_us - seg.start_us
-    return x, y, custom
+    custom = np.empty((2 * n, 2))
+    custom[:, 0] = np.repeat(seg.start_us, 2)
+    custom[:, 1] = np.repeat(seg.end_us - seg.start_us, 2)
+    return x, y, custom, np.repeat(seg.text, 2).tolist()

@@ -16,31 +16,33 @@ BAR_PX = 16
 MAX_LABEL_TEXTS = 300
 PLOT_PX = 1100  # the plot area's usual width: labels narrower on screen than their text get none
 CHAR_PX = 6.2  # width of one character at the label font size
-HOVER = "%{customdata[0]}<br>start %{customdata[1]:,.2f} µs · dur %{customdata[2]:,.2f} µs<extra>%{fullData.name}</extra>"
+HOVER = "%{text}<br>start %{customdata[0]:,.2f} µs · dur %{customdata[1]:,.2f} µs<extra>%{fullData.name}</extra>"
 
 
-def segment_arrays(seg: Segments) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """x, y and customdata of NaN-separated segments: start, middle, end, gap per interval."""
+def segment_arrays(seg: Segments) -> tuple[np.ndarray, np.ndarray, np.ndarray, list]:
+    """x, y, customdata (start, duration) and names of NaN-separated segments: start, middle, end, gap.
+
+    Numbers stay float arrays (sent as binary); only the names travel as text.
+    """
     n = len(seg)
     x = np.full(4 * n, np.nan)
     x[0::4], x[1::4], x[2::4] = seg.start_us, (seg.start_us + seg.end_us) / 2.0, seg.end_us
     y = np.full(4 * n, np.nan)
-    for k in range(3):
+    custom = np.full((4 * n, 2), np.nan)
+    text = np.full(4 * n, "", dtype=object)
+    for k in range(3):  # the three points of every segment, each a strided slice
         y[k::4] = seg.y
-    custom = np.empty((4 * n, 3), dtype=object)
-    dur = seg.end_us - seg.start_us
-    for k in range(3):
-        custom[k::4, 0] = seg.text
-        custom[k::4, 1] = seg.start_us
-        custom[k::4, 2] = dur
-    return x, y, custom
+        custom[k::4, 0] = seg.start_us
+        custom[k::4, 1] = seg.end_us - seg.start_us
+        text[k::4] = seg.text
+    return x, y, custom, text.tolist()
 
 
 def _segments_trace(seg: Segments, name: str, color: str, width: int, hover: bool = True,
                     legendgroup: str | None = None) -> go.Scatter:
-    x, y, custom = segment_arrays(seg)
+    x, y, custom, text = segment_arrays(seg)
     return go.Scatter(
-        x=x, y=y, customdata=custom if hover else None, mode="lines", name=name,
+        x=x, y=y, customdata=custom if hover else None, text=text if hover else None, mode="lines", name=name,
         line=dict(color=color, width=width), connectgaps=False,
         hovertemplate=HOVER if hover else None, hoverinfo=None if hover else "skip",
         legendgroup=legendgroup or name,
@@ -49,7 +51,7 @@ def _segments_trace(seg: Segments, name: str, color: str, width: int, hover: boo
 
 def timeline_figure(data: TimelineData | None, waits: Segments | None = None,
                     links: tuple[np.ndarray, np.ndarray] | None = None,
-                    path: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+                    path: tuple[np.ndarray, np.ndarray, np.ndarray, list] | None = None,
                     title: str | None = None) -> go.Figure:
     """Activities coloured by class, labels, waits, collective links and the critical path."""
     if data is None or not data.lanes:
@@ -67,10 +69,10 @@ def timeline_figure(data: TimelineData | None, waits: Segments | None = None,
         traces.append(go.Scatter(x=links[0], y=links[1], mode="lines", name="collective links",
                                  hoverinfo="skip", line=dict(color=COLORS["link"], width=1.5, dash="dot")))
     if path is not None and len(path[0]):
-        traces.append(go.Scatter(x=path[0], y=path[1], customdata=path[2], mode="lines", name="critical path",
-                                 line=dict(color=COLORS["critical_path"], width=2.5),
-                                 hovertemplate="critical path: %{customdata[0]}<br>start %{customdata[1]:,.2f} µs"
-                                               " · %{customdata[2]:,.2f} µs<extra></extra>"))
+        traces.append(go.Scatter(x=path[0], y=path[1], customdata=path[2], text=path[3], mode="lines",
+                                 name="critical path", line=dict(color=COLORS["critical_path"], width=2.5),
+                                 hovertemplate="critical path: %{text}<br>start %{customdata[0]:,.2f} µs"
+                                               " · %{customdata[1]:,.2f} µs<extra></extra>"))
     fig = go.Figure(traces)
     n = len(data.lanes)
     base_layout(fig, title=title, height=90 + LANE_PX * n)
