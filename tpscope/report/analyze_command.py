@@ -16,13 +16,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reference", metavar="RUN_DIR", help="an unfused run: isolated kernel baselines and Flux E")
     p.add_argument("--out", metavar="FILE", help="write the JSON to FILE instead of stdout (with --json)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
+    p.add_argument("--align", choices=("auto", "none", "all"), default="auto",
+                   help="clock alignment across ranks (metrics.md §6): auto aligns ranks of different hosts, "
+                        "none trusts the trace clocks, all aligns every rank")
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="processes that decode traces (default: every usable core)")
     p.add_argument("--no-cache", action="store_true",
                    help="analyze from the traces even if this folder was analyzed before")
 
 
-def analyze_folder(run_dir: Path, reference: Path | None, workers: int | None, use_cache: bool):
+def analyze_folder(run_dir: Path, reference: Path | None, workers: int | None, use_cache: bool,
+                   align: str = "auto"):
     """The analysis of `run_dir`, from the disk cache when the folder and the code are unchanged."""
     from tpscope.metrics import analyze_run
     from tpscope.trace import load_run
@@ -32,14 +36,14 @@ def analyze_folder(run_dir: Path, reference: Path | None, workers: int | None, u
             print(f"tpscope: reading {run_dir} ...", file=sys.stderr, flush=True)
         run = load_run(run_dir, workers=workers)
         ref = load_run(reference, workers=workers) if reference is not None else None
-        return analyze_run(run, reference=ref)
+        return analyze_run(run, reference=ref, align=align)
 
     if not use_cache:
         return compute()
     from tpscope.cache import DiskCache
 
     cache = DiskCache()
-    kind = "analysis" if reference is None else f"analysis-vs-{cache.key('reference', reference)}"
+    kind = f"analysis-{align}" if reference is None else f"analysis-{align}-vs-{cache.key('reference', reference)}"
     if not run_dir.exists() or (reference is not None and not reference.exists()):
         return compute()  # the loader names what is missing
     return cache.get_or_compute(kind, run_dir, compute)
@@ -55,7 +59,7 @@ def main(args: argparse.Namespace) -> int:
         raise UserError(f"{out}: already exists; pass --overwrite to replace it")
     run_dir = Path(args.run_dir) if args.run_dir else default_run()
     reference = Path(args.reference) if args.reference else None
-    analysis = analyze_folder(run_dir, reference, args.workers, use_cache=not args.no_cache)
+    analysis = analyze_folder(run_dir, reference, args.workers, use_cache=not args.no_cache, align=args.align)
     if args.json:
         from tpscope.metrics import as_json
 
