@@ -27,9 +27,19 @@ def table_columns(rows: list[dict]) -> list[dict]:
     cols = [(k, h) for k, h in TABLE_COLUMNS if k in present or k in ("step", "collective", "skew_us")]
     known = {k for k, _ in TABLE_COLUMNS}
     cols += [(k, k) for k in sorted(present - known)]
-    numeric = {"step", "bytes", "skew_us", "wait_us", "transfer_us", "busbw_gbps"}
-    return [{"id": k, "name": h, "type": "numeric" if k in numeric or k.endswith(("_us", "_gbps", "_bytes"))
-             else "text"} for k, h in cols]
+    return [_column(k, h) for k, h in cols]
+
+
+def _column(key: str, header: str) -> dict:
+    """Numbers sort as numbers; µs to the ns the trace holds, bandwidth to 0.1 GB/s."""
+    col = {"id": key, "name": header, "type": "text"}
+    if key.endswith("_us"):
+        col.update(type="numeric", format={"specifier": ",.3f"})
+    elif key.endswith("_gbps"):
+        col.update(type="numeric", format={"specifier": ",.1f"})
+    elif key in ("bytes", "step") or key.endswith("_bytes"):
+        col.update(type="numeric", format={"specifier": ",d"})
+    return col
 
 
 def skew_figure(rows: list[dict]) -> go.Figure:

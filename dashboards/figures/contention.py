@@ -18,7 +18,7 @@ def contention_figure(rows: list[dict]) -> go.Figure:
         return not_available("contention per kernel signature: not available for this run "
                              "(needs ≥3 isolated and ≥3 overlapped instances, or a baseline)")
     rows = sorted(rows, key=lambda r: -(r["overlapped_median_us"] - r["isolated_median_us"]))[:MAX_SIGNATURES]
-    names = [short_signature(r["signature"]) for r in rows]
+    names = [f"#{i + 1} {short_signature(r['signature'], 56)}" for i, r in enumerate(rows)]  # unique labels
     fig = go.Figure()
     fig.add_bar(y=names, x=[r["isolated_median_us"] for r in rows], orientation="h", name="isolated (median)",
                 marker_color=COLORS["compute"], customdata=[r["signature"] for r in rows],
