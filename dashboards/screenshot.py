@@ -32,7 +32,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _wait_drawn(driver, timeout_s: float = 60.0) -> None:
+def _wait_drawn(driver, timeout_s: float = 120.0) -> None:
     """Until no callback is loading and every visible graph holds data, for one second in a row."""
     deadline = time.monotonic() + timeout_s
     script = ("return document.querySelectorAll('[data-dash-is-loading=\"true\"]').length === 0 && "

@@ -110,4 +110,7 @@ def timeline_note(data: TimelineData | None) -> str:
     if data.capped:
         return (f"Step {data.step}: showing the {data.drawn:,} longest of {data.total:,} activities in view "
                 "(zoom in to see the rest).")
-    return f"Step {data.step}: {data.total:,} activities on {len(data.lanes)} lanes."
+    where = ""
+    if data.view_us != data.step_us:
+        where = f" in {data.view_us[0]:,.0f}–{data.view_us[1]:,.0f} µs of the step's {data.step_us[1]:,.0f} µs"
+    return f"Step {data.step}: {data.total:,} activities on {len(data.lanes)} lanes{where}."
