@@ -58,6 +58,9 @@ def test_run_writes_a_complete_folder_and_refuses_to_overwrite(tmp_path):
     assert "step 4/4" in done.stdout
     manifest = _check_run_folder(out, 2, "chunked")
     assert manifest["regime"] == "shm" and manifest["regime_env"] == {"NCCL_P2P_DISABLE": "1"}
+    analyzed = _tpscope("analyze", str(out), "--json")  # the analyzer reads it (a separate process)
+    assert analyzed.returncode == 0, analyzed.stderr[-2000:]
+    assert json.loads(analyzed.stdout)["ranks"] == [0, 1]
     again = _tpscope("run", "--nproc", "2", "--out", str(out), *SMALL)
     assert again.returncode == 2
     assert again.stderr.strip().count("\n") == 0 and "--overwrite" in again.stderr

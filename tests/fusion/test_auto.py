@@ -1,0 +1,67 @@
+"""`--mode auto`: the decision rule, the probed shapes, and a probe in a world of 2 that every
+rank agrees on and that the cache then answers."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import torch
+import torch.distributed as dist
+
+from tpscope.fusion.auto import auto_plan, candidates, decide, kind_shapes
+from tpscope.fusion.config import FusionChoice, ModelConfig, RunConfig
+
+from ._dist import run_world, scratch_dir
+
+
+def test_decide_keeps_unfused_unless_a_fusion_wins_clearly():
+    assert decide({"none/k1": 10.0, "chunked/k2": 8.0, "ring/k1": 9.0}) == (
+        FusionChoice(mode="chunked", chunks=2),
+        "fastest of 3 probed: chunked/k2 8.000 ms fwd+bwd vs unfused 10.000 ms")
+    choice, why = decide({"none/k1": 10.0, "ring/k4": 9.95})  # 0.5 % faster: noise, keep unfused
+    assert choice == FusionChoice(mode="none") and "by more than 1%" in why
+    choice, _ = decide({"none/k1": 10.0, "symm_mem/k1": None, "symm_mem/k1_error": "x", "ring/k1": 12.0})
+    assert choice == FusionChoice(mode="none")
+
+
+def test_probed_shapes_are_the_layers_forward_and_backward_ops():
+    cfg = RunConfig(out_dir="x", seq_len=64, batch=2, model=ModelConfig(hidden=32, heads=4, ffn=96))
+    s = kind_shapes(cfg, tp=2)  # 128 tokens, 64 per rank
+    assert s["mlp.fc1"] == {"fwd": ("ag", 64, 32, 48), "bwd": ("rs", 128, 48, 32)}
+    assert s["mlp.fc2"] == {"fwd": ("rs", 128, 48, 32), "bwd": ("ag", 64, 32, 48)}
+    assert s["attn.qkv"]["fwd"] == ("ag", 64, 32, 48) and s["attn.out"]["fwd"] == ("rs", 128, 16, 32)
+
+
+def test_candidates_follow_legality_and_regime():
+    cpu = candidates(6, torch.device("cpu"), "nvlink")
+    assert [(c.mode, c.chunks) for c in cpu] == [("none", 1), ("chunked", 1), ("chunked", 2), ("ring", 1), ("ring", 2)]
+    assert all(c.mode != "symm_mem" for c in candidates(8, torch.device("cuda"), "shm"))
+
+
+def _probe(rank: int, world: int, cache: str, out: str) -> None:
+    cfg = RunConfig(out_dir="x", device="cpu", dtype="float32", seq_len=16, batch=2, auto_cache=cache,
+                    model=ModelConfig(layers=1, hidden=16, ffn=32, heads=2, vocab=16))
+    plan, info = auto_plan(cfg, world, torch.device("cpu"), "nvlink")
+    first = {k: (c["mode"], c["chunks"], c["source"]) for k, c in info["choices"].items()}
+    plan2, info2 = auto_plan(cfg, world, torch.device("cpu"), "nvlink")
+    second = {k: (c["mode"], c["chunks"], c["source"]) for k, c in info2["choices"].items()}
+    assert all(src == "probe" for *_, src in first.values()) and all(src == "cache" for *_, src in second.values())
+    assert {k: v[:2] for k, v in first.items()} == {k: v[:2] for k, v in second.items()}
+    assert plan("block0.mlp.fc1") == FusionChoice(mode=first["mlp.fc1"][0], chunks=first["mlp.fc1"][1])
+    everyone: list = [None] * world
+    dist.all_gather_object(everyone, first)
+    assert all(e == everyone[0] for e in everyone)  # every rank fuses the same way
+    if rank == 0:
+        with open(os.path.join(out, "info.json"), "w") as fh:
+            json.dump(info, fh)
+
+
+def test_probe_is_shared_by_the_ranks_and_cached():
+    out = scratch_dir()
+    cache = os.path.join(out, "cache.json")
+    run_world(_probe, 2, cache, out)
+    cached = json.load(open(cache))
+    assert len(cached) == 4 and all("timings_ms" in e and "why" in e for e in cached.values())
+    info = json.load(open(os.path.join(out, "info.json")))
+    assert info["cache_file"] == cache and set(info["choices"]) == {"attn.qkv", "attn.out", "mlp.fc1", "mlp.fc2"}

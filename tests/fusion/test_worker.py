@@ -1,0 +1,17 @@
+"""The worker's fusion plan for a fixed mode records what every layer used."""
+
+from __future__ import annotations
+
+import torch
+
+from tpscope.fusion.config import FusionChoice, RunConfig
+from tpscope.fusion.worker import _plan
+
+
+def test_fixed_plan_records_each_layer():
+    cfg = RunConfig(out_dir="x", mode="ring", chunks=2)
+    plan, chosen, auto = _plan(cfg, 2, torch.device("cpu"), "nvlink")
+    assert plan("block3.mlp.fc2") == FusionChoice(mode="ring", chunks=2)
+    assert chosen == {"block3.mlp.fc2": {"mode": "ring", "chunks": 2}} and auto is None
+    plan, _, _ = _plan(RunConfig(out_dir="x", mode="none", chunks=4), 2, torch.device("cpu"), "nvlink")
+    assert plan("block0.attn.qkv") == FusionChoice(mode="none", chunks=1)
