@@ -1,0 +1,89 @@
+"""Every view of every folder we have (real sample runs, the H200 corpus runs, HTA's odd traces,
+a folder that is no run): one clear line or a figure, never an internal error, and the app keeps
+serving. Callbacks are called over HTTP as the browser calls them."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import requests
+
+from tests.dashboards.conftest import DATA, Served
+from tpscope.samples import sample_runs
+
+pytestmark = pytest.mark.timeout(240)
+
+VIEWS = {  # callback outputs, as the page's layout declares them
+    "timeline": [("timeline-graph", "figure"), ("timeline-note", "children")],
+    "breakdown": [("breakdown-graph", "figure"), ("critical-path-graph", "figure")],
+    "collectives": [("collectives-table", "data"), ("collectives-table", "columns"), ("skew-graph", "figure"),
+                    ("arrival-graph", "figure"), ("collectives-note", "children")],
+    "contention": [("contention-graph", "figure"), ("comm-contention-graph", "figure"), ("tax-graph", "figure"),
+                   ("contention-note", "children")],
+}
+RUN_OUTPUTS = [("step-select", "options"), ("step-select", "value"), ("rank-select", "options"),
+               ("rank-select", "value"), ("run-warnings", "children"), ("run-error", "children")]
+
+
+def call(url: str, outputs: list[tuple[str, str]], inputs: list[tuple[str, str, object]]) -> dict:
+    """POST one callback like dash-renderer does; the response's {id: {prop: value}}."""
+    body = {"output": ".." + "...".join(f"{i}.{p}" for i, p in outputs) + "..",
+            "outputs": [{"id": i, "property": p} for i, p in outputs],
+            "inputs": [{"id": i, "property": p, "value": v} for i, p, v in inputs],
+            "changedPropIds": [f"{inputs[0][0]}.{inputs[0][1]}"]}
+    r = requests.post(url + "_dash-update-component", json=body, timeout=60)
+    assert r.status_code in (200, 204), r.text[:300]
+    return r.json()["response"] if r.status_code == 200 else {}
+
+
+def _folders(tmp_path_factory) -> list:
+    odd = sorted({p.parent for p in (DATA / "hta").rglob("*") if p.is_file()})
+    empty = tmp_path_factory.mktemp("odd") / "empty-folder"
+    empty.mkdir()
+    return sample_runs() + [DATA / "h200-nvlink-unfused", DATA / "h200-shm-chunked4"] + odd + [empty]
+
+
+@pytest.fixture(scope="module")
+def served_all(tmp_path_factory):
+    from tpscope.dashboards.app import create_app
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    folders = _folders(tmp_path_factory)
+    app = create_app(folders, cache_dir=tmp_path_factory.mktemp("cache"))
+    server = Served(app)
+    yield server, app.server.config["TPSCOPE_STORE"]
+    server.stop()
+
+
+def test_every_view_of_every_folder_answers_without_internal_error(served_all):
+    server, store = served_all
+    assert len(store.run_ids) >= 10
+    loaded = 0
+    for run_id in store.run_ids:
+        res = call(server.url, RUN_OUTPUTS, [("run-select", "value", run_id)])
+        error = res["run-error"]["children"]
+        assert "internal error" not in error and "\n" not in error, (run_id, error)
+        steps = [o["value"] for o in res["step-select"]["options"]]
+        ranks = res["rank-select"]["value"]
+        if error:
+            assert steps == [] and ranks == []
+        else:
+            loaded += 1
+        step = steps[0] if steps else None
+        inputs = {"timeline": [("run-select", "value", run_id), ("step-select", "value", step),
+                               ("rank-select", "value", ranks), ("timeline-graph", "relayoutData", None)],
+                  "breakdown": [("run-select", "value", run_id), ("rank-select", "value", ranks)],
+                  "collectives": [("run-select", "value", run_id), ("step-select", "value", step)],
+                  "contention": [("run-select", "value", run_id), ("baseline-select", "value", None),
+                                 ("rank-select", "value", ranks)]}
+        for view, outputs in VIEWS.items():
+            out = call(server.url, outputs, inputs[view])
+            text = str(out)
+            assert "internal error" not in text, (run_id, view, text[:300])
+            if error:  # the folder's one line, in every view's "not available" figure
+                assert error in text, (run_id, view)
+    assert loaded >= len(sample_runs()) + 2
+    # the app still serves a good run after all of that
+    res = call(server.url, RUN_OUTPUTS, [("run-select", "value", store.run_ids[0])])
+    assert res["run-error"]["children"] == ""
