@@ -75,26 +75,50 @@ def runs_table(doc: dict) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    root = Path(sys.argv[1] if len(sys.argv) > 1 else "benchmarks/results")
+def sweep_table(doc: dict) -> str:
+    """A sweep: tokens/s against its baseline, with the analyzer's exposed comm and contention."""
+    base = doc["runs"][0]["tokens_per_s"]
+    lines = ["| run | mode | tokens/s | vs unfused | exposed comm ratio | overlap ratio | contention slowdown |",
+             "|---|---|---|---|---|---|---|"]
+    for r in doc["runs"]:
+        a = r.get("analyze") or {}
+        lines.append(f"| {r['run']} | {r['mode']} | {r['tokens_per_s']:,.0f} | {r['tokens_per_s'] / base:.3f}× | "
+                     f"{_f(a.get('exposed_comm_ratio'), 3)} | {_f(a.get('overlap_ratio'), 3)} | "
+                     f"{_f(a.get('contention_slowdown'), 3)} |")
+    return "\n".join(lines)
+
+
+def _load(root: Path, prefix: str) -> dict[str, dict]:
     docs = {}
     for regime in ("nvlink", "shm", "socket"):
-        p = root / f"h200x2-bench-{regime}.json"
+        p = root / f"h200x2-{prefix}-{regime}.json"
         if p.exists():
             docs[regime] = json.loads(p.read_text())
-    print("### Best fused variant per regime and shape\n")
-    print(best_table(docs) + "\n")
-    for regime, doc in docs.items():
-        print(f"### {regime}\n")
-        print(bench_table(doc) + "\n")
+    return docs
+
+
+def main() -> None:
+    root = Path(sys.argv[1] if len(sys.argv) > 1 else "benchmarks/results")
+    for prefix, title in (("bench", "gpu_matrix.sh"), ("bench5", "gpu_issue5.sh")):
+        docs = _load(root, prefix)
+        if not docs:
+            continue
+        print(f"### Best fused variant per regime and shape ({title})\n")
+        print(best_table(docs) + "\n")
+        for regime, doc in docs.items():
+            print(f"### {regime} ({title})\n")
+            print(bench_table(doc) + "\n")
     for extra in sorted(root.glob("h200x2-bench-*-*.json")):
         doc = json.loads(extra.read_text())
-        print(f"### {doc['regime']} with {doc.get('extra_env')}\n")
+        print(f"### {doc['regime']} with {doc.get('extra_env')} (gpu_matrix.sh)\n")
         print(bench_table(doc) + "\n")
     runs = root / "h200x2-runs.json"
     if runs.exists():
-        print("### Training runs\n")
-        print(runs_table(json.loads(runs.read_text())))
+        print("### Training runs, TP=1 and TP=2 (gpu_matrix.sh)\n")
+        print(runs_table(json.loads(runs.read_text())) + "\n")
+    for regime, doc in _load(root, "sweep").items():
+        print(f"### tpscope sweep, {regime} (gpu_issue5.sh)\n")
+        print(sweep_table(doc) + "\n")
 
 
 if __name__ == "__main__":
