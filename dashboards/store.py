@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tpscope.dashboards.cache import DiskCache
+from tpscope.dashboards.cache import DiskCache, folder_fingerprint
 
 from tpscope.errors import UserError
 from tpscope.metrics import RunAnalysis, analyze_run, as_json
@@ -44,6 +44,11 @@ class LoadedRun:
     run: Run
     analysis: RunAnalysis
     doc: dict
+    version: str = ""  # the folder's fingerprint when it was read
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.entry.run_id, self.version
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +64,17 @@ class HtaResult:
 class _Memo:
     lock: threading.Lock = field(default_factory=threading.Lock)
     value: Any = None
+
+
+MAX_MEMOS = 256
+
+
+def _version(path: Path) -> str:
+    """The folder as it is now (names, sizes, mtimes): a rewritten run is read again."""
+    try:
+        return folder_fingerprint(path)
+    except OSError:
+        return "unreadable"
 
 
 def _unique_ids(paths: list[Path]) -> list[str]:
@@ -104,20 +120,23 @@ class RunStore:
 
     def _memo(self, key: tuple) -> _Memo:
         with self._lock:
+            if key not in self._memos and len(self._memos) >= MAX_MEMOS:
+                self._memos.pop(next(iter(self._memos)))  # the oldest: a folder rewritten many times
             return self._memos.setdefault(key, _Memo())
 
     def load(self, run_id: object) -> LoadedRun:
         """The run and its analysis; UserError (one line) when the folder is not a readable run."""
         entry = self.entry(run_id)
-        memo = self._memo(("run", entry.run_id))
+        version = _version(entry.path)
+        memo = self._memo(("run", entry.run_id, version))
         with memo.lock:
             if memo.value is None:
-                memo.value = self._load(entry)
+                memo.value = self._load(entry, version)
         if isinstance(memo.value, Exception):
             raise memo.value
         return memo.value
 
-    def _load(self, entry: RunEntry) -> LoadedRun | Exception:
+    def _load(self, entry: RunEntry, version: str) -> LoadedRun | Exception:
         def compute() -> tuple[Run, RunAnalysis]:
             run = load_run(entry.path)
             return run, analyze_run(run)
@@ -127,7 +146,7 @@ class RunStore:
                 run, analysis = self.cache.get_or_compute("run", entry.path, compute)
             else:
                 run, analysis = compute()
-            return LoadedRun(entry, run, analysis, as_json(analysis))
+            return LoadedRun(entry, run, analysis, as_json(analysis), version)
         except Exception as exc:  # one line on the page; the app keeps serving
             if not isinstance(exc, UserError):
                 log.exception("reading %s", entry.path)
@@ -139,7 +158,7 @@ class RunStore:
         base = self.load(baseline_id)
         if not _accepts_reference():
             return loaded.analysis
-        memo = self._memo(("vs", loaded.entry.run_id, base.entry.run_id))
+        memo = self._memo(("vs", *loaded.key, *base.key))
         with memo.lock:
             if memo.value is None:
                 memo.value = analyze_run(loaded.run, reference=base.run)
@@ -150,7 +169,7 @@ class RunStore:
         from tpscope.dashboards.overlays import cross_rank
 
         loaded = self.load(run_id)
-        memo = self._memo(("cross", loaded.entry.run_id))
+        memo = self._memo(("cross", *loaded.key))
         with memo.lock:
             if memo.value is None:
                 try:
@@ -163,7 +182,7 @@ class RunStore:
     def hta(self, run_id: object) -> HtaResult:
         """HTA's breakdowns for a served run (computed once; disk-cached like the run)."""
         loaded = self.load(run_id)
-        memo = self._memo(("hta", loaded.entry.run_id))
+        memo = self._memo(("hta", *loaded.key))
         with memo.lock:
             if memo.value is None:
                 files = {r.rank: str(Path(r.path).resolve()) for r in loaded.run.ranks}

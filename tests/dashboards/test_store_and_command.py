@@ -53,6 +53,11 @@ def test_disk_cache_reads_a_folder_again_fast_and_notices_changes(tmp_path):
     changed = RunStore([run], DiskCache(cache_dir))
     assert changed.load("run").doc == doc
     assert changed.cache.misses == 1
+    # a running app notices too: the same store reads the rewritten folder again
+    before = changed.load("run")
+    os.utime(trace, ns=(stat.st_atime_ns, stat.st_mtime_ns + 2 * 10**9))
+    assert changed.load("run") is not before and changed.cache.misses == 2
+    assert changed.load("run") is changed.load("run")
     for f in cache_dir.glob("*.pkl"):
         f.write_bytes(b"not a pickle")  # a damaged cache is recomputed, never an error
     damaged = RunStore([run], DiskCache(cache_dir))
