@@ -137,22 +137,21 @@ class _Extractor:
         }
 
     def collectives(self, args: list[Args]) -> dict[str, np.ndarray]:
+        """Collective metadata columns; -1 except where `Collective name` is present."""
+        n = len(args)
+        out = {f: np.full(n, MISSING, dtype=np.int32 if f.endswith("_id") else np.int64) for f in COLLECTIVE_COLUMNS}
+        rows = [i for i, a in enumerate(args) if a.collective is not None]
+        if not rows:
+            return out
+        described = [args[i] for i in rows]
         sym = self.symbols
-        coll = [a.collective for a in args]
-        described = np.array([c is not None for c in coll], dtype=bool)
-
-        def ids(values: list) -> np.ndarray:
-            return np.where(described, sym.ids(values), MISSING).astype(np.int32)
-
-        return {
-            "coll_name_id": ids(coll),
-            "pg_name_id": ids([a.pg_name for a in args]),
-            "seq": int_column([a.seq for a in args]),
-            "in_nelems": int_column([a.in_nelems for a in args]),
-            "out_nelems": int_column([a.out_nelems for a in args]),
-            "dtype_id": ids([a.dtype for a in args]),
-            "group_size": int_column([a.group_size for a in args]),
-        }
+        out["coll_name_id"][rows] = sym.ids([a.collective for a in described])
+        out["pg_name_id"][rows] = sym.ids([a.pg_name for a in described])
+        out["dtype_id"][rows] = sym.ids([a.dtype for a in described])
+        for f, attr in (("seq", "seq"), ("in_nelems", "in_nelems"), ("out_nelems", "out_nelems"),
+                        ("group_size", "group_size")):
+            out[f][rows] = int_column([getattr(a, attr) for a in described])
+        return out
 
 
 def _launch_dims(values: list) -> np.ndarray:
@@ -203,7 +202,6 @@ def extract(events: list[Event], base_ns: int = 0) -> RawColumns:
     args = [_arg(e) for e in ops]
     groups["cpu_op"] = {
         "external_id": ext[has],
-        "name_id": x.names(ops),
         "dims_id": x.symbols.ids([bytes(a.input_dims).decode("utf-8", "replace") for a in args]),
         **x.collectives(args),
     }
