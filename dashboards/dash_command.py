@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import socket
+import sys
 from pathlib import Path
 
 DEFAULT_HOST = "127.0.0.1"  # loopback only unless --host says otherwise (issue 9)
@@ -57,5 +58,8 @@ def main(args: argparse.Namespace) -> int:
     check_port_free(args.host, args.port)
     app = create_app(runs, cache_dir=Path(args.cache_dir) if args.cache_dir else None, use_cache=not args.no_cache)
     print(f"tpscope dash: serving {len(runs)} run folder(s) on http://{args.host}:{args.port}/ (Ctrl-C to stop)")
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"tpscope dash: note: --host {args.host} lets anyone who can reach this port see these runs",
+              file=sys.stderr)
     app.run(host=args.host, port=args.port, debug=False)
     return 0

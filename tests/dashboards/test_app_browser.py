@@ -188,6 +188,23 @@ def test_timeline_draws_each_class_of_the_step(page, expected):
     assert "Not available" not in note
 
 
+def test_timeline_hover_names_the_kernel(page, expected):
+    run_id = page.find_element("id", "run-select").text.strip()
+    run, doc = expected[run_id]["run"], expected[run_id]["doc"]
+    step = min(s["step"] for s in doc["steps"])
+    open_tab(page, "Timeline")
+    fig = wait_figure(page, "timeline-graph", lambda f: (f["layout"].get("meta") or {}).get("step") == step)
+    comm = next(i for i, t in enumerate(fig["data"]) if t["name"] == "comm")
+    start_us = values(fig["data"][comm]["x"]).astype(float)[0]  # the first comm segment's start
+    page.execute_script("const gd = document.querySelector('#timeline-graph .js-plotly-plot');"
+                        "Plotly.Fx.hover(gd, [{curveNumber: arguments[0], pointNumber: 1}]);", comm)
+    text = wait_until(page, lambda d: d.execute_script(
+        "const h = document.querySelector('#timeline-graph .hoverlayer'); return h && h.textContent"))
+    names = {r.symbols[i] for r in run.ranks for i in r.gpu.name_id[r.gpu.cls == ActivityClass.COMM]}
+    assert any(n[:40] in text for n in names), text
+    assert f"start {start_us:,.2f} µs" in text, text
+
+
 def test_timeline_zoom_redraws_the_window(page, expected):
     run_id = page.find_element("id", "run-select").text.strip()
     run, doc = expected[run_id]["run"], expected[run_id]["doc"]

@@ -102,3 +102,15 @@ def test_tpscope_dash_serves_the_sample_runs_on_127_0_0_1(tmp_path):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10)
+
+
+def test_screenshot_script_makes_a_png(tmp_path):
+    from tpscope.dashboards.screenshot import take
+
+    out = take([UNFUSED, CHUNKED], tmp_path / "shot.png", run=CHUNKED.name, tab="breakdown", width=1000,
+               height=700)
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    assert (width, height) == (1000, 700) or width >= 900, (width, height)
+    assert len(data) > 20_000  # a drawn page, not a blank one
