@@ -94,6 +94,40 @@ def _label_rows(symbols: tuple[str, ...]) -> np.ndarray:
     return rows
 
 
+def label_ranges(r) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The instrumentation labels of one rank on the GPU: start, end, name id, row (0 op, 1 chunk).
+
+    Kineto puts a `gpu_user_annotation` over the kernels a `record_function` launched; where a
+    trace has none for our labels (some ops launch outside what it tracks), a CPU label's GPU span
+    is that of the GPU activities whose launch call started inside it (as metrics.md §3 does
+    for steps).
+    """
+    a = r.annotations
+    rows = _label_rows(r.symbols)
+    lab_rows = rows[a.name_id] if len(a) else np.zeros(0, dtype=np.int8)
+    on_gpu = a.on_gpu & (lab_rows >= 0)
+    if on_gpu.any():
+        return a.start_ns[on_gpu], a.end_ns[on_gpu], a.name_id[on_gpu], lab_rows[on_gpu]
+    cpu = ~a.on_gpu & (lab_rows >= 0)
+    g = r.gpu
+    launched = np.flatnonzero(g.launch_start_ns >= 0)
+    if not cpu.any() or len(launched) == 0:
+        z = np.zeros(0, dtype=np.int64)
+        return z, z, z.astype(np.int32), z.astype(np.int8)
+    order = launched[np.argsort(g.launch_start_ns[launched], kind="stable")]
+    launch = g.launch_start_ns[order]
+    big = np.iinfo(np.int64).max
+    starts = np.append(g.start_ns[order], big)  # a sentinel: every [lo, hi) below is a valid reduceat pair
+    ends = np.append(g.end_ns[order], -big)
+    lo = np.searchsorted(launch, a.start_ns[cpu], "left")
+    hi = np.searchsorted(launch, a.end_ns[cpu], "right")
+    pairs = np.column_stack([lo, hi]).ravel()
+    first = np.minimum.reduceat(starts, pairs)[0::2]  # over [lo, hi) where lo < hi
+    last = np.maximum.reduceat(ends, pairs)[0::2]
+    some = hi > lo
+    return first[some], last[some], a.name_id[cpu][some], lab_rows[cpu][some]
+
+
 def step_extent_ns(run: Run, step: int, ranks: list[int], offsets_ns: dict[int, int]) -> tuple[int, int] | None:
     """Earliest start and latest end of step `step` over `ranks` (aligned clocks)."""
     lo, hi = None, None
@@ -136,11 +170,9 @@ def timeline_data(run: Run, step: int, ranks: list[int], window_us: tuple[float,
         g = r.gpu
         start, end = g.start_ns - off, g.end_ns - off
         in_step = (start < t1) & (end > t0)
-        a = r.annotations
-        rows = _label_rows(r.symbols)
-        lab_rows = rows[a.name_id] if len(a) else np.zeros(0, dtype=np.int8)
-        a_start, a_end = a.start_ns - off, a.end_ns - off
-        lab_in_step = a.on_gpu & (lab_rows >= 0) & (a_start < t1) & (a_end > t0)
+        a_start, a_end, a_name, lab_rows = label_ranges(r)
+        a_start, a_end = a_start - off, a_end - off
+        lab_in_step = (a_start < t1) & (a_end > t0)
         for level, title in ((0, "labels"), (1, "chunks")):
             if (lab_in_step & (lab_rows == level)).any():
                 lane_of[(r.rank, -1 - level)] = len(lanes)
@@ -160,7 +192,7 @@ def timeline_data(run: Run, step: int, ranks: list[int], window_us: tuple[float,
             label_y = np.where(lab_rows[lm] == 1, lane_of.get((r.rank, -2), -1), lane_of.get((r.rank, -1), -1))
             text = np.array([s[len(LABEL_PREFIX):] if s.startswith(LABEL_PREFIX) else s for s in r.symbols],
                             dtype=object)
-            label_parts.append((a_start[lm], a_end[lm], label_y, text[a.name_id[lm]]))
+            label_parts.append((a_start[lm], a_end[lm], label_y, text[a_name[lm]]))
     return _assemble(step, t0, t1, vlo, vhi, lanes, lane_of, parts, label_parts, max_activities)
 
 

@@ -69,6 +69,19 @@ def test_timeline_data_lanes_classes_and_labels(small_run):
     assert d.step_us == (0.0, 405.0) and not d.capped
 
 
+def test_labels_without_a_gpu_annotation_take_the_span_of_what_they_launched(tmp_path):
+    r = RankTrace(0, world_size=1)
+    r.gpu_annotation("ProfilerStep#1", 0, 1000)
+    r.cpu_annotation("tpscope/layer3/gemm_rs", 0, 30)  # launches the first two kernels only
+    r.kernel("gemm", 100, 50, launch_us=(5, 2))
+    r.kernel("ncclDevKernel_ReduceScatter", 160, 80, stream=14, launch_us=(20, 2))
+    r.kernel("gemm", 400, 50, launch_us=(40, 2))
+    d = timeline_data(load_run(write_run(tmp_path / "cpu-labels", [r])), 1, [0])
+    assert d.labels.text.tolist() == ["layer3/gemm_rs"]
+    assert (d.labels.start_us[0], d.labels.end_us[0]) == (100.0, 240.0)
+    assert d.lanes[0].label == "rank 0 · labels"
+
+
 def test_timeline_data_window_and_offsets(small_run):
     d = timeline_data(small_run, 1, [0, 1], window_us=(100.0, 200.0))
     assert d.view_us == (100.0, 200.0)
