@@ -6,6 +6,7 @@ import pytest
 
 from tpscope.fusion.regimes import (
     SAFETY_ENV,
+    apply_defaults,
     apply_in_process,
     infer_regime,
     nccl_env,
@@ -48,3 +49,14 @@ def test_nccl_env_keeps_only_communication_variables():
     got = nccl_env({"NCCL_P2P_DISABLE": "1", "HOME": "/root", "NVSHMEM_DISABLE_NVLS": "1",
                     "CUDA_DEVICE_MAX_CONNECTIONS": "1"})
     assert got == {"CUDA_DEVICE_MAX_CONNECTIONS": "1", "NCCL_P2P_DISABLE": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
+
+def test_nccl_high_priority_is_a_default_the_user_can_override():
+    assert worker_env("shm", {})["TORCH_NCCL_HIGH_PRIORITY"] == "1"
+    assert worker_env("shm", {"TORCH_NCCL_HIGH_PRIORITY": "0"})["TORCH_NCCL_HIGH_PRIORITY"] == "0"
+    environ = {"TORCH_NCCL_HIGH_PRIORITY": "0"}
+    apply_in_process("nvlink", environ)
+    assert environ["TORCH_NCCL_HIGH_PRIORITY"] == "0"
+    environ = {"NCCL_NVLS_ENABLE": "1"}
+    apply_defaults(environ)
+    assert environ == {"TORCH_NCCL_HIGH_PRIORITY": "1", **SAFETY}

@@ -25,7 +25,7 @@ from tpscope import __version__
 from tpscope.fusion import compat
 from tpscope.fusion.launch import resolve_regime
 from tpscope.fusion.ops import all_gather_matmul, matmul_reduce_scatter
-from tpscope.fusion.regimes import SAFETY_ENV, apply_in_process, nccl_env, regime_env
+from tpscope.fusion.regimes import apply_defaults, apply_in_process, nccl_env, regime_env
 from tpscope.fusion.shapes import SHAPES, parse_shape  # noqa: F401 - re-exported
 from tpscope.fusion.timing import attained_saving, overlap_efficiency, time_region
 
@@ -187,7 +187,7 @@ def run_bench(cfg: BenchConfig, command: list[str]) -> int:
     regime = resolve_regime(cfg.regime, os.environ)
     if cfg.regime:
         apply_in_process(cfg.regime, os.environ)
-    os.environ.update(SAFETY_ENV)
+    apply_defaults(os.environ)
     timeout = datetime.timedelta(seconds=cfg.timeout_s)
     if cfg.device == "cuda":
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))

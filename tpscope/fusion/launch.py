@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from tpscope.errors import UserError
-from tpscope.fusion.regimes import SAFETY_ENV, infer_regime, worker_env
+from tpscope.fusion.regimes import DEFAULT_ENV, SAFETY_ENV, infer_regime, worker_env
 
 RUN_ARTIFACTS = ("*.pt.trace.json", "*.pt.trace.json.gz", "tpscope_run.json")
 _REPO_ROOT = str(Path(__file__).resolve().parents[2])
@@ -51,7 +51,7 @@ def resolve_regime(regime: str, environ: Mapping[str, str]) -> str:
 def child_env(regime: str, environ: Mapping[str, str]) -> dict[str, str]:
     """Environment of the worker processes: the regime's NCCL variables (if one was asked for),
     the safety variables always, and PYTHONPATH reaching this checkout of tpscope."""
-    env = worker_env(regime, environ) if regime else {**environ, **SAFETY_ENV}
+    env = worker_env(regime, environ) if regime else {**DEFAULT_ENV, **environ, **SAFETY_ENV}
     paths = [_REPO_ROOT] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     env.setdefault("PYTHONUNBUFFERED", "1")

@@ -19,7 +19,7 @@ from tpscope.errors import UserError
 from tpscope.fusion.config import FusionChoice, Mode, RunConfig, config_from_json
 from tpscope.fusion.launch import resolve_regime
 from tpscope.fusion.manifest import build_manifest, write_manifest
-from tpscope.fusion.regimes import SAFETY_ENV, apply_in_process, regime_env
+from tpscope.fusion.regimes import apply_defaults, apply_in_process, regime_env
 from tpscope.fusion.train import StepRecord, train
 
 
@@ -70,7 +70,7 @@ def run_rank(cfg: RunConfig, command: list[str]) -> int:
     regime = resolve_regime(cfg.regime, os.environ)
     if cfg.regime:
         apply_in_process(cfg.regime, os.environ)
-    os.environ.update(SAFETY_ENV)
+    apply_defaults(os.environ)
     rank, world, device, backend = init_group(cfg)
     try:
         try:
