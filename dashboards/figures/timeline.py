@@ -81,7 +81,7 @@ def timeline_figure(data: TimelineData | None, waits: Segments | None = None,
     fig.update_xaxes(title_text="µs since the step's first activity (all chosen ranks)", range=list(data.view_us),
                      showgrid=True, zeroline=False)
     fig.update_layout(hovermode="closest", dragmode="zoom", margin=dict(l=150, t=40),
-                      legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1),
+                      legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0),
                       meta={"total": data.total, "drawn": data.drawn, "step": data.step})
     return fig
 
