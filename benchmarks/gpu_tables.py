@@ -108,6 +108,16 @@ def main() -> None:
         for regime, doc in docs.items():
             print(f"### {regime} ({title})\n")
             print(bench_table(doc) + "\n")
+    for prio in ("default", "high"):
+        docs = {}
+        for regime in ("nvlink", "shm"):
+            p = root / f"h200x2-benchp-{regime}-{prio}prio.json"
+            if p.exists():
+                docs[regime] = json.loads(p.read_text())
+        if docs:
+            env = next(iter(docs.values())).get("extra_env")
+            print(f"### Best fused variant with {env} (gpu_priority.sh)\n")
+            print(best_table(docs) + "\n")
     for extra in sorted(root.glob("h200x2-bench-*-*.json")):
         doc = json.loads(extra.read_text())
         print(f"### {doc['regime']} with {doc.get('extra_env')} (gpu_matrix.sh)\n")
@@ -118,6 +128,9 @@ def main() -> None:
         print(runs_table(json.loads(runs.read_text())) + "\n")
     for regime, doc in _load(root, "sweep").items():
         print(f"### tpscope sweep, {regime} (gpu_issue5.sh)\n")
+        print(sweep_table(doc) + "\n")
+    for regime, doc in _load(root, "sweephp").items():
+        print(f"### tpscope sweep, {regime}, TORCH_NCCL_HIGH_PRIORITY=1 (gpu_priority.sh)\n")
         print(sweep_table(doc) + "\n")
 
 
