@@ -10,7 +10,7 @@ import functools
 import logging
 from urllib.parse import parse_qs
 
-from dash import Input, Output, State, ctx, no_update
+from dash import Input, Output, ctx, no_update
 from dash.exceptions import PreventUpdate
 from tpscope.dashboards import overlays, results
 from tpscope.dashboards.figures import breakdown, collectives, contention, hta, overview, timeline
@@ -171,10 +171,9 @@ def register_callbacks(app, store: RunStore) -> None:
     @app.callback(
         Output("hta-temporal-graph", "figure"), Output("hta-idle-graph", "figure"), Output("hta-note", "children"),
         Input("run-select", "value"), Input("tabs", "value"),
-        State("hta-note", "children"),
     )
     @guarded(3, (0, 1))
-    def on_hta(run_id, tab, _note):
+    def on_hta(run_id, tab):
         if tab != "hta":
             raise PreventUpdate  # HTA parses the traces again: only when its tab is open
         result = store.hta(run_id)

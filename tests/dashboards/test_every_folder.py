@@ -84,6 +84,13 @@ def test_every_view_of_every_folder_answers_without_internal_error(served_all):
             if error:  # the folder's one line, in every view's "not available" figure
                 assert error in text, (run_id, view)
     assert loaded >= len(sample_runs()) + 2
+    # HTA's view: a trace HTA refuses gives its one line; one it reads gives its frames
+    hta_outputs = [("hta-temporal-graph", "figure"), ("hta-idle-graph", "figure"), ("hta-note", "children")]
+    for folder, ok in (("cpu_only", False), ("amd_trace", True)):
+        out = call(server.url, hta_outputs, [("run-select", "value", folder), ("tabs", "value", "hta")])
+        note = out["hta-note"]["children"]
+        assert ("HTA could not analyze this run" not in note) == ok and "\n" not in note, (folder, note)
+        assert (len(out["hta-temporal-graph"]["figure"]["data"]) > 0) == ok
     # the app still serves a good run after all of that
     res = call(server.url, RUN_OUTPUTS, [("run-select", "value", store.run_ids[0])])
     assert res["run-error"]["children"] == ""
