@@ -28,8 +28,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 def main() -> None:
     import msgspec
     import orjson
-
     from tile_trace import tile_run
+
     from tpscope.trace.schema import TraceFile
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
