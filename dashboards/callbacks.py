@@ -99,7 +99,8 @@ def register_callbacks(app, store: RunStore) -> None:
         for run in store.run_ids:
             try:
                 loaded = store.load(run)
-                rows.append(results.overview_row(run, loaded.doc, loaded.run.manifest))
+                row = results.overview_row(run, loaded.doc, loaded.run.manifest)
+                rows.append(results.with_baseline(row, _compared_summary(store, run, baseline_id)))
             except UserError as exc:
                 rows.append(results.error_row(run, str(exc)))
         return rows, overview.ratios_figure(rows), _baseline_note(store, run_id, baseline_id)
@@ -224,6 +225,16 @@ def _overlay(build, detail, step):
         return build(detail, step)
     except Exception:  # the timeline itself still draws; the note says what is missing
         log.exception("timeline overlay %s", build.__name__)
+        return None
+
+
+def _compared_summary(store: RunStore, run_id, baseline_id) -> dict | None:
+    """The run's summary against the baseline; None without one or when either cannot be read."""
+    if not baseline_id or baseline_id == run_id:
+        return None
+    try:
+        return results.plain(store.compared(run_id, baseline_id).summary)
+    except UserError:
         return None
 
 

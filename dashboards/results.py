@@ -28,6 +28,8 @@ OVERVIEW_COLUMNS = [
     ("critical_path_exposed_comm_ratio", "critical-path exposed comm"),
     ("overlap_efficiency", "overlap efficiency"),
     ("contention_slowdown", "contention slowdown"),
+    ("flux_overlap_efficiency", "Flux E vs baseline"),
+    ("attained_saving", "attained saving vs baseline"),
 ]
 RATIO_FIELDS = {"exposed_comm_ratio", "critical_path_exposed_comm_ratio", "overlap_efficiency",
                 "contention_slowdown", "flux_overlap_efficiency", "attained_saving", "overlap_ratio"}
@@ -66,6 +68,13 @@ def overview_row(run_id: str, doc: dict, manifest: dict | None) -> dict:
                 "overlap_efficiency", "contention_slowdown"):
         row[key] = summary.get(key)
     return row
+
+
+def with_baseline(row: dict, summary: dict | None) -> dict:
+    """The row plus Flux E and attained saving against the baseline (metrics.md §9), when compared."""
+    summary = summary or {}
+    return {**row, "flux_overlap_efficiency": summary.get("flux_overlap_efficiency"),
+            "attained_saving": summary.get("attained_saving")}
 
 
 def error_row(run_id: str, message: str) -> dict:

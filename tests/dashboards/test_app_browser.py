@@ -135,6 +135,10 @@ def test_baseline_gives_flux_efficiency_and_attained_saving(page, expected):
     wait_until(page, lambda d: want in text_of(d, "baseline-note"))
     saving = _fmt_ratio(summary.attained_saving) or "not available"
     assert f"attained saving {saving}" in text_of(page, "baseline-note")
+    rows = {r["run"]: r for r in table_rows(page, "overview-table")}
+    assert rows[run_id]["Flux E vs baseline"] == _fmt_ratio(summary.flux_overlap_efficiency)
+    assert rows[run_id]["attained saving vs baseline"] == _fmt_ratio(summary.attained_saving)
+    assert rows[base_id]["Flux E vs baseline"] == ""  # the baseline against itself: nothing
 
 
 def test_breakdown_bars_are_the_analyzer_json(page, expected):
