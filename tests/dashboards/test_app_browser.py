@@ -6,6 +6,7 @@ tables, or from HTA, all computed here; never from the dashboard's own code.
 
 from __future__ import annotations
 
+import http.client
 import logging
 import time
 
@@ -354,6 +355,13 @@ def test_urls_and_inputs_reach_only_the_given_folders(browser, served, expected)
                  "_dash-component-suites/dash/%2e%2e%2f%2e%2e%2f%2e%2e%2fetc%2fpasswd"):
         r = requests.get(served.url + path, timeout=10)
         assert "root:" not in r.text, path
+    for raw in ("/../../../../etc/passwd", "/assets/../../../../etc/passwd", "/..%2f..%2f..%2fetc%2fpasswd",
+                f"/_dash-component-suites/../../{CHUNKED.name}/"):
+        conn = http.client.HTTPConnection("127.0.0.1", served.port, timeout=10)
+        conn.request("GET", raw)  # sent as written: no client-side normalization of ".."
+        body = conn.getresponse().read().decode(errors="replace")
+        conn.close()
+        assert "root:" not in body and "traceEvents" not in body, raw
     store = served.app.server.config["TPSCOPE_STORE"]
     for forged in ("/etc", "../../etc", str(CHUNKED.parent), str(CHUNKED)):
         body = {"output": "..step-select.options...step-select.value...rank-select.options..."
