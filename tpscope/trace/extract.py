@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, field
-from operator import itemgetter
+from itertools import repeat
+from operator import attrgetter, itemgetter
 
 import numpy as np
 
@@ -64,6 +65,15 @@ def _arg(e: Event) -> Args:
     return e.args if e.args is not None else _EMPTY_ARGS
 
 
+def _values(items: list, attr: str) -> list:
+    """`[getattr(x, attr) for x in items]`, in C (`map` with `attrgetter`)."""
+    return list(map(attrgetter(attr), items))
+
+
+def _args(events: list[Event]) -> list[Args]:
+    return [a if a is not None else _EMPTY_ARGS for a in map(attrgetter("args"), events)]
+
+
 def lane_number(v: int | str | None) -> int:
     """A pid/tid as a number: integers as they are, numeric strings parsed, other strings hashed."""
     if isinstance(v, int) and not isinstance(v, bool):
@@ -90,12 +100,11 @@ def group_rows(events: list[Event]) -> dict[str, np.ndarray]:
     code_of = {cat: names.index(g) + 1 for cat, g in GROUP_OF_CATEGORY.items()}
     code_of.update({cat.title(): code for cat, code in code_of.items()})  # "Kernel", "Runtime", ...
     meta_code = len(names) + 1
-    get = code_of.get
-    codes = np.fromiter(
-        (get(e.cat, 0) if e.ph == "X" else (meta_code if e.ph == "M" else 0) for e in events),
-        dtype=np.int8,
-        count=len(events),
-    )
+    n = len(events)
+    codes = np.fromiter(map(code_of.get, _values(events, "cat"), repeat(0)), dtype=np.int8, count=n)
+    phs = _values(events, "ph")
+    codes[~np.fromiter(map("X".__eq__, phs), dtype=bool, count=n)] = 0
+    codes[np.fromiter(map("M".__eq__, phs), dtype=bool, count=n)] = meta_code
     # categories in other spellings (rare): try their lower-case form
     for i in np.flatnonzero(codes == 0).tolist():
         e = events[i]
@@ -116,8 +125,8 @@ class _Extractor:
 
     def timed(self, group: str, events: list[Event]) -> tuple[list[Event], dict[str, np.ndarray]]:
         """Events with a usable ts and dur (finite, dur >= 0), and their start/end in ns."""
-        ts = float_column([e.ts for e in events])
-        dur = float_column([e.dur for e in events])
+        ts = float_column(_values(events, "ts"))
+        dur = float_column(_values(events, "dur"))
         keep = np.isfinite(ts) & np.isfinite(dur) & (dur >= 0) & (np.abs(ts) < 9e15)
         if not keep.all():
             self.dropped[group] = int((~keep).sum())
@@ -127,14 +136,17 @@ class _Extractor:
         return events, {"start_ns": start, "end_ns": start + us_to_ns(np.minimum(dur, 9e12))}
 
     def names(self, events: list[Event]) -> np.ndarray:
-        return self.symbols.ids([e.name for e in events])
+        return self.symbols.ids(_values(events, "name"))
 
     def lanes(self, events: list[Event], args: list[Args]) -> dict[str, np.ndarray]:
         """(args.device, args.stream), else (pid, tid) for old traces."""
-        return {
-            "device": int_column([a.device if a.device is not None else lane_number(e.pid) for e, a in zip(events, args)]),
-            "stream": int_column([a.stream if a.stream is not None else lane_number(e.tid) for e, a in zip(events, args)]),
-        }
+        out = {}
+        for name, arg, fallback in (("device", "device", "pid"), ("stream", "stream", "tid")):
+            values = _values(args, arg)
+            if None in values:
+                values = [v if v is not None else lane_number(getattr(e, fallback)) for v, e in zip(values, events)]
+            out[name] = int_column(values)
+        return out
 
     def collectives(self, args: list[Args]) -> dict[str, np.ndarray]:
         """Collective metadata columns; -1 except where `Collective name` is present."""
@@ -176,30 +188,31 @@ def extract(events: list[Event], base_ns: int = 0) -> RawColumns:
     groups: dict[str, dict[str, np.ndarray]] = {}
 
     gpu, cols = x.timed("gpu", _select(events, rows["gpu"]))
-    args = [_arg(e) for e in gpu]
+    args = _args(gpu)
+    kind_of = {cat: KIND_OF_CATEGORY[cat.lower()] for cat in set(_values(gpu, "cat"))}
     cols.update(
         name_id=x.names(gpu),
-        kind=np.array([KIND_OF_CATEGORY[e.cat.lower()] for e in gpu], dtype=np.int8),
-        correlation=int_column([a.correlation for a in args]),
-        grid=_launch_dims([a.grid for a in args]),
-        block=_launch_dims([a.block for a in args]),
+        kind=np.fromiter(map(kind_of.__getitem__, _values(gpu, "cat")), dtype=np.int8, count=len(gpu)),
+        correlation=int_column(_values(args, "correlation")),
+        grid=_launch_dims(_values(args, "grid")),
+        block=_launch_dims(_values(args, "block")),
         **x.lanes(gpu, args),
         **x.collectives(args),
     )
     groups["gpu"] = cols
 
     launch, cols = x.timed("launch", _select(events, rows["launch"]))
+    args = _args(launch)
     cols.update(
-        correlation=int_column([_arg(e).correlation for e in launch]),
-        external_id=int_column([_arg(e).external_id for e in launch]),
+        correlation=int_column(_values(args, "correlation")),
+        external_id=int_column(_values(args, "external_id")),
     )
     groups["launch"] = cols
 
-    ops = _select(events, rows["cpu_op"])
-    ext = int_column([_arg(e).external_id for e in ops])
+    all_args = _args(_select(events, rows["cpu_op"]))
+    ext = int_column(_values(all_args, "external_id"))
     has = ext != MISSING
-    ops = [e for e, h in zip(ops, has) if h]
-    args = [_arg(e) for e in ops]
+    args = [a for a, h in zip(all_args, has) if h]
     groups["cpu_op"] = {
         "external_id": ext[has],
         "dims_id": x.symbols.ids([bytes(a.input_dims).decode("utf-8", "replace") for a in args]),
@@ -212,11 +225,11 @@ def extract(events: list[Event], base_ns: int = 0) -> RawColumns:
         if group == "cpu_range":
             cols["tid"] = int_column([lane_number(e.tid) for e in evs])
         else:
-            cols.update(x.lanes(evs, [_arg(e) for e in evs]))
+            cols.update(x.lanes(evs, _args(evs)))
         groups[group] = cols
 
     sync, cols = x.timed("sync", _select(events, rows["sync"]))
-    args = [_arg(e) for e in sync]
+    args = _args(sync)
     cols.update(
         name_id=x.names(sync),
         wait_on_stream=int_column([a.wait_on_stream for a in args]),
