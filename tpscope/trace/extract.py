@@ -61,10 +61,6 @@ class RawColumns:
                         cols[name] = cols[name] + base_ns
 
 
-def _arg(e: Event) -> Args:
-    return e.args if e.args is not None else _EMPTY_ARGS
-
-
 def _values(items: list, attr: str) -> list:
     """`[getattr(x, attr) for x in items]`, in C (`map` with `attrgetter`)."""
     return list(map(attrgetter(attr), items))
