@@ -31,6 +31,7 @@ def test_probed_shapes_are_the_layers_forward_and_backward_ops():
     assert s["mlp.fc1"] == {"fwd": ("ag", 64, 32, 48), "bwd": ("rs", 128, 48, 32)}
     assert s["mlp.fc2"] == {"fwd": ("rs", 128, 48, 32), "bwd": ("ag", 64, 32, 48)}
     assert s["attn.qkv"]["fwd"] == ("ag", 64, 32, 48) and s["attn.out"]["fwd"] == ("rs", 128, 16, 32)
+    assert s["head"] == {"fwd": ("ag", 64, 32, 256), "bwd": ("rs", 128, 256, 32)}  # vocab 512 / 2
 
 
 def test_candidates_follow_legality_and_regime():
@@ -62,6 +63,6 @@ def test_probe_is_shared_by_the_ranks_and_cached():
     cache = os.path.join(out, "cache.json")
     run_world(_probe, 2, cache, out)
     cached = json.load(open(cache))
-    assert len(cached) == 4 and all("timings_ms" in e and "why" in e for e in cached.values())
+    assert len(cached) == 5 and all("timings_ms" in e and "why" in e for e in cached.values())
     info = json.load(open(os.path.join(out, "info.json")))
-    assert info["cache_file"] == cache and set(info["choices"]) == {"attn.qkv", "attn.out", "mlp.fc1", "mlp.fc2"}
+    assert info["cache_file"] == cache and set(info["choices"]) == {"attn.qkv", "attn.out", "mlp.fc1", "mlp.fc2", "head"}

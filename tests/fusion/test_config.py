@@ -31,6 +31,8 @@ def test_model_config_checks_heads_and_tp():
         cfg.check_tp(3)
     with pytest.raises(ValueError, match="ffn 96 does not divide over tp=5"):
         ModelConfig(hidden=80, heads=5, ffn=96).check_tp(5)
+    with pytest.raises(ValueError, match="vocab 33 does not divide over tp=2"):
+        ModelConfig(hidden=64, heads=4, ffn=96, vocab=33).check_tp(2)
 
 
 def test_param_count_matches_a_hand_count():

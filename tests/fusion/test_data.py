@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from tpscope.fusion.data import local_rows, synthetic_batch
+from tpscope.fusion.data import sequence_major, synthetic_batch
 
 
 def test_tokens_follow_an_affine_recurrence():
@@ -18,9 +18,10 @@ def test_tokens_follow_an_affine_recurrence():
     assert not torch.equal(t, synthetic_batch(50, 3, 9, 2, 5))
 
 
-def test_local_rows_tile_sequence_major():
+def test_sequence_major_rows():
     t = synthetic_batch(vocab=100, batch=2, seq_len=4, seed=0, step=0)
-    parts = [local_rows(t, r, 2) for r in range(2)]
-    inputs = torch.cat([p[0] for p in parts])
-    assert torch.equal(inputs, t[:, :-1].t().reshape(-1))  # row = position * batch + sequence
-    assert torch.equal(torch.cat([p[1] for p in parts]), t[:, 1:].t().reshape(-1))
+    inputs, targets = sequence_major(t)
+    assert inputs.shape == targets.shape == (8,)
+    for pos in range(4):  # row = position * batch + sequence
+        for seq in range(2):
+            assert inputs[pos * 2 + seq] == t[seq, pos] and targets[pos * 2 + seq] == t[seq, pos + 1]

@@ -8,13 +8,13 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from tpscope.fusion.config import FusionChoice, ModelConfig
-from tpscope.fusion.data import local_rows, synthetic_batch
+from tpscope.fusion.data import sequence_major, synthetic_batch
 from tpscope.fusion.model import TPTransformer, full_state, shard_state
 from tpscope.fusion.train import sum_replicated_grads
 
 from ._dist import run_world
 
-CFG = ModelConfig(layers=2, hidden=16, ffn=32, heads=4, vocab=24)
+CFG = ModelConfig(layers=2, hidden=16, ffn=32, heads=4, vocab=24)  # vocab split 12 + 12 over 2 ranks
 BATCH, SEQ = 2, 8
 
 
@@ -42,16 +42,17 @@ def _model(rank: int, world: int) -> None:
     ref = reference_loss(full, tokens)
     ref.backward()
     ref_grads = shard_state(CFG, {k: v.grad for k, v in full.items()}, rank, world)
-    inputs, targets = local_rows(tokens, rank, world)
+    inputs, targets = sequence_major(tokens)
     for fusion in [FusionChoice(mode="none"), FusionChoice(mode="chunked", chunks=2), FusionChoice(mode="ring")]:
         model = TPTransformer.from_full(CFG, {k: v.detach() for k, v in full.items()}, rank, world,
                                         lambda _label, f=fusion: f)
-        loss = model(inputs, targets, BATCH, BATCH * SEQ)
+        loss = model(inputs, targets, BATCH)
         loss.backward()
         sum_replicated_grads(model)
-        total = loss.detach().clone()
-        dist.all_reduce(total)
-        torch.testing.assert_close(total, ref.detach(), rtol=1e-5, atol=1e-6, msg=fusion.mode)
+        torch.testing.assert_close(loss.detach(), ref.detach(), rtol=1e-5, atol=1e-6, msg=fusion.mode)
+        everyone = [torch.zeros(()) for _ in range(world)]
+        dist.all_gather(everyone, loss.detach())
+        assert all(torch.equal(e, everyone[0]) for e in everyone)  # the same loss on every rank
         for name, param in model.named_weights().items():
             torch.testing.assert_close(param.grad, ref_grads[name], rtol=1e-4, atol=1e-6,
                                        msg=f"{fusion.mode}: grad of {name}")
@@ -68,7 +69,9 @@ def test_shards_tile_the_full_weights():
     q = torch.cat([s["block0.attn.qkv"][:, : h // 2] for s in shards], dim=1)
     assert torch.equal(q, full["block0.attn.qkv"][:, :h])
     assert torch.equal(torch.cat([s["block1.mlp.fc2"] for s in shards]), full["block1.mlp.fc2"])
-    assert torch.equal(shards[1]["embed"], full["embed"])
+    assert torch.equal(torch.cat([s["embed"] for s in shards]), full["embed"])  # vocabulary rows
+    assert torch.equal(torch.cat([s["head"] for s in shards], dim=1), full["head"])
+    assert torch.equal(shards[1]["norm_f"], full["norm_f"])
 
 
 def test_full_state_is_reproducible():

@@ -1,6 +1,6 @@
 """`--mode auto`: choose the fusion of each layer kind by a short timed probe, cached per machine.
 
-Each layer kind (attn.qkv, attn.out, mlp.fc1, mlp.fc2) has one forward op and one backward op of
+Each layer kind (attn.qkv, attn.out, mlp.fc1, mlp.fc2, the vocabulary-parallel head) has one forward op and one backward op of
 known shapes (an AG-GEMM and a GEMM-RS, in either order). The probe times forward + backward for
 every candidate (unfused, chunked and ring at the legal chunk counts, symm_mem on nvlink) with the
 ranks aligned, and keeps the fastest; a candidate must beat unfused by more than
@@ -34,7 +34,7 @@ PROBE_REPS = 10
 PROBE_WARMUP = 3
 CHUNK_CANDIDATES = (1, 2, 4, 8)
 RING_CHUNK_CANDIDATES = (1, 2, 4)
-KINDS = ("attn.qkv", "attn.out", "mlp.fc1", "mlp.fc2")
+KINDS = ("attn.qkv", "attn.out", "mlp.fc1", "mlp.fc2", "head")
 
 
 def default_cache_path() -> Path:
@@ -43,13 +43,14 @@ def default_cache_path() -> Path:
 
 def kind_shapes(cfg: RunConfig, tp: int) -> dict[str, dict[str, tuple[int, int, int]]]:
     """Per layer kind: the forward and backward ops as (side, rows, K, N) of the op's inputs."""
-    t, h, f = cfg.tokens_per_step, cfg.model.hidden, cfg.model.ffn
+    t, h, f, v = cfg.tokens_per_step, cfg.model.hidden, cfg.model.ffn, cfg.model.vocab
     width = 3 * (h // tp)
     return {
         "attn.qkv": {"fwd": ("ag", t // tp, h, width), "bwd": ("rs", t, width, h)},
         "attn.out": {"fwd": ("rs", t, h // tp, h), "bwd": ("ag", t // tp, h, h // tp)},
         "mlp.fc1": {"fwd": ("ag", t // tp, h, f // tp), "bwd": ("rs", t, f // tp, h)},
         "mlp.fc2": {"fwd": ("rs", t, f // tp, h), "bwd": ("ag", t // tp, h, f // tp)},
+        "head": {"fwd": ("ag", t // tp, h, v // tp), "bwd": ("rs", t, v // tp, h)},
     }
 
 

@@ -81,6 +81,8 @@ class ModelConfig:
             raise ValueError(f"heads {self.heads} do not divide over tp={tp}")
         if self.ffn % tp:
             raise ValueError(f"ffn {self.ffn} does not divide over tp={tp}")
+        if self.vocab % tp:
+            raise ValueError(f"vocab {self.vocab} does not divide over tp={tp}")
 
     def param_count(self) -> int:
         """Parameters of the full (unsharded) model."""

@@ -21,9 +21,7 @@ def synthetic_batch(vocab: int, batch: int, seq_len: int, seed: int, step: int) 
     return tokens
 
 
-def local_rows(tokens: torch.Tensor, rank: int, tp: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """This rank's (inputs, targets), sequence-major rows (`row = position * batch + sequence`)."""
-    inputs = tokens[:, :-1].t().reshape(-1)
-    targets = tokens[:, 1:].t().reshape(-1)
-    n = inputs.numel() // tp
-    return inputs[rank * n : (rank + 1) * n], targets[rank * n : (rank + 1) * n]
+def sequence_major(tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(inputs, targets) as sequence-major rows (`row = position * batch + sequence`); rank r's
+    rows between the TP regions are the r-th of tp equal blocks."""
+    return tokens[:, :-1].t().reshape(-1), tokens[:, 1:].t().reshape(-1)

@@ -1,11 +1,12 @@
 """A small tensor-parallel transformer with sequence parallelism, built from the fused layers.
 
 Token rows are laid out sequence-major (`row = position * batch + sequence`) and split by rows
-over the TP ranks between the TP regions (embedding, RMSNorm, residuals, the LM head run on this
-rank's rows). Attention: a column-parallel QKV projection (this rank's heads, all positions),
-causal attention per local head, a row-parallel output projection. MLP: column-parallel `fc1`,
-GELU, row-parallel `fc2`. Parameters outside the TP regions are replicated; their gradients are
-summed over the ranks (`replicated_parameters`).
+over the TP ranks between the TP regions (RMSNorm and residuals run on this rank's rows).
+Attention: a column-parallel QKV projection (this rank's heads, all positions), causal attention
+per local head, a row-parallel output projection. MLP: column-parallel `fc1`, GELU, row-parallel
+`fc2`. Embedding and LM head are vocabulary-parallel (tpscope.fusion.vocab; the head is a
+column-parallel AG-GEMM over the vocabulary), so only the RMSNorm weights are replicated; their
+gradients are summed over the ranks (`replicated_parameters`). Every rank returns the same loss.
 
 Weights are drawn in full from one seed (`full_state`) and each rank keeps its block
 (`TPTransformer.from_full`), so the TP model equals a single-process model of the same weights.
@@ -22,6 +23,7 @@ from torch import nn
 
 from tpscope.fusion.config import FusionChoice, ModelConfig
 from tpscope.fusion.layers import ColumnParallelLinear, RowParallelLinear, init_full_weight
+from tpscope.fusion.vocab import VocabParallelEmbedding, vocab_parallel_cross_entropy
 
 FusionPlan = Callable[[str], FusionChoice]
 """Maps a layer label (`block0.mlp.fc1`) to the fusion its op uses."""
@@ -72,9 +74,10 @@ def full_state(cfg: ModelConfig, seed: int, device: torch.device | str = "cpu") 
 
 
 def shard_state(cfg: ModelConfig, full: dict[str, torch.Tensor], rank: int, tp: int) -> dict[str, torch.Tensor]:
-    """This rank's blocks: QKV and fc1 by columns (q, k, v each by heads), out and fc2 by rows."""
+    """This rank's blocks: QKV and fc1 by columns (q, k, v each by heads), out and fc2 by rows,
+    the embedding by vocabulary rows and the head by vocabulary columns."""
     h, f = cfg.hidden, cfg.ffn
-    hl, fl = h // tp, f // tp
+    hl, fl, vl = h // tp, f // tp, cfg.vocab // tp
     shard: dict[str, torch.Tensor] = {}
     for name, t in full.items():
         if name.endswith("attn.qkv"):
@@ -86,6 +89,10 @@ def shard_state(cfg: ModelConfig, full: dict[str, torch.Tensor], rank: int, tp: 
             shard[name] = t[:, rank * fl : (rank + 1) * fl]
         elif name.endswith("mlp.fc2"):
             shard[name] = t[rank * fl : (rank + 1) * fl]
+        elif name == "embed":
+            shard[name] = t[rank * vl : (rank + 1) * vl]
+        elif name == "head":
+            shard[name] = t[:, rank * vl : (rank + 1) * vl]
         else:
             shard[name] = t
     return {k: v.contiguous() for k, v in shard.items()}
@@ -147,17 +154,20 @@ class Block(nn.Module):
 class TPTransformer(nn.Module):
     """The whole model on one TP rank; `forward` returns this rank's share of the mean loss."""
 
-    def __init__(self, cfg: ModelConfig, tp: int, plan: FusionPlan, group: Any = None) -> None:
+    def __init__(self, cfg: ModelConfig, tp: int, plan: FusionPlan, group: Any = None,
+                 rank: int = 0) -> None:
         super().__init__()
         cfg.check_tp(tp)
-        self.cfg, self.tp = cfg, tp
-        self.embed = nn.Embedding(cfg.vocab, cfg.hidden)
+        self.cfg, self.tp, self.group = cfg, tp, group
+        self.vocab_start = rank * (cfg.vocab // tp)
+        self.embed = VocabParallelEmbedding(cfg.vocab, cfg.hidden, tp, rank, group)
         self.blocks = nn.ModuleList(Block(cfg, tp, plan, f"block{i}.", group) for i in range(cfg.layers))
         self.norm_f = RMSNorm(cfg.hidden)
-        self.head = nn.Parameter(torch.empty(cfg.hidden, cfg.vocab))
+        self.head = ColumnParallelLinear(cfg.hidden, cfg.vocab // tp, fusion=plan("head"), label="head",
+                                         group=group)
 
     def _slots(self) -> dict[str, torch.Tensor]:
-        slots = {"embed": self.embed.weight, "norm_f": self.norm_f.weight, "head": self.head}
+        slots = {"embed": self.embed.weight, "norm_f": self.norm_f.weight, "head": self.head.weight}
         for i, b in enumerate(self.blocks):
             p = f"block{i}."
             slots.update({
@@ -171,7 +181,7 @@ class TPTransformer(nn.Module):
     def from_full(cls, cfg: ModelConfig, full: dict[str, torch.Tensor], rank: int, tp: int,
                   plan: FusionPlan, group: Any = None) -> TPTransformer:
         """This rank's model holding its blocks of the full weights."""
-        model = cls(cfg, tp, plan, group)
+        model = cls(cfg, tp, plan, group, rank)
         device = next(iter(full.values())).device
         model.to(device).load_shard(shard_state(cfg, full, rank, tp))
         return model
@@ -187,16 +197,14 @@ class TPTransformer(nn.Module):
 
     def replicated_parameters(self) -> list[nn.Parameter]:
         """Parameters every rank holds whole; their gradients must be summed over the ranks."""
-        names = [n for n in self._slots() if not n.endswith(("qkv", "out", "fc1", "fc2"))]
         slots = self._slots()
-        return [slots[n] for n in names]
+        return [slots[n] for n in slots if "norm" in n]
 
-    def forward(self, tokens_local: torch.Tensor, targets_local: torch.Tensor, batch: int,
-                total_tokens: int) -> torch.Tensor:
-        """Loss share of this rank's rows: sum of cross-entropy / all tokens (sum over ranks = mean)."""
-        x = self.embed(tokens_local)
+    def forward(self, tokens: torch.Tensor, targets: torch.Tensor, batch: int) -> torch.Tensor:
+        """Mean next-token loss over all `tokens` (sequence-major rows, the whole batch on every
+        rank); the same value on every rank."""
+        x = self.embed(tokens)  # this rank's rows
         for block in self.blocks:
             x = block(x, batch)
-        logits = self.norm_f(x) @ self.head
-        loss = F.cross_entropy(logits.float(), targets_local, reduction="sum")
-        return loss / total_tokens
+        logits_local = self.head(self.norm_f(x))  # [T, V/tp]: every token, this rank's vocabulary
+        return vocab_parallel_cross_entropy(logits_local, targets, self.vocab_start, self.group, self.tp)

@@ -18,7 +18,7 @@ import torch
 import torch.distributed as dist
 
 from tpscope.fusion.config import RunConfig
-from tpscope.fusion.data import local_rows, synthetic_batch
+from tpscope.fusion.data import sequence_major, synthetic_batch
 from tpscope.fusion.model import FusionPlan, TPTransformer, full_state
 
 DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
@@ -77,7 +77,8 @@ def build_model(cfg: RunConfig, rank: int, tp: int, plan: FusionPlan, device: to
 
 
 def sum_replicated_grads(model: TPTransformer, group: Any = None) -> None:
-    """Sum the replicated parameters' gradients over the TP ranks in one flat all-reduce."""
+    """Sum the replicated parameters' gradients (the RMSNorm weights, each rank having seen only
+    its rows) over the TP ranks in one flat all-reduce."""
     grads = [p.grad for p in model.replicated_parameters() if p.grad is not None]
     if not grads or dist.get_world_size(group) == 1:
         return
@@ -130,8 +131,8 @@ def train(cfg: RunConfig, *, rank: int, tp: int, device: torch.device, plan: Fus
     # All batches are drawn before the first step: drawing them is CPU work that would fill the
     # traces and delay the GPU (BENCHMARKS.md: time the training, not the data).
     batches = [
-        tuple(t.to(device) for t in local_rows(
-            synthetic_batch(cfg.model.vocab, cfg.batch, cfg.seq_len, cfg.seed, step), rank, tp))
+        tuple(t.to(device) for t in sequence_major(
+            synthetic_batch(cfg.model.vocab, cfg.batch, cfg.seq_len, cfg.seed, step)))
         for step in range(cfg.steps)
     ]
     prof = _profiler(cfg, rank, device) if cfg.profile_active else None
@@ -142,15 +143,12 @@ def train(cfg: RunConfig, *, rank: int, tp: int, device: torch.device, plan: Fus
             inputs, targets = batches[step]
             timer.start()
             opt.zero_grad(set_to_none=True)
-            loss = model(inputs, targets, cfg.batch, cfg.tokens_per_step)
+            loss = model(inputs, targets, cfg.batch)  # the same mean loss on every rank
             loss.backward()
             sum_replicated_grads(model, group)
             opt.step()
-            total = loss.detach().clone()
-            if tp > 1:
-                dist.all_reduce(total, group=group)
             ms = timer.stop_ms()
-            losses.append(float(total))
+            losses.append(float(loss))
             times.append(ms)
             if prof is not None:
                 prof.step()
