@@ -17,6 +17,7 @@ from selenium.common.exceptions import TimeoutException
 
 from tests.dashboards.browser import (
     choose,
+    figure,
     open_tab,
     table_rows,
     text_of,
@@ -375,3 +376,33 @@ def test_urls_and_inputs_reach_only_the_given_folders(browser, served, expected)
         assert r.status_code == 200
         assert "unknown run" in r.json()["response"]["run-error"]["children"]
     assert {k[1] for k in store._memos if k[0] == "run"} <= set(store.run_ids)
+
+
+def test_a_slow_run_shows_progress_and_the_page_stays_live(browser, tmp_path):
+    """A run that takes seconds to read: spinners show at once, tabs still switch, then the figures."""
+    from tpscope.dashboards.app import create_app
+
+    app = create_app([CHUNKED], use_cache=False)
+    store = app.server.config["TPSCOPE_STORE"]
+    read = store._load
+
+    def slow_read(*args):
+        time.sleep(4.0)
+        return read(*args)
+
+    store._load = slow_read
+    server = Served(app)
+    try:
+        browser.get(server.url)
+        wait_until(browser, lambda d: d.execute_script(
+            "return document.querySelectorAll('.dash-spinner').length > 0"), timeout=3)
+        open_tab(browser, "Breakdown")  # the page answers while the server reads
+        assert browser.execute_script(
+            "return document.querySelector('.tab--selected').textContent.trim()") == "Breakdown"
+        early = figure(browser, "breakdown-graph")
+        assert early is None or trace(early, "idle") is None  # still reading: no bars yet
+        wait_figure(browser, "breakdown-graph", lambda f: trace(f, "idle") is not None, timeout=30)
+        wait_until(browser, lambda d: d.execute_script(
+            "return document.querySelectorAll('.dash-spinner').length === 0"), timeout=10)
+    finally:
+        server.stop()
