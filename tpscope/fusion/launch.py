@@ -5,10 +5,13 @@ No torch at import: the launcher only builds a command line and an environment.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -64,7 +67,50 @@ def torchrun_command(nproc: int, module: str, module_args: list[str]) -> list[st
             f"--nproc-per-node={nproc}", "-m", module, *module_args]
 
 
-def launch(nproc: int, module: str, module_args: list[str], regime: str) -> int:
-    """Run the workers under torchrun on this node and return its exit code."""
+def supervised_command(nproc: int, module: str, module_args: list[str], report: str) -> list[str]:
+    """torchrun_command run through tpscope.fusion.supervisor, which writes failed ranks to `report`."""
+    return [sys.executable, "-m", "tpscope.fusion.supervisor", report,
+            *torchrun_command(nproc, module, module_args)[3:]]
+
+
+def describe_failure(failures: list[dict]) -> str:
+    """One line on the rank that failed: one killed by a signal other than torchrun's own SIGTERM
+    (sent to the survivors) first, else one that exited non-zero; the lowest rank among equals."""
+    def culprit_order(f: dict) -> tuple[int, int]:
+        code = f["exitcode"]
+        return (0 if code < 0 and code != -signal.SIGTERM else 1 if code > 0 else 2, f["rank"])
+
+    f = min(failures, key=culprit_order)
+    code = f["exitcode"]
+    if code < 0:
+        try:
+            name = f" ({signal.Signals(-code).name})"
+        except ValueError:
+            name = ""
+        what = f"died with signal {-code}{name}"
+    else:
+        what = f"exited with status {code}"
+    return f"rank {f['rank']} (pid {f['pid']}) {what}; the other ranks were stopped"
+
+
+def launch(nproc: int, module: str, module_args: list[str], regime: str, prog: str = "tpscope run") -> int:
+    """Run the workers under torchrun on this node and return its exit code: 0, 2 when every
+    failed rank exited 2 (a user error each printed), else 1 after one line naming the rank that
+    failed."""
     env = child_env(regime, os.environ)
-    return subprocess.call(torchrun_command(nproc, module, module_args), env=env)
+    with tempfile.TemporaryDirectory(prefix="tpscope-launch-") as tmp:
+        report = os.path.join(tmp, "failures.json")
+        rc = subprocess.call(supervised_command(nproc, module, module_args, report), env=env)
+        if rc == 0:
+            return 0
+        try:
+            with open(report, encoding="utf-8") as fh:
+                failures = json.load(fh)
+        except (OSError, ValueError):
+            failures = []
+    own = [f for f in failures if f["exitcode"] != -signal.SIGTERM]  # not stopped by torchrun
+    if own and all(f["exitcode"] == 2 for f in own):
+        return 2
+    line = describe_failure(failures) if failures else f"the workers' launcher exited with status {rc}"
+    print(f"{prog}: error: {line}", file=sys.stderr, flush=True)
+    return 1

@@ -130,7 +130,4 @@ def main(args: argparse.Namespace) -> int:
     prepare_out_dir(out_dir, args.overwrite)
     worker_args = ["--config-json", config_to_json(cfg), "--command-json", json.dumps(command)]
     rc = launch(nproc, "tpscope.fusion.worker", worker_args, cfg.regime)
-    if rc != 0:
-        print(f"tpscope run: workers exited with status {rc}", file=sys.stderr)
-        return 1
-    return 0
+    return rc  # 0, 1 or 2; on failure launch() printed the rank that failed

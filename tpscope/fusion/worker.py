@@ -10,6 +10,7 @@ import argparse
 import datetime
 import json
 import os
+import re
 import sys
 
 import torch
@@ -39,6 +40,21 @@ def init_group(cfg: RunConfig) -> tuple[int, int, torch.device, str]:
         dist.init_process_group("gloo", timeout=timeout)
         backend = "gloo"
     return dist.get_rank(), dist.get_world_size(), device, backend
+
+
+_PEER_TROUBLE = re.compile(r"connection (reset|closed|refused)|broken pipe|timed out|timeout|gloo|nccl|"
+                           r"processgroup|watchdog", re.IGNORECASE)
+
+
+def collective_failure(exc: BaseException) -> str | None:
+    """One line for an error that a collective raised because a peer died or hung (a gloo
+    connection reset, a timeout, an NCCL error); None for any other error (a bug keeps its traceback)."""
+    if not (isinstance(exc, dist.DistError) or (isinstance(exc, RuntimeError) and _PEER_TROUBLE.search(str(exc)))):
+        return None
+    text = str(exc).strip()
+    first = re.sub(r"^\[[^\]]*\]\s*", "", text.splitlines()[0]) if text else type(exc).__name__
+    first = first.split(". This is typically")[0][:200]
+    return f"a collective failed ({first}): a peer rank died, or hung past --timeout-s"
 
 
 def _print_step(steps: int, rec: StepRecord) -> None:
@@ -99,6 +115,12 @@ def run_rank(cfg: RunConfig, command: list[str]) -> int:
             print(f"tpscope run: wrote {path.parent} ({tps:,.0f} tok/s median)" if tps else
                   f"tpscope run: wrote {path.parent}", flush=True)
         dist.barrier()
+    except Exception as exc:
+        reason = collective_failure(exc)
+        if reason is None:
+            raise
+        print(f"tpscope run: error: rank {rank}: {reason}", file=sys.stderr, flush=True)
+        return 1
     finally:
         dist.destroy_process_group()
     return 0
