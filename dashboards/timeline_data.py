@@ -276,14 +276,22 @@ def link_arrays(data: TimelineData, members) -> tuple[np.ndarray, np.ndarray]:
 
 
 def path_arrays(data: TimelineData, path) -> tuple[np.ndarray, np.ndarray, np.ndarray, list]:
-    """The critical path as one polyline along each segment's lane, jumping between lanes;
-    customdata (start, duration) per point and the segment's kind as its text."""
-    seg = overlay_segments(data, path)
-    n = len(seg)
-    x = np.empty(2 * n)
-    x[0::2], x[1::2] = seg.start_us, seg.end_us
-    y = np.repeat(seg.y.astype(float), 2)
-    custom = np.empty((2 * n, 2))
-    custom[:, 0] = np.repeat(seg.start_us, 2)
-    custom[:, 1] = np.repeat(seg.end_us - seg.start_us, 2)
-    return x, y, custom, np.repeat(seg.text, 2).tolist()
+    """The critical path as a polyline along each segment's lane, jumping between lanes; broken
+    (NaN) where it passes through ranks or times not drawn. customdata: (start, duration) per point,
+    text: the segment's kind."""
+    if path is None or len(path) == 0:
+        return np.zeros(0), np.zeros(0), np.zeros((0, 2)), []
+    y = lane_rows(data, path.rank, path.lane)
+    start, end = relative_us(path.start_ns, data), relative_us(path.end_ns, data)
+    keep = np.flatnonzero((y >= 0) & (end > data.view_us[0]) & (start < data.view_us[1]) & (end > start))
+    if len(keep) == 0:
+        return np.zeros(0), np.zeros(0), np.zeros((0, 2)), []
+    x = np.column_stack([start[keep], end[keep]]).ravel()
+    yy = np.repeat(y[keep].astype(float), 2)
+    custom = np.column_stack([np.repeat(start[keep], 2), np.repeat(end[keep] - start[keep], 2)])
+    text = np.repeat(path.text[keep], 2)
+    breaks = 2 * (np.flatnonzero(np.diff(keep) > 1) + 1)  # a hidden part of the path between two kept ones
+    x, yy = np.insert(x, breaks, np.nan), np.insert(yy, breaks, np.nan)
+    custom = np.insert(custom, breaks, np.nan, axis=0)
+    text = np.insert(text, breaks, "")
+    return x, yy, custom, text.tolist()

@@ -137,6 +137,10 @@ def test_timeline_overlays_and_links(small_run):
     assert np.isnan(x2).sum() == 1 and len(x2) == 5  # two polylines, one gap between them
     path = path_arrays(d, members)
     np.testing.assert_allclose(path[0], [50.0, 150.0, 55.0, 155.0])
+    hidden = Overlay(*(np.concatenate([getattr(members, f), getattr(members, f)[:1]]) for f in Overlay.__slots__))
+    hidden = Overlay(np.array([0, 9, 0]), hidden.lane, hidden.start_ns, hidden.end_ns, hidden.group, hidden.text)
+    x3 = path_arrays(d, hidden)[0]  # the middle segment is on a rank not drawn: the line breaks there
+    assert len(x3) == 5 and np.isnan(x3[2])
     fig = timeline.timeline_figure(d, waits=waits, links=(x, y), path=path)
     assert {t.name for t in fig.data} >= {"comm wait", "collective links", "critical path"}
     elsewhere = Overlay(np.array([9]), np.array([0]), np.array([1]), np.array([2]), np.array([0]),
