@@ -65,7 +65,10 @@ def critical_path_figure(rows: list[dict]) -> go.Figure:
                     hovertemplate=f"%{{x}}<br>{name}: %{{y:,.1f}} µs<extra></extra>")
     fig.add_scatter(x=labels, y=[r.get("length_us") for r in rows], mode="markers", name="path length",
                     marker=dict(symbol="line-ew-open", size=28, color="#222", line=dict(width=2)),
-                    hovertemplate="%{x}<br>critical path %{y:,.1f} µs<extra></extra>")
+                    customdata=[[r.get("exposed_comm_ratio"), ", ".join(map(str, r.get("ranks") or []))]
+                                for r in rows],
+                    hovertemplate="%{x}<br>critical path %{y:,.1f} µs<br>exposed comm on it %{customdata[0]:.1%}"
+                                  "<br>ranks visited: %{customdata[1]}<extra></extra>")
     base_layout(fig, title="Critical path across ranks, per step (µs)", height=380)
     fig.update_layout(barmode="stack", yaxis_title="µs")
     return fig
