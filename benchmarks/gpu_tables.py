@@ -88,6 +88,19 @@ def sweep_table(doc: dict) -> str:
     return "\n".join(lines)
 
 
+def sweepv_table(doc: dict) -> str:
+    """A sweep after the vocabulary-parallel change, with TP=1 scaling efficiency."""
+    base = doc["runs"][0]["tokens_per_s"]
+    lines = ["| run | mode | tokens/s | vs unfused | TP scaling efficiency | exposed comm ratio | overlap ratio | contention slowdown |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in doc["runs"]:
+        a = r.get("analyze") or {}
+        lines.append(f"| {r['run']} | {r['mode']} | {r['tokens_per_s']:,.0f} | {r['tokens_per_s'] / base:.3f}× | "
+                     f"{_f(r.get('tp_scaling_efficiency'), 3)} | {_f(a.get('exposed_comm_ratio'), 3)} | "
+                     f"{_f(a.get('overlap_ratio'), 3)} | {_f(a.get('contention_slowdown'), 3)} |")
+    return "\n".join(lines)
+
+
 def _load(root: Path, prefix: str) -> dict[str, dict]:
     docs = {}
     for regime in ("nvlink", "shm", "socket"):
@@ -129,6 +142,9 @@ def main() -> None:
     for regime, doc in _load(root, "sweep").items():
         print(f"### tpscope sweep, {regime} (gpu_issue5.sh)\n")
         print(sweep_table(doc) + "\n")
+    for regime, doc in _load(root, "sweepv").items():
+        print(f"### tpscope sweep, {regime}, vocabulary-parallel embedding/head (gpu_vocab.sh)\n")
+        print(sweepv_table(doc) + "\n")
     for regime, doc in _load(root, "sweephp").items():
         print(f"### tpscope sweep, {regime}, TORCH_NCCL_HIGH_PRIORITY=1 (gpu_priority.sh)\n")
         print(sweep_table(doc) + "\n")
