@@ -221,7 +221,7 @@ def run_bench(cfg: BenchConfig, command: list[str]) -> int:
                 "tp": tp, "regime": regime, "regime_env": regime_env(regime),
                 "nccl_env": nccl_env(os.environ), "dtype": cfg.dtype, "reps": cfg.reps,
                 "warmup": cfg.warmup, "seed": seed, "timing": "slowest rank per repetition; "
-                "cuda events" if device.type == "cuda" else "wall clock",
+                + ("cuda events" if device.type == "cuda" else "wall clock"),
                 "symm_mem_note": None if regime == "nvlink" else
                 "symm_mem copies over CUDA peer access whatever NCCL is told: not a cross-node baseline",
                 "results": results, "all_outputs_match_unfused": all_ok,
