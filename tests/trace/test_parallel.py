@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tpscope.trace import load_run, parallel
-from tpscope.trace.parallel import split_document
+from tpscope.trace.parallel import split_in_place
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 
@@ -29,18 +29,23 @@ def assert_same_ranks(a, b):
 
 
 @pytest.mark.parametrize("parts", [2, 3])
-def test_split_documents_hold_every_event(parts):
+@pytest.mark.parametrize("indent", [None, 1])
+def test_parts_cut_in_place_hold_every_event(parts, indent):
     doc = json.load(gzip.open(next((DATA / "h200-shm-chunked4").glob("rank0*"))))
-    data = json.dumps(doc, indent=1).encode()
-    pieces = split_document(data, parts)
+    doc["traceName"] = "after the events"
+    buf = bytearray(json.dumps(doc, indent=indent).encode())
+    header = parallel.header_of(buf)
+    pieces = split_in_place(buf, parts)
     assert pieces is not None and len(pieces) == parts
-    decoded = [json.loads(p) for p in pieces]
-    assert sum(len(d["traceEvents"]) for d in decoded) == len(doc["traceEvents"])
-    assert [e for d in decoded for e in d["traceEvents"]] == doc["traceEvents"]
+    assert [e for p in pieces for e in json.loads(bytes(p))] == doc["traceEvents"]
+    assert header.distributedInfo.rank == doc["distributedInfo"]["rank"]
+    assert header.baseTimeNanoseconds == doc["baseTimeNanoseconds"]
 
 
-def test_no_cut_in_a_document_without_trace_events():
-    assert split_document(b'{"a": [{"b": 1}, {"c": 2}]}', 2) is None
+def test_no_cut_without_trace_events_or_room_between_events():
+    assert split_in_place(bytearray(b'{"a": [{"b": 1}, {"c": 2}]}'), 2) is None
+    compact = json.dumps({"traceEvents": [{"a": 1}, {"b": 2}, {"c": 3}]}, separators=(",", ":"))
+    assert split_in_place(bytearray(compact.encode()), 2) is None
 
 
 @pytest.mark.parametrize("run", ["h200-shm-chunked4", "h200-nvlink-unfused"])
@@ -48,8 +53,12 @@ def test_file_in_parts_equals_one_piece(run, tmp_path, monkeypatch):
     monkeypatch.setattr(parallel, "SPLIT_MIN_BYTES", 0)
     for path in (DATA / run).glob("*.json.gz"):
         (tmp_path / path.name).write_bytes(path.read_bytes())
+    used = []
+    real = parallel.decode_in_parts
+    monkeypatch.setattr(parallel, "decode_in_parts", lambda *a: used.append(real(*a)) or used[-1])
     one = load_run(tmp_path / sorted(p.name for p in tmp_path.iterdir())[0], workers=1)
     split = load_run(tmp_path / sorted(p.name for p in tmp_path.iterdir())[0], workers=2)
+    assert len(used) == 1 and used[0] is not None  # the file really was read in two parts
     assert_same_ranks(one, split)
 
 
@@ -59,14 +68,13 @@ def test_many_files_over_a_pool_equal_one_process():
 
 def test_a_cut_inside_an_event_falls_back_to_one_piece(tmp_path, monkeypatch):
     monkeypatch.setattr(parallel, "SPLIT_MIN_BYTES", 0)
-    # one kernel whose args hold a list of objects: the only '},{' boundary lies inside it
+    # one kernel whose args hold a long list of objects: the cut lands inside it
     doc = {"distributedInfo": {"rank": 0}, "traceEvents": [
         {"ph": "X", "cat": "kernel", "name": "gemm", "ts": 1, "dur": 2,
-         "args": {"device": 0, "stream": 7, "l": [{"a": 1}, {"b": 2}]}}]}
-    text = json.dumps(doc, separators=(",", ":")).encode()
-    pieces = split_document(text, 2)
-    assert pieces is not None
-    assert parallel.decode_in_parts(pieces) is None  # the cut is detected as bad
+         "args": {"device": 0, "stream": 7, "l": [{"a": i} for i in range(50)]}}]}
+    text = json.dumps(doc, indent=2).encode()
+    assert split_in_place(bytearray(text), 2) is not None  # a cut is found ...
+    assert parallel.decode_in_parts(bytearray(text), 2) is None  # ... and detected as bad
     path = tmp_path / "r.json"
     path.write_bytes(text)
     run = load_run(path, workers=2)

@@ -19,6 +19,14 @@ from tpscope.errors import TraceError
 from tpscope.trace.schema import Event, TraceFile
 
 _GZIP_MAGIC = b"\x1f\x8b"
+try:  # ISA-L's inflate is about 1.5x zlib's on Kineto traces (docs/benchmarks.md)
+    from isal import igzip as _igzip
+    from isal.isal_zlib import error as _IsalError
+
+    _gunzip = _igzip.decompress
+except ImportError:  # pragma: no cover - isal is a dependency; zlib keeps working without it
+    _gunzip = gzip.decompress
+    _IsalError = zlib.error
 _typed_decoder = msgspec.json.Decoder(TraceFile)
 _list_decoder = msgspec.json.Decoder(list[Event])
 
@@ -44,8 +52,8 @@ def read_bytes(path: Path) -> bytes:
     if raw[:2] != _GZIP_MAGIC:
         return raw
     try:
-        return gzip.decompress(raw)
-    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        return _gunzip(raw)
+    except (EOFError, gzip.BadGzipFile, zlib.error, _IsalError) as exc:
         raise TraceError(path, f"broken gzip data (truncated or corrupt: {exc})") from None
 
 

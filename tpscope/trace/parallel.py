@@ -1,9 +1,10 @@
 """Use every core: big trace files decoded in parts, many rank files over a process pool.
 
-One file: the text of `traceEvents` is cut at event boundaries into one JSON document per core;
-each part is decoded and extracted (`extract.py`) in its own process (forked, so the parts are
-shared, not sent), and the raw columns are merged. A cut that does not give valid documents
-(an unusual layout) is detected by the decoder, and the file is then read in one piece.
+One file: the text of `traceEvents` is cut at event boundaries, in place, into one JSON text per
+core; each part is decoded and extracted (`extract.py`) in its own process (forked, so the text
+is shared, not copied or sent), and the raw columns come back through a pipe and are merged. A cut
+that does not give valid JSON (an unusual layout) is detected by the decoder, and the file is
+then read in one piece.
 
 Many files: each worker process loads whole files and returns their compact tables, so the
 parent never holds more than the workers' files' events at once.
@@ -21,12 +22,12 @@ from dataclasses import dataclass
 import msgspec
 
 from tpscope.trace.extract import RawColumns, extract, merge
-from tpscope.trace.schema import TraceFile
+from tpscope.trace.schema import Event, TraceFile
 
 SPLIT_MIN_BYTES = 64 << 20  # below this, starting a process costs more than it saves (docs/benchmarks.md)
 _EVENT_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _decoder = msgspec.json.Decoder(TraceFile)
-_parts: list[bytes] = []  # set before forking; read by the workers
+_list_decoder = msgspec.json.Decoder(list[Event])
 
 
 def usable_cores() -> int:
@@ -41,32 +42,46 @@ def can_fork() -> bool:
     return "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
 
 
-def split_document(data: bytes, parts: int) -> list[bytes] | None:
-    """`parts` JSON documents whose `traceEvents` together are the file's; None if no cut is found."""
-    key = data.find(b'"traceEvents"')
-    if key < 0:
+def split_in_place(buf: bytearray, parts: int) -> list[memoryview] | None:
+    """Cut the `traceEvents` array of `buf` into `parts` JSON arrays by writing two bytes at each
+    cut: the comma between two events becomes `]` and the blank after it `[`.
+
+    None when the file has no such array or no cut with a blank after the comma (Kineto writes
+    `},\n  {`, Python's json `}, {`). The keys around the array come back through
+    `header_of`. A cut inside an event (a nested `}, {`) gives invalid JSON, which the decoder
+    reports, so it is never silently wrong.
+    """
+    key = buf.find(b'"traceEvents"')
+    start = buf.find(b"[", key) if key >= 0 else -1
+    end = buf.rfind(b"]")
+    if start < 0 or end <= start:
         return None
-    start = data.find(b"[", key)
-    if start < 0:
-        return None
-    cuts = []
+    bounds = [start]
     for k in range(1, parts):
-        m = _EVENT_BOUNDARY.search(data, max(start, len(data) * k // parts))
+        m = _EVENT_BOUNDARY.search(buf, max(bounds[-1] + 1, len(buf) * k // parts), end)
+        while m is not None and m.end() - m.start() < 4:  # "}", ",", a blank, "{"
+            m = _EVENT_BOUNDARY.search(buf, m.end(), end)
         if m is None:
             return None
-        cuts.append(m.start() + 1)  # the comma after the closing brace
-    out = []
-    lo = None
-    for k, cut in enumerate([*cuts, None]):
-        if k == 0:
-            body = data[:cut]
-        elif cut is None:
-            body = b'{"traceEvents":[' + data[lo + 1 :]
-        else:
-            body = b'{"traceEvents":[' + data[lo + 1 : cut]
-        out.append(body + b"]}" if cut is not None else body)
-        lo = cut
-    return out
+        comma = m.start() + 1
+        buf[comma : comma + 2] = b"]["
+        bounds.append(comma)
+    view = memoryview(buf)
+    ends = [*bounds[1:], end]
+    return [view[lo + (k > 0) : hi + 1] for k, (lo, hi) in enumerate(zip(bounds, ends))]
+
+
+def header_of(buf: bytearray) -> TraceFile | None:
+    """The top-level keys before and after the `traceEvents` array, without the events."""
+    key = buf.find(b'"traceEvents"')
+    end = buf.rfind(b"]")
+    before = bytes(buf[:key]).rstrip()
+    after = bytes(buf[end + 1 :]).lstrip(b" \t\r\n,")
+    text = before + (b"" if before.endswith((b"{", b",")) else b",") + after
+    try:
+        return _decoder.decode(text)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,38 +93,52 @@ class DecodedParts:
     raw: RawColumns
 
 
-def _decode_part(index: int) -> tuple[TraceFile, RawColumns] | None:
+def _decode_part(part: memoryview) -> RawColumns | None:
     try:
-        trace = _decoder.decode(_parts[index])
+        events = _list_decoder.decode(part)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
-    raw = extract(trace.traceEvents, 0)
-    trace.traceEvents = []
-    return trace, raw
+    return extract(events, 0)
 
 
-def decode_in_parts(parts: list[bytes]) -> DecodedParts | None:
-    """Decode and extract the documents of `split_document`, one process each; None when a part
-    is not a valid document (the cut fell inside an event)."""
-    global _parts
-    workers = len(parts)
-    _parts = parts
+def _child(conn, part: memoryview) -> None:
+    """Worker body: decode one part, send the raw columns, leave without tearing down."""
     try:
-        ctx = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(max_workers=workers - 1, mp_context=ctx) as pool:
-            futures = [pool.submit(_decode_part, i) for i in range(1, workers)]
-            results = [_decode_part(0)] + [f.result() for f in futures]
+        conn.send(_decode_part(part))
+    except BaseException:  # noqa: BLE001 - the parent treats any failure as "read in one piece"
+        try:
+            conn.send(None)
+        except BaseException:  # noqa: BLE001
+            pass
     finally:
-        _parts = []
+        os._exit(0)  # skip freeing half a million events: the process ends here
+
+
+def decode_in_parts(buf: bytearray, workers: int) -> DecodedParts | None:
+    """Decode and extract `buf` in `workers` processes (forked: the text is shared, not sent);
+    None when it cannot be cut cleanly. `buf` is modified at the cuts."""
+    header = header_of(buf)
+    parts = split_in_place(buf, workers) if header is not None else None
+    if parts is None:
+        return None
+    ctx = multiprocessing.get_context("fork")
+    children = []
+    for part in parts[1:]:
+        recv, send = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_child, args=(send, part), daemon=True)
+        proc.start()
+        send.close()
+        children.append((proc, recv))
+    results = [_decode_part(parts[0])]
+    for proc, recv in children:
+        try:
+            results.append(recv.recv())
+        except (EOFError, OSError):
+            results.append(None)
+        proc.join()
     if any(r is None for r in results):
         return None
-    header = TraceFile()
-    for trace, _ in results:
-        for field in ("distributedInfo", "baseTimeNanoseconds", "deviceProperties", "hostname"):
-            value = getattr(trace, field)
-            if value is not None and getattr(header, field) in (None, msgspec.Raw()):
-                setattr(header, field, value)
-    return DecodedParts(header=header, raw=merge([raw for _, raw in results]))
+    return DecodedParts(header=header, raw=merge(results))
 
 
 def map_files(function, paths: list, workers: int) -> list:

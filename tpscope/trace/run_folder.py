@@ -81,13 +81,12 @@ def load_rank_file(path: Path, fallback_rank: int | None = None, workers: int = 
     data = read_bytes(path)
     parts = None
     if workers > 1 and len(data) >= parallel.SPLIT_MIN_BYTES and parallel.can_fork():
-        pieces = parallel.split_document(data, workers)
-        if pieces is not None:
-            del data  # the pieces hold the same text
-            parts = parallel.decode_in_parts(pieces)
-            del pieces
-            if parts is None:  # the cut fell inside an event: read the file in one piece
-                data = read_bytes(path)
+        buf = bytearray(data)  # cut in place; the copy costs less than the cut documents would
+        del data
+        parts = parallel.decode_in_parts(buf, workers)
+        del buf
+        if parts is None:  # the cut fell inside an event: read the file in one piece
+            data = read_bytes(path)
     if parts is not None:
         trace, raw, warnings = parts.header, parts.raw, []
         raw.shift_times(int(trace.baseTimeNanoseconds or 0))
