@@ -47,16 +47,25 @@ def check_port_free(host: str, port: int) -> None:
             raise UserError(f"cannot listen on {host}:{port} ({exc.strerror or exc}); pass --port") from None
 
 
-def main(args: argparse.Namespace) -> int:
+def build_app(run_dirs: list[str], cache_dir: str | None = None, use_cache: bool = True):
+    """The app over the given folders, or over the sample runs opened on `sample_traces/DEFAULT`."""
     from tpscope.dashboards.app import create_app
 
-    runs = resolve_run_dirs(args.run_dirs)
+    from tpscope.samples import default_run
+
+    runs = resolve_run_dirs(run_dirs)
+    first = None if run_dirs else default_run()
+    return create_app(runs, cache_dir=Path(cache_dir) if cache_dir else None, use_cache=use_cache,
+                      default_run=first), runs
+
+
+def main(args: argparse.Namespace) -> int:
     if not 0 < args.port < 65536:
         from tpscope.errors import UserError
 
         raise UserError(f"--port {args.port}: not a port number")
+    app, runs = build_app(args.run_dirs, args.cache_dir, not args.no_cache)
     check_port_free(args.host, args.port)
-    app = create_app(runs, cache_dir=Path(args.cache_dir) if args.cache_dir else None, use_cache=not args.no_cache)
     print(f"tpscope dash: serving {len(runs)} run folder(s) on http://{args.host}:{args.port}/ (Ctrl-C to stop)")
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"tpscope dash: note: --host {args.host} lets anyone who can reach this port see these runs",

@@ -72,6 +72,33 @@ def test_dash_binds_loopback_by_default_and_refuses_missing_folders(capsys, tmp_
     assert len(err.splitlines()) == 1 and "no such file or folder" in err
 
 
+def test_without_folders_the_app_opens_on_the_default_sample_run(tmp_path, monkeypatch):
+    from tpscope.dashboards.dash_command import build_app
+
+    samples = tmp_path / "sample_traces"
+    for run in (CHUNKED, UNFUSED):
+        shutil.copytree(run, samples / run.name)
+    (samples / "DEFAULT").write_text(CHUNKED.name + "\n")  # not the first by name
+    monkeypatch.setenv("TPSCOPE_SAMPLE_TRACES", str(samples))
+    app, runs = build_app([], use_cache=False)
+    assert sorted(p.name for p in runs) == sorted([CHUNKED.name, UNFUSED.name])
+    picker = _find(app.layout, "run-select")
+    assert picker.value == CHUNKED.name
+    app, _ = build_app([str(UNFUSED), str(CHUNKED)], use_cache=False)
+    assert _find(app.layout, "run-select").value == UNFUSED.name  # given folders: the first given
+
+
+def _find(component, component_id):
+    if getattr(component, "id", None) == component_id:
+        return component
+    children = getattr(component, "children", None)
+    for child in children if isinstance(children, list) else [children] if children is not None else []:
+        found = _find(child, component_id)
+        if found is not None:
+            return found
+    return None
+
+
 def test_tpscope_dash_serves_the_sample_runs_on_127_0_0_1(tmp_path):
     samples = tmp_path / "sample_traces"
     for run in (CHUNKED, UNFUSED):
