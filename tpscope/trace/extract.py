@@ -93,19 +93,17 @@ def _select(events: list[Event], rows: np.ndarray) -> list[Event]:
 def group_rows(events: list[Event]) -> dict[str, np.ndarray]:
     """Row indices of each group of complete events, and of metadata events ("meta")."""
     names = sorted(set(GROUP_OF_CATEGORY.values()))
-    code_of = {cat: names.index(g) + 1 for cat, g in GROUP_OF_CATEGORY.items()}
-    code_of.update({cat.title(): code for cat, code in code_of.items()})  # "Kernel", "Runtime", ...
     meta_code = len(names) + 1
-    n = len(events)
-    codes = np.fromiter(map(code_of.get, _values(events, "cat"), repeat(0)), dtype=np.int8, count=n)
-    phs = _values(events, "ph")
-    codes[~np.fromiter(map("X".__eq__, phs), dtype=bool, count=n)] = 0
-    codes[np.fromiter(map("M".__eq__, phs), dtype=bool, count=n)] = meta_code
-    # categories in other spellings (rare): try their lower-case form
-    for i in np.flatnonzero(codes == 0).tolist():
-        e = events[i]
-        if e.ph == "X" and isinstance(e.cat, str):
-            codes[i] = code_of.get(e.cat.lower(), 0)
+    pairs = list(map(attrgetter("ph", "cat"), events))
+    # one code per distinct (ph, cat): complete events by category (any spelling: "Kernel",
+    # "Runtime"), metadata events whatever their category, everything else 0
+    code_of_pair = {}
+    for ph, cat in set(pairs):
+        if ph == "M":
+            code_of_pair[(ph, cat)] = meta_code
+        elif ph == "X" and isinstance(cat, str) and cat.lower() in GROUP_OF_CATEGORY:
+            code_of_pair[(ph, cat)] = names.index(GROUP_OF_CATEGORY[cat.lower()]) + 1
+    codes = np.fromiter(map(code_of_pair.get, pairs, repeat(0)), dtype=np.int8, count=len(pairs))
     order = np.argsort(codes, kind="stable")
     bounds = np.searchsorted(codes[order], np.arange(meta_code + 2))
     groups = {g: order[bounds[k + 1] : bounds[k + 2]] for k, g in enumerate(names)}
