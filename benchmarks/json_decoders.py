@@ -4,7 +4,8 @@
 
 Decodes one tiled trace (real events) with: the standard library's json, orjson, msgspec
 untyped (to dicts), and msgspec typed into tpscope's structs (`schema.py`), which skips every
-field tpscope does not read. Prints the median of 3 runs and the peak memory each adds.
+field tpscope does not read. Prints the median of 3 runs with Python's garbage collector on (as a
+program runs) and off, and the peak memory each adds.
 """
 
 from __future__ import annotations
@@ -47,23 +48,27 @@ def main() -> None:
         "msgspec, typed (tpscope)": typed.decode,
     }
     print(f"{len(data) / 2**20:.0f} MiB of JSON")
-    print("| decoder | seconds (median of 3) | peak MiB allocated |")
-    print("|---|---|---|")
+    print("| decoder | seconds, GC on (median of 3) | seconds, GC off | peak MiB allocated |")
+    print("|---|---|---|---|")
     for name, decode in decoders.items():
-        times = []
-        for _ in range(3):
-            gc.collect()
-            t = time.perf_counter()
-            doc = decode(data)
-            times.append(time.perf_counter() - t)
-            del doc
+        times = {True: [], False: []}
+        for gc_on in (True, False):
+            for _ in range(3):
+                gc.collect()
+                if not gc_on:
+                    gc.disable()
+                t = time.perf_counter()
+                doc = decode(data)
+                times[gc_on].append(time.perf_counter() - t)
+                gc.enable()
+                del doc
         gc.collect()
         tracemalloc.start()
         doc = decode(data)
         peak = tracemalloc.get_traced_memory()[1] / 2**20
         tracemalloc.stop()
         del doc
-        print(f"| {name} | {statistics.median(times):.2f} | {peak:.0f} |")
+        print(f"| {name} | {statistics.median(times[True]):.2f} | {statistics.median(times[False]):.2f} | {peak:.0f} |")
 
 
 if __name__ == "__main__":
