@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tpscope.dashboards.cache import DiskCache, folder_fingerprint
-
+from tpscope.cache import DiskCache, folder_fingerprint
 from tpscope.errors import UserError
 from tpscope.metrics import RunAnalysis, analyze_run, as_json
 from tpscope.trace import Run, load_run
