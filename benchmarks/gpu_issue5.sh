@@ -4,20 +4,8 @@
 # the reference shape in socket, then `tpscope sweep` (unfused baseline, one change at a time,
 # auto included) in nvlink and shm on the model whose MLP is the reference shape.
 # Output in $OUT: bench5_<regime>.json, sweeps.tar.gz, log.txt.
-set -o pipefail
 OUT=${OUT:-gpu_out}; mkdir -p "$OUT"; BUDGET_S=${BUDGET_S:-540}
-export PYTHONPATH=.:$PYTHONPATH PYTHONUNBUFFERED=1
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-T0=$(date +%s)
-step() {  # step MAX_S command...: run with a timeout of min(MAX_S, what is left)
-  local max=$1; shift
-  local left=$(( BUDGET_S - ($(date +%s) - T0) ))
-  (( left < 15 )) && { echo "== skip (budget): $*"; return 0; }
-  (( max > left )) && max=$left
-  echo "== t=$(( $(date +%s) - T0 ))s (limit ${max}s): $*"
-  timeout -k 5 "$max" "$@" || echo "== exit $? : $*"
-}
-TP="python3 -m tpscope.cli"
+source "$(dirname "$0")/gpu_common.sh"
 SHAPES4="--shape ref --shape s4096 --shape s16384 --shape 8b"
 V="--modes chunked,ring,symm_mem --chunks 1,2,4,8 --ring-chunks 1,2,4 --rank-order --reps 20 --warmup 5"
 step 80 $TP bench --regime nvlink $SHAPES4 $V --json "$OUT/bench5_nvlink.json"

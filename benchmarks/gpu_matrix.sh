@@ -4,20 +4,8 @@
 # TP=2 on the same model and global batch, then two issue-5 levers. Everything lands in $OUT
 # (default ./gpu_out): bench_<regime>.json, runs.tar.gz (run folders), log.txt.
 # Each step gets at most what is left of BUDGET_S, so one hang cannot eat the whole call.
-set -o pipefail
 OUT=${OUT:-gpu_out}; mkdir -p "$OUT"; BUDGET_S=${BUDGET_S:-570}
-export PYTHONPATH=.:$PYTHONPATH PYTHONUNBUFFERED=1
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-T0=$(date +%s)
-step() {  # step MAX_S command...: run with a timeout of min(MAX_S, what is left)
-  local max=$1; shift
-  local left=$(( BUDGET_S - ($(date +%s) - T0) ))
-  (( left < 15 )) && { echo "== skip (budget): $*"; return 0; }
-  (( max > left )) && max=$left
-  echo "== t=$(( $(date +%s) - T0 ))s (limit ${max}s): $*"
-  timeout -k 5 "$max" "$@" || echo "== exit $? : $*"
-}
-TP="python3 -m tpscope.cli"
+source "$(dirname "$0")/gpu_common.sh"
 SHAPES4="--shape ref --shape s4096 --shape s16384 --shape 8b"
 step 110 $TP bench --regime nvlink $SHAPES4 --reps 20 --warmup 5 --json "$OUT/bench_nvlink.json"
 step 130 $TP bench --regime shm $SHAPES4 --reps 20 --warmup 5 --json "$OUT/bench_shm.json"

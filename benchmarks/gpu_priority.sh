@@ -3,20 +3,8 @@
 # collective's blocks are scheduled between the waves of a GEMM launched beside it instead of
 # after all of them. The bench runs with and without it in this one call, then the sweeps run
 # with it. Output in $OUT: benchp_<regime>_<prio>.json, sweepsp.tar.gz, log.txt.
-set -o pipefail
 OUT=${OUT:-gpu_out}; mkdir -p "$OUT"; BUDGET_S=${BUDGET_S:-420}
-export PYTHONPATH=.:$PYTHONPATH PYTHONUNBUFFERED=1
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-T0=$(date +%s)
-step() {
-  local max=$1; shift
-  local left=$(( BUDGET_S - ($(date +%s) - T0) ))
-  (( left < 15 )) && { echo "== skip (budget): $*"; return 0; }
-  (( max > left )) && max=$left
-  echo "== t=$(( $(date +%s) - T0 ))s (limit ${max}s): $*"
-  timeout -k 5 "$max" "$@" || echo "== exit $? : $*"
-}
-TP="python3 -m tpscope.cli"
+source "$(dirname "$0")/gpu_common.sh"
 V="--shape ref --shape 8b --modes chunked,ring,symm_mem --chunks 1,2,4,8 --ring-chunks 1,2,4 --reps 20 --warmup 5"
 for regime in nvlink shm; do
   step 60 env TORCH_NCCL_HIGH_PRIORITY=0 $TP bench --regime $regime $V --json "$OUT/benchp_${regime}_default.json"

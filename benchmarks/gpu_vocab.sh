@@ -2,20 +2,8 @@
 # After the vocabulary-parallel embedding/head: the end-to-end sweeps again (same model options
 # and global batch as before), TP=1 against TP=2, and socket. NCCL high priority is the runtime's
 # default now. Output in $OUT: sweepsv.tar.gz, log.txt.
-set -o pipefail
 OUT=${OUT:-gpu_out}; mkdir -p "$OUT"; BUDGET_S=${BUDGET_S:-420}
-export PYTHONPATH=.:$PYTHONPATH PYTHONUNBUFFERED=1
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-T0=$(date +%s)
-step() {
-  local max=$1; shift
-  local left=$(( BUDGET_S - ($(date +%s) - T0) ))
-  (( left < 15 )) && { echo "== skip (budget): $*"; return 0; }
-  (( max > left )) && max=$left
-  echo "== t=$(( $(date +%s) - T0 ))s (limit ${max}s): $*"
-  timeout -k 5 "$max" "$@" || echo "== exit $? : $*"
-}
-TP="python3 -m tpscope.cli"
+source "$(dirname "$0")/gpu_common.sh"
 MODEL="--layers 2 --hidden 8192 --ffn 28672 --heads 64 --vocab 32000 --seq-len 8192 --batch 1 --steps 12 --profile-steps 2"
 S="$OUT/sweeps"; mkdir -p "$S"
 step 130 $TP sweep --nproc 2 --regime nvlink --variants chunked:1,ring:2,auto $MODEL --no-analyze --auto-cache "$S/auto_probe.json" --out "$S/nvlink"
