@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from tpscope.metrics import intervals as iv
 from tpscope.trace import ActivityClass, RankTrace
 
@@ -102,8 +100,3 @@ def whole_trace_overlap_ratio(rank: RankTrace) -> float | None:
     """|comm ∩ compute| / |comm| over the whole trace, no step windows (HTA's comp_comm_overlap)."""
     sets = class_sets(rank)
     return _ratio(iv.total(sets.hidden_comm), iv.total(sets.comm))
-
-
-def mean_or_none(values: list[float | None]) -> float | None:
-    vals = [v for v in values if v is not None]
-    return float(np.mean(vals)) if vals else None
