@@ -7,19 +7,17 @@ import json
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tpscope.fusion.config import variant_label  # noqa: E402 - torch-free
+
 
 def _f(v, digits=2):
     return "–" if v is None else f"{v:.{digits}f}"
 
 
 def _label(v: dict, side: str) -> str:
-    """As tpscope.fusion.bench.variant_label (kept here so this script needs no torch)."""
-    label = v["mode"]
-    if v["mode"] == "chunked" or (v["mode"] == "ring" and v["chunks"] > 1):
-        label += f" k={v['chunks']}"
-    if v["mode"] == "chunked" and side == "ag" and not v.get("own_first", False):
-        label += " rank-order"  # results recorded before own_first existed were rank order
-    return label
+    """tpscope.fusion's variant label, spelled for the docs' tables (`chunked k=4 rank-order`)."""
+    return variant_label(v, side).replace("/k", " k=").replace("/", " ")
 
 
 def bench_table(doc: dict) -> str:

@@ -23,6 +23,7 @@ import torch.distributed as dist
 
 from tpscope import __version__
 from tpscope.fusion import compat
+from tpscope.fusion.config import variant_label  # noqa: F401 - re-exported
 from tpscope.fusion.launch import resolve_regime
 from tpscope.fusion.ops import all_gather_matmul, matmul_reduce_scatter
 from tpscope.fusion.regimes import apply_defaults, apply_in_process, nccl_env, regime_env
@@ -73,16 +74,6 @@ def variants(cfg: BenchConfig, local_rows: int, device: torch.device,
         elif mode != "none":
             out.append((mode, 1, True))
     return out
-
-
-def variant_label(v: dict[str, Any], side: str) -> str:
-    """`chunked/k4`, `chunked/k4/rank-order`, `ring`, `ring/k4`, `symm_mem`."""
-    label = v["mode"]
-    if v["mode"] == "chunked" or (v["mode"] == "ring" and v["chunks"] > 1):
-        label += f"/k{v['chunks']}"
-    if v["mode"] == "chunked" and side == "ag" and not v.get("own_first", False):
-        label += "/rank-order"  # results recorded before own_first existed were rank order
-    return label
 
 
 def _rel_err(a: torch.Tensor, ref: torch.Tensor) -> float:

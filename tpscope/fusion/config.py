@@ -179,3 +179,13 @@ def config_from_json(text: str) -> RunConfig:
     raw = json.loads(text)
     raw["model"] = ModelConfig(**raw["model"])
     return RunConfig(**raw)
+
+
+def variant_label(v: dict, side: str) -> str:
+    """`chunked/k4`, `chunked/k4/rank-order`, `ring`, `ring/k4`, `symm_mem`."""
+    label = v["mode"]
+    if v["mode"] == "chunked" or (v["mode"] == "ring" and v["chunks"] > 1):
+        label += f"/k{v['chunks']}"
+    if v["mode"] == "chunked" and side == "ag" and not v.get("own_first", False):
+        label += "/rank-order"  # results recorded before own_first existed were rank order
+    return label
