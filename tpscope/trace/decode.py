@@ -27,8 +27,8 @@ try:  # ISA-L's inflate is about 1.5x zlib's on Kineto traces (docs/benchmarks.m
 except ImportError:  # pragma: no cover - isal is a dependency; zlib keeps working without it
     _gunzip = gzip.decompress
     _IsalError = zlib.error
-_typed_decoder = msgspec.json.Decoder(TraceFile)
-_list_decoder = msgspec.json.Decoder(list[Event])
+TRACE_DECODER = msgspec.json.Decoder(TraceFile)  # a whole file into the structs of schema.py
+EVENTS_DECODER = msgspec.json.Decoder(list[Event])  # a bare array of events
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +64,7 @@ def decode_trace(path: Path, data: bytes | None = None) -> DecodedTrace:
     if not data.strip():
         raise TraceError(path, "empty file")
     try:
-        return DecodedTrace(_typed_decoder.decode(data), ())
+        return DecodedTrace(TRACE_DECODER.decode(data), ())
     except msgspec.ValidationError:
         return _decode_tolerant(path, _untyped(path, data))
     except msgspec.DecodeError as exc:
@@ -73,7 +73,7 @@ def decode_trace(path: Path, data: bytes | None = None) -> DecodedTrace:
     # invalid UTF-8 in names (replaced, with a warning), and NaN/Infinity literals (Python's json).
     if data.lstrip()[:1] == b"[":
         try:
-            return DecodedTrace(TraceFile(traceEvents=_list_decoder.decode(data)), ())
+            return DecodedTrace(TraceFile(traceEvents=EVENTS_DECODER.decode(data)), ())
         except msgspec.ValidationError:
             return _decode_tolerant(path, _untyped(path, data))
         except msgspec.DecodeError:

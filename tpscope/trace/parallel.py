@@ -21,13 +21,12 @@ from dataclasses import dataclass
 
 import msgspec
 
+from tpscope.trace.decode import EVENTS_DECODER, TRACE_DECODER
 from tpscope.trace.extract import RawColumns, extract, merge
-from tpscope.trace.schema import Event, TraceFile
+from tpscope.trace.schema import TraceFile
 
 SPLIT_MIN_BYTES = 64 << 20  # below this, starting a process costs more than it saves (docs/benchmarks.md)
 _EVENT_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
-_decoder = msgspec.json.Decoder(TraceFile)
-_list_decoder = msgspec.json.Decoder(list[Event])
 
 
 def usable_cores() -> int:
@@ -79,7 +78,7 @@ def header_of(buf: bytearray) -> TraceFile | None:
     after = bytes(buf[end + 1 :]).lstrip(b" \t\r\n,")
     text = before + (b"" if before.endswith((b"{", b",")) else b",") + after
     try:
-        return _decoder.decode(text)
+        return TRACE_DECODER.decode(text)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
 
@@ -95,7 +94,7 @@ class DecodedParts:
 
 def _decode_part(part: memoryview) -> RawColumns | None:
     try:
-        events = _list_decoder.decode(part)
+        events = EVENTS_DECODER.decode(part)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
     return extract(events, 0)
