@@ -96,3 +96,16 @@ def test_empty_inputs():
     assert iv.total(iv.difference(one, empty)) == 5
     assert iv.total(iv.difference(empty, one)) == 0
     assert iv.total(iv.clip(empty, 0, 10)) == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(interval_lists, st.lists(st.integers(-5, HORIZON + 20), max_size=10), st.randoms())
+def test_containing_matches_brute_force_on_disjoint_intervals(pairs, times, rnd):
+    lo, hi = as_set(pairs)
+    order = list(range(len(lo)))
+    rnd.shuffle(order)  # unsorted input
+    lo, hi = lo[order], hi[order]
+    got = iv.containing(lo, hi, np.array(times, dtype=np.int64)).tolist()
+    for t, i in zip(times, got, strict=True):
+        holders = [k for k in range(len(lo)) if lo[k] <= t < hi[k]]
+        assert i == (holders[0] if holders else -1)

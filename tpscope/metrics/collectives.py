@@ -108,14 +108,10 @@ class RunActivities:
 
 def activity_steps(starts: np.ndarray, windows: StepWindows) -> np.ndarray:
     """Step number of the window [start, end) that holds each start (metrics.md §3), else -1."""
-    if len(windows) == 0 or len(starts) == 0:
-        return np.full(len(starts), -1, np.int64)
-    order = np.argsort(windows.start_ns, kind="stable")
-    lo, hi, step = windows.start_ns[order], windows.end_ns[order], windows.step[order]
-    i = np.searchsorted(lo, starts, side="right") - 1
-    ic = np.clip(i, 0, len(lo) - 1)
-    inside = (i >= 0) & (starts < hi[ic])
-    return np.where(inside, step[ic], -1).astype(np.int64)
+    idx = iv.containing(windows.start_ns, windows.end_ns, starts)
+    if len(windows) == 0:
+        return idx  # every start outside: all -1
+    return np.where(idx >= 0, windows.step[idx], -1).astype(np.int64)
 
 
 def _global_ids(local: np.ndarray, symbols: tuple[str, ...], table: dict[str, int]) -> np.ndarray:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tpscope.metrics import intervals as iv
 from tpscope.trace import ActivityClass, RankTrace, Run
 
 NS_PER_US = 1000.0
@@ -44,14 +45,10 @@ def _step_index(rank: RankTrace) -> tuple[np.ndarray, np.ndarray]:
     g, w = rank.gpu, rank.steps
     if len(g) == 0 or len(w) == 0:
         return np.full(len(g), -1, dtype=np.int64), np.zeros(len(g), dtype=np.int64)
-    order = np.argsort(w.start_ns, kind="stable")
-    lo, hi = w.start_ns[order], w.end_ns[order]
     mid = g.start_ns + (g.end_ns - g.start_ns) // 2
-    pos = np.searchsorted(lo, mid, side="right") - 1
-    safe = np.clip(pos, 0, len(lo) - 1)
-    inside = (pos >= 0) & (mid < hi[safe])
-    clipped = np.minimum(g.end_ns, hi[safe]) - np.maximum(g.start_ns, lo[safe])
-    idx = np.where(inside, order[safe], -1)
+    idx = iv.containing(w.start_ns, w.end_ns, mid)
+    clipped = np.minimum(g.end_ns, w.end_ns[idx]) - np.maximum(g.start_ns, w.start_ns[idx])
+    inside = idx >= 0
     return idx, np.where(inside, np.maximum(clipped, 0), 0)
 
 
