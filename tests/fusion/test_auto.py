@@ -9,7 +9,14 @@ import os
 import torch
 import torch.distributed as dist
 
-from tpscope.fusion.auto import auto_plan, candidates, decide, kind_shapes
+from tpscope.fusion.auto import (
+    auto_plan,
+    candidate_key,
+    candidates,
+    decide,
+    kind_shapes,
+    sm_margins,
+)
 from tpscope.fusion.config import FusionChoice, ModelConfig, RunConfig
 
 from ._dist import run_world, scratch_dir
@@ -29,6 +36,21 @@ def test_decide_keeps_unfused_unless_a_fusion_wins_clearly():
     assert choice == FusionChoice(mode="none")
     choice, _ = decide({"none/k1": _t(10.0), "symm_mem/k1": {"error": "x"}, "ring/k1": _t(12.0)})
     assert choice == FusionChoice(mode="none")
+
+
+def test_decide_reads_the_sm_margin_of_the_winner():
+    choice, why = decide({"none/k1": _t(10.0, 9.9), "chunked/k2": _t(9.0, 8.9, 9.1),
+                          "chunked/k2/m8": _t(8.0, 7.9, 8.1)})
+    assert choice == FusionChoice(mode="chunked", chunks=2, sm_margin=8) and "chunked/k2/m8" in why
+    for c in candidates(8, torch.device("cpu"), "nvlink", (0, 8)):
+        assert decide({"none/k1": _t(10.0), candidate_key(c): _t(1.0)})[0] == c or c.mode == "none"
+
+
+def test_candidates_cover_each_margin():
+    got = [(c.mode, c.chunks, c.sm_margin) for c in candidates(2, torch.device("cpu"), "shm", (0, 8))]
+    assert got == [("none", 1, 0), ("chunked", 1, 0), ("chunked", 2, 0), ("ring", 1, 0), ("ring", 2, 0),
+                   ("chunked", 1, 8), ("chunked", 2, 8), ("ring", 1, 8), ("ring", 2, 8)]
+    assert sm_margins(RunConfig(out_dir="x", sm_margin=8)) == (0, 8, 16)
 
 
 def test_probed_shapes_are_the_layers_forward_and_backward_ops():
@@ -55,7 +77,9 @@ def _probe(rank: int, world: int, cache: str, out: str) -> None:
     second = {k: (c["mode"], c["chunks"], c["source"]) for k, c in info2["choices"].items()}
     assert all(src == "probe" for *_, src in first.values()) and all(src == "cache" for *_, src in second.values())
     assert {k: v[:2] for k, v in first.items()} == {k: v[:2] for k, v in second.items()}
-    assert plan("block0.mlp.fc1") == FusionChoice(mode=first["mlp.fc1"][0], chunks=first["mlp.fc1"][1])
+    margin = info["choices"]["mlp.fc1"]["sm_margin"]
+    assert plan("block0.mlp.fc1") == FusionChoice(mode=first["mlp.fc1"][0], chunks=first["mlp.fc1"][1],
+                                                  sm_margin=margin)
     everyone: list = [None] * world
     dist.all_gather_object(everyone, first)
     assert all(e == everyone[0] for e in everyone)  # every rank fuses the same way

@@ -7,14 +7,26 @@ import torch
 from tpscope.fusion.bench import BenchConfig, format_table, variant_label, variants
 
 
+def _short(vs):
+    return [(v["mode"], v["chunks"], v["own_first"], v["sm_margin"], v["comm_ctas"]) for v in vs]
+
+
 def test_variants_drop_illegal_chunks_and_symm_mem_on_cpu():
     cfg = BenchConfig(modes=("chunked", "ring", "symm_mem"), chunks=(2, 3, 4), ring_chunks=(1, 3, 8))
-    assert variants(cfg, 8, torch.device("cpu")) == [
-        ("chunked", 2, True), ("chunked", 4, True), ("ring", 1, True), ("ring", 8, True)]
-    assert ("symm_mem", 1, True) in variants(cfg, 8, torch.device("cuda"))
+    assert _short(variants(cfg, 8, torch.device("cpu"))) == [
+        ("chunked", 2, True, 0, 0), ("chunked", 4, True, 0, 0), ("ring", 1, True, 0, 0), ("ring", 8, True, 0, 0)]
+    assert ("symm_mem", 1, True, 0, 0) in _short(variants(cfg, 8, torch.device("cuda")))
     both = BenchConfig(modes=("chunked",), chunks=(2,), rank_order=True)
-    assert variants(both, 8, torch.device("cpu"), "ag") == [("chunked", 2, True), ("chunked", 2, False)]
-    assert variants(both, 8, torch.device("cpu"), "rs") == [("chunked", 2, True)]
+    assert _short(variants(both, 8, torch.device("cpu"), "ag")) == [("chunked", 2, True, 0, 0), ("chunked", 2, False, 0, 0)]
+    assert _short(variants(both, 8, torch.device("cpu"), "rs")) == [("chunked", 2, True, 0, 0)]
+
+
+def test_margins_and_cta_caps_multiply_chunked_and_ring_only():
+    cfg = BenchConfig(modes=("chunked", "ring", "symm_mem"), chunks=(2,), sm_margins=(0, 8), comm_ctas=(0, 4))
+    got = _short(variants(cfg, 8, torch.device("cuda")))
+    expected = [("chunked", 2, True, m, c) for c in (0, 4) for m in (0, 8)]
+    expected += [("ring", 1, True, m, c) for c in (0, 4) for m in (0, 8)]
+    assert got == expected + [("symm_mem", 1, True, 0, 0)]
 
 
 def test_variant_labels():
@@ -23,6 +35,8 @@ def test_variant_labels():
     assert variant_label({"mode": "chunked", "chunks": 4}, "rs") == "chunked/k4"
     assert variant_label({"mode": "ring", "chunks": 1}, "rs") == "ring"
     assert variant_label({"mode": "ring", "chunks": 2}, "rs") == "ring/k2"
+    assert variant_label({"mode": "chunked", "chunks": 2, "own_first": True, "sm_margin": 8, "comm_ctas": 4},
+                         "ag") == "chunked/k2/m8/c4"
 
 
 def test_table_marks_a_wrong_output():

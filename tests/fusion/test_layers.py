@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 import torch.nn.functional as F
 
@@ -11,7 +13,7 @@ from tpscope.fusion.layers import ColumnParallelLinear, RowParallelLinear
 
 from ._dist import run_world
 
-S, H, FF = 8, 6, 10  # tokens, hidden, ffn
+S, H, FF = 8, 6, 12  # tokens, hidden, ffn
 
 
 def _reference(x, w1, w2, r):
@@ -31,8 +33,12 @@ def _layers(rank: int, world: int) -> None:
     rows, cols = S // world, FF // world
     mine = slice(rank * rows, (rank + 1) * rows)
     my_cols = slice(rank * cols, (rank + 1) * cols)
-    for fusion in [FusionChoice(mode="none"), FusionChoice(mode="chunked", chunks=2),
-                   FusionChoice(mode="chunked", chunks=rows), FusionChoice(mode="ring")]:
+    fusions = [FusionChoice(mode="none"), FusionChoice(mode="chunked", chunks=2),
+               FusionChoice(mode="chunked", chunks=rows), FusionChoice(mode="ring"),
+               FusionChoice(mode="chunked", chunks=2, own_first=False),
+               FusionChoice(mode="chunked", chunks=2, sm_margin=8)]
+    fusions += [replace(f, bwd_overlap=False) for f in fusions if f.mode != "none"]
+    for fusion in fusions:
         col = ColumnParallelLinear(H, cols, fusion=fusion, label="fc1")
         row = RowParallelLinear(cols, H, fusion=fusion, label="fc2")
         with torch.no_grad():
@@ -41,7 +47,7 @@ def _layers(rank: int, world: int) -> None:
         x_shard = x[mine].clone().requires_grad_(True)
         z = row(F.gelu(col(x_shard)))
         (z * r[mine]).sum().backward()
-        what = f"{fusion.mode} k={fusion.chunks}"
+        what = str(fusion)
         torch.testing.assert_close(z.detach(), z_ref[mine], rtol=1e-5, atol=1e-5, msg=what)
         torch.testing.assert_close(x_shard.grad, dx_ref[mine], rtol=1e-5, atol=1e-5, msg=what)
         torch.testing.assert_close(col.weight.grad, dw1_ref[:, my_cols], rtol=1e-5, atol=1e-5, msg=what)
@@ -50,3 +56,7 @@ def _layers(rank: int, world: int) -> None:
 
 def test_layer_gradients_equal_single_process_world2():
     run_world(_layers, 2)
+
+
+def test_layer_gradients_equal_single_process_world4():
+    run_world(_layers, 4)

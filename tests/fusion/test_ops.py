@@ -103,8 +103,47 @@ def _check_labels(rank: int, world: int) -> None:
         assert expected in names, (expected, sorted(n for n in names if n.startswith("tpscope")))
 
 
+def _check_weight_gradient_paths(rank: int, world: int) -> None:
+    """`wgrad_lhs` (AG side) and `overlap` (RS side) give what a float64 reference of the full
+    tensors gives, in every mode; `overlap` runs exactly once."""
+    rows_local, k, n, m = 4, 6, 5, 3
+    g = torch.Generator().manual_seed(11)
+    x_full = torch.randn(world * rows_local, k, generator=g)
+    w = torch.randn(k, n, generator=g)
+    lhs = torch.randn(world * rows_local, m, generator=g)
+    y = torch.randn(world * rows_local, k, generator=g) * (rank + 1)
+    wgrad_ref = lhs.double().t() @ x_full.double()
+    ag_ref = x_full.double() @ w.double()
+    x_shard = x_full[rank * rows_local : (rank + 1) * rows_local]
+    for mode, chunks, own_first in _variants(rows_local):
+        out, grad_w = ops.all_gather_matmul(x_shard, w, mode=mode, chunks=chunks, own_first=own_first,
+                                            wgrad_lhs=lhs, sm_margin=8)
+        what = f"{mode} k={chunks} own_first={own_first} world {world}"
+        torch.testing.assert_close(out.double(), ag_ref, rtol=1e-5, atol=1e-5, msg=what)
+        torch.testing.assert_close(grad_w.double(), wgrad_ref, rtol=1e-5, atol=1e-5, msg=what)
+        calls = []
+        rs, extra = ops.matmul_reduce_scatter(y, w, mode=mode, chunks=chunks, sm_margin=8,
+                                              overlap=lambda calls=calls: calls.append(1) or lhs.t() @ lhs)
+        base = torch.randn(world * rows_local, k, generator=_seeded_after_draws(11, world, rows_local, k, n, m))
+        total = sum((base.double() * (q + 1)) @ w.double() for q in range(world))  # every rank's y @ w
+        torch.testing.assert_close(rs.double(), total[rank * rows_local : (rank + 1) * rows_local],
+                                   rtol=1e-5, atol=1e-5, msg=what)
+        torch.testing.assert_close(extra, lhs.t() @ lhs, msg=what)
+        assert calls == [1], what
+
+
+def _seeded_after_draws(seed: int, world: int, rows_local: int, k: int, n: int, m: int) -> torch.Generator:
+    """A generator in the state `_check_weight_gradient_paths` had just before it drew `y`."""
+    g = torch.Generator().manual_seed(seed)
+    torch.randn(world * rows_local, k, generator=g)
+    torch.randn(k, n, generator=g)
+    torch.randn(world * rows_local, m, generator=g)
+    return g
+
+
 def _world2(rank: int, world: int) -> None:
     _check_modes(rank, world)
+    _check_weight_gradient_paths(rank, world)
     _check_refusals(rank, world)
     _check_labels(rank, world)
 
@@ -113,8 +152,13 @@ def test_every_mode_equals_unfused_world2():
     run_world(_world2, 2)
 
 
+def _world4(rank: int, world: int) -> None:
+    _check_modes(rank, world)
+    _check_weight_gradient_paths(rank, world)
+
+
 def test_every_mode_equals_unfused_world4():
-    run_world(_check_modes, 4)
+    run_world(_world4, 4)
 
 
 def test_uninitialized_distributed_is_a_clear_error():

@@ -24,9 +24,19 @@ def test_parse_variants():
         Variant(name="auto", mode="auto", chunks=4, regime="nvlink"),
         Variant(name="none-shm", mode="none", chunks=1, regime="shm"),
     ]
-    for bad in ("fast", "chunked:x", "regime=ib"):
+    for bad in ("fast", "chunked:x", "regime=ib", "chunked:2:margin=x", "ring:speed=3", "ring:bwd=maybe",
+                "chunked:ctas=-1"):
         with pytest.raises(UserError):
             parse_variants(bad, "")
+
+
+def test_parse_variants_with_resource_options():
+    assert parse_variants("chunked:8:margin=8:ctas=4:bwd=off,ring:margin=0,auto:bwd=on", "shm") == [
+        Variant(name="chunked-k8-margin8-ctas4-bwdoff", mode="chunked", chunks=8, regime="shm",
+                sm_margin=8, comm_ctas=4, bwd_overlap=False),
+        Variant(name="ring-k1-margin0", mode="ring", chunks=1, regime="shm", sm_margin=0),
+        Variant(name="auto-bwdon", mode="auto", chunks=4, regime="shm", bwd_overlap=True),
+    ]
 
 
 def test_compare_is_relative_to_the_baseline():
@@ -49,8 +59,40 @@ def test_cpu_sweep_end_to_end(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     doc = json.loads((out / "sweep.json").read_text())
     assert [r["run"] for r in doc["runs"]] == ["00-none", "01-ring-k2"]
-    assert doc["runs"][1]["fusion_by_layer"]["block0.mlp.fc1"] == {"mode": "ring", "chunks": 2}
+    assert doc["runs"][1]["fusion_by_layer"]["block0.mlp.fc1"] == {
+        "mode": "ring", "chunks": 2, "sm_margin": 0, "comm_ctas": 0, "bwd_overlap": True}
     for r in doc["runs"]:
         assert r["tokens_per_s"] > 0
         assert r["analyze"] is not None, r["analyze_note"]  # the analyzer read the run folder
     assert "| 01-ring-k2 |" in (out / "sweep.md").read_text()
+
+
+def test_a_failed_variant_is_reported_and_the_sweep_goes_on(tmp_path, monkeypatch, capsys):
+    """Workers stubbed: a run that exits 1 is left out of the comparison, named, and makes the
+    sweep exit 1; the runs after it still happen."""
+    import tpscope.fusion.launch as launch_mod
+    from tpscope.cli import main
+
+    launched = []
+
+    def fake_launch(nproc, module, args, regime, prog="tpscope run"):
+        cfg = json.loads(args[args.index("--config-json") + 1])
+        launched.append(cfg["mode"])
+        if cfg["mode"] == "ring":
+            return 1
+        manifest = {"regime": "nvlink", "tokens_per_s": 100.0 if cfg["mode"] == "none" else 120.0,
+                    "median_step_time_ms": 1.0, "peak_memory_bytes": 1, "fusion_by_layer": {},
+                    "sm_margin": cfg["sm_margin"], "comm_ctas": cfg["comm_ctas"], "bwd_overlap": cfg["bwd_overlap"]}
+        Path(cfg["out_dir"], "tpscope_run.json").write_text(json.dumps(manifest))
+        return 0
+
+    monkeypatch.setattr(launch_mod, "launch", fake_launch)
+    out = tmp_path / "sweep"
+    code = main(["sweep", "--device", "cpu", "--no-analyze", "--variants", "ring:2,chunked:2:margin=16",
+                 "--out", str(out), "--steps", "3", "--profile-steps", "1", "--layers", "1", "--hidden", "32",
+                 "--ffn", "64", "--heads", "2", "--vocab", "32", "--seq-len", "16", "--batch", "2"])
+    assert code == 1 and launched == ["none", "ring", "chunked"]
+    doc = json.loads((out / "sweep.json").read_text())
+    assert [r["run"] for r in doc["runs"]] == ["00-none", "02-chunked-k2-margin16"] and doc["failed"] == ["ring-k2"]
+    assert doc["runs"][1]["sm_margin"] == 16
+    assert "variant ring-k2 failed (exit 1)" in capsys.readouterr().err

@@ -1,9 +1,11 @@
 """`--mode auto`: choose the fusion of each layer kind by a short timed probe, cached per machine.
 
-Each layer kind (attn.qkv, attn.out, mlp.fc1, mlp.fc2, the vocabulary-parallel head) has one forward op and one backward op of
-known shapes (an AG-GEMM and a GEMM-RS, in either order). The probe times forward + backward for
-every candidate (unfused, chunked and ring at the legal chunk counts, symm_mem on nvlink) with the
-ranks aligned, and keeps the fastest of those that beat unfused clearly: median more than
+Each layer kind (attn.qkv, attn.out, mlp.fc1, mlp.fc2, the vocabulary-parallel head) is one
+column- or row-parallel layer of known shapes. The probe times that layer's forward and backward
+(tpscope.fusion.layers' autograd functions, so the backward's weight-gradient overlap is in it)
+for every candidate (unfused; chunked and ring at the legal chunk counts, each with the SM
+margins of `sm_margins`; symm_mem on nvlink) with the ranks aligned, and keeps the fastest of
+those that beat unfused clearly: median more than
 `MIN_GAIN_RATIO` below unfused's and 90th percentile below unfused's 10th. Otherwise unfused is
 kept, so that noise does not pick a fusion that loses (on the `socket` regime a 1 % median rule
 alone picked chunking that lost 6 % end to end: docs/benchmarks.md). torch's symm_mem
@@ -20,6 +22,7 @@ import json
 import os
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +31,6 @@ import torch.distributed as dist
 
 from tpscope.fusion import compat
 from tpscope.fusion.config import FusionChoice, RunConfig
-from tpscope.fusion.ops import all_gather_matmul, matmul_reduce_scatter
 from tpscope.fusion.timing import time_region
 
 MIN_GAIN_RATIO = 0.01
@@ -56,35 +58,69 @@ def kind_shapes(cfg: RunConfig, tp: int) -> dict[str, dict[str, tuple[int, int, 
     }
 
 
-def candidates(local_rows: int, device: torch.device, regime: str) -> list[FusionChoice]:
-    """Unfused first, then every legal fused variant."""
+AUTO_SM_MARGINS = (0, 16)
+"""SM margins probed for chunked and ring (a run's own `--sm-margin` is probed too)."""
+
+
+def sm_margins(cfg: RunConfig) -> tuple[int, ...]:
+    """The margins the probe tries: AUTO_SM_MARGINS and the run's own."""
+    return tuple(sorted({*AUTO_SM_MARGINS, cfg.sm_margin}))
+
+
+def candidate_key(c: FusionChoice) -> str:
+    """`none/k1`, `chunked/k4`, `ring/k2/m8` (m: SM margin, left out when 0)."""
+    return f"{c.mode}/k{c.chunks}" + (f"/m{c.sm_margin}" if c.sm_margin else "")
+
+
+def _parse_key(key: str) -> tuple[str, int, int]:
+    mode, k, *m = key.split("/")
+    return mode, int(k[1:]), int(m[0][1:]) if m else 0
+
+
+def candidates(local_rows: int, device: torch.device, regime: str,
+               margins: tuple[int, ...] = (0,)) -> list[FusionChoice]:
+    """Unfused first, then every legal fused variant at each SM margin."""
     out = [FusionChoice(mode="none")]
-    out += [FusionChoice(mode="chunked", chunks=k) for k in CHUNK_CANDIDATES if local_rows % k == 0]
-    out += [FusionChoice(mode="ring", chunks=k) for k in RING_CHUNK_CANDIDATES if local_rows % k == 0]
+    for m in margins:
+        out += [FusionChoice(mode="chunked", chunks=k, sm_margin=m) for k in CHUNK_CANDIDATES if local_rows % k == 0]
+        out += [FusionChoice(mode="ring", chunks=k, sm_margin=m) for k in RING_CHUNK_CANDIDATES if local_rows % k == 0]
     if device.type == "cuda" and regime == "nvlink" and compat.symm_mem_ops() is not None:
         out.append(FusionChoice(mode="symm_mem"))
     return out
 
 
-def _op(spec: tuple, device: torch.device, dtype: torch.dtype) -> Callable[[FusionChoice], Any]:
-    side, rows, k, n = spec
-    a = torch.randn(rows, k, device=device, dtype=dtype)
-    w = torch.randn(k, n, device=device, dtype=dtype)
-    if side == "ag":
-        return lambda c: all_gather_matmul(a, w, mode=c.mode, chunks=c.chunks, label="auto.probe")
-    return lambda c: matmul_reduce_scatter(a, w, mode=c.mode, chunks=c.chunks, label="auto.probe")
+def _layer_step(specs: dict[str, tuple], device: torch.device, dtype: torch.dtype, tp: int,
+                template: FusionChoice) -> Callable[[FusionChoice], Any]:
+    """Forward and backward of the layer kind whose forward op is `specs["fwd"]`, under a choice
+    (its resource options taken from `template`)."""
+    from tpscope.fusion.layers import AllGatherMatmulFn, MatmulReduceScatterFn, op_group
+
+    side, rows, k, n = specs["fwd"]
+    x = torch.randn(rows, k, device=device, dtype=dtype, requires_grad=True)
+    w = torch.randn(k, n, device=device, dtype=dtype, requires_grad=True)
+    out_rows = rows * tp if side == "ag" else rows // tp
+    grad = torch.randn(out_rows, n, device=device, dtype=dtype)
+    fn = AllGatherMatmulFn if side == "ag" else MatmulReduceScatterFn
+
+    def step(c: FusionChoice) -> None:
+        c = replace(c, comm_ctas=template.comm_ctas, bwd_overlap=template.bwd_overlap)
+        x.grad = w.grad = None
+        fn.apply(x, w, op_group(None, c), c, "auto.probe").backward(grad)
+
+    return step
 
 
 def probe_kind(specs: dict[str, tuple], device: torch.device, dtype: torch.dtype,
-               regime: str, tp: int) -> dict[str, Any]:
+               regime: str, tp: int, template: FusionChoice | None = None,
+               margins: tuple[int, ...] = (0,)) -> dict[str, Any]:
     """Time forward + backward per candidate; every rank runs it (it is collective)."""
-    fwd, bwd = _op(specs["fwd"], device, dtype), _op(specs["bwd"], device, dtype)
+    step = _layer_step(specs, device, dtype, tp, template or FusionChoice())
     local_rows = specs["fwd"][1] if specs["fwd"][0] == "ag" else specs["fwd"][1] // tp
     timings: dict[str, Any] = {}
-    for c in candidates(local_rows, device, regime):
-        key = f"{c.mode}/k{c.chunks}"
+    for c in candidates(local_rows, device, regime, margins):
+        key = candidate_key(c)
         try:
-            t = time_region(lambda c=c: (fwd(c), bwd(c)), device=device, reps=PROBE_REPS, warmup=PROBE_WARMUP)
+            t = time_region(lambda c=c: step(c), device=device, reps=PROBE_REPS, warmup=PROBE_WARMUP)
             timings[key] = {"median_ms": t.median_ms, "p10_ms": t.p10_ms, "p90_ms": t.p90_ms}
         except Exception as exc:  # noqa: BLE001 - a mode this build cannot run is not a candidate
             timings[key] = {"error": str(exc).splitlines()[0][:200]}
@@ -105,19 +141,22 @@ def decide(timings: dict[str, dict]) -> tuple[FusionChoice, str]:
             f"(median -{MIN_GAIN_RATIO:.0%} and p90 < unfused p10); fastest median was {best} "
             f"{measured[best]['median_ms']:.3f} ms")
     best = min(clear, key=lambda k: clear[k]["median_ms"])
-    mode, k = best.split("/k")
-    return FusionChoice(mode=mode, chunks=int(k)), (
+    mode, k, margin = _parse_key(best)
+    return FusionChoice(mode=mode, chunks=k, sm_margin=margin), (
         f"fastest of {len(measured)} probed that beat unfused clearly: {best} {clear[best]['median_ms']:.3f} ms "
         f"(p90 {clear[best]['p90_ms']:.3f}) fwd+bwd vs unfused {base['median_ms']:.3f} ms (p10 {base['p10_ms']:.3f})")
 
 
-CACHE_SCHEMA = 2  # 2: timings with spread, the clear-win rule
+CACHE_SCHEMA = 3  # 2: timings with spread, the clear-win rule; 3: layer fwd+bwd, SM margins
 
 
 def cache_key(cfg: RunConfig, tp: int, device: torch.device, regime: str, specs: dict) -> str:
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     shapes = ";".join(f"{k}={','.join(map(str, v))}" for k, v in sorted(specs.items()))
-    return f"v{CACHE_SCHEMA}|{gpu}|tp{tp}|{regime}|torch{torch.__version__}|nccl{compat.nccl_version()}|{cfg.dtype}|{shapes}"
+    resources = (f"margins{','.join(map(str, sm_margins(cfg)))}|ctas{cfg.comm_ctas}|"
+                 f"bwd{'on' if cfg.bwd_overlap else 'off'}")
+    return (f"v{CACHE_SCHEMA}|{gpu}|tp{tp}|{regime}|torch{torch.__version__}|nccl{compat.nccl_version()}|"
+            f"{cfg.dtype}|{shapes}|{resources}")
 
 
 def _read_cache(path: Path) -> dict:
@@ -141,9 +180,11 @@ def auto_plan(cfg: RunConfig, tp: int, device: torch.device, regime: str):
         entry = cache.get(keys[kind])
         source = "cache"
         if entry is None:
-            timings = probe_kind(shapes[kind], device, dtype, regime, tp)
+            timings = probe_kind(shapes[kind], device, dtype, regime, tp, cfg.fusion("none", 1),
+                                 sm_margins(cfg))
             choice, why = decide(timings)
-            entry = {"mode": choice.mode, "chunks": choice.chunks, "why": why, "timings_ms": timings,
+            entry = {"mode": choice.mode, "chunks": choice.chunks, "sm_margin": choice.sm_margin,
+                     "why": why, "timings_ms": timings,
                      "probed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
             cache[keys[kind]] = entry
             source = "probe"
@@ -154,7 +195,8 @@ def auto_plan(cfg: RunConfig, tp: int, device: torch.device, regime: str):
             path.write_text(json.dumps(cache, indent=1) + "\n")
         except OSError:
             pass  # a read-only home: the choice still stands, it is only not cached
-    plans = {kind: FusionChoice(mode=c["mode"], chunks=c["chunks"]) for kind, c in choices.items()}
+    plans = {kind: replace(cfg.fusion(c["mode"], c["chunks"]), sm_margin=c.get("sm_margin", 0))
+             for kind, c in choices.items()}
 
     def plan(label: str) -> FusionChoice:
         return plans[next(k for k in KINDS if label.endswith(k))]

@@ -27,7 +27,9 @@ from tpscope.fusion.config import variant_label  # noqa: F401 - re-exported
 from tpscope.fusion.launch import resolve_regime
 from tpscope.fusion.ops import all_gather_matmul, matmul_reduce_scatter
 from tpscope.fusion.regimes import apply_defaults, apply_in_process, nccl_env, regime_env
+from tpscope.fusion.resources import fusion_group, gemm_sm_margin
 from tpscope.fusion.shapes import SHAPES, parse_shape  # noqa: F401 - re-exported
+from tpscope.fusion.streams import CommStream
 from tpscope.fusion.timing import attained_saving, overlap_efficiency, time_region
 
 TOLERANCE = {torch.bfloat16: 2e-2, torch.float32: 1e-4}
@@ -47,6 +49,10 @@ class BenchConfig:
     rank_order: bool = False
     """Also time `chunked` AG-GEMM in rank order (each chunk's GEMM over every rank's rows, the
     first waiting for the first transfer), beside the default own-shard-first order."""
+    sm_margins: tuple[int, ...] = (0,)
+    """SM margins to time each chunked and ring variant with (tpscope.fusion.resources)."""
+    comm_ctas: tuple[int, ...] = (0,)
+    """CTA caps of the fused ops' communicator to time each chunked and ring variant with."""
     reps: int = 20
     warmup: int = 5
     dtype: str = "bfloat16"
@@ -57,23 +63,46 @@ class BenchConfig:
 
 
 def variants(cfg: BenchConfig, local_rows: int, device: torch.device,
-             side: str = "ag") -> list[tuple[str, int, bool]]:
-    """(mode, chunks, own_first) to time; chunk counts that do not divide the local rows are left
-    out. own_first only changes the AG side of `chunked`."""
-    out = []
+             side: str = "ag") -> list[dict[str, Any]]:
+    """The fused variants to time, as dicts of FusionChoice fields (mode, chunks, own_first,
+    sm_margin, comm_ctas); chunk counts that do not divide the local rows are left out. own_first
+    only changes the AG side of `chunked`; margins and CTA caps apply to `chunked` and `ring`."""
+    resources = [{"sm_margin": m, "comm_ctas": c} for c in cfg.comm_ctas for m in cfg.sm_margins]
+    out: list[dict[str, Any]] = []
     for mode in cfg.modes:
         if mode == "chunked":
             legal = [k for k in cfg.chunks if local_rows % k == 0]
-            out += [(mode, k, True) for k in legal]
-            if cfg.rank_order and side == "ag":
-                out += [(mode, k, False) for k in legal]
+            orders = [True, False] if cfg.rank_order and side == "ag" else [True]
+            out += [{"mode": mode, "chunks": k, "own_first": o, **r}
+                    for r in resources for o in orders for k in legal]
         elif mode == "ring":
-            out += [(mode, k, True) for k in cfg.ring_chunks if local_rows % k == 0]
+            out += [{"mode": mode, "chunks": k, "own_first": True, **r}
+                    for r in resources for k in cfg.ring_chunks if local_rows % k == 0]
         elif mode == "symm_mem" and device.type != "cuda":
             continue
         elif mode != "none":
-            out.append((mode, 1, True))
+            out.append({"mode": mode, "chunks": 1, "own_first": True, "sm_margin": 0, "comm_ctas": 0})
     return out
+
+
+def _beside(gemm, comm, device: torch.device, sm_margin: int):
+    """The GEMM on the compute stream and the whole collective (if any) on the side stream,
+    launched together, the GEMM leaving `sm_margin` SMs free; timed until both are done. Without
+    a collective: what the margin costs the GEMM. With one: what an independent GEMM and the
+    transfer take at once (as a backward's weight gradient beside its collective), against
+    max(GEMM, collective) if they shared the GPU perfectly."""
+    side = CommStream(device)
+
+    def both():
+        side.follow_compute()
+        if comm is not None:
+            with side.issue():
+                comm()
+        with gemm_sm_margin(sm_margin, device):
+            gemm()
+        side.join()
+
+    return both
 
 
 def _rel_err(a: torch.Tensor, ref: torch.Tensor) -> float:
@@ -100,9 +129,9 @@ def bench_side(side: str, shape: tuple[int, int, int], cfg: BenchConfig, tp: int
         def comm():
             return compat.all_gather_single(gathered, a)
 
-        def op(mode, chunks, own_first=True):
-            return all_gather_matmul(a, w, mode=mode, chunks=chunks, label=f"bench.{side}",
-                                     own_first=own_first)
+        def op(mode, chunks, own_first=True, sm_margin=0, comm_ctas=0):
+            return all_gather_matmul(a, w, fusion_group(None, comm_ctas), mode=mode, chunks=chunks,
+                                     label=f"bench.{side}", own_first=own_first, sm_margin=sm_margin)
 
         local_rows = s // tp
     else:
@@ -116,23 +145,30 @@ def bench_side(side: str, shape: tuple[int, int, int], cfg: BenchConfig, tp: int
         def comm():
             return compat.reduce_scatter_single(scattered, partial)
 
-        def op(mode, chunks, own_first=True):
-            return matmul_reduce_scatter(a, w, mode=mode, chunks=chunks, label=f"bench.{side}")
+        def op(mode, chunks, own_first=True, sm_margin=0, comm_ctas=0):
+            return matmul_reduce_scatter(a, w, fusion_group(None, comm_ctas), mode=mode, chunks=chunks,
+                                         label=f"bench.{side}", sm_margin=sm_margin)
 
         local_rows = s // tp
     kw = {"device": device, "reps": cfg.reps, "warmup": cfg.warmup}
     t_gemm = time_region(gemm, **kw)
     t_comm = time_region(comm, **kw)
     t_unfused = time_region(lambda: op("none", 1), **kw)
+    beside = []
+    if device.type == "cuda":
+        for margin in cfg.sm_margins:
+            alone = time_region(_beside(gemm, None, device, margin), **kw)
+            t = time_region(_beside(gemm, comm, device, margin), **kw)
+            beside.append({"sm_margin": margin, "timing": t.as_dict(), "gemm_alone": alone.as_dict()})
     reference = op("none", 1)
     rows = []
-    for mode, chunks, own_first in variants(cfg, local_rows, device, side):
-        row: dict[str, Any] = {"mode": mode, "chunks": chunks}
-        if mode == "chunked" and side == "ag":
-            row["own_first"] = own_first
+    for v in variants(cfg, local_rows, device, side):
+        row: dict[str, Any] = dict(v)
+        if not (v["mode"] == "chunked" and side == "ag"):
+            row.pop("own_first")
         try:
-            err = _rel_err(op(mode, chunks, own_first), reference)
-            t = time_region(lambda m=mode, c=chunks, o=own_first: op(m, c, o), **kw)
+            err = _rel_err(op(**v), reference)
+            t = time_region(lambda v=v: op(**v), **kw)
         except Exception as exc:  # noqa: BLE001 - a mode this build lacks is a result, not a crash
             row.update(error=f"{type(exc).__name__}: {exc}".splitlines()[0][:300])
             rows.append(row)
@@ -146,7 +182,7 @@ def bench_side(side: str, shape: tuple[int, int, int], cfg: BenchConfig, tp: int
         )
         rows.append(row)
     return {"side": side, "S": s, "H": h, "F": f, "gemm": t_gemm.as_dict(), "comm": t_comm.as_dict(),
-            "unfused": t_unfused.as_dict(), "variants": rows}
+            "unfused": t_unfused.as_dict(), "gemm_beside_comm": beside, "variants": rows}
 
 
 def format_table(results: list[dict[str, Any]], regime: str) -> str:
@@ -159,6 +195,11 @@ def format_table(results: list[dict[str, Any]], regime: str) -> str:
             t = r[name]
             lines.append(f"{shape:<18} {r['side']:<4} {name:<22} {t['median_ms']:>10.3f} "
                          f"{t['p10_ms']:>7.3f}-{t['p90_ms']:<7.3f}")
+        for b in r.get("gemm_beside_comm", []):
+            for key, name in (("gemm_alone", f"gemm/m{b['sm_margin']}"), ("timing", f"gemm||comm/m{b['sm_margin']}")):
+                t = b[key]
+                lines.append(f"{shape:<18} {r['side']:<4} {name:<22} {t['median_ms']:>10.3f} "
+                             f"{t['p10_ms']:>7.3f}-{t['p90_ms']:<7.3f}")
         for v in r["variants"]:
             label = variant_label(v, r["side"])
             if "error" in v:

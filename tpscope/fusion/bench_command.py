@@ -39,6 +39,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="transfers per ring step to time (default 1)")
     parser.add_argument("--rank-order", action="store_true",
                         help="also time chunked AG-GEMM in rank order (not own shard first)")
+    parser.add_argument("--sm-margins", type=_csv(int), default=(0,),
+                        help="SM margins to time chunked and ring with, e.g. 0,8,16 (default 0)")
+    parser.add_argument("--comm-ctas", type=_csv(int), default=(0,),
+                        help="CTA caps of the fused ops' communicator, e.g. 0,4 (default 0: NCCL's choice)")
     parser.add_argument("--reps", type=int, default=20, help="timed repetitions (>= 20 for results)")
     parser.add_argument("--warmup", type=int, default=5, help="untimed repetitions first")
     parser.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16")
@@ -72,11 +76,14 @@ def main(args: argparse.Namespace) -> int:
         raise UserError("--modes symm_mem needs --device cuda")
     if args.reps < 1 or args.warmup < 0:
         raise UserError("--reps must be >= 1 and --warmup >= 0")
+    if any(n < 0 for n in (*args.sm_margins, *args.comm_ctas)):
+        raise UserError("--sm-margins and --comm-ctas must be >= 0")
     from tpscope.fusion.bench import BenchConfig
 
     cfg = BenchConfig(shapes=shapes, sides=tuple(args.sides), modes=tuple(args.modes),
                       chunks=tuple(args.chunks), ring_chunks=tuple(args.ring_chunks),
-                      rank_order=args.rank_order, reps=args.reps, warmup=args.warmup, dtype=args.dtype,
+                      rank_order=args.rank_order, sm_margins=tuple(args.sm_margins),
+                      comm_ctas=tuple(args.comm_ctas), reps=args.reps, warmup=args.warmup, dtype=args.dtype,
                       device=args.device, regime=args.regime,
                       json_path=os.path.abspath(args.json) if args.json else "", timeout_s=args.timeout_s)
     command = ["tpscope", *sys.argv[1:]]

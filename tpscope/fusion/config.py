@@ -45,12 +45,26 @@ class FusionChoice:
     own_first: bool = True
     """AG side of `chunked`: multiply this rank's own shard first, while the peers' chunks travel
     (False: each chunk's GEMM covers every rank's rows, the first waiting for the first transfer)."""
+    sm_margin: int = 0
+    """SMs that the GEMMs running beside a transfer leave to the collective (0: all SMs to the
+    GEMM); tpscope.fusion.resources."""
+    comm_ctas: int = 0
+    """Most CTAs the fused ops' NCCL kernels may use (0: NCCL's choice); its own communicator."""
+    bwd_overlap: bool = True
+    """Backward also hides the collective under the layer's weight-gradient GEMM (fused modes)."""
 
     def __post_init__(self) -> None:
         if self.mode not in FIXED_MODES:
             raise ValueError(f"fusion mode must be one of {', '.join(FIXED_MODES)}, not {self.mode!r}")
         if self.chunks < 1:
             raise ValueError(f"chunks must be >= 1, not {self.chunks}")
+        if self.sm_margin < 0 or self.comm_ctas < 0:
+            raise ValueError(f"sm_margin and comm_ctas must be >= 0, not {self.sm_margin}, {self.comm_ctas}")
+
+    @property
+    def overlaps_backward(self) -> bool:
+        """Whether the layer's backward overlaps its collective with the weight gradient."""
+        return self.bwd_overlap and self.mode != Mode.NONE.value
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -128,6 +142,18 @@ class RunConfig:
     """Collective timeout: a dead rank makes the others fail after this long instead of hanging."""
     auto_cache: str = ""
     """File of cached `auto` probes ('' = the default under ~/.cache/tpscope)."""
+    sm_margin: int = 0
+    """SMs the GEMMs beside a transfer leave to the collective (FusionChoice.sm_margin)."""
+    comm_ctas: int = 0
+    """CTA cap of the fused ops' NCCL communicator, 0 = NCCL's choice (FusionChoice.comm_ctas)."""
+    bwd_overlap: bool = True
+    """Backward hides each collective under the layer's weight gradient too (fused modes)."""
+
+    def fusion(self, mode: str, chunks: int) -> FusionChoice:
+        """The FusionChoice of a fixed mode under this run's resource options."""
+        return FusionChoice(mode=mode, chunks=chunks if mode in ("chunked", "ring") else 1,
+                            sm_margin=self.sm_margin, comm_ctas=self.comm_ctas,
+                            bwd_overlap=self.bwd_overlap)
 
     def __post_init__(self) -> None:
         if self.mode not in ALL_MODES:
@@ -151,6 +177,8 @@ class RunConfig:
             )
         if self.timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, not {self.timeout_s}")
+        if self.sm_margin < 0 or self.comm_ctas < 0:
+            raise ValueError(f"sm_margin and comm_ctas must be >= 0, not {self.sm_margin}, {self.comm_ctas}")
 
     @property
     def tokens_per_step(self) -> int:
@@ -182,10 +210,15 @@ def config_from_json(text: str) -> RunConfig:
 
 
 def variant_label(v: dict, side: str) -> str:
-    """`chunked/k4`, `chunked/k4/rank-order`, `ring`, `ring/k4`, `symm_mem`."""
+    """`chunked/k4`, `chunked/k4/rank-order`, `ring`, `ring/k4`, `symm_mem`, and `/m8` (SM
+    margin), `/c4` (CTA cap) where set."""
     label = v["mode"]
     if v["mode"] == "chunked" or (v["mode"] == "ring" and v["chunks"] > 1):
         label += f"/k{v['chunks']}"
     if v["mode"] == "chunked" and side == "ag" and not v.get("own_first", False):
         label += "/rank-order"  # results recorded before own_first existed were rank order
+    if v.get("sm_margin"):
+        label += f"/m{v['sm_margin']}"
+    if v.get("comm_ctas"):
+        label += f"/c{v['comm_ctas']}"
     return label

@@ -10,6 +10,11 @@ Backward is the dual: the input gradient of an AG-GEMM is a GEMM-RS of the outpu
 runs in the same fusion mode as the forward. Weight gradients come from the gathered operand:
 `AG(x)^T @ dY` (column) and `Y^T @ AG(dY)` (row); the fused ops hand back the gathered tensor.
 Backward ops are labelled `tpscope/<layer>.bwd/<op>`.
+
+With `FusionChoice.bwd_overlap` (fused modes), each backward hides its collective under its own
+weight gradient too: the column layer's weight-gradient GEMM runs while the input gradient is
+reduce-scattered, and the row layer multiplies its own block of the weight gradient while the
+output gradient is gathered. Unfused (`none`) never does: it is the baseline.
 """
 
 from __future__ import annotations
@@ -22,16 +27,17 @@ from torch import nn
 
 from tpscope.fusion.config import FusionChoice
 from tpscope.fusion.ops import all_gather_matmul, matmul_reduce_scatter
+from tpscope.fusion.resources import fusion_group
 
 
-class _AllGatherMatmul(torch.autograd.Function):
+class AllGatherMatmulFn(torch.autograd.Function):
     """y = AG(x_shard) @ w; dx = RS(dy @ w^T); dw = AG(x)^T @ dy."""
 
     @staticmethod
     def forward(ctx, x_shard, weight, group, fusion: FusionChoice, label: str):
         out, gathered = all_gather_matmul(
             x_shard, weight, group, mode=fusion.mode, chunks=fusion.chunks, label=label,
-            return_gathered=True, own_first=fusion.own_first,
+            return_gathered=True, own_first=fusion.own_first, sm_margin=fusion.sm_margin,
         )
         ctx.save_for_backward(gathered, weight)
         ctx.group, ctx.fusion, ctx.label = group, fusion, label
@@ -41,21 +47,26 @@ class _AllGatherMatmul(torch.autograd.Function):
     def backward(ctx, grad_out):
         gathered, weight = ctx.saved_tensors
         grad_out = grad_out.contiguous()
-        grad_x = matmul_reduce_scatter(
-            grad_out, weight.t(), ctx.group, mode=ctx.fusion.mode, chunks=ctx.fusion.chunks,
-            label=f"{ctx.label}.bwd",
-        )
-        grad_w = gathered.t() @ grad_out
+        fusion = ctx.fusion
+        kw = {"mode": fusion.mode, "chunks": fusion.chunks, "label": f"{ctx.label}.bwd",
+              "sm_margin": fusion.sm_margin}
+        if fusion.overlaps_backward:
+            grad_x, grad_w = matmul_reduce_scatter(grad_out, weight.t(), ctx.group, **kw,
+                                                   overlap=lambda: gathered.t() @ grad_out)
+        else:
+            grad_x = matmul_reduce_scatter(grad_out, weight.t(), ctx.group, **kw)
+            grad_w = gathered.t() @ grad_out
         return grad_x, grad_w, None, None, None
 
 
-class _MatmulReduceScatter(torch.autograd.Function):
+class MatmulReduceScatterFn(torch.autograd.Function):
     """z = RS(y @ w); dy = AG(dz) @ w^T; dw = y^T @ AG(dz)."""
 
     @staticmethod
     def forward(ctx, y, weight, group, fusion: FusionChoice, label: str):
         out = matmul_reduce_scatter(
-            y, weight, group, mode=fusion.mode, chunks=fusion.chunks, label=label
+            y, weight, group, mode=fusion.mode, chunks=fusion.chunks, label=label,
+            sm_margin=fusion.sm_margin,
         )
         ctx.save_for_backward(y, weight)
         ctx.group, ctx.fusion, ctx.label = group, fusion, label
@@ -64,13 +75,24 @@ class _MatmulReduceScatter(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out):
         y, weight = ctx.saved_tensors
-        grad_y, grad_gathered = all_gather_matmul(
-            grad_out.contiguous(), weight.t(), ctx.group, mode=ctx.fusion.mode,
-            chunks=ctx.fusion.chunks, label=f"{ctx.label}.bwd", return_gathered=True,
-            own_first=ctx.fusion.own_first,
-        )
-        grad_w = y.t() @ grad_gathered
+        fusion = ctx.fusion
+        kw = {"mode": fusion.mode, "chunks": fusion.chunks, "label": f"{ctx.label}.bwd",
+              "own_first": fusion.own_first, "sm_margin": fusion.sm_margin}
+        if fusion.overlaps_backward:
+            grad_y, grad_w = all_gather_matmul(grad_out.contiguous(), weight.t(), ctx.group, **kw,
+                                               wgrad_lhs=y)
+        else:
+            grad_y, grad_gathered = all_gather_matmul(grad_out.contiguous(), weight.t(), ctx.group,
+                                                      **kw, return_gathered=True)
+            grad_w = y.t() @ grad_gathered
         return grad_y, grad_w, None, None, None
+
+
+def op_group(group: Any, fusion: FusionChoice) -> Any:
+    """The communicator of a layer's op: its own, CTA-capped one for a fused mode that asks."""
+    if fusion.comm_ctas and fusion.mode != "none":
+        return fusion_group(group, fusion.comm_ctas)
+    return group
 
 
 def _init_weight(shape: tuple[int, int], fan_in: int, generator: torch.Generator | None) -> torch.Tensor:
@@ -88,10 +110,10 @@ class ColumnParallelLinear(nn.Module):
                  group: Any = None) -> None:
         super().__init__()
         self.weight = nn.Parameter(torch.empty(in_features, out_local))
-        self.fusion, self.label, self.group = fusion, label, group
+        self.fusion, self.label, self.group = fusion, label, op_group(group, fusion)
 
     def forward(self, x_shard: torch.Tensor) -> torch.Tensor:
-        return _AllGatherMatmul.apply(x_shard, self.weight, self.group, self.fusion, self.label)
+        return AllGatherMatmulFn.apply(x_shard, self.weight, self.group, self.fusion, self.label)
 
 
 class RowParallelLinear(nn.Module):
@@ -101,10 +123,10 @@ class RowParallelLinear(nn.Module):
                  group: Any = None) -> None:
         super().__init__()
         self.weight = nn.Parameter(torch.empty(in_local, out_features))
-        self.fusion, self.label, self.group = fusion, label, group
+        self.fusion, self.label, self.group = fusion, label, op_group(group, fusion)
 
     def forward(self, y: torch.Tensor) -> torch.Tensor:
-        return _MatmulReduceScatter.apply(y, self.weight, self.group, self.fusion, self.label)
+        return MatmulReduceScatterFn.apply(y, self.weight, self.group, self.fusion, self.label)
 
 
 def init_full_weight(in_features: int, out_features: int, generator: torch.Generator | None) -> torch.Tensor:

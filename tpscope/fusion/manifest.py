@@ -23,6 +23,7 @@ from tpscope import __version__
 from tpscope.fusion import compat
 from tpscope.fusion.config import RunConfig
 from tpscope.fusion.regimes import nccl_env
+from tpscope.fusion.train import OPTIMIZER
 
 MANIFEST_NAME = "tpscope_run.json"
 SCHEMA_VERSION = 1
@@ -72,6 +73,9 @@ def build_manifest(*, cfg: RunConfig, regime: str, regime_env: dict[str, str], t
         "nccl_env": nccl_env(os.environ),
         "mode": cfg.mode,
         "chunks": None if cfg.mode == "auto" else cfg.chunks,
+        "sm_margin": cfg.sm_margin,
+        "comm_ctas": cfg.comm_ctas,
+        "bwd_overlap": cfg.bwd_overlap,
         "fusion_by_layer": fusion_by_layer,
         "auto": auto,
         "tp": tp,
@@ -84,6 +88,7 @@ def build_manifest(*, cfg: RunConfig, regime: str, regime_env: dict[str, str], t
         "tokens_per_step": cfg.tokens_per_step,
         "steps": cfg.steps,
         "lr": cfg.lr,
+        "optimizer": OPTIMIZER,
         "seed": cfg.seed,
         "profiler": {"wait": cfg.profile_wait, "warmup": cfg.profile_warmup,
                      "active": cfg.profile_active, "profiled_steps": profiled,

@@ -10,10 +10,18 @@ chunks interleave rows so that each rank's shard stays contiguous), `ring` (tpsc
 `symm_mem` (torch's fused ops, tpscope.fusion.symm). Every op is forward-only (no autograd graph);
 tpscope.fusion.layers wraps them in autograd functions. Each call is labelled
 `tpscope/<label>/ag_gemm` or `tpscope/<label>/gemm_rs`, and each chunk `.../chunk<i>` (DESIGN.md).
+
+Two more inputs let a layer's backward hide its collective under work it has anyway:
+`all_gather_matmul(..., wgrad_lhs=y)` also returns the weight gradient `y^T @ AG(x)`, and the
+chunked mode multiplies this rank's own block of it beside the first transfer;
+`matmul_reduce_scatter(..., overlap=fn)` runs `fn` (the weight-gradient GEMM) on the compute stream
+after the reduce-scatter is issued and before it is waited for. `sm_margin` leaves that many SMs
+free to the collective in the GEMMs that run beside a transfer (tpscope.fusion.resources).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -22,6 +30,7 @@ from torch.profiler import record_function
 
 from tpscope.fusion import compat
 from tpscope.fusion.config import Mode
+from tpscope.fusion.resources import gemm_sm_margin
 from tpscope.fusion.streams import CommStream, wait_all
 from tpscope.fusion.validate import check_all_gather_matmul, check_matmul_reduce_scatter
 
@@ -50,30 +59,45 @@ def all_gather_matmul(
     label: str = "op",
     return_gathered: bool = False,
     own_first: bool = True,
+    sm_margin: int = 0,
+    wgrad_lhs: torch.Tensor | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """`all_gather(x_shard) @ weight`, fused as `mode` says; with `return_gathered`, also the
-    gathered input `[S, K]` (the weight gradient of a column-parallel layer needs it).
-    `own_first` (chunked): multiply the local shard while the first chunks travel."""
+    gathered input `[S, K]` (the weight gradient of a column-parallel layer needs it); with
+    `wgrad_lhs` (`[S, M]`), also `wgrad_lhs^T @ gathered` (`[M, K]`, the weight gradient of a
+    row-parallel layer) instead of the gathered input.
+    `own_first` (chunked): multiply the local shard while the first chunks travel.
+    `sm_margin`: SMs the GEMMs beside a transfer leave to it (0: all SMs)."""
     mode = _mode_value(mode)
     tp, rank = group_size_rank(group)
     check_all_gather_matmul(x_shard, weight, tp, mode, chunks)
+    if wgrad_lhs is not None and wgrad_lhs.shape[0] != tp * x_shard.shape[0]:
+        raise ValueError(f"wgrad_lhs has {wgrad_lhs.shape[0]} rows, the gathered input {tp * x_shard.shape[0]}")
     x_shard = x_shard.contiguous()
+    grad_w = None
     with torch.no_grad(), record_function(f"tpscope/{label}/{AG_GEMM}"):
         if tp == 1:
             out, gathered = x_shard @ weight, x_shard
         elif mode == Mode.NONE.value:
             out, gathered = _ag_none(x_shard, weight, group, tp)
         elif mode == Mode.CHUNKED.value:
-            out, gathered = _ag_chunked(x_shard, weight, group, tp, rank, chunks, label,
-                                        return_gathered, own_first)
+            out, gathered, grad_w = _ag_chunked(x_shard, weight, group, tp, rank, chunks, label,
+                                                return_gathered or wgrad_lhs is not None, own_first,
+                                                sm_margin, wgrad_lhs)
         elif mode == Mode.RING.value:
             from tpscope.fusion.ring import ag_ring
 
-            out, gathered = ag_ring(x_shard, weight, group, tp, rank, label, return_gathered, chunks)
+            with gemm_sm_margin(sm_margin, x_shard.device):
+                out, gathered = ag_ring(x_shard, weight, group, tp, rank, label,
+                                        return_gathered or wgrad_lhs is not None, chunks)
         else:
             from tpscope.fusion.symm import ag_symm_mem
 
             out, gathered = ag_symm_mem(x_shard, weight, group)
+        if wgrad_lhs is not None and grad_w is None:
+            grad_w = wgrad_lhs.t() @ gathered
+    if wgrad_lhs is not None:
+        return out, grad_w
     return (out, gathered) if return_gathered else out
 
 
@@ -85,26 +109,36 @@ def matmul_reduce_scatter(
     mode: str = "chunked",
     chunks: int = 4,
     label: str = "op",
-) -> torch.Tensor:
-    """This rank's row block of `sum over ranks of y @ weight`, fused as `mode` says."""
+    sm_margin: int = 0,
+    overlap: Callable[[], torch.Tensor] | None = None,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """This rank's row block of `sum over ranks of y @ weight`, fused as `mode` says. With
+    `overlap`, also `overlap()`: in `chunked` it runs while the last chunks are reduced (other
+    modes run it after); unfused (`none`) never overlaps, being the baseline."""
     mode = _mode_value(mode)
     tp, rank = group_size_rank(group)
     check_matmul_reduce_scatter(y, weight, tp, mode, chunks)
     y = y.contiguous()
+    extra = None
     with torch.no_grad(), record_function(f"tpscope/{label}/{GEMM_RS}"):
         if tp == 1:
-            return y @ weight
-        if mode == Mode.NONE.value:
-            return _rs_none(y, weight, group, tp)
-        if mode == Mode.CHUNKED.value:
-            return _rs_chunked(y, weight, group, tp, chunks, label)
-        if mode == Mode.RING.value:
+            out = y @ weight
+        elif mode == Mode.NONE.value:
+            out = _rs_none(y, weight, group, tp)
+        elif mode == Mode.CHUNKED.value:
+            out, extra = _rs_chunked(y, weight, group, tp, chunks, label, sm_margin, overlap)
+        elif mode == Mode.RING.value:
             from tpscope.fusion.ring import rs_ring
 
-            return rs_ring(y, weight, group, tp, rank, label, chunks)
-        from tpscope.fusion.symm import rs_symm_mem
+            with gemm_sm_margin(sm_margin, y.device):
+                out = rs_ring(y, weight, group, tp, rank, label, chunks)
+        else:
+            from tpscope.fusion.symm import rs_symm_mem
 
-        return rs_symm_mem(y, weight, group)
+            out = rs_symm_mem(y, weight, group)
+        if overlap is not None and extra is None:
+            extra = overlap()
+    return out if overlap is None else (out, extra)
 
 
 def _ag_none(x: torch.Tensor, w: torch.Tensor, group: Any, tp: int):
@@ -114,10 +148,12 @@ def _ag_none(x: torch.Tensor, w: torch.Tensor, group: Any, tp: int):
 
 
 def _ag_chunked(x, w, group, tp: int, rank: int, chunks: int, label: str, return_gathered: bool,
-                own_first: bool):
+                own_first: bool, sm_margin: int = 0, wgrad_lhs: torch.Tensor | None = None):
     """Chunk c gathers rows [c*r, (c+1)*r) of every rank's shard, then one GEMM per source rank
     writes straight into that rank's rows of the output (no reordering copy). With `own_first`
-    the local shard's GEMM runs first, beside the first transfer, and chunks cover peers only."""
+    the local shard's GEMM (and its block of the weight gradient, given `wgrad_lhs`) runs first,
+    beside the first transfer, and chunks cover peers only. GEMMs that run while a later chunk
+    travels leave `sm_margin` SMs free."""
     s_local, k = x.shape
     rows = s_local // chunks
     out = x.new_empty(tp * s_local, w.shape[1])
@@ -125,22 +161,33 @@ def _ag_chunked(x, w, group, tp: int, rank: int, chunks: int, label: str, return
     pieces = x.view(chunks, rows, k)
     comm = CommStream(x.device)
     comm.follow_compute()
+    own = slice(rank * s_local, (rank + 1) * s_local)
+    grad_w = None
     for c in range(chunks):
         with record_function(f"tpscope/{label}/{AG_GEMM}/chunk{c}"):
             with comm.issue():
                 work = compat.all_gather_single(bufs[c], pieces[c], group=group, async_op=True)
             if own_first and c == 0:
-                torch.mm(x, w, out=out[rank * s_local : (rank + 1) * s_local])
+                with gemm_sm_margin(sm_margin, x.device):
+                    torch.mm(x, w, out=out[own])
+                    if wgrad_lhs is not None:
+                        grad_w = wgrad_lhs[own].t() @ x
             wait_all([work], comm)
-            for src in range(tp):
-                if own_first and src == rank:
-                    continue
-                start = src * s_local + c * rows
-                torch.mm(bufs[c, src * rows : (src + 1) * rows], w, out=out[start : start + rows])
+            with gemm_sm_margin(sm_margin if c < chunks - 1 else 0, x.device):
+                for src in range(tp):
+                    if own_first and src == rank:
+                        continue
+                    start = src * s_local + c * rows
+                    torch.mm(bufs[c, src * rows : (src + 1) * rows], w, out=out[start : start + rows])
     gathered = None
     if return_gathered:
         gathered = bufs.view(chunks, tp, rows, k).transpose(0, 1).reshape(tp * s_local, k)
-    return out, gathered
+    if grad_w is not None:
+        for src in range(tp):
+            if src != rank:
+                block = slice(src * s_local, (src + 1) * s_local)
+                grad_w.addmm_(wgrad_lhs[block].t(), gathered[block])
+    return out, gathered, grad_w
 
 
 def _rs_none(y: torch.Tensor, w: torch.Tensor, group: Any, tp: int) -> torch.Tensor:
@@ -150,21 +197,28 @@ def _rs_none(y: torch.Tensor, w: torch.Tensor, group: Any, tp: int) -> torch.Ten
     return out
 
 
-def _rs_chunked(y, w, group, tp: int, chunks: int, label: str) -> torch.Tensor:
+def _rs_chunked(y, w, group, tp: int, chunks: int, label: str, sm_margin: int = 0,
+                overlap: Callable[[], torch.Tensor] | None = None):
     """Chunk c computes rows [c*r, (c+1)*r) of every rank's block into one buffer, rank-major,
-    and reduce-scatters it: rank q receives rows [c*r, (c+1)*r) of its own block, contiguous."""
+    and reduce-scatters it: rank q receives rows [c*r, (c+1)*r) of its own block, contiguous.
+    GEMMs after the first run beside the chunks before them and leave `sm_margin` SMs free;
+    `overlap()` runs after the last GEMM, beside the last chunks' transfers."""
     s_local = y.shape[0] // tp
     rows = s_local // chunks
     n = w.shape[1]
     out = y.new_empty(s_local, n)
     comm = CommStream(y.device)
     works = []
+    extra = None
     for c in range(chunks):
         with record_function(f"tpscope/{label}/{GEMM_RS}/chunk{c}"):
             partial = y.new_empty(tp * rows, n)
-            for dst in range(tp):
-                start = dst * s_local + c * rows
-                torch.mm(y[start : start + rows], w, out=partial[dst * rows : (dst + 1) * rows])
+            with gemm_sm_margin(sm_margin if c > 0 else 0, y.device):
+                if chunks == 1:  # every rank's block at once: one GEMM, as unfused
+                    torch.mm(y, w, out=partial)
+                for dst in range(tp if chunks > 1 else 0):
+                    start = dst * s_local + c * rows
+                    torch.mm(y[start : start + rows], w, out=partial[dst * rows : (dst + 1) * rows])
             comm.follow_compute()
             with comm.issue():
                 works.append(
@@ -172,5 +226,8 @@ def _rs_chunked(y, w, group, tp: int, chunks: int, label: str) -> torch.Tensor:
                         out[c * rows : (c + 1) * rows], partial, group=group, async_op=True
                     )
                 )
+    if overlap is not None:
+        with gemm_sm_margin(sm_margin, y.device):
+            extra = overlap()
     wait_all(works, comm)
-    return out
+    return out, extra

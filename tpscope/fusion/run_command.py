@@ -51,7 +51,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout-s", type=float, default=300.0,
                         help="collective timeout: a dead rank fails the others after this long")
     parser.add_argument("--auto-cache", default="", help="file of --mode auto probes (default ~/.cache/tpscope)")
+    add_resource_arguments(parser)
     add_model_arguments(parser)
+
+
+def add_resource_arguments(parser: argparse.ArgumentParser) -> None:
+    """How fused ops share the GPU with their collectives (shared by `run` and `sweep`)."""
+    r = parser.add_argument_group("fusion resources (docs/runtime.md)")
+    r.add_argument("--sm-margin", type=int, default=0,
+                   help="SMs the GEMMs beside a transfer leave to the collective (default 0: none)")
+    r.add_argument("--comm-ctas", type=int, default=0,
+                   help="most CTAs for the fused ops' NCCL kernels, own communicator (default 0: NCCL's choice)")
+    r.add_argument("--no-bwd-overlap", dest="bwd_overlap", action="store_false",
+                   help="backward: do not overlap the collective with the weight-gradient GEMM")
 
 
 def config_from_args(args: argparse.Namespace, device: str, out_dir: str) -> RunConfig:
@@ -67,6 +79,7 @@ def config_from_args(args: argparse.Namespace, device: str, out_dir: str) -> Run
             profile_wait=1 if args.profile_steps else 0, profile_warmup=1 if args.profile_steps else 0,
             profile_active=args.profile_steps, lr=args.lr, seed=args.seed,
             timeout_s=args.timeout_s, auto_cache=getattr(args, "auto_cache", ""),
+            sm_margin=args.sm_margin, comm_ctas=args.comm_ctas, bwd_overlap=args.bwd_overlap,
         )
     except ValueError as exc:
         raise UserError(str(exc)) from None

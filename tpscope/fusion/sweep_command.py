@@ -18,21 +18,51 @@ from pathlib import Path
 
 from tpscope.errors import UserError
 from tpscope.fusion.config import ALL_MODES, Regime, RunConfig, config_to_json
-from tpscope.fusion.run_command import add_model_arguments, config_from_args, preflight
+from tpscope.fusion.run_command import (
+    add_model_arguments,
+    add_resource_arguments,
+    config_from_args,
+    preflight,
+)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Variant:
-    """One change against the baseline: a mode (with chunks) or a regime."""
+    """One change against the baseline: a mode (with chunks and resource options) or a regime.
+    Resource options left None keep the sweep's own (`--sm-margin`, `--comm-ctas`, ...)."""
 
     name: str
     mode: str
     chunks: int
     regime: str
+    sm_margin: int | None = None
+    comm_ctas: int | None = None
+    bwd_overlap: bool | None = None
+
+
+_OPTIONS = {"margin": "sm_margin", "ctas": "comm_ctas", "bwd": "bwd_overlap"}
+
+
+def _option(token: str, item: str) -> tuple[str, int | bool]:
+    key, sep, value = item.partition("=")
+    if not sep or key not in _OPTIONS:
+        raise UserError(f"--variants: {item!r} in {token!r} is not margin=N, ctas=N or bwd=on|off")
+    if key == "bwd":
+        if value not in ("on", "off"):
+            raise UserError(f"--variants: bwd in {token!r} must be on or off")
+        return _OPTIONS[key], value == "on"
+    try:
+        n = int(value)
+    except ValueError:
+        raise UserError(f"--variants: {key} in {token!r} is not an int") from None
+    if n < 0:
+        raise UserError(f"--variants: {key} in {token!r} must be >= 0")
+    return _OPTIONS[key], n
 
 
 def parse_variants(text: str, base_regime: str) -> list[Variant]:
-    """`chunked:4,ring,ring:2,symm_mem,auto,regime=shm` -> variants (baseline not included)."""
+    """`chunked:4,ring,ring:2,symm_mem,auto,regime=shm,chunked:8:margin=8:ctas=4:bwd=off` ->
+    variants (baseline not included)."""
     out = []
     for token in (t.strip() for t in text.split(",") if t.strip()):
         if token.startswith("regime="):
@@ -41,16 +71,28 @@ def parse_variants(text: str, base_regime: str) -> list[Variant]:
                 raise UserError(f"--variants: unknown regime {regime!r}")
             out.append(Variant(name=f"none-{regime}", mode="none", chunks=1, regime=regime))
             continue
-        mode, _, k = token.partition(":")
+        mode, *rest = token.split(":")
         if mode not in ALL_MODES:
-            raise UserError(f"--variants: {token!r} is not MODE[:CHUNKS] or regime=NAME")
+            raise UserError(f"--variants: {token!r} is not MODE[:CHUNKS][:OPTION=VALUE...] or regime=NAME")
+        k = rest.pop(0) if rest and "=" not in rest[0] else ""
         try:
             chunks = int(k) if k else (4 if mode in ("chunked", "auto") else 1)
         except ValueError:
             raise UserError(f"--variants: chunk count in {token!r} is not an int") from None
+        options = dict(_option(token, item) for item in rest)
         name = mode + (f"-k{chunks}" if mode in ("chunked", "ring") else "")
-        out.append(Variant(name=name, mode=mode, chunks=chunks, regime=base_regime))
+        name += "".join(f"-{_SHORT[field]}{_suffix(v)}" for field, v in options.items())
+        out.append(Variant(name=name, mode=mode, chunks=chunks, regime=base_regime, **options))
     return out
+
+
+_SHORT = {field: key for key, field in _OPTIONS.items()}
+
+
+def _suffix(value: int | bool) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -68,6 +110,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout-s", type=float, default=300.0)
     parser.add_argument("--auto-cache", default="")
     parser.add_argument("--no-analyze", action="store_true", help="skip `tpscope analyze` on each run")
+    add_resource_arguments(parser)
     add_model_arguments(parser)
     parser.set_defaults(mode="none", chunks=1)
 
@@ -115,10 +158,11 @@ def main(args: argparse.Namespace) -> int:
     variants = [Variant(name="none", mode="none", chunks=1, regime=args.regime)]
     variants += parse_variants(args.variants, args.regime)
     root = prepare_out_dir(args.out, args.overwrite, clear=False)
-    runs = []
+    runs, failed = [], []
     for i, v in enumerate(variants):
         run_dir = root / f"{i:02d}-{v.name}"
-        cfg = replace(base_cfg, out_dir=str(run_dir), mode=v.mode, chunks=v.chunks, regime=v.regime)
+        overrides = {f: getattr(v, f) for f in ("sm_margin", "comm_ctas", "bwd_overlap") if getattr(v, f) is not None}
+        cfg = replace(base_cfg, out_dir=str(run_dir), mode=v.mode, chunks=v.chunks, regime=v.regime, **overrides)
         preflight(cfg, nproc)
         prepare_out_dir(str(run_dir), args.overwrite)
         print(f"tpscope sweep: [{i + 1}/{len(variants)}] {v.name} -> {run_dir}", flush=True)
@@ -126,21 +170,32 @@ def main(args: argparse.Namespace) -> int:
         rc = launch(nproc, "tpscope.fusion.worker",
                     ["--config-json", config_to_json(cfg), "--command-json", json.dumps(command)], cfg.regime)
         if rc != 0:
-            raise UserError(f"{run_dir}: the run of variant {v.name} failed (exit {rc}); see its output above")
+            if i == 0:
+                raise UserError(f"{run_dir}: the baseline run failed (exit {rc}); see its output above")
+            print(f"tpscope sweep: variant {v.name} failed (exit {rc}); the sweep goes on without it",
+                  file=sys.stderr, flush=True)
+            failed.append(v.name)
+            continue
         runs.append((v, run_dir))
     rows = []
     for v, run_dir in runs:
         manifest = json.loads((run_dir / "tpscope_run.json").read_text())
         summary, why = (None, "skipped (--no-analyze)") if args.no_analyze else _analyze(run_dir)
         rows.append({"run": run_dir.name, "mode": v.mode, "chunks": v.chunks, "regime": manifest["regime"],
+                     "sm_margin": manifest.get("sm_margin"), "comm_ctas": manifest.get("comm_ctas"),
+                     "bwd_overlap": manifest.get("bwd_overlap"),
                      "tokens_per_s": manifest["tokens_per_s"], "median_step_time_ms": manifest["median_step_time_ms"],
                      "peak_memory_bytes": manifest["peak_memory_bytes"], "fusion_by_layer": manifest["fusion_by_layer"],
                      "analyze": summary, "analyze_note": why})
     table = compare(rows)
-    (root / "sweep.json").write_text(json.dumps({"baseline": rows[0]["run"], "runs": rows}, indent=1) + "\n")
+    (root / "sweep.json").write_text(json.dumps({"baseline": rows[0]["run"], "runs": rows, "failed": failed},
+                                                indent=1) + "\n")
     (root / "sweep.md").write_text(f"# tpscope sweep\n\n{table}\n")
     print(table)
     notes = {r["analyze_note"] for r in rows if r["analyze_note"]}
     for note in sorted(notes):
         print(f"tpscope sweep: analyze: {note}", file=sys.stderr)
+    if failed:
+        print(f"tpscope sweep: failed variants: {', '.join(failed)}", file=sys.stderr)
+        return 1
     return 0

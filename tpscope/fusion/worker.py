@@ -70,12 +70,13 @@ def _plan(cfg: RunConfig, tp: int, device: torch.device, regime: str):
 
         plan_fn, auto_info = auto_plan(cfg, tp, device, regime)
     else:
-        fixed = FusionChoice(mode=cfg.mode, chunks=cfg.chunks if cfg.mode in ("chunked", "ring") else 1)
+        fixed = cfg.fusion(cfg.mode, cfg.chunks)
         plan_fn, auto_info = (lambda _label: fixed), None
 
     def plan(label: str) -> FusionChoice:
         choice = plan_fn(label)
-        chosen[label] = {"mode": choice.mode, "chunks": choice.chunks}
+        chosen[label] = {"mode": choice.mode, "chunks": choice.chunks, "sm_margin": choice.sm_margin,
+                         "comm_ctas": choice.comm_ctas, "bwd_overlap": choice.overlaps_backward}
         return choice
 
     return plan, chosen, auto_info
