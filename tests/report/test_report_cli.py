@@ -173,6 +173,12 @@ def test_manifest_differences_are_listed_and_flux_only_within_one_experiment(cap
     assert doc["flux_overlap_efficiency"] == pytest.approx(0.0, abs=1e-9)  # same traces: T_fused = T_base
     code, out, _ = report(capsys, other, "--baseline", base)
     assert "regime: nvlink → shm" in out and "Flux" not in out
+    # the fusion's resource options are part of the fusion: listed, and Flux still computed
+    tuned = copy_run(UNFUSED, tmp_path / "tuned", {**manifest(ms, 2**30), "mode": "chunked", "chunks": 4,
+                                                   "sm_margin": 16, "bwd_overlap": True})
+    doc = json.loads(report(capsys, tuned, "--baseline", base, "--format", "json")[1])
+    assert ["sm_margin", "?", "16"] in doc["config_changes"] and ["bwd_overlap", "?", "True"] in doc["config_changes"]
+    assert doc["flux_overlap_efficiency"] is not None
 
 
 def test_the_breakdown_splits_the_step_without_double_counting(capsys):
