@@ -99,6 +99,42 @@ def sweepv_table(doc: dict) -> str:
     return "\n".join(lines)
 
 
+def margin_table(doc: dict) -> str:
+    """Per shape, side and SM margin: the GEMM alone and launched with the whole collective at
+    that margin, and the best chunked/ring variant at that margin (NCCL's own CTA count)."""
+    lines = ["| shape S,H,F | side | margin | GEMM alone ms | GEMM ‖ collective ms | best fused at this margin | ms | E | attained |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in doc["results"]:
+        shape, side = f"{r['S']},{r['H']},{r['F']}", "AG-GEMM" if r["side"] == "ag" else "GEMM-RS"
+        lines.append(f"| {shape} | {side} | unfused | {r['gemm']['median_ms']:.3f} | collective alone "
+                     f"{r['comm']['median_ms']:.3f} | unfused | {r['unfused']['median_ms']:.3f} | | |")
+        for b in r.get("gemm_beside_comm", []):
+            m = b["sm_margin"]
+            ok = [v for v in r["variants"] if "timing" in v and v["ok"] and v.get("sm_margin", 0) == m
+                  and not v.get("comm_ctas") and v["mode"] in ("chunked", "ring")]
+            best = min(ok, key=lambda v: v["timing"]["median_ms"]) if ok else None
+            tail = (f"{_label(best, r['side'])} | {best['timing']['median_ms']:.3f} | {_f(best['E'])} | "
+                    f"{_f(best['attained_saving'])}") if best else "– | | |"
+            lines.append(f"| {shape} | {side} | {m} | {b['gemm_alone']['median_ms']:.3f} | "
+                         f"{b['timing']['median_ms']:.3f} | {tail} |")
+    return "\n".join(lines)
+
+
+def levers_sweeps_table(root: Path) -> str:
+    """Every sweep of gpu_levers*.sh: tokens/s against its own unfused run, with the analyzer's figures."""
+    lines = ["| results file | run | tokens/s | vs unfused | exposed comm ratio | overlap ratio | contention slowdown |",
+             "|---|---|---|---|---|---|---|"]
+    for path in sorted(root.glob("h200x2-levers*-*.json")):
+        doc = json.loads(path.read_text())
+        base = doc["runs"][0]["tokens_per_s"]
+        for r in doc["runs"]:
+            a = r.get("analyze") or {}
+            lines.append(f"| {path.name} | {r['run']} | {r['tokens_per_s']:,.0f} | {r['tokens_per_s'] / base:.3f}× | "
+                         f"{_f(a.get('exposed_comm_ratio'), 3)} | {_f(a.get('overlap_ratio'), 3)} | "
+                         f"{_f(a.get('contention_slowdown'), 3)} |")
+    return "\n".join(lines)
+
+
 def _load(root: Path, prefix: str) -> dict[str, dict]:
     docs = {}
     for regime in ("nvlink", "shm", "socket"):
@@ -110,12 +146,14 @@ def _load(root: Path, prefix: str) -> dict[str, dict]:
 
 def main() -> None:
     root = Path(sys.argv[1] if len(sys.argv) > 1 else "benchmarks/results")
-    for prefix, title in (("bench", "gpu_matrix.sh"), ("bench5", "gpu_issue5.sh")):
+    for prefix, title in (("bench", "gpu_matrix.sh"), ("bench5", "gpu_issue5.sh"), ("benchl", "gpu_levers.sh")):
         docs = _load(root, prefix)
         if not docs:
             continue
         print(f"### Best fused variant per regime and shape ({title})\n")
         print(best_table(docs) + "\n")
+        if prefix == "benchl":
+            continue  # 60 variants per side: the margin tables below and the JSON hold them
         for regime, doc in docs.items():
             print(f"### {regime} ({title})\n")
             print(bench_table(doc) + "\n")
@@ -133,6 +171,12 @@ def main() -> None:
         doc = json.loads(extra.read_text())
         print(f"### {doc['regime']} with {doc.get('extra_env')} (gpu_matrix.sh)\n")
         print(bench_table(doc) + "\n")
+    for regime, doc in _load(root, "benchl").items():
+        print(f"### {regime}: SM margins (gpu_levers.sh)\n")
+        print(margin_table(doc) + "\n")
+    if any(root.glob("h200x2-levers*-*.json")):
+        print("### tpscope sweep, issue 5 second round (gpu_levers*.sh)\n")
+        print(levers_sweeps_table(root) + "\n")
     runs = root / "h200x2-runs.json"
     if runs.exists():
         print("### Training runs, TP=1 and TP=2 (gpu_matrix.sh)\n")
