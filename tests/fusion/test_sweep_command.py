@@ -24,13 +24,15 @@ def test_parse_variants():
         Variant(name="auto", mode="auto", chunks=4, regime="nvlink"),
         Variant(name="none-shm", mode="none", chunks=1, regime="shm"),
     ]
-    for bad in ("fast", "chunked:x", "regime=ib", "chunked:2:margin=x", "ring:speed=3", "ring:bwd=maybe",
+    for bad in ("fast", "chunked:x", "regime=ib", "chunked:2:margin=x", "ring:speed=3", "ring:bwd=maybe", "auto:embed=1",
                 "chunked:ctas=-1"):
         with pytest.raises(UserError):
             parse_variants(bad, "")
 
 
 def test_parse_variants_with_resource_options():
+    assert parse_variants("auto:embed=off", "shm") == [
+        Variant(name="auto-embedoff", mode="auto", chunks=4, regime="shm", embed_overlap=False)]
     assert parse_variants("chunked:8:margin=8:ctas=4:bwd=off,ring:margin=0,auto:bwd=on", "shm") == [
         Variant(name="chunked-k8-margin8-ctas4-bwdoff", mode="chunked", chunks=8, regime="shm",
                 sm_margin=8, comm_ctas=4, bwd_overlap=False),

@@ -148,6 +148,9 @@ class RunConfig:
     """CTA cap of the fused ops' NCCL communicator, 0 = NCCL's choice (FusionChoice.comm_ctas)."""
     bwd_overlap: bool = True
     """Backward hides each collective under the layer's weight gradient too (fused modes)."""
+    embed_overlap: bool = True
+    """The embedding's backward all-gather runs beside the optimizer update of the other
+    parameters (when the head is fused with backward overlap; never for `none`)."""
 
     def fusion(self, mode: str, chunks: int) -> FusionChoice:
         """The FusionChoice of a fixed mode under this run's resource options."""

@@ -52,8 +52,9 @@ def build_manifest(*, cfg: RunConfig, regime: str, regime_env: dict[str, str], t
                    world_size: int, backend: str, device: torch.device, losses: list[float],
                    step_times_ms_by_rank: list[list[float]], peak_memory_by_rank: list[int],
                    peak_memory_kind: str, profiled: list[int], fusion_by_layer: dict[str, dict],
-                   auto: dict | None, command: list[str]) -> dict[str, Any]:
-    """The manifest as a plain dict. Step time of a step is the slowest rank's."""
+                   auto: dict | None, command: list[str], embed_overlap: bool = False) -> dict[str, Any]:
+    """The manifest as a plain dict. Step time of a step is the slowest rank's. `embed_overlap`:
+    whether the embedding's gradient did travel beside the optimizer (TrainResult)."""
     per_step = [max(ts) for ts in zip(*step_times_ms_by_rank)]
     used = timed_steps(cfg, profiled)
     median_ms = statistics.median(per_step[s] for s in used) if used else None
@@ -76,6 +77,7 @@ def build_manifest(*, cfg: RunConfig, regime: str, regime_env: dict[str, str], t
         "sm_margin": cfg.sm_margin,
         "comm_ctas": cfg.comm_ctas,
         "bwd_overlap": cfg.bwd_overlap,
+        "embed_overlap": embed_overlap,
         "fusion_by_layer": fusion_by_layer,
         "auto": auto,
         "tp": tp,

@@ -7,6 +7,8 @@ per local head, a row-parallel output projection. MLP: column-parallel `fc1`, GE
 `fc2`. Embedding and LM head are vocabulary-parallel (tpscope.fusion.vocab; the head is a
 column-parallel AG-GEMM over the vocabulary), so only the RMSNorm weights are replicated; their
 gradients are summed over the ranks (`replicated_parameters`). Every rank returns the same loss.
+With `defer_embed_grad` the embedding's backward all-gather is still in flight when `backward`
+returns; `finish_backward` completes it (tpscope.fusion.vocab).
 
 Weights are drawn in full from one seed (`full_state`) and each rank keeps its block
 (`TPTransformer.from_full`), so the TP model equals a single-process model of the same weights.
@@ -155,12 +157,12 @@ class TPTransformer(nn.Module):
     """The whole model on one TP rank; `forward` returns this rank's share of the mean loss."""
 
     def __init__(self, cfg: ModelConfig, tp: int, plan: FusionPlan, group: Any = None,
-                 rank: int = 0) -> None:
+                 rank: int = 0, defer_embed_grad: bool = False) -> None:
         super().__init__()
         cfg.check_tp(tp)
         self.cfg, self.tp, self.group = cfg, tp, group
         self.vocab_start = rank * (cfg.vocab // tp)
-        self.embed = VocabParallelEmbedding(cfg.vocab, cfg.hidden, tp, rank, group)
+        self.embed = VocabParallelEmbedding(cfg.vocab, cfg.hidden, tp, rank, group, defer_grad=defer_embed_grad)
         self.blocks = nn.ModuleList(Block(cfg, tp, plan, f"block{i}.", group) for i in range(cfg.layers))
         self.norm_f = RMSNorm(cfg.hidden)
         self.head = ColumnParallelLinear(cfg.hidden, cfg.vocab // tp, fusion=plan("head"), label="head",
@@ -179,9 +181,9 @@ class TPTransformer(nn.Module):
 
     @classmethod
     def from_full(cls, cfg: ModelConfig, full: dict[str, torch.Tensor], rank: int, tp: int,
-                  plan: FusionPlan, group: Any = None) -> TPTransformer:
+                  plan: FusionPlan, group: Any = None, defer_embed_grad: bool = False) -> TPTransformer:
         """This rank's model holding its blocks of the full weights."""
-        model = cls(cfg, tp, plan, group, rank)
+        model = cls(cfg, tp, plan, group, rank, defer_embed_grad)
         device = next(iter(full.values())).device
         model.to(device).load_shard(shard_state(cfg, full, rank, tp))
         return model
@@ -194,6 +196,16 @@ class TPTransformer(nn.Module):
     def named_weights(self) -> dict[str, torch.Tensor]:
         """Parameters under the names of `full_state`."""
         return self._slots()
+
+    def finish_backward(self) -> None:
+        """Complete what `backward` left in flight: the embedding's deferred weight gradient."""
+        self.embed.finish_backward()
+
+    def late_parameters(self) -> list[nn.Parameter]:
+        """Parameters whose gradients are complete only after `finish_backward` and the
+        replicated-gradient all-reduce: the optimizer updates the others first, beside them."""
+        late = self.replicated_parameters()
+        return ([self.embed.weight] if self.embed.defer_grad else []) + late
 
     def replicated_parameters(self) -> list[nn.Parameter]:
         """Parameters every rank holds whole; their gradients must be summed over the ranks."""

@@ -64,6 +64,8 @@ def add_resource_arguments(parser: argparse.ArgumentParser) -> None:
                    help="most CTAs for the fused ops' NCCL kernels, own communicator (default 0: NCCL's choice)")
     r.add_argument("--no-bwd-overlap", dest="bwd_overlap", action="store_false",
                    help="backward: do not overlap the collective with the weight-gradient GEMM")
+    r.add_argument("--no-embed-overlap", dest="embed_overlap", action="store_false",
+                   help="do not run the embedding gradient's all-gather beside the optimizer update")
 
 
 def config_from_args(args: argparse.Namespace, device: str, out_dir: str) -> RunConfig:
@@ -80,6 +82,7 @@ def config_from_args(args: argparse.Namespace, device: str, out_dir: str) -> Run
             profile_active=args.profile_steps, lr=args.lr, seed=args.seed,
             timeout_s=args.timeout_s, auto_cache=getattr(args, "auto_cache", ""),
             sm_margin=args.sm_margin, comm_ctas=args.comm_ctas, bwd_overlap=args.bwd_overlap,
+            embed_overlap=args.embed_overlap,
         )
     except ValueError as exc:
         raise UserError(str(exc)) from None

@@ -38,18 +38,20 @@ class Variant:
     sm_margin: int | None = None
     comm_ctas: int | None = None
     bwd_overlap: bool | None = None
+    embed_overlap: bool | None = None
 
 
-_OPTIONS = {"margin": "sm_margin", "ctas": "comm_ctas", "bwd": "bwd_overlap"}
+_OPTIONS = {"margin": "sm_margin", "ctas": "comm_ctas", "bwd": "bwd_overlap", "embed": "embed_overlap"}
+_SWITCHES = ("bwd", "embed")
 
 
 def _option(token: str, item: str) -> tuple[str, int | bool]:
     key, sep, value = item.partition("=")
     if not sep or key not in _OPTIONS:
-        raise UserError(f"--variants: {item!r} in {token!r} is not margin=N, ctas=N or bwd=on|off")
-    if key == "bwd":
+        raise UserError(f"--variants: {item!r} in {token!r} is not margin=N, ctas=N, bwd=on|off or embed=on|off")
+    if key in _SWITCHES:
         if value not in ("on", "off"):
-            raise UserError(f"--variants: bwd in {token!r} must be on or off")
+            raise UserError(f"--variants: {key} in {token!r} must be on or off")
         return _OPTIONS[key], value == "on"
     try:
         n = int(value)
@@ -161,7 +163,7 @@ def main(args: argparse.Namespace) -> int:
     runs, failed = [], []
     for i, v in enumerate(variants):
         run_dir = root / f"{i:02d}-{v.name}"
-        overrides = {f: getattr(v, f) for f in ("sm_margin", "comm_ctas", "bwd_overlap") if getattr(v, f) is not None}
+        overrides = {f: getattr(v, f) for f in _OPTIONS.values() if getattr(v, f) is not None}
         cfg = replace(base_cfg, out_dir=str(run_dir), mode=v.mode, chunks=v.chunks, regime=v.regime, **overrides)
         preflight(cfg, nproc)
         prepare_out_dir(str(run_dir), args.overwrite)
@@ -183,7 +185,7 @@ def main(args: argparse.Namespace) -> int:
         summary, why = (None, "skipped (--no-analyze)") if args.no_analyze else _analyze(run_dir)
         rows.append({"run": run_dir.name, "mode": v.mode, "chunks": v.chunks, "regime": manifest["regime"],
                      "sm_margin": manifest.get("sm_margin"), "comm_ctas": manifest.get("comm_ctas"),
-                     "bwd_overlap": manifest.get("bwd_overlap"),
+                     "bwd_overlap": manifest.get("bwd_overlap"), "embed_overlap": manifest.get("embed_overlap"),
                      "tokens_per_s": manifest["tokens_per_s"], "median_step_time_ms": manifest["median_step_time_ms"],
                      "peak_memory_bytes": manifest["peak_memory_bytes"], "fusion_by_layer": manifest["fusion_by_layer"],
                      "analyze": summary, "analyze_note": why})

@@ -43,6 +43,8 @@ class TrainResult:
     peak_memory_bytes: int
     peak_memory_kind: str
     profiled_steps: list[int]
+    embed_overlap: bool = False
+    """Whether the embedding's gradient travelled beside the optimizer update."""
 
 
 class _StepTimer:
@@ -67,11 +69,17 @@ class _StepTimer:
         return (time.perf_counter() - self._t0) * 1e3
 
 
+def defers_embed_grad(cfg: RunConfig, plan: FusionPlan) -> bool:
+    """Whether the embedding's gradient travels beside the optimizer: asked for, and the
+    vocabulary-parallel head (the embedding's counterpart) is fused with backward overlap."""
+    return cfg.embed_overlap and plan("head").overlaps_backward
+
+
 def build_model(cfg: RunConfig, rank: int, tp: int, plan: FusionPlan, device: torch.device,
                 group: Any = None) -> TPTransformer:
     """This rank's model in the run's dtype on its device, weights from the run's seed."""
     full = full_state(cfg.model, cfg.seed, device)
-    model = TPTransformer.from_full(cfg.model, full, rank, tp, plan, group)
+    model = TPTransformer.from_full(cfg.model, full, rank, tp, plan, group, defers_embed_grad(cfg, plan))
     del full
     return model.to(device=device, dtype=DTYPES[cfg.dtype])
 
@@ -79,11 +87,20 @@ def build_model(cfg: RunConfig, rank: int, tp: int, plan: FusionPlan, device: to
 OPTIMIZER = "AdamW(weight_decay=0.01), fused kernel on CUDA"
 
 
-def make_optimizer(model: torch.nn.Module, cfg: RunConfig, device: torch.device) -> torch.optim.Optimizer:
-    """AdamW; on CUDA its fused kernel instead of the foreach chain, which took about 16 ms per
-    step in the sample runs of the reference model (the same update in every mode)."""
-    return torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01,
-                             fused=device.type == "cuda")
+def make_optimizers(model: TPTransformer, cfg: RunConfig, device: torch.device) -> tuple[list, list]:
+    """(first, last): AdamW over the parameters whose gradients `backward` completes, then over
+    the late ones (TPTransformer.late_parameters) when the embedding's gradient is deferred;
+    otherwise one AdamW over all, last. The same update either way (AdamW is per parameter). On
+    CUDA AdamW's fused kernel instead of the foreach chain, which took about 16 ms per step in the
+    sample runs of the reference model."""
+    def adamw(params):
+        return torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.01, fused=device.type == "cuda")
+
+    if not model.embed.defer_grad:
+        return [], [adamw(model.parameters())]
+    late = {id(p) for p in model.late_parameters()}
+    early = [p for p in model.parameters() if id(p) not in late]
+    return [adamw(early)], [adamw(model.late_parameters())]
 
 
 def sum_replicated_grads(model: TPTransformer, group: Any = None) -> None:
@@ -135,7 +152,7 @@ def train(cfg: RunConfig, *, rank: int, tp: int, device: torch.device, plan: Fus
     """Train `cfg.steps` steps; rank 0 calls `on_step` after each one."""
     cfg.check_world(tp)
     model = build_model(cfg, rank, tp, plan, device, group)
-    opt = make_optimizer(model, cfg, device)
+    first, last = make_optimizers(model, cfg, device)
     timer = _StepTimer(device)
     losses, times = [], []
     # All batches are drawn before the first step: drawing them is CPU work that would fill the
@@ -152,11 +169,16 @@ def train(cfg: RunConfig, *, rank: int, tp: int, device: torch.device, plan: Fus
         for step in range(cfg.steps):
             inputs, targets = batches[step]
             timer.start()
-            opt.zero_grad(set_to_none=True)
+            for opt in first + last:
+                opt.zero_grad(set_to_none=True)
             loss = model(inputs, targets, cfg.batch)  # the same mean loss on every rank
             loss.backward()
+            for opt in first:  # beside the embedding gradient's all-gather, when it is deferred
+                opt.step()
             sum_replicated_grads(model, group)
-            opt.step()
+            model.finish_backward()
+            for opt in last:
+                opt.step()
             ms = timer.stop_ms()
             losses.append(float(loss))
             times.append(ms)
@@ -170,4 +192,5 @@ def train(cfg: RunConfig, *, rank: int, tp: int, device: torch.device, plan: Fus
             prof.stop()
     mem, kind = peak_memory(device)
     return TrainResult(losses=losses, step_times_ms=times, peak_memory_bytes=mem,
-                       peak_memory_kind=kind, profiled_steps=profiled_steps(cfg))
+                       peak_memory_kind=kind, profiled_steps=profiled_steps(cfg),
+                       embed_overlap=model.embed.defer_grad)

@@ -4,6 +4,9 @@ vocabulary size is replicated and no gradient of vocabulary size is all-reduced 
 Embedding: each rank holds rows [r*V/tp, (r+1)*V/tp) of the table, looks up every token of the
 sequence (zeros for tokens outside its rows) and the partial embeddings are reduce-scattered by
 rows into the sequence-parallel layout; backward is the all-gather of the gradient.
+With `defer_grad` the backward only issues that all-gather (on the side stream) and returns no
+weight gradient; `finish_backward()` waits for it and writes the gradient, so that the optimizer
+can update every other parameter while the gradient travels (tpscope.fusion.train).
 Cross-entropy: each rank holds the logits of its vocabulary slice for every token; the row maximum,
 the sum of exponentials and the target logit are all-reduced (three vectors of T floats), so every
 rank gets the same mean loss, and each rank's backward is its slice of softmax minus one-hot.
@@ -19,6 +22,7 @@ from torch import nn
 from torch.profiler import record_function
 
 from tpscope.fusion import compat
+from tpscope.fusion.streams import CommStream, wait_all
 
 
 class _ReduceScatterRows(torch.autograd.Function):
@@ -40,21 +44,69 @@ class _ReduceScatterRows(torch.autograd.Function):
         return full, None, None, None
 
 
+class _DeferredEmbedding(torch.autograd.Function):
+    """Lookup and reduce-scatter as VocabParallelEmbedding; backward issues the all-gather of the
+    gradient and leaves the weight gradient to `VocabParallelEmbedding.finish_backward`."""
+
+    @staticmethod
+    def forward(ctx, weight: torch.Tensor, idx: torch.Tensor, mask: torch.Tensor, module: VocabParallelEmbedding):
+        ctx.module = module
+        ctx.save_for_backward(idx, mask)
+        partial = weight[idx] * mask.unsqueeze(1)
+        out = partial.new_empty(partial.shape[0] // module.tp, partial.shape[1])
+        with record_function("tpscope/embed/reduce_scatter"):
+            compat.reduce_scatter_single(out, partial, group=module.group)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out: torch.Tensor):
+        idx, mask = ctx.saved_tensors
+        m = ctx.module
+        full = grad_out.new_empty(grad_out.shape[0] * m.tp, grad_out.shape[1])
+        comm = CommStream(grad_out.device)
+        comm.follow_compute()
+        with record_function("tpscope/embed.bwd/all_gather"), comm.issue():
+            work = compat.all_gather_single(full, grad_out.contiguous(), group=m.group, async_op=True)
+        m._pending = (work, comm, full, idx, mask)
+        return None, None, None, None
+
+
 class VocabParallelEmbedding(nn.Module):
     """`tokens [T] -> [T/tp, H]` (this rank's rows) from this rank's vocabulary rows."""
 
-    def __init__(self, vocab: int, hidden: int, tp: int, rank: int, group: Any = None) -> None:
+    def __init__(self, vocab: int, hidden: int, tp: int, rank: int, group: Any = None,
+                 defer_grad: bool = False) -> None:
         super().__init__()
         self.weight = nn.Parameter(torch.empty(vocab // tp, hidden))
         self.start, self.tp, self.group = rank * (vocab // tp), tp, group
+        self.defer_grad = defer_grad and tp > 1
+        self._pending: tuple | None = None
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         if self.tp == 1:
             return self.weight[tokens]
         local = tokens - self.start
         inside = (local >= 0) & (local < self.weight.shape[0])
-        partial = self.weight[local.clamp(0, self.weight.shape[0] - 1)] * inside.unsqueeze(1).to(self.weight.dtype)
+        idx, mask = local.clamp(0, self.weight.shape[0] - 1), inside.to(self.weight.dtype)
+        if self.defer_grad and torch.is_grad_enabled() and self.weight.requires_grad:
+            return _DeferredEmbedding.apply(self.weight, idx, mask, self)
+        partial = self.weight[idx] * mask.unsqueeze(1)
         return _ReduceScatterRows.apply(partial, self.group, self.tp, "embed")
+
+    def finish_backward(self) -> None:
+        """Wait for the deferred all-gather and add this rank's rows of it to the weight gradient
+        (a no-op when nothing is deferred)."""
+        if self._pending is None:
+            return
+        work, comm, full, idx, mask = self._pending
+        self._pending = None
+        wait_all([work], comm)
+        with torch.no_grad(), record_function("tpscope/embed.bwd/weight_grad"):
+            grad = torch.zeros_like(self.weight).index_add_(0, idx, full * mask.unsqueeze(1))
+            if self.weight.grad is None:
+                self.weight.grad = grad
+            else:
+                self.weight.grad += grad
 
 
 class _VocabParallelCrossEntropy(torch.autograd.Function):

@@ -110,6 +110,7 @@ def run_rank(cfg: RunConfig, command: list[str]) -> int:
                 peak_memory_by_rank=[g[1] for g in gathered],
                 peak_memory_kind=result.peak_memory_kind, profiled=result.profiled_steps,
                 fusion_by_layer=chosen, auto=auto_info, command=command,
+                embed_overlap=result.embed_overlap,
             )
             path = write_manifest(cfg.out_dir, manifest)
             tps = manifest["tokens_per_s"]

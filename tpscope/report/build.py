@@ -25,9 +25,11 @@ from tpscope.report.metric_defs import METRICS
 from tpscope.report.step_samples import RunSamples, run_samples
 
 # Manifest fields that describe the experiment; a difference is listed at the top of a report.
-CONFIG_KEYS = ("regime", "mode", "chunks", "sm_margin", "comm_ctas", "bwd_overlap", "tp", "world_size", "model",
+CONFIG_KEYS = ("regime", "mode", "chunks", "sm_margin", "comm_ctas", "bwd_overlap", "embed_overlap", "tp",
+               "world_size", "model",
                "dtype", "seq_len", "batch", "optimizer", "gpu_name", "gpu_count", "torch_version", "nccl_version")
-FUSION_KEYS = ("mode", "chunks", "sm_margin", "comm_ctas", "bwd_overlap")  # may differ for Flux efficiency to mean something
+# may differ for Flux efficiency to mean something
+FUSION_KEYS = ("mode", "chunks", "sm_margin", "comm_ctas", "bwd_overlap", "embed_overlap")
 TOP_N = 8
 
 
