@@ -126,6 +126,8 @@ def levers_sweeps_table(root: Path) -> str:
              "|---|---|---|---|---|---|---|"]
     for path in sorted(root.glob("h200x2-levers*-*.json")):
         doc = json.loads(path.read_text())
+        if "runs" not in doc:  # the auto probe cache kept beside the sweeps
+            continue
         base = doc["runs"][0]["tokens_per_s"]
         for r in doc["runs"]:
             a = r.get("analyze") or {}
