@@ -71,6 +71,14 @@ def register_callbacks(app, store: RunStore) -> None:
         except UserError as exc:
             return no_update, str(exc)
 
+    @app.callback(Output("baseline-select", "value"), Input("run-select", "value"))
+    def suggest_baseline(run_id):
+        """A fused run opens against the unfused run of its experiment, when one is served."""
+        try:
+            return store.suggested_baseline(run_id)
+        except UserError:
+            return None
+
     @app.callback(
         Output("step-select", "options"), Output("step-select", "value"),
         Output("rank-select", "options"), Output("rank-select", "value"),

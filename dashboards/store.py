@@ -19,6 +19,7 @@ from tpscope.cache import DiskCache, folder_fingerprint
 from tpscope.errors import UserError
 from tpscope.metrics import RunAnalysis, analyze_run, as_json
 from tpscope.trace import Run, load_run
+from tpscope.trace.run_folder import read_manifest
 
 log = logging.getLogger("tpscope.dash")
 
@@ -66,6 +67,8 @@ class _Memo:
 
 
 MAX_MEMOS = 256
+EXPERIMENT_KEYS = ("regime", "tp", "model", "dtype", "seq_len", "batch")
+"""Manifest fields a fused run and its unfused baseline share (one experiment, one change)."""
 
 
 def _version(path: Path) -> str:
@@ -150,6 +153,22 @@ class RunStore:
             if not isinstance(exc, UserError):
                 log.exception("reading %s", entry.path)
             return UserError(error_line(exc, entry.path))
+
+    def suggested_baseline(self, run_id: object) -> str | None:
+        """The unfused run of the same experiment among the served folders (manifest mode `none`,
+        same EXPERIMENT_KEYS), the first by order given; None for an unfused run, a run without a
+        manifest, or when no folder fits. Reads manifests only, never traces."""
+        mine, _ = read_manifest(self.entry(run_id).path)
+        if not mine or mine.get("mode") in (None, "none"):
+            return None
+        want = {k: mine.get(k) for k in EXPERIMENT_KEYS}
+        for e in self.entries:
+            if e.run_id == run_id:
+                continue
+            other, _ = read_manifest(e.path)
+            if other and other.get("mode") == "none" and all(other.get(k) == v for k, v in want.items()):
+                return e.run_id
+        return None
 
     def compared(self, run_id: object, baseline_id: object) -> RunAnalysis:
         """The run analyzed against a baseline run (`reference`: isolated medians, Flux E)."""

@@ -409,3 +409,29 @@ def test_a_slow_run_shows_progress_and_the_page_stays_live(browser, tmp_path):
             "return document.querySelectorAll('.dash-spinner').length === 0"), timeout=10)
     finally:
         server.stop()
+
+
+def test_a_fused_run_opens_against_its_unfused_run(browser, tmp_path):
+    """Copies of the two real runs with manifests of one experiment: choosing the fused run picks
+    the unfused one as baseline by itself, and the page shows Flux E against it."""
+    import json
+    import shutil
+
+    from tpscope.dashboards.app import create_app
+
+    common = {"regime": "shm", "tp": 2, "model": {"layers": 2}, "dtype": "bfloat16", "seq_len": 8192, "batch": 1}
+    fused, unfused = tmp_path / "fused", tmp_path / "unfused"
+    for src, dst, mode in ((CHUNKED, fused, "chunked"), (UNFUSED, unfused, "none")):
+        shutil.copytree(src, dst)
+        (dst / "tpscope_run.json").write_text(json.dumps({**common, "mode": mode}))
+    server = Served(create_app([unfused, fused], use_cache=False))
+    try:
+        browser.get(server.url + "?run=fused")
+        wait_until(browser, lambda d: "unfused" in d.find_element("id", "baseline-select").text, timeout=60)
+        summary = analyze_run(load_run(fused), reference=load_run(unfused)).summary
+        want = f"fused against baseline unfused: Flux overlap efficiency {_fmt_ratio(summary.flux_overlap_efficiency)}"
+        wait_until(browser, lambda d: want in text_of(d, "baseline-note"), timeout=60)
+        choose(browser, "run-select", "unfused")  # the unfused run itself: no baseline
+        wait_until(browser, lambda d: "pick an unfused run" in d.find_element("id", "baseline-select").text)
+    finally:
+        server.stop()

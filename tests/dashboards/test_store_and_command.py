@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -141,3 +142,29 @@ def test_screenshot_script_makes_a_png(tmp_path):
     width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
     assert (width, height) == (1000, 700) or width >= 900, (width, height)
     assert len(data) > 20_000  # a drawn page, not a blank one
+
+
+def _manifest_only(folder: Path, **fields) -> Path:
+    folder.mkdir(parents=True)
+    base = {"regime": "shm", "tp": 2, "model": {"layers": 2, "hidden": 64}, "dtype": "bfloat16",
+            "seq_len": 16, "batch": 2, "mode": "none"}
+    (folder / "tpscope_run.json").write_text(json.dumps({**base, **fields}))
+    return folder
+
+
+def test_a_fused_run_suggests_the_unfused_run_of_its_experiment(tmp_path):
+    """Read from manifests alone: same regime, tp, model, dtype, sequence length and batch."""
+    other_model = _manifest_only(tmp_path / "none-wider", model={"layers": 2, "hidden": 128})
+    other_regime = _manifest_only(tmp_path / "none-nvlink", regime="nvlink")
+    unfused = _manifest_only(tmp_path / "none-shm")
+    fused = _manifest_only(tmp_path / "chunked-shm", mode="chunked", chunks=4)
+    lone = _manifest_only(tmp_path / "ring-nvlink-bigger-batch", mode="ring", regime="nvlink", batch=4)
+    no_manifest = tmp_path / "bare"
+    no_manifest.mkdir()
+    store = RunStore([other_model, other_regime, fused, unfused, lone, no_manifest], cache=None)
+    assert store.suggested_baseline("chunked-shm") == "none-shm"
+    assert store.suggested_baseline("none-shm") is None  # an unfused run is its own baseline
+    assert store.suggested_baseline("ring-nvlink-bigger-batch") is None  # no unfused run with batch 4
+    assert store.suggested_baseline("bare") is None
+    with pytest.raises(UnknownRun):
+        store.suggested_baseline(str(fused))
