@@ -1,8 +1,10 @@
 """Column helpers: exact µs -> ns, symbol tables, lookups."""
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from tpscope.trace.columns import SymbolTable, int_column, lookup, us_to_ns
+from tpscope.trace.columns import SymbolTable, containing, int_column, lookup, us_to_ns
 
 
 def test_us_to_ns_is_exact_for_large_integers_and_fractions():
@@ -32,3 +34,23 @@ def test_lookup_joins_on_unsorted_keys():
     keys = np.array([30, 10, 20])
     values = np.array([3, 1, 2])
     assert lookup(keys, values, np.array([10, 20, 99, -1, 30])).tolist() == [1, 2, -1, -1, 3]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(1, 6)), max_size=8),
+       st.lists(st.integers(-3, 80), max_size=12), st.booleans(), st.randoms())
+def test_containing_matches_brute_force_half_open_and_closed(gaps_and_lengths, times, closed, rnd):
+    """Disjoint intervals laid end to end with gaps (a gap of 0 makes two touch), given unsorted."""
+    lo, hi, t0 = [], [], 0
+    for gap, length in gaps_and_lengths:
+        t0 += gap + (1 if closed else 0)  # closed intervals must not share an end point
+        lo.append(t0)
+        hi.append(t0 + length)
+        t0 += length
+    order = list(range(len(lo)))
+    rnd.shuffle(order)
+    lo_a, hi_a = np.array([lo[i] for i in order], np.int64), np.array([hi[i] for i in order], np.int64)
+    got = containing(lo_a, hi_a, np.array(times, np.int64), closed=closed).tolist()
+    for t, i in zip(times, got, strict=True):
+        holders = [k for k in range(len(lo_a)) if lo_a[k] <= t and (t <= hi_a[k] if closed else t < hi_a[k])]
+        assert i == (holders[0] if holders else -1)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from tpscope.trace.columns import containing  # noqa: F401 - the step lookup metrics use
+
 IntervalSet = tuple[np.ndarray, np.ndarray]
 _EMPTY = np.zeros(0, dtype=np.int64)
 
@@ -111,19 +113,4 @@ def overlap_with_set(starts: np.ndarray, ends: np.ndarray, cover: IntervalSet) -
     return covered_before(np.asarray(ends)) - covered_before(np.asarray(starts))
 
 
-def containing(lo: np.ndarray, hi: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """Per time in `t`: the index of the interval [lo[i], hi[i]) that holds it, -1 when none.
-
-    Meant for disjoint intervals such as step windows (they need not be sorted). Only the interval
-    that starts last at or before each time is looked at, so with overlapping intervals a time
-    held only by an earlier-starting one gets -1.
-    """
-    t = np.asarray(t)
-    if len(lo) == 0 or len(t) == 0:
-        return np.full(len(t), -1, dtype=np.int64)
-    order = np.argsort(lo, kind="stable")
-    pos = np.searchsorted(lo[order], t, side="right") - 1
-    safe = np.clip(pos, 0, len(lo) - 1)
-    inside = (pos >= 0) & (t < hi[order][safe])
-    return np.where(inside, order[safe], -1).astype(np.int64)
 

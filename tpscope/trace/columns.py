@@ -1,4 +1,5 @@
-"""Small helpers that turn lists of Python values into typed numpy columns."""
+"""Small helpers that turn lists of Python values into typed numpy columns, and look times up
+in intervals."""
 
 from __future__ import annotations
 
@@ -111,3 +112,22 @@ def lookup(keys: np.ndarray, values: np.ndarray, queries: np.ndarray, missing=MI
     out = np.full(len(queries), missing, dtype=values.dtype)
     out[found] = values[order[pos_clipped[found]]]
     return out
+
+
+def containing(lo: np.ndarray, hi: np.ndarray, t: np.ndarray, *, closed: bool = False) -> np.ndarray:
+    """Per time in `t`: the index of the interval [lo[i], hi[i]) that holds it (with `closed`,
+    [lo[i], hi[i]]), -1 when none.
+
+    Meant for disjoint intervals such as step windows (they need not be sorted). Only the interval
+    that starts last at or before each time is looked at, so with overlapping intervals a time
+    held only by an earlier-starting one gets -1.
+    """
+    t = np.asarray(t)
+    if len(lo) == 0 or len(t) == 0:
+        return np.full(len(t), -1, dtype=np.int64)
+    order = np.argsort(lo, kind="stable")
+    pos = np.searchsorted(lo[order], t, side="right") - 1
+    safe = np.clip(pos, 0, len(lo) - 1)
+    end = hi[order][safe]
+    inside = (pos >= 0) & ((t <= end) if closed else (t < end))
+    return np.where(inside, order[safe], -1).astype(np.int64)

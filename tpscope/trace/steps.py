@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 
-from tpscope.trace.columns import MISSING
+from tpscope.trace.columns import MISSING, containing
 from tpscope.trace.tables import GpuActivities, Ranges, StepWindows
 
 _STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
@@ -45,16 +45,12 @@ def step_windows(gpu: GpuActivities, ranges: Ranges, symbols: list[str]) -> Step
 
     on_cpu = ~ranges.on_gpu & (step_of_range != MISSING)
     if on_cpu.any() and len(gpu):
-        order = np.argsort(ranges.start_ns[on_cpu], kind="stable")
-        c_start = ranges.start_ns[on_cpu][order]
-        c_end = ranges.end_ns[on_cpu][order]
-        c_step = step_of_range[on_cpu][order]
         launch = gpu.launch_start_ns
-        idx = np.searchsorted(c_start, launch, side="right") - 1
-        idx_c = np.clip(idx, 0, len(c_start) - 1)
-        inside = (launch != MISSING) & (idx >= 0) & (launch <= c_end[idx_c])
+        idx = containing(ranges.start_ns[on_cpu], ranges.end_ns[on_cpu], launch, closed=True)
+        inside = (launch != MISSING) & (idx >= 0)
         if inside.any():
-            steps, lo, hi = _windows_by_step(c_step[idx_c[inside]], gpu.start_ns[inside], gpu.end_ns[inside])
+            steps, lo, hi = _windows_by_step(step_of_range[on_cpu][idx[inside]], gpu.start_ns[inside],
+                                             gpu.end_ns[inside])
             return StepWindows(steps, lo, hi, "cpu_annotation")
 
     if len(gpu):
