@@ -153,7 +153,7 @@ def register_callbacks(app, store: RunStore) -> None:
         rows = results.collective_rows(loaded.doc, step)
         note = (f"Step {step}: {len(rows)} matched collective instance(s)." if rows else
                 f"Step {step}: no matched collectives reported for this run (not available).")
-        detail = store.cross_rank(run_id)
+        detail = store.activity_detail(run_id)
         members = overlays.collective_members(detail, step) if detail is not None and step is not None else None
         arrival = (members.rank, overlays.arrival_us(members)) if members is not None else ([], [])
         return (rows, collectives.table_columns(rows), collectives.skew_figure(rows),
@@ -208,7 +208,7 @@ def _timeline(store, run_id, data, step):
     """The timeline figure with the cross-rank overlays the analyzer's functions provide."""
     if data is None:
         return timeline.timeline_figure(None), timeline.timeline_note(None)
-    detail = store.cross_rank(run_id)
+    detail = store.activity_detail(run_id)
     members = _overlay(overlays.collective_members, detail, step)
     waits = overlay_segments(data, _overlay(overlays.wait_parts, detail, step))
     path = path_arrays(data, _overlay(overlays.critical_path, detail, step))

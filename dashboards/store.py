@@ -182,16 +182,17 @@ class RunStore:
                 memo.value = analyze_run(loaded.run, reference=base.run)
         return memo.value
 
-    def cross_rank(self, run_id: object):
-        """Per-activity collective membership, waits and the path graph (`overlays.CrossRank`)."""
-        from tpscope.dashboards.overlays import cross_rank
+    def activity_detail(self, run_id: object):
+        """Per-activity collective membership, waits and the path graph
+        (`tpscope.metrics.per_activity.ActivityDetail`), or None where they cannot be computed."""
+        from tpscope.metrics.per_activity import activity_detail
 
         loaded = self.load(run_id)
         memo = self._memo(("cross", *loaded.key))
         with memo.lock:
             if memo.value is None:
                 try:
-                    memo.value = (cross_rank(loaded.run),)
+                    memo.value = (activity_detail(loaded.run),)
                 except Exception:  # the views then say "not available"; analyze_run's totals still show
                     log.exception("cross-rank detail of %s", loaded.entry.path)
                     memo.value = (None,)

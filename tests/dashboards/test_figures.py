@@ -24,6 +24,7 @@ from tpscope.dashboards.timeline_data import (
 
 from tests.kineto import Collective, RankTrace, write_run
 from tpscope.metrics import analyze_run, as_json
+from tpscope.metrics.per_activity import activity_detail
 from tpscope.trace import load_run
 
 AG = Collective("_allgather_base", in_nelems=1024, out_nelems=2048)
@@ -159,7 +160,7 @@ def test_overlays_come_from_the_analyzers_matching_and_path(tmp_path):
                  collective=Collective("_allgather_base", in_nelems=4, out_nelems=8, seq=1, on_kernel=True))
         ranks.append(r)
     run = load_run(write_run(tmp_path / "late", ranks))
-    x = overlays.cross_rank(run)
+    x = activity_detail(run)
     members = overlays.collective_members(x, 1)
     assert members.rank.tolist() == [0, 1] and len(set(members.group.tolist())) == 1
     np.testing.assert_allclose(overlays.arrival_us(members), [0.0, 40.0])
