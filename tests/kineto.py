@@ -155,3 +155,17 @@ def write_run(folder: Path, ranks: list[RankTrace], manifest: dict | None = None
     if manifest is not None:
         (folder / "tpscope_run.json").write_text(json.dumps(manifest))
     return folder
+
+
+def late_all_gather_ranks(late_us: float = 40.0) -> list[RankTrace]:
+    """Two ranks of one step: a GEMM, then one all-gather that rank 1 reaches `late_us` late
+    (it ran a longer GEMM), so rank 0's all-gather waits `late_us` for it (metrics.md §5)."""
+    ranks = []
+    for rank, late in ((0, 0.0), (1, late_us)):
+        r = RankTrace(rank)
+        r.gpu_annotation("ProfilerStep#1", 0, 400)
+        r.kernel("gemm", 0, 50 + late)
+        r.kernel("ncclDevKernel_AllGather", 60 + late, 100 - late if rank else 140, stream=14,
+                 collective=Collective("_allgather_base", in_nelems=4, out_nelems=8, seq=1, on_kernel=True))
+        ranks.append(r)
+    return ranks

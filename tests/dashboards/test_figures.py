@@ -22,7 +22,7 @@ from tpscope.dashboards.timeline_data import (
     timeline_data,
 )
 
-from tests.kineto import Collective, RankTrace, write_run
+from tests.kineto import Collective, RankTrace, late_all_gather_ranks, write_run
 from tpscope.metrics import analyze_run, as_json
 from tpscope.metrics.per_activity import activity_detail
 from tpscope.trace import load_run
@@ -151,15 +151,7 @@ def test_timeline_overlays_and_links(small_run):
 
 def test_overlays_come_from_the_analyzers_matching_and_path(tmp_path):
     """Two ranks, one all-gather that rank 1 reaches 40 µs late: rank 0 waits 40 µs (metrics.md §5)."""
-    ranks = []
-    for rank, late in ((0, 0.0), (1, 40.0)):
-        r = RankTrace(rank)
-        r.gpu_annotation("ProfilerStep#1", 0, 400)
-        r.kernel("gemm", 0, 50 + late)
-        r.kernel("ncclDevKernel_AllGather", 60 + late if rank else 60, 100 - late if rank else 140, stream=14,
-                 collective=Collective("_allgather_base", in_nelems=4, out_nelems=8, seq=1, on_kernel=True))
-        ranks.append(r)
-    run = load_run(write_run(tmp_path / "late", ranks))
+    run = load_run(write_run(tmp_path / "late", late_all_gather_ranks(40.0)))
     x = activity_detail(run)
     members = overlays.collective_members(x, 1)
     assert members.rank.tolist() == [0, 1] and len(set(members.group.tolist())) == 1

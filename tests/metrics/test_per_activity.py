@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.kineto import Collective, RankTrace, write_run
+from tests.kineto import RankTrace, late_all_gather_ranks, write_run
 from tpscope.metrics import analyze_run, as_json
 from tpscope.metrics.per_activity import PATH_KINDS, activity_detail, path_segments
 from tpscope.trace import load_run
@@ -17,15 +17,7 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def _late_run(tmp_path):
-    ranks = []
-    for rank, late in ((0, 0.0), (1, 40.0)):
-        r = RankTrace(rank)
-        r.gpu_annotation("ProfilerStep#1", 0, 400)
-        r.kernel("gemm", 0, 50 + late)
-        r.kernel("ncclDevKernel_AllGather", 60 + late if rank else 60, 100 - late if rank else 140, stream=14,
-                 collective=Collective("_allgather_base", in_nelems=4, out_nelems=8, seq=1, on_kernel=True))
-        ranks.append(r)
-    return load_run(write_run(tmp_path / "late", ranks))
+    return load_run(write_run(tmp_path / "late", late_all_gather_ranks(40.0)))
 
 
 def test_the_late_rank_makes_the_other_wait_40_us(tmp_path):
