@@ -122,8 +122,8 @@ def margin_table(doc: dict) -> str:
 
 def levers_sweeps_table(root: Path) -> str:
     """Every sweep of gpu_levers*.sh: tokens/s against its own unfused run, with the analyzer's figures."""
-    lines = ["| results file | run | tokens/s | vs unfused | exposed comm ratio | overlap ratio | contention slowdown |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| results file | run | tokens/s | vs unfused | exposed comm ratio | overlap ratio | contention slowdown "
+             "| its coverage |", "|---|---|---|---|---|---|---|---|"]
     for path in sorted(root.glob("h200x2-levers*-*.json")):
         doc = json.loads(path.read_text())
         if "runs" not in doc:  # the auto probe cache kept beside the sweeps
@@ -133,7 +133,7 @@ def levers_sweeps_table(root: Path) -> str:
             a = r.get("analyze") or {}
             lines.append(f"| {path.name} | {r['run']} | {r['tokens_per_s']:,.0f} | {r['tokens_per_s'] / base:.3f}× | "
                          f"{_f(a.get('exposed_comm_ratio'), 3)} | {_f(a.get('overlap_ratio'), 3)} | "
-                         f"{_f(a.get('contention_slowdown'), 3)} |")
+                         f"{_f(a.get('contention_slowdown'), 3)} | {_f(a.get('contention_coverage'), 3)} |")
     return "\n".join(lines)
 
 

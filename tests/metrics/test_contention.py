@@ -38,6 +38,22 @@ def test_known_gemm_inflation_is_recovered(tmp_path):
         assert s.contention_tax_us == pytest.approx(4 * 30.0)
         assert s.contention_slowdown == pytest.approx(0.3)
     assert a.summary.contention_slowdown == pytest.approx(0.3)
+    assert a.summary.contention_coverage == pytest.approx(1.0)  # every overlapped GEMM has a baseline
+
+
+def test_coverage_is_the_overlapped_compute_time_that_has_a_baseline(tmp_path):
+    """Besides the four 130 µs GEMMs with a baseline, two 200 µs kernels of a signature never seen
+    alone run under the all-gather: coverage = 4 x 130 / (4 x 130 + 2 x 200)."""
+    ranks = []
+    for rank in (0, 1):
+        r = _rank(rank)
+        r.kernel("ncclDevKernel_AllGather", 2000, 500, stream=14, collective=AG)
+        r.kernel("gemm_under_margin", 2010, 200, grid=(116, 1, 1))
+        r.kernel("gemm_under_margin", 2220, 200, grid=(116, 1, 1))
+        ranks.append(r)
+    a = analyze_run(load_run(write_run(tmp_path / "run", ranks)))
+    assert a.summary.contention_coverage == pytest.approx(4 * 130 / (4 * 130 + 2 * 200))
+    assert a.summary.contention_slowdown == pytest.approx(0.3)  # the slowdown speaks for the covered part
 
 
 def test_without_isolated_instances_nothing_is_made_up(tmp_path):
@@ -46,6 +62,7 @@ def test_without_isolated_instances_nothing_is_made_up(tmp_path):
     assert gemm.slowdown is None and gemm.baseline is None
     assert all(s.contention_tax_us is None and s.contention_slowdown is None for s in a.steps)
     assert a.summary.contention_slowdown is None
+    assert a.summary.contention_coverage == 0.0  # overlapped compute, none of it with a baseline
 
 
 def test_reference_run_supplies_the_isolated_baseline(tmp_path):

@@ -40,6 +40,7 @@ class Summary:
     overlap_efficiency: float | None
     critical_path_exposed_comm_ratio: float | None = None
     contention_slowdown: float | None = None
+    contention_coverage: float | None = None
     tokens_per_s: float | None = None
     flux_overlap_efficiency: float | None = None
     attained_saving: float | None = None
@@ -110,6 +111,7 @@ def analyze_run(run: Run, reference: Run | None = None, align: str = "auto") -> 
         summary,
         critical_path_exposed_comm_ratio=sum(p.comm_us for p in paths) / length if length > 0 else None,
         contention_slowdown=cross["contention"].slowdown,
+        contention_coverage=cross["contention"].coverage,
     )
     warnings = list(run.warnings) + cross["warnings"]
     if reference is not None:

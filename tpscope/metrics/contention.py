@@ -56,6 +56,9 @@ class Contention:
     kernels: list[KernelContention]
     collectives: list[CommContention]
     by_step: dict[tuple[int, int], tuple[float, float]]  # (rank, step) -> (tax_us, baseline_us)
+    coverage: float | None = None
+    """Share of the overlapped compute time whose kernels have an isolated baseline: how much of
+    the overlap the slowdown speaks for (None without overlapped compute)."""
 
     @property
     def slowdown(self) -> float | None:
@@ -101,8 +104,9 @@ def isolated_baselines(acts: RunActivities, f: np.ndarray | None = None) -> dict
 
 
 def kernel_contention(acts: RunActivities, reference: dict[str, tuple[float, int]] | None = None
-                      ) -> tuple[list[KernelContention], dict[tuple[int, int], tuple[float, float]]]:
-    """Per-signature slowdown, and per (rank, step) tax and baseline time (metrics.md §8)."""
+                      ) -> tuple[list[KernelContention], dict[tuple[int, int], tuple[float, float]], float | None]:
+    """Per-signature slowdown, per (rank, step) tax and baseline time, and the coverage of the
+    overlapped compute time by baselines (metrics.md §8)."""
     f = comm_overlap_fraction(acts)
     dur = acts.end_ns - acts.start_ns
     sig = acts.signature
@@ -133,7 +137,10 @@ def kernel_contention(acts: RunActivities, reference: dict[str, tuple[float, int
         ))
     kernels.sort(key=lambda c: -(c.slowdown if c.slowdown is not None else -np.inf))
 
-    taxed = ovl[np.isfinite(baseline[sig[ovl]]) & (baseline[sig[ovl]] > 0) & (acts.step[ovl] >= 0)]
+    in_steps = ovl[acts.step[ovl] >= 0]
+    taxed = in_steps[np.isfinite(baseline[sig[in_steps]]) & (baseline[sig[in_steps]] > 0)]
+    overlapped_ns = float(dur[in_steps].sum())
+    coverage = float(dur[taxed].sum()) / overlapped_ns if overlapped_ns > 0 else None
     base = baseline[sig[taxed]]
     by_step: dict[tuple[int, int], tuple[float, float]] = {}
     if len(taxed):
@@ -144,7 +151,7 @@ def kernel_contention(acts: RunActivities, reference: dict[str, tuple[float, int
         total = np.bincount(inverse, weights=base, minlength=len(uniq))
         by_step = {(int(r), int(s)): (t / NS_PER_US, b / NS_PER_US)
                    for (r, s), t, b in zip(uniq.tolist(), tax.tolist(), total.tolist())}
-    return kernels, by_step
+    return kernels, by_step, coverage
 
 
 def _per_key(keys: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -207,5 +214,5 @@ def contention(acts: RunActivities, match: CollectiveMatch, timing: CollectiveTi
                compute_sets: list[iv.IntervalSet], reference: dict[str, tuple[float, int]] | None = None
                ) -> Contention:
     """metrics.md §8 for a run; `reference` supplies isolated baselines the run lacks."""
-    kernels, by_step = kernel_contention(acts, reference)
-    return Contention(kernels, comm_contention(acts, match, timing, compute_sets), by_step)
+    kernels, by_step, coverage = kernel_contention(acts, reference)
+    return Contention(kernels, comm_contention(acts, match, timing, compute_sets), by_step, coverage)

@@ -103,6 +103,7 @@ def summary_table(analysis: RunAnalysis) -> str:
         ["overlap efficiency (hidden / hideable)", fmt(s.overlap_efficiency, "pct")],
         ["critical-path exposed communication", fmt(s.critical_path_exposed_comm_ratio, "pct")],
         ["contention slowdown", fmt(s.contention_slowdown, "pct")],
+        ["overlapped compute with an isolated baseline", fmt(s.contention_coverage, "pct")],
         ["tokens/s (manifest)", fmt(s.tokens_per_s)],
     ]
     if s.flux_overlap_efficiency is not None or s.attained_saving is not None:
