@@ -170,9 +170,12 @@ def register_callbacks(app, store: RunStore) -> None:
         compared = bool(baseline_id) and baseline_id != run_id
         analysis = store.compared(run_id, baseline_id) if compared else loaded.analysis
         doc = results.plain(analysis) if compared else loaded.doc
-        slowdown = (doc.get("summary") or {}).get("contention_slowdown")
+        summary = doc.get("summary") or {}
+        slowdown, coverage = summary.get("contention_slowdown"), summary.get("contention_coverage")
         note = f"Run contention slowdown: {fmt_ratio(slowdown)}"
         note += f" (isolated medians from baseline {baseline_id} where the run has none)." if compared else "."
+        if coverage is not None:
+            note += f" It covers {fmt_ratio(coverage)} of the overlapped compute time (metrics.md §8)."
         return (contention.contention_figure(results.contention_rows(analysis)),
                 contention.comm_contention_figure(results.comm_contention_rows(analysis)),
                 contention.tax_figure(results.step_rows(doc, ranks or [])), note)

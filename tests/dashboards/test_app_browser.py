@@ -305,6 +305,9 @@ def test_collectives_and_contention_views_show_json_or_say_not_available(page, e
     slowdown = doc["summary"]["contention_slowdown"]
     want = "not available" if slowdown is None else f"{slowdown * 100:.1f}%"
     wait_until(page, lambda d: f"Run contention slowdown: {want}." in text_of(d, "contention-note"))
+    coverage = doc["summary"]["contention_coverage"]
+    if coverage is not None:
+        assert f"It covers {coverage * 100:.1f}% of the overlapped compute time" in text_of(page, "contention-note")
     kernels = [k for k in expected[run_id]["analysis"].kernel_contention
                if k.isolated_median_us is not None and k.overlapped_median_us is not None]
     fig = wait_figure(page, "contention-graph")
