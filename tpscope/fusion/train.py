@@ -69,17 +69,21 @@ class _StepTimer:
         return (time.perf_counter() - self._t0) * 1e3
 
 
-def defers_embed_grad(cfg: RunConfig, plan: FusionPlan) -> bool:
-    """Whether the embedding's gradient travels beside the optimizer: asked for, and the
-    vocabulary-parallel head (the embedding's counterpart) is fused with backward overlap."""
-    return cfg.embed_overlap and plan("head").overlaps_backward
+def defers_embed_grad(cfg: RunConfig, plan: FusionPlan, device: torch.device) -> bool:
+    """Whether the embedding's gradient travels beside the optimizer: asked for, the
+    vocabulary-parallel head (the embedding's counterpart) is fused with backward overlap, and
+    the run is on CUDA, where the all-gather runs on the side stream beside the optimizer's
+    kernels. A CPU (gloo) run would only put it on gloo's threads beside a CPU optimizer on the
+    same cores, and there, 4-rank test runs sometimes aborted at interpreter exit after all their
+    work (2 of 30 against 0 of 30 without), so CPU runs keep the plain order."""
+    return device.type == "cuda" and cfg.embed_overlap and plan("head").overlaps_backward
 
 
 def build_model(cfg: RunConfig, rank: int, tp: int, plan: FusionPlan, device: torch.device,
                 group: Any = None) -> TPTransformer:
     """This rank's model in the run's dtype on its device, weights from the run's seed."""
     full = full_state(cfg.model, cfg.seed, device)
-    model = TPTransformer.from_full(cfg.model, full, rank, tp, plan, group, defers_embed_grad(cfg, plan))
+    model = TPTransformer.from_full(cfg.model, full, rank, tp, plan, group, defers_embed_grad(cfg, plan, device))
     del full
     return model.to(device=device, dtype=DTYPES[cfg.dtype])
 
