@@ -71,7 +71,7 @@ def arrival_us(members: Overlay) -> np.ndarray:
 def critical_path(x: ActivityDetail, step: int) -> Overlay:
     """The segments of `step`'s critical path in time order, each on the lane of its activity."""
     seg = path_segments(x, step)
-    if len(seg) == 0:
+    if len(seg.row) == 0:
         return _empty_overlay()
-    kinds = np.array(KIND_NAMES, dtype=object)[seg.kind]
-    return Overlay(x.rank[seg.row], x.lane[seg.row], seg.start_ns, seg.end_ns, np.arange(len(seg)), kinds)
+    kinds = np.array(KIND_NAMES, dtype=object)[seg.category]
+    return Overlay(x.rank[seg.row], x.lane[seg.row], seg.start_ns, seg.end_ns, np.arange(len(seg.row)), kinds)

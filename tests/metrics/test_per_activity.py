@@ -32,10 +32,11 @@ def test_the_late_rank_makes_the_other_wait_40_us(tmp_path):
 def test_path_segments_follow_time_and_add_up_to_the_analyzers_length(tmp_path):
     run = _late_run(tmp_path)
     seg = path_segments(activity_detail(run), 1)
-    assert len(seg) > 0 and np.all(np.diff(seg.start_ns) >= 0) and set(seg.kind.tolist()) <= set(range(len(PATH_KINDS)))
+    assert len(seg.row) > 0 and np.all(np.diff(seg.start_ns) >= 0)
+    assert set(seg.category.tolist()) <= set(range(len(PATH_KINDS)))
     length_us = as_json(analyze_run(run))["critical_path"][0]["length_us"]
     assert (seg.end_ns - seg.start_ns).sum() / 1000 == pytest.approx(length_us)
-    assert len(path_segments(activity_detail(run), 99)) == 0  # a step the run does not have
+    assert len(path_segments(activity_detail(run), 99).row) == 0  # a step the run does not have
 
 
 def test_on_a_real_run_waits_add_up_to_the_collectives_table():

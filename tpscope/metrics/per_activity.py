@@ -15,7 +15,14 @@ import numpy as np
 
 from tpscope.metrics.clocks import clock_offsets
 from tpscope.metrics.collectives import collective_timing, match_collectives, run_activities
-from tpscope.metrics.critical_path import CATEGORIES, GAP, PathGraph, path_graph, walk_step
+from tpscope.metrics.critical_path import (
+    CATEGORIES,
+    GAP,
+    PathGraph,
+    PathSegments,
+    path_graph,
+    walk_step,
+)
 from tpscope.trace import Run
 
 PATH_KINDS = (*CATEGORIES, "gap")
@@ -39,19 +46,6 @@ class ActivityDetail:
         return len(self.rank)
 
 
-@dataclass(frozen=True, slots=True)
-class PathSegments:
-    """One step's critical path in time order: activity row (of ActivityDetail), span, kind."""
-
-    row: np.ndarray
-    start_ns: np.ndarray
-    end_ns: np.ndarray
-    kind: np.ndarray  # index into PATH_KINDS
-
-    def __len__(self) -> int:
-        return len(self.row)
-
-
 def activity_detail(run: Run, align: str = "auto") -> ActivityDetail | None:
     """Matching, waits and the path graph of `run`, as `analyze_run` computes them; None for a run
     without GPU activity."""
@@ -73,7 +67,8 @@ def activity_detail(run: Run, align: str = "auto") -> ActivityDetail | None:
 
 def path_segments(detail: ActivityDetail, step: int) -> PathSegments:
     """The critical path of `step` (metrics.md §7): the walk `critical_paths` makes for it, from
-    the latest end down to the earliest start, returned in time order."""
+    the latest end down to the earliest start, returned in time order (rows of ActivityDetail,
+    `category` an index into PATH_KINDS)."""
     empty = np.zeros(0, np.int64)
     rows = np.flatnonzero(detail.step == step)
     if len(rows) == 0:
