@@ -74,6 +74,7 @@ def all_gather_matmul(
     if wgrad_lhs is not None and wgrad_lhs.shape[0] != tp * x_shard.shape[0]:
         raise ValueError(f"wgrad_lhs has {wgrad_lhs.shape[0]} rows, the gathered input {tp * x_shard.shape[0]}")
     x_shard = x_shard.contiguous()
+    need_gathered = return_gathered or wgrad_lhs is not None
     grad_w = None
     with torch.no_grad(), record_function(f"tpscope/{label}/{AG_GEMM}"):
         if tp == 1:
@@ -82,14 +83,12 @@ def all_gather_matmul(
             out, gathered = _ag_none(x_shard, weight, group, tp)
         elif mode == Mode.CHUNKED.value:
             out, gathered, grad_w = _ag_chunked(x_shard, weight, group, tp, rank, chunks, label,
-                                                return_gathered or wgrad_lhs is not None, own_first,
-                                                sm_margin, wgrad_lhs)
+                                                need_gathered, own_first, sm_margin, wgrad_lhs)
         elif mode == Mode.RING.value:
             from tpscope.fusion.ring import ag_ring
 
             with gemm_sm_margin(sm_margin, x_shard.device):
-                out, gathered = ag_ring(x_shard, weight, group, tp, rank, label,
-                                        return_gathered or wgrad_lhs is not None, chunks)
+                out, gathered = ag_ring(x_shard, weight, group, tp, rank, label, need_gathered, chunks)
         else:
             from tpscope.fusion.symm import ag_symm_mem
 
@@ -216,9 +215,10 @@ def _rs_chunked(y, w, group, tp: int, chunks: int, label: str, sm_margin: int = 
             with gemm_sm_margin(sm_margin if c > 0 else 0, y.device):
                 if chunks == 1:  # every rank's block at once: one GEMM, as unfused
                     torch.mm(y, w, out=partial)
-                for dst in range(tp if chunks > 1 else 0):
-                    start = dst * s_local + c * rows
-                    torch.mm(y[start : start + rows], w, out=partial[dst * rows : (dst + 1) * rows])
+                else:
+                    for dst in range(tp):
+                        start = dst * s_local + c * rows
+                        torch.mm(y[start : start + rows], w, out=partial[dst * rows : (dst + 1) * rows])
             comm.follow_compute()
             with comm.issue():
                 works.append(

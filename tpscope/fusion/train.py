@@ -102,9 +102,9 @@ def make_optimizers(model: TPTransformer, cfg: RunConfig, device: torch.device) 
 
     if not model.embed.defer_grad:
         return [], [adamw(model.parameters())]
-    late = {id(p) for p in model.late_parameters()}
-    early = [p for p in model.parameters() if id(p) not in late]
-    return [adamw(early)], [adamw(model.late_parameters())]
+    late = model.late_parameters()
+    late_ids = {id(p) for p in late}
+    return [adamw([p for p in model.parameters() if id(p) not in late_ids])], [adamw(late)]
 
 
 def sum_replicated_grads(model: TPTransformer, group: Any = None) -> None:

@@ -25,22 +25,33 @@ from tpscope.fusion import compat
 from tpscope.fusion.streams import CommStream, wait_all
 
 
+def _reduce_scatter_rows(partial: torch.Tensor, group: Any, tp: int, label: str) -> torch.Tensor:
+    """Sum over ranks of `partial`, this rank's block of rows."""
+    out = partial.new_empty(partial.shape[0] // tp, partial.shape[1])
+    with record_function(f"tpscope/{label}/reduce_scatter"):
+        compat.reduce_scatter_single(out, partial.contiguous(), group=group)
+    return out
+
+
+def _all_gather_rows(grad_out: torch.Tensor, group: Any, tp: int, label: str, async_op: bool = False):
+    """(every rank's rows of `grad_out` stacked, the collective's work when `async_op`)."""
+    full = grad_out.new_empty(grad_out.shape[0] * tp, grad_out.shape[1])
+    with record_function(f"tpscope/{label}.bwd/all_gather"):
+        work = compat.all_gather_single(full, grad_out.contiguous(), group=group, async_op=async_op)
+    return full, work
+
+
 class _ReduceScatterRows(torch.autograd.Function):
     """Sum over ranks, this rank's block of rows; backward: all-gather of the gradient."""
 
     @staticmethod
     def forward(ctx, partial: torch.Tensor, group: Any, tp: int, label: str):
         ctx.group, ctx.tp, ctx.label = group, tp, label
-        out = partial.new_empty(partial.shape[0] // tp, partial.shape[1])
-        with record_function(f"tpscope/{label}/reduce_scatter"):
-            compat.reduce_scatter_single(out, partial.contiguous(), group=group)
-        return out
+        return _reduce_scatter_rows(partial, group, tp, label)
 
     @staticmethod
     def backward(ctx, grad_out: torch.Tensor):
-        full = grad_out.new_empty(grad_out.shape[0] * ctx.tp, grad_out.shape[1])
-        with record_function(f"tpscope/{ctx.label}.bwd/all_gather"):
-            compat.all_gather_single(full, grad_out.contiguous(), group=ctx.group)
+        full, _ = _all_gather_rows(grad_out, ctx.group, ctx.tp, ctx.label)
         return full, None, None, None
 
 
@@ -52,21 +63,16 @@ class _DeferredEmbedding(torch.autograd.Function):
     def forward(ctx, weight: torch.Tensor, idx: torch.Tensor, mask: torch.Tensor, module: VocabParallelEmbedding):
         ctx.module = module
         ctx.save_for_backward(idx, mask)
-        partial = weight[idx] * mask.unsqueeze(1)
-        out = partial.new_empty(partial.shape[0] // module.tp, partial.shape[1])
-        with record_function("tpscope/embed/reduce_scatter"):
-            compat.reduce_scatter_single(out, partial, group=module.group)
-        return out
+        return _reduce_scatter_rows(weight[idx] * mask.unsqueeze(1), module.group, module.tp, "embed")
 
     @staticmethod
     def backward(ctx, grad_out: torch.Tensor):
         idx, mask = ctx.saved_tensors
         m = ctx.module
-        full = grad_out.new_empty(grad_out.shape[0] * m.tp, grad_out.shape[1])
         comm = CommStream(grad_out.device)
         comm.follow_compute()
-        with record_function("tpscope/embed.bwd/all_gather"), comm.issue():
-            work = compat.all_gather_single(full, grad_out.contiguous(), group=m.group, async_op=True)
+        with comm.issue():
+            full, work = _all_gather_rows(grad_out, m.group, m.tp, "embed", async_op=True)
         m._pending = (work, comm, full, idx, mask)
         return None, None, None, None
 
