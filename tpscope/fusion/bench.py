@@ -191,15 +191,12 @@ def format_table(results: list[dict[str, Any]], regime: str) -> str:
              f"{'p10-p90':>15} {'E':>6} {'attained':>9} {'check':>7}"]
     for r in results:
         shape = f"{r['S']},{r['H']},{r['F']}"
-        for name in ("gemm", "comm", "unfused"):
-            t = r[name]
+        timed = [(name, r[name]) for name in ("gemm", "comm", "unfused")]
+        for b in r.get("gemm_beside_comm", []):
+            timed += [(f"gemm/m{b['sm_margin']}", b["gemm_alone"]), (f"gemm||comm/m{b['sm_margin']}", b["timing"])]
+        for name, t in timed:
             lines.append(f"{shape:<18} {r['side']:<4} {name:<22} {t['median_ms']:>10.3f} "
                          f"{t['p10_ms']:>7.3f}-{t['p90_ms']:<7.3f}")
-        for b in r.get("gemm_beside_comm", []):
-            for key, name in (("gemm_alone", f"gemm/m{b['sm_margin']}"), ("timing", f"gemm||comm/m{b['sm_margin']}")):
-                t = b[key]
-                lines.append(f"{shape:<18} {r['side']:<4} {name:<22} {t['median_ms']:>10.3f} "
-                             f"{t['p10_ms']:>7.3f}-{t['p90_ms']:<7.3f}")
         for v in r["variants"]:
             label = variant_label(v, r["side"])
             if "error" in v:

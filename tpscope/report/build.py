@@ -25,11 +25,10 @@ from tpscope.report.metric_defs import METRICS
 from tpscope.report.step_samples import RunSamples, run_samples
 
 # Manifest fields that describe the experiment; a difference is listed at the top of a report.
-CONFIG_KEYS = ("regime", "mode", "chunks", "sm_margin", "comm_ctas", "bwd_overlap", "embed_overlap", "tp",
-               "world_size", "model",
-               "dtype", "seq_len", "batch", "optimizer", "gpu_name", "gpu_count", "torch_version", "nccl_version")
-# may differ for Flux efficiency to mean something
+# The fusion's settings: they may differ for Flux efficiency to mean something.
 FUSION_KEYS = ("mode", "chunks", "sm_margin", "comm_ctas", "bwd_overlap", "embed_overlap")
+CONFIG_KEYS = ("regime", *FUSION_KEYS, "tp", "world_size", "model", "dtype", "seq_len", "batch", "optimizer",
+               "gpu_name", "gpu_count", "torch_version", "nccl_version")
 TOP_N = 8
 
 
