@@ -73,16 +73,27 @@ def runs_table(doc: dict) -> str:
     return "\n".join(lines)
 
 
+ANALYZE_COLUMNS = ("exposed_comm_ratio", "overlap_ratio", "contention_slowdown")
+"""The analyzer's summary figures a sweep table shows, in this order."""
+
+
+def _throughput_cells(r: dict, base: float) -> str:
+    """tokens/s and the ratio to the sweep's unfused run."""
+    return f"{r['tokens_per_s']:,.0f} | {r['tokens_per_s'] / base:.3f}×"
+
+
+def _analyze_cells(r: dict, keys: tuple[str, ...] = ANALYZE_COLUMNS) -> str:
+    a = r.get("analyze") or {}
+    return " | ".join(_f(a.get(k), 3) for k in keys)
+
+
 def sweep_table(doc: dict) -> str:
     """A sweep: tokens/s against its baseline, with the analyzer's exposed comm and contention."""
     base = doc["runs"][0]["tokens_per_s"]
     lines = ["| run | mode | tokens/s | vs unfused | exposed comm ratio | overlap ratio | contention slowdown |",
              "|---|---|---|---|---|---|---|"]
     for r in doc["runs"]:
-        a = r.get("analyze") or {}
-        lines.append(f"| {r['run']} | {r['mode']} | {r['tokens_per_s']:,.0f} | {r['tokens_per_s'] / base:.3f}× | "
-                     f"{_f(a.get('exposed_comm_ratio'), 3)} | {_f(a.get('overlap_ratio'), 3)} | "
-                     f"{_f(a.get('contention_slowdown'), 3)} |")
+        lines.append(f"| {r['run']} | {r['mode']} | {_throughput_cells(r, base)} | {_analyze_cells(r)} |")
     return "\n".join(lines)
 
 
@@ -92,10 +103,8 @@ def sweepv_table(doc: dict) -> str:
     lines = ["| run | mode | tokens/s | vs unfused | TP scaling efficiency | exposed comm ratio | overlap ratio | contention slowdown |",
              "|---|---|---|---|---|---|---|---|"]
     for r in doc["runs"]:
-        a = r.get("analyze") or {}
-        lines.append(f"| {r['run']} | {r['mode']} | {r['tokens_per_s']:,.0f} | {r['tokens_per_s'] / base:.3f}× | "
-                     f"{_f(r.get('tp_scaling_efficiency'), 3)} | {_f(a.get('exposed_comm_ratio'), 3)} | "
-                     f"{_f(a.get('overlap_ratio'), 3)} | {_f(a.get('contention_slowdown'), 3)} |")
+        lines.append(f"| {r['run']} | {r['mode']} | {_throughput_cells(r, base)} | "
+                     f"{_f(r.get('tp_scaling_efficiency'), 3)} | {_analyze_cells(r)} |")
     return "\n".join(lines)
 
 
@@ -130,10 +139,8 @@ def levers_sweeps_table(root: Path) -> str:
             continue
         base = doc["runs"][0]["tokens_per_s"]
         for r in doc["runs"]:
-            a = r.get("analyze") or {}
-            lines.append(f"| {path.name} | {r['run']} | {r['tokens_per_s']:,.0f} | {r['tokens_per_s'] / base:.3f}× | "
-                         f"{_f(a.get('exposed_comm_ratio'), 3)} | {_f(a.get('overlap_ratio'), 3)} | "
-                         f"{_f(a.get('contention_slowdown'), 3)} | {_f(a.get('contention_coverage'), 3)} |")
+            lines.append(f"| {path.name} | {r['run']} | {_throughput_cells(r, base)} | "
+                         f"{_analyze_cells(r, (*ANALYZE_COLUMNS, 'contention_coverage'))} |")
     return "\n".join(lines)
 
 
