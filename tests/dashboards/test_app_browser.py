@@ -164,12 +164,18 @@ def test_breakdown_bars_are_the_analyzer_json(page, expected):
         assert "not available" in cp["layout"]["meta"]["not_available"]
 
 
-def test_timeline_draws_each_class_of_the_step(page, expected):
+def _timeline_of_first_step(page, expected):
+    """The chosen run's trace tables, analyzer JSON, first step, and the Timeline drawn for it."""
     run_id = page.find_element("id", "run-select").text.strip()
     run, doc = expected[run_id]["run"], expected[run_id]["doc"]
-    first_step = min(s["step"] for s in doc["steps"])
+    step = min(s["step"] for s in doc["steps"])
     open_tab(page, "Timeline")
-    fig = wait_figure(page, "timeline-graph", lambda f: (f["layout"].get("meta") or {}).get("step") == first_step)
+    fig = wait_figure(page, "timeline-graph", lambda f: (f["layout"].get("meta") or {}).get("step") == step)
+    return run, doc, step, fig
+
+
+def test_timeline_draws_each_class_of_the_step(page, expected):
+    run, doc, first_step, fig = _timeline_of_first_step(page, expected)
     counts = _step_window_counts(run, first_step, doc["ranks"])
     for cls, n in counts.items():
         assert _segments(fig, cls) == n, cls
@@ -196,11 +202,7 @@ def test_timeline_draws_each_class_of_the_step(page, expected):
 
 
 def test_timeline_hover_names_the_kernel(page, expected):
-    run_id = page.find_element("id", "run-select").text.strip()
-    run, doc = expected[run_id]["run"], expected[run_id]["doc"]
-    step = min(s["step"] for s in doc["steps"])
-    open_tab(page, "Timeline")
-    fig = wait_figure(page, "timeline-graph", lambda f: (f["layout"].get("meta") or {}).get("step") == step)
+    run, _doc, _step, fig = _timeline_of_first_step(page, expected)
     comm = next(i for i, t in enumerate(fig["data"]) if t["name"] == "comm")
     start_us = values(fig["data"][comm]["x"]).astype(float)[0]  # the first comm segment's start
     page.execute_script("const gd = document.querySelector('#timeline-graph .js-plotly-plot');"
@@ -213,11 +215,7 @@ def test_timeline_hover_names_the_kernel(page, expected):
 
 
 def test_timeline_zoom_redraws_the_window(page, expected):
-    run_id = page.find_element("id", "run-select").text.strip()
-    run, doc = expected[run_id]["run"], expected[run_id]["doc"]
-    step = min(s["step"] for s in doc["steps"])
-    open_tab(page, "Timeline")
-    fig = wait_figure(page, "timeline-graph", lambda f: (f["layout"].get("meta") or {}).get("step") == step)
+    run, _doc, step, fig = _timeline_of_first_step(page, expected)
     full_total = fig["layout"]["meta"]["total"]
     time.sleep(1.0)  # the graph's own mount-time relayout (autosize) would supersede the zoom's callback
     fig = None
