@@ -34,6 +34,12 @@ class Regime(str, Enum):
     SOCKET = "socket"
 
 
+def check_resources(sm_margin: int, comm_ctas: int) -> None:
+    """Refuse a negative SM margin or CTA cap (0 turns either off)."""
+    if sm_margin < 0 or comm_ctas < 0:
+        raise ValueError(f"sm_margin and comm_ctas must be >= 0, not {sm_margin}, {comm_ctas}")
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class FusionChoice:
     """The fusion of one op: a fixed mode and its chunk count (chunks matter for `chunked` only)."""
@@ -58,8 +64,7 @@ class FusionChoice:
             raise ValueError(f"fusion mode must be one of {', '.join(FIXED_MODES)}, not {self.mode!r}")
         if self.chunks < 1:
             raise ValueError(f"chunks must be >= 1, not {self.chunks}")
-        if self.sm_margin < 0 or self.comm_ctas < 0:
-            raise ValueError(f"sm_margin and comm_ctas must be >= 0, not {self.sm_margin}, {self.comm_ctas}")
+        check_resources(self.sm_margin, self.comm_ctas)
 
     @property
     def overlaps_backward(self) -> bool:
@@ -180,8 +185,7 @@ class RunConfig:
             )
         if self.timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, not {self.timeout_s}")
-        if self.sm_margin < 0 or self.comm_ctas < 0:
-            raise ValueError(f"sm_margin and comm_ctas must be >= 0, not {self.sm_margin}, {self.comm_ctas}")
+        check_resources(self.sm_margin, self.comm_ctas)
 
     @property
     def tokens_per_step(self) -> int:
