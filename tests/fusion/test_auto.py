@@ -9,6 +9,7 @@ import os
 import torch
 import torch.distributed as dist
 
+from tpscope.fusion import compat
 from tpscope.fusion.auto import (
     auto_plan,
     candidate_key,
@@ -66,6 +67,17 @@ def test_candidates_follow_legality_and_regime():
     cpu = candidates(6, torch.device("cpu"), "nvlink")
     assert [(c.mode, c.chunks) for c in cpu] == [("none", 1), ("chunked", 1), ("chunked", 2), ("ring", 1), ("ring", 2)]
     assert all(c.mode != "symm_mem" for c in candidates(8, torch.device("cuda"), "shm"))
+
+
+def test_copy_engine_is_a_candidate_on_cuda_nvlink_only(monkeypatch):
+    monkeypatch.setattr(compat, "symm_mem_ops", lambda: ("ag", "rs"))  # a build with symmetric memory
+    nvlink = [(c.mode, c.chunks) for c in candidates(6, torch.device("cuda"), "nvlink")]
+    assert ("copy_engine", 1) in nvlink and ("copy_engine", 2) in nvlink
+    for regime in ("shm", "socket"):  # peer copies would bypass the link the regime stands for
+        assert all(c.mode != "copy_engine" for c in candidates(6, torch.device("cuda"), regime))
+    assert all(c.mode != "copy_engine" for c in candidates(6, torch.device("cpu"), "nvlink"))
+    odd = [(c.mode, c.chunks) for c in candidates(3, torch.device("cuda"), "nvlink") if c.mode == "copy_engine"]
+    assert odd == [("copy_engine", 1)]  # 3 rows do not split into 2 copies
 
 
 def _probe(rank: int, world: int, cache: str, out: str) -> None:

@@ -16,6 +16,11 @@ def test_variants_drop_illegal_chunks_and_symm_mem_on_cpu():
     assert _short(variants(cfg, 8, torch.device("cpu"))) == [
         ("chunked", 2, True, 0, 0), ("chunked", 4, True, 0, 0), ("ring", 1, True, 0, 0), ("ring", 8, True, 0, 0)]
     assert ("symm_mem", 1, True, 0, 0) in _short(variants(cfg, 8, torch.device("cuda")))
+    copies = BenchConfig(modes=("copy_engine",), ring_chunks=(1, 2, 3), sm_margins=(0, 8))
+    assert _short(variants(copies, 8, torch.device("cpu"))) == []
+    # copies per peer come from the ring counts; margins do not apply (no SM moves the data)
+    assert _short(variants(copies, 8, torch.device("cuda"))) == [("copy_engine", 1, True, 0, 0),
+                                                                 ("copy_engine", 2, True, 0, 0)]
     both = BenchConfig(modes=("chunked",), chunks=(2,), rank_order=True)
     assert _short(variants(both, 8, torch.device("cpu"), "ag")) == [("chunked", 2, True, 0, 0), ("chunked", 2, False, 0, 0)]
     assert _short(variants(both, 8, torch.device("cpu"), "rs")) == [("chunked", 2, True, 0, 0)]
@@ -35,6 +40,8 @@ def test_variant_labels():
     assert variant_label({"mode": "chunked", "chunks": 4}, "rs") == "chunked/k4"
     assert variant_label({"mode": "ring", "chunks": 1}, "rs") == "ring"
     assert variant_label({"mode": "ring", "chunks": 2}, "rs") == "ring/k2"
+    assert variant_label({"mode": "copy_engine", "chunks": 1}, "ag") == "copy_engine"
+    assert variant_label({"mode": "copy_engine", "chunks": 2}, "ag") == "copy_engine/k2"
     assert variant_label({"mode": "chunked", "chunks": 2, "own_first": True, "sm_margin": 8, "comm_ctas": 4},
                          "ag") == "chunked/k2/m8/c4"
 

@@ -39,3 +39,5 @@ def test_bench_refuses_bad_options():
     assert done.returncode == 2 and "S,H,F" in done.stderr
     done = _bench("--device", "cpu", "--modes", "symm_mem")
     assert done.returncode == 2 and "cuda" in done.stderr
+    done = _bench("--device", "cpu", "--modes", "symm_mem,copy_engine")
+    assert done.returncode == 2 and "cuda" in done.stderr

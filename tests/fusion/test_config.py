@@ -54,6 +54,18 @@ def test_check_world_refuses_tokens_that_do_not_split():
         cfg.check_world(2)  # 3 tokens per rank
     with pytest.raises(ValueError, match="do not divide over tp=4"):
         cfg.check_world(4)
+    copies = RunConfig(out_dir="x", seq_len=6, batch=1, mode="copy_engine", chunks=2,
+                       model=ModelConfig(hidden=8, heads=2, ffn=8))
+    with pytest.raises(ValueError, match="do not split into 2 chunks"):
+        copies.check_world(2)  # copy_engine cuts each peer's 3 rows into 2 copies
+    RunConfig(out_dir="x", seq_len=6, batch=1, mode="symm_mem", chunks=2,
+              model=ModelConfig(hidden=8, heads=2, ffn=8)).check_world(2)  # symm_mem ignores chunks
+
+
+def test_fusion_keeps_chunks_only_for_modes_that_cut_rows():
+    cfg = RunConfig(out_dir="x", sm_margin=8)
+    assert cfg.fusion("copy_engine", 2).chunks == 2 and cfg.fusion("ring", 4).chunks == 4
+    assert cfg.fusion("symm_mem", 4).chunks == 1 and cfg.fusion("none", 4).chunks == 1
 
 
 def test_bad_options_are_refused():

@@ -176,6 +176,7 @@ def test_describe_failure_names_the_rank_that_failed_not_the_ones_torchrun_stopp
     ["--nproc", "3"],  # heads 2 do not divide over 3 ranks
     ["--chunks", "3"],  # 16 tokens per rank in 3 chunks
     ["--mode", "symm_mem"],  # no CPU path
+    ["--mode", "copy_engine"],  # no CPU path either
     ["--nproc", "4", "--heads", "4", "--ffn", "66"],  # ffn 66 over 4 ranks
     ["--batch", "3", "--seq-len", "5"],  # 15 tokens over 2 ranks
 ])

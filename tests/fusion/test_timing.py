@@ -22,3 +22,43 @@ def test_overlap_efficiency_and_attained_saving():
     assert attained_saving(3.9, 5.1, 2.4, 2.7) == pytest.approx(0.5)
     assert overlap_efficiency(1.0, 2.0, 2.0) is None
     assert attained_saving(1.0, 2.0, 2.0, 1.0) is None
+
+
+def _round_robin(rank: int, world: int, out: str) -> None:
+    import json
+    import time
+
+    import torch
+
+    from tpscope.fusion.timing import time_regions
+
+    calls: list[str] = []
+
+    def sleeper(name: str, ms: float):
+        def fn():
+            calls.append(name)
+            time.sleep(ms / 1e3)
+        return fn
+
+    # rank 1 is the slow one for "slow": the slowest rank's time counts
+    fns = {"slow": sleeper("slow", 2.0 if rank == 0 else 40.0), "fast": sleeper("fast", 5.0)}
+    timed = time_regions(fns, device=torch.device("cpu"), reps=4, warmup=1)
+    if rank == 0:
+        with open(out, "w") as fh:
+            json.dump({"calls": calls, "slow": timed["slow"].median_ms, "fast": timed["fast"].median_ms,
+                       "reps": timed["slow"].reps}, fh)
+
+
+def test_time_regions_alternates_and_takes_the_slowest_rank(tmp_path):
+    import json
+
+    from ._dist import run_world
+
+    out = tmp_path / "timed.json"
+    run_world(_round_robin, 2, str(out))
+    got = json.loads(out.read_text())
+    # warm-up of each in turn, then one call of each per repetition, alternating
+    assert got["calls"] == ["slow", "fast"] + ["slow", "fast"] * 4
+    assert got["reps"] == 4
+    assert 40.0 <= got["slow"] < 200.0  # rank 1's 40 ms, not rank 0's 2 ms
+    assert 5.0 <= got["fast"] < 40.0

@@ -37,6 +37,14 @@ def test_matmul_reduce_scatter_checks():
         check_matmul_reduce_scatter(y, w, 2, "chunked", 4)
 
 
+@pytest.mark.parametrize("mode", ["symm_mem", "copy_engine"])
+def test_symmetric_memory_modes_on_cpu_are_a_clear_error(mode):
+    with pytest.raises(FusionShapeError, match=f"{mode} needs CUDA"):
+        check_all_gather_matmul(torch.zeros(4, 4), torch.zeros(4, 4), 2, mode, 1)
+    with pytest.raises(FusionShapeError, match=f"{mode} needs CUDA"):
+        check_matmul_reduce_scatter(torch.zeros(4, 4), torch.zeros(4, 4), 2, mode, 1)
+
+
 def test_symm_mem_on_cpu_is_a_clear_error():
     with pytest.raises(FusionShapeError, match="symm_mem needs CUDA"):
         check_all_gather_matmul(torch.zeros(4, 4), torch.zeros(4, 4), 2, "symm_mem", 1)

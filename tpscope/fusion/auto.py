@@ -4,12 +4,12 @@ Each layer kind (attn.qkv, attn.out, mlp.fc1, mlp.fc2, the vocabulary-parallel h
 column- or row-parallel layer of known shapes. The probe times that layer's forward and backward
 (tpscope.fusion.layers' autograd functions, so the backward's weight-gradient overlap is in it)
 for every candidate (unfused; chunked and ring at the legal chunk counts, each with the SM
-margins of `sm_margins`; symm_mem on nvlink) with the ranks aligned, and keeps the fastest of
+margins of `sm_margins`; symm_mem and copy_engine on nvlink) with the ranks aligned, and keeps the fastest of
 those that beat unfused clearly: median more than
 `MIN_GAIN_RATIO` below unfused's and 90th percentile below unfused's 10th. Otherwise unfused is
 kept, so that noise does not pick a fusion that loses (on the `socket` regime a 1 % median rule
 alone picked chunking that lost 6 % end to end: docs/benchmarks.md). torch's symm_mem
-ops are left out of `shm` and `socket` because they copy over the GPUs' peer link whatever NCCL
+ops and copy_engine are left out of `shm` and `socket` because they copy over the GPUs' peer link whatever NCCL
 is told, which no cross-node link would do (BENCHMARKS.md).
 
 Rank 0 reads and writes the cache (JSON, readable; default ~/.cache/tpscope/auto_probe.json),
@@ -36,8 +36,13 @@ from tpscope.fusion.timing import time_region
 MIN_GAIN_RATIO = 0.01
 PROBE_REPS = 10
 PROBE_WARMUP = 3
+PROBE_BATCH = 3
+"""Layer steps per timed sample, back to back: in training the CPU runs ahead of the GPU, so an
+op's CPU-side launch cost is hidden; a sample of one step from an idle GPU would charge it
+(docs/benchmarks.md, third round: it cost copy_engine its lead in the probe)."""
 CHUNK_CANDIDATES = (1, 2, 4, 8)
 RING_CHUNK_CANDIDATES = (1, 2, 4)
+COPY_CHUNK_CANDIDATES = (1, 2)
 KINDS = ("attn.qkv", "attn.out", "mlp.fc1", "mlp.fc2", "head")
 
 
@@ -86,6 +91,7 @@ def candidates(local_rows: int, device: torch.device, regime: str,
         out += [FusionChoice(mode="ring", chunks=k, sm_margin=m) for k in RING_CHUNK_CANDIDATES if local_rows % k == 0]
     if device.type == "cuda" and regime == "nvlink" and compat.symm_mem_ops() is not None:
         out.append(FusionChoice(mode="symm_mem"))
+        out += [FusionChoice(mode="copy_engine", chunks=k) for k in COPY_CHUNK_CANDIDATES if local_rows % k == 0]
     return out
 
 
@@ -113,15 +119,18 @@ def _layer_step(specs: dict[str, tuple], device: torch.device, dtype: torch.dtyp
 def probe_kind(specs: dict[str, tuple], device: torch.device, dtype: torch.dtype,
                regime: str, tp: int, template: FusionChoice | None = None,
                margins: tuple[int, ...] = (0,)) -> dict[str, Any]:
-    """Time forward + backward per candidate; every rank runs it (it is collective)."""
+    """Time forward + backward per candidate (ms per step, PROBE_BATCH steps per sample); every
+    rank runs it (it is collective)."""
     step = _layer_step(specs, device, dtype, tp, template or FusionChoice())
     local_rows = specs["fwd"][1] if specs["fwd"][0] == "ag" else specs["fwd"][1] // tp
     timings: dict[str, Any] = {}
     for c in candidates(local_rows, device, regime, margins):
         key = candidate_key(c)
         try:
-            t = time_region(lambda c=c: step(c), device=device, reps=PROBE_REPS, warmup=PROBE_WARMUP)
-            timings[key] = {"median_ms": t.median_ms, "p10_ms": t.p10_ms, "p90_ms": t.p90_ms}
+            t = time_region(lambda c=c: [step(c) for _ in range(PROBE_BATCH)], device=device,
+                            reps=PROBE_REPS, warmup=PROBE_WARMUP)
+            timings[key] = {"median_ms": t.median_ms / PROBE_BATCH, "p10_ms": t.p10_ms / PROBE_BATCH,
+                            "p90_ms": t.p90_ms / PROBE_BATCH}
         except Exception as exc:  # noqa: BLE001 - a mode this build cannot run is not a candidate
             timings[key] = {"error": str(exc).splitlines()[0][:200]}
     return timings
@@ -147,7 +156,8 @@ def decide(timings: dict[str, dict]) -> tuple[FusionChoice, str]:
         f"(p90 {clear[best]['p90_ms']:.3f}) fwd+bwd vs unfused {base['median_ms']:.3f} ms (p10 {base['p10_ms']:.3f})")
 
 
-CACHE_SCHEMA = 3  # 2: timings with spread, the clear-win rule; 3: layer fwd+bwd, SM margins
+CACHE_SCHEMA = 4  # 2: timings with spread, the clear-win rule; 3: layer fwd+bwd, SM margins;
+# 4: copy_engine, PROBE_BATCH steps per sample
 
 
 def cache_key(cfg: RunConfig, tp: int, device: torch.device, regime: str, specs: dict) -> str:

@@ -23,14 +23,14 @@ import torch.distributed as dist
 
 from tpscope import __version__
 from tpscope.fusion import compat
-from tpscope.fusion.config import variant_label  # noqa: F401 - re-exported
+from tpscope.fusion.config import CUDA_ONLY_MODES, variant_label  # noqa: F401 - variant_label re-exported
 from tpscope.fusion.launch import resolve_regime
 from tpscope.fusion.ops import all_gather_matmul, matmul_reduce_scatter
 from tpscope.fusion.regimes import apply_defaults, apply_in_process, nccl_env, regime_env
 from tpscope.fusion.resources import fusion_group, gemm_sm_margin
 from tpscope.fusion.shapes import SHAPES, parse_shape  # noqa: F401 - re-exported
 from tpscope.fusion.streams import CommStream
-from tpscope.fusion.timing import attained_saving, overlap_efficiency, time_region
+from tpscope.fusion.timing import attained_saving, overlap_efficiency, time_regions
 
 TOLERANCE = {torch.bfloat16: 2e-2, torch.float32: 1e-4}
 
@@ -42,10 +42,10 @@ class BenchConfig:
     shapes: tuple[str, ...] = ("ref",)
     """Names from SHAPES, or 'S,H,F' triples."""
     sides: tuple[str, ...] = ("ag", "rs")
-    modes: tuple[str, ...] = ("chunked", "ring", "symm_mem")
+    modes: tuple[str, ...] = ("chunked", "ring", "symm_mem", "copy_engine")
     chunks: tuple[int, ...] = (2, 4, 8)
     ring_chunks: tuple[int, ...] = (1,)
-    """Transfers per ring step to time for `ring`."""
+    """Transfers per ring step to time for `ring`, and copies per peer for `copy_engine`."""
     rank_order: bool = False
     """Also time `chunked` AG-GEMM in rank order (each chunk's GEMM over every rank's rows, the
     first waiting for the first transfer), beside the default own-shard-first order."""
@@ -78,8 +78,11 @@ def variants(cfg: BenchConfig, local_rows: int, device: torch.device,
         elif mode == "ring":
             out += [{"mode": mode, "chunks": k, "own_first": True, **r}
                     for r in resources for k in cfg.ring_chunks if local_rows % k == 0]
-        elif mode == "symm_mem" and device.type != "cuda":
+        elif mode in CUDA_ONLY_MODES and device.type != "cuda":
             continue
+        elif mode == "copy_engine":
+            out += [{"mode": mode, "chunks": k, "own_first": True, "sm_margin": 0, "comm_ctas": 0}
+                    for k in cfg.ring_chunks if local_rows % k == 0]
         elif mode != "none":
             out.append({"mode": mode, "chunks": 1, "own_first": True, "sm_margin": 0, "comm_ctas": 0})
     return out
@@ -121,7 +124,8 @@ def bench_side(side: str, shape: tuple[int, int, int], cfg: BenchConfig, tp: int
 
     if side == "ag":
         a, w = rnd(s // tp, h), rnd(h, f // tp)
-        gathered = torch.empty(s, h, device=device, dtype=dtype)
+        # random like the collective's output: a GEMM over zeros draws less power and runs faster
+        gathered = rnd(s, h)
 
         def gemm():
             return gathered @ w
@@ -150,37 +154,41 @@ def bench_side(side: str, shape: tuple[int, int, int], cfg: BenchConfig, tp: int
                                          label=f"bench.{side}", sm_margin=sm_margin)
 
         local_rows = s // tp
-    kw = {"device": device, "reps": cfg.reps, "warmup": cfg.warmup}
-    t_gemm = time_region(gemm, **kw)
-    t_comm = time_region(comm, **kw)
-    t_unfused = time_region(lambda: op("none", 1), **kw)
-    beside = []
+    fns: dict[str, Any] = {"gemm": gemm, "comm": comm, "unfused": lambda: op("none", 1)}
     if device.type == "cuda":
         for margin in cfg.sm_margins:
-            alone = time_region(_beside(gemm, None, device, margin), **kw)
-            t = time_region(_beside(gemm, comm, device, margin), **kw)
-            beside.append({"sm_margin": margin, "timing": t.as_dict(), "gemm_alone": alone.as_dict()})
+            fns[f"gemm/m{margin}"] = _beside(gemm, None, device, margin)
+            fns[f"gemm||comm/m{margin}"] = _beside(gemm, comm, device, margin)
     reference = op("none", 1)
     rows = []
-    for v in variants(cfg, local_rows, device, side):
+    for i, v in enumerate(variants(cfg, local_rows, device, side)):
         row: dict[str, Any] = dict(v)
         if not (v["mode"] == "chunked" and side == "ag"):
             row.pop("own_first")
         try:
             err = _rel_err(op(**v), reference)
-            t = time_region(lambda v=v: op(**v), **kw)
         except Exception as exc:  # noqa: BLE001 - a mode this build lacks is a result, not a crash
             row.update(error=f"{type(exc).__name__}: {exc}".splitlines()[0][:300])
-            rows.append(row)
+        else:
+            row.update(max_rel_err=err, ok=err <= TOLERANCE[dtype])
+            fns[f"variant{i}"] = lambda v=v: op(**v)
+        rows.append((i, row))
+    timed = time_regions(fns, device=device, reps=cfg.reps, warmup=cfg.warmup)
+    t_gemm, t_comm, t_unfused = timed["gemm"], timed["comm"], timed["unfused"]
+    beside = [{"sm_margin": m, "timing": timed[f"gemm||comm/m{m}"].as_dict(),
+               "gemm_alone": timed[f"gemm/m{m}"].as_dict()} for m in cfg.sm_margins if device.type == "cuda"]
+    for i, row in rows:
+        t = timed.get(f"variant{i}")
+        if t is None:
             continue
         row.update(
-            timing=t.as_dict(), max_rel_err=err, ok=err <= TOLERANCE[dtype],
+            timing=t.as_dict(),
             E=overlap_efficiency(t.median_ms, t_gemm.median_ms, t_unfused.median_ms),
             attained_saving=attained_saving(t.median_ms, t_unfused.median_ms, t_gemm.median_ms,
                                             t_comm.median_ms),
             speedup_vs_unfused=t_unfused.median_ms / t.median_ms,
         )
-        rows.append(row)
+    rows = [row for _, row in rows]
     return {"side": side, "S": s, "H": h, "F": f, "gemm": t_gemm.as_dict(), "comm": t_comm.as_dict(),
             "unfused": t_unfused.as_dict(), "gemm_beside_comm": beside, "variants": rows}
 

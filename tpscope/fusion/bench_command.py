@@ -13,7 +13,7 @@ import sys
 from dataclasses import asdict
 
 from tpscope.errors import UserError
-from tpscope.fusion.config import FIXED_MODES, Regime
+from tpscope.fusion.config import CUDA_ONLY_MODES, FIXED_MODES, Regime
 from tpscope.fusion.shapes import SHAPES
 
 PRESETS = tuple(SHAPES)
@@ -32,11 +32,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shape", action="append", default=None,
                         help=f"a preset ({', '.join(PRESETS)}) or S,H,F; repeat for more (default ref)")
     parser.add_argument("--sides", type=_csv(str), default=("ag", "rs"), help="ag,rs (default both)")
-    parser.add_argument("--modes", type=_csv(str), default=("chunked", "ring", "symm_mem"),
-                        help="fused modes to time besides unfused (default chunked,ring,symm_mem)")
+    parser.add_argument("--modes", type=_csv(str), default=("chunked", "ring", "symm_mem", "copy_engine"),
+                        help="fused modes to time besides unfused (default chunked,ring,symm_mem,copy_engine; "
+                             "on --device cpu the CUDA-only symm_mem and copy_engine are left out)")
     parser.add_argument("--chunks", type=_csv(int), default=(2, 4, 8), help="chunk counts (default 2,4,8)")
     parser.add_argument("--ring-chunks", type=_csv(int), default=(1,),
-                        help="transfers per ring step to time (default 1)")
+                        help="transfers per ring step, and copies per peer for copy_engine, to time (default 1)")
     parser.add_argument("--rank-order", action="store_true",
                         help="also time chunked AG-GEMM in rank order (not own shard first)")
     parser.add_argument("--sm-margins", type=_csv(int), default=(0,),
@@ -70,10 +71,11 @@ def main(args: argparse.Namespace) -> int:
     for side in args.sides:
         if side not in ("ag", "rs"):
             raise UserError(f"--sides: {side!r} is not ag or rs")
-    if args.device == "cpu" and "symm_mem" in args.modes and args.modes != ("symm_mem",):
-        args.modes = tuple(m for m in args.modes if m != "symm_mem")
-    elif args.device == "cpu" and args.modes == ("symm_mem",):
-        raise UserError("--modes symm_mem needs --device cuda")
+    if args.device == "cpu":
+        cpu_modes = tuple(m for m in args.modes if m not in CUDA_ONLY_MODES)
+        if not cpu_modes:
+            raise UserError(f"--modes {','.join(args.modes)} needs --device cuda")
+        args.modes = cpu_modes
     if args.reps < 1 or args.warmup < 0:
         raise UserError("--reps must be >= 1 and --warmup >= 0")
     if any(n < 0 for n in (*args.sm_margins, *args.comm_ctas)):

@@ -19,10 +19,15 @@ class Mode(str, Enum):
     CHUNKED = "chunked"  # k collectives of row chunks pipelined with k GEMMs
     RING = "ring"  # send/recv ring: own shard first (AG), peer rows first (RS)
     SYMM_MEM = "symm_mem"  # torch's fused_all_gather_matmul / fused_matmul_reduce_scatter
+    COPY_ENGINE = "copy_engine"  # peer copies on the copy engines, no SM (tpscope.fusion.copy_engine)
     AUTO = "auto"  # chosen per shape by a timed probe (tpscope.fusion.auto); resolved before use
 
 
 FIXED_MODES: tuple[str, ...] = tuple(m.value for m in Mode if m is not Mode.AUTO)
+CUDA_ONLY_MODES: tuple[str, ...] = (Mode.SYMM_MEM.value, Mode.COPY_ENGINE.value)
+"""Modes over torch's symmetric memory: CUDA peer access, no CPU path."""
+CHUNKED_MODES: tuple[str, ...] = (Mode.CHUNKED.value, Mode.RING.value, Mode.COPY_ENGINE.value)
+"""Modes whose `chunks` cut the local rows (which must divide by it)."""
 ALL_MODES: tuple[str, ...] = tuple(m.value for m in Mode)
 
 
@@ -42,12 +47,13 @@ def check_resources(sm_margin: int, comm_ctas: int) -> None:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class FusionChoice:
-    """The fusion of one op: a fixed mode and its chunk count (chunks matter for `chunked` only)."""
+    """The fusion of one op: a fixed mode and its chunk count (CHUNKED_MODES read it)."""
 
     mode: str = Mode.NONE.value
     """One of FIXED_MODES; `auto` is resolved into a FusionChoice before any layer sees it."""
     chunks: int = 1
-    """Row chunks per rank for `chunked` and `ring` (ring: transfers per ring step)."""
+    """Row chunks per rank for `chunked`, `ring` (transfers per ring step) and `copy_engine`
+    (copies per peer)."""
     own_first: bool = True
     """AG side of `chunked`: multiply this rank's own shard first, while the peers' chunks travel
     (False: each chunk's GEMM covers every rank's rows, the first waiting for the first transfer)."""
@@ -119,7 +125,7 @@ class RunConfig:
     mode: str = Mode.CHUNKED.value
     """One of ALL_MODES."""
     chunks: int = 4
-    """Row chunks for `chunked` (and `ring`: transfers per ring step)."""
+    """Row chunks for `chunked` (`ring`: transfers per ring step; `copy_engine`: copies per peer)."""
     regime: str = ""
     """NCCL environment (BENCHMARKS.md); '' keeps the inherited one (its regime is inferred)."""
     device: str = "cuda"
@@ -159,7 +165,7 @@ class RunConfig:
 
     def fusion(self, mode: str, chunks: int) -> FusionChoice:
         """The FusionChoice of a fixed mode under this run's resource options."""
-        return FusionChoice(mode=mode, chunks=chunks if mode in ("chunked", "ring") else 1,
+        return FusionChoice(mode=mode, chunks=chunks if mode in CHUNKED_MODES else 1,
                             sm_margin=self.sm_margin, comm_ctas=self.comm_ctas,
                             bwd_overlap=self.bwd_overlap)
 
@@ -198,7 +204,7 @@ class RunConfig:
         if self.tokens_per_step % tp:
             raise ValueError(f"seq_len*batch = {self.tokens_per_step} tokens do not divide over tp={tp}")
         local = self.tokens_per_step // tp
-        if self.mode in (Mode.CHUNKED.value, Mode.RING.value) and local % self.chunks:
+        if self.mode in CHUNKED_MODES and local % self.chunks:
             raise ValueError(
                 f"{local} tokens per rank do not split into {self.chunks} chunks (seq_len*batch/tp % chunks != 0)"
             )
@@ -220,7 +226,7 @@ def variant_label(v: dict, side: str) -> str:
     """`chunked/k4`, `chunked/k4/rank-order`, `ring`, `ring/k4`, `symm_mem`, and `/m8` (SM
     margin), `/c4` (CTA cap) where set."""
     label = v["mode"]
-    if v["mode"] == "chunked" or (v["mode"] == "ring" and v["chunks"] > 1):
+    if v["mode"] == "chunked" or (v["mode"] in ("ring", "copy_engine") and v["chunks"] > 1):
         label += f"/k{v['chunks']}"
     if v["mode"] == "chunked" and side == "ag" and not v.get("own_first", False):
         label += "/rank-order"  # results recorded before own_first existed were rank order

@@ -7,7 +7,8 @@ weight [K_local, N]) -> [S/tp, N]` equals this rank's row block of `sum_ranks(y 
 Modes (issue 4): `none` (the collective and the GEMM one after the other), `chunked` (k
 collectives of row chunks issued on a side stream, pipelined with k GEMMs; the reduce-scatter's
 chunks interleave rows so that each rank's shard stays contiguous), `ring` (tpscope.fusion.ring),
-`symm_mem` (torch's fused ops, tpscope.fusion.symm). Every op is forward-only (no autograd graph);
+`symm_mem` (torch's fused ops, tpscope.fusion.symm), `copy_engine` (peer copies on the copy
+engines beside the GEMMs, no SM for the transfer: tpscope.fusion.copy_engine). Every op is forward-only (no autograd graph);
 tpscope.fusion.layers wraps them in autograd functions. Each call is labelled
 `tpscope/<label>/ag_gemm` or `tpscope/<label>/gemm_rs`, and each chunk `.../chunk<i>` (DESIGN.md).
 
@@ -16,7 +17,8 @@ Two more inputs let a layer's backward hide its collective under work it has any
 chunked mode multiplies this rank's own block of it beside the first transfer;
 `matmul_reduce_scatter(..., overlap=fn)` runs `fn` (the weight-gradient GEMM) on the compute stream
 after the reduce-scatter is issued and before it is waited for. `sm_margin` leaves that many SMs
-free to the collective in the GEMMs that run beside a transfer (tpscope.fusion.resources).
+free to the collective in the GEMMs that run beside a transfer (tpscope.fusion.resources);
+`copy_engine` ignores it (its transfers take no SM) and overlaps both weight gradients as chunked.
 """
 
 from __future__ import annotations
@@ -89,6 +91,10 @@ def all_gather_matmul(
 
             with gemm_sm_margin(sm_margin, x_shard.device):
                 out, gathered = ag_ring(x_shard, weight, group, tp, rank, label, need_gathered, chunks)
+        elif mode == Mode.COPY_ENGINE.value:
+            from tpscope.fusion.copy_engine import ag_copy_engine
+
+            out, gathered, grad_w = ag_copy_engine(x_shard, weight, group, tp, rank, chunks, label, wgrad_lhs)
         else:
             from tpscope.fusion.symm import ag_symm_mem
 
@@ -113,7 +119,8 @@ def matmul_reduce_scatter(
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """This rank's row block of `sum over ranks of y @ weight`, fused as `mode` says. With
     `overlap`, also `overlap()`: in `chunked` it runs while the last chunks are reduced (other
-    modes run it after); unfused (`none`) never overlaps, being the baseline."""
+    modes run it after; `copy_engine` beside its pushes); unfused (`none`) never overlaps, being
+    the baseline."""
     mode = _mode_value(mode)
     tp, rank = group_size_rank(group)
     check_matmul_reduce_scatter(y, weight, tp, mode, chunks)
@@ -131,6 +138,10 @@ def matmul_reduce_scatter(
 
             with gemm_sm_margin(sm_margin, y.device):
                 out = rs_ring(y, weight, group, tp, rank, label, chunks)
+        elif mode == Mode.COPY_ENGINE.value:
+            from tpscope.fusion.copy_engine import rs_copy_engine
+
+            out, extra = rs_copy_engine(y, weight, group, tp, rank, chunks, label, overlap)
         else:
             from tpscope.fusion.symm import rs_symm_mem
 

@@ -14,7 +14,14 @@ import sys
 import time
 
 from tpscope.errors import UserError
-from tpscope.fusion.config import ALL_MODES, ModelConfig, Regime, RunConfig, config_to_json
+from tpscope.fusion.config import (
+    ALL_MODES,
+    CUDA_ONLY_MODES,
+    ModelConfig,
+    Regime,
+    RunConfig,
+    config_to_json,
+)
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -110,8 +117,8 @@ def _nproc(args: argparse.Namespace, device: str) -> int:
 
 def preflight(cfg: RunConfig, nproc: int) -> None:
     """Refuse, before any process starts, what would fail in every rank."""
-    if cfg.mode == "symm_mem" and cfg.device == "cpu":
-        raise UserError("--mode symm_mem needs --device cuda (torch's symmetric memory has no CPU path)")
+    if cfg.mode in CUDA_ONLY_MODES and cfg.device == "cpu":
+        raise UserError(f"--mode {cfg.mode} needs --device cuda (torch's symmetric memory has no CPU path)")
     if cfg.device == "cuda":
         import torch
 
@@ -133,8 +140,8 @@ def main(args: argparse.Namespace) -> int:
     command = ["tpscope", *sys.argv[1:]] if sys.argv and sys.argv[0].endswith(("tpscope", "cli.py")) else sys.argv
     if inside_torchrun(os.environ):
         cfg = config_from_args(args, device, out_dir)
-        if cfg.mode == "symm_mem" and cfg.device == "cpu":
-            raise UserError("--mode symm_mem needs --device cuda")
+        if cfg.mode in CUDA_ONLY_MODES and cfg.device == "cpu":
+            raise UserError(f"--mode {cfg.mode} needs --device cuda")
         local_zero = os.environ.get("LOCAL_RANK", "0") == "0"
         prepare_out_dir(out_dir, args.overwrite, clear=local_zero)
         from tpscope.fusion.worker import run_rank

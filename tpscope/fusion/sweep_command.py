@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tpscope.errors import UserError
-from tpscope.fusion.config import ALL_MODES, Regime, RunConfig, config_to_json
+from tpscope.fusion.config import ALL_MODES, CHUNKED_MODES, Regime, RunConfig, config_to_json
 from tpscope.fusion.run_command import (
     add_model_arguments,
     add_resource_arguments,
@@ -82,7 +82,7 @@ def parse_variants(text: str, base_regime: str) -> list[Variant]:
         except ValueError:
             raise UserError(f"--variants: chunk count in {token!r} is not an int") from None
         options = dict(_option(token, item) for item in rest)
-        name = mode + (f"-k{chunks}" if mode in ("chunked", "ring") else "")
+        name = mode + (f"-k{chunks}" if mode in CHUNKED_MODES else "")
         name += "".join(f"-{_SHORT[field]}{_suffix(v)}" for field, v in options.items())
         out.append(Variant(name=name, mode=mode, chunks=chunks, regime=base_regime, **options))
     return out

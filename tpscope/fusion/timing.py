@@ -1,5 +1,6 @@
 """Timing a region on every rank: CUDA events on GPU (wall clock on CPU), ranks aligned before
-each repetition, the per-repetition time being the slowest rank's (BENCHMARKS.md, "How to measure").
+each repetition, the per-repetition time being the slowest rank's (BENCHMARKS.md, "How to measure");
+several regions are timed in turn within each repetition (time_regions).
 """
 
 from __future__ import annotations
@@ -52,32 +53,44 @@ def _align(device: torch.device, token: torch.Tensor) -> None:
 
 def time_region(fn: Callable[[], object], *, device: torch.device, reps: int, warmup: int) -> Timing:
     """Time `fn` `reps` times after `warmup` untimed calls; the slowest rank's time per rep."""
+    return time_regions({"fn": fn}, device=device, reps=reps, warmup=warmup)["fn"]
+
+
+def time_regions(fns: dict[str, Callable[[], object]], *, device: torch.device, reps: int,
+                 warmup: int) -> dict[str, Timing]:
+    """Time each of `fns` `reps` times, in turn within each repetition (round robin), after
+    `warmup` untimed calls each; per function, the slowest rank's time per repetition.
+
+    Round robin, because a GPU's clock follows its temperature and power: timed one after the
+    other, the first function would run on a cooler GPU than the last (on an H200 a GEMM timed
+    first ran 3-9 % faster than the same GEMM timed later, docs/benchmarks.md, third round).
+    Every rank must pass the same functions in the same order (they are collective)."""
     token = torch.zeros(1, device=device)
-    for _ in range(warmup):
-        _align(device, token)
-        fn()
-    samples: list[float] = []
+    for fn in fns.values():
+        for _ in range(warmup):
+            _align(device, token)
+            fn()
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    events: dict[str, list] = {name: [] for name in fns}
+    for _ in range(reps):
+        for name, fn in fns.items():
+            _align(device, token)
+            if device.type == "cuda":
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record()
+                fn()
+                b.record()
+                events[name].append((a, b))
+            else:
+                t0 = time.perf_counter()
+                fn()
+                samples[name].append((time.perf_counter() - t0) * 1e3)
     if device.type == "cuda":
-        events = []
-        for _ in range(reps):
-            _align(device, token)
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            fn()
-            b.record()
-            events.append((a, b))
         torch.cuda.synchronize(device)
-        samples = [float(a.elapsed_time(b)) for a, b in events]
-    else:
-        for _ in range(reps):
-            _align(device, token)
-            t0 = time.perf_counter()
-            fn()
-            samples.append((time.perf_counter() - t0) * 1e3)
+        samples = {name: [float(a.elapsed_time(b)) for a, b in pairs] for name, pairs in events.items()}
     per_rank: list = [None] * dist.get_world_size()
     dist.all_gather_object(per_rank, samples)
-    slowest = [max(vals) for vals in zip(*per_rank)]
-    return summarize(slowest)
+    return {name: summarize([max(vals) for vals in zip(*(r[name] for r in per_rank))]) for name in fns}
 
 
 def overlap_efficiency(t_fused: float, t_gemm: float, t_unfused: float) -> float | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tpscope.fusion.config import FIXED_MODES, Mode
+from tpscope.fusion.config import CHUNKED_MODES, CUDA_ONLY_MODES, FIXED_MODES
 
 
 class FusionShapeError(ValueError):
@@ -29,20 +29,20 @@ def _common(a: Any, weight: Any, a_name: str, mode: str, chunks: int) -> None:
         raise FusionShapeError(f"{a_name} is {a.dtype} but weight is {weight.dtype}")
     if a.device != weight.device:
         raise FusionShapeError(f"{a_name} is on {a.device} but weight is on {weight.device}")
-    if mode == Mode.SYMM_MEM.value and a.device.type != "cuda":
+    if mode in CUDA_ONLY_MODES and a.device.type != "cuda":
         raise FusionShapeError(
-            "mode symm_mem needs CUDA tensors and NCCL (torch's symmetric memory); "
+            f"mode {mode} needs CUDA tensors and NCCL (torch's symmetric memory); "
             "on CPU use none, chunked or ring"
         )
 
 
 def check_all_gather_matmul(x_shard: Any, weight: Any, tp: int, mode: str, chunks: int) -> None:
-    """`x_shard [S/tp, K] @ weight [K, N_local]`; chunked and ring need S/tp % chunks == 0."""
+    """`x_shard [S/tp, K] @ weight [K, N_local]`; chunked, ring and copy_engine need S/tp % chunks == 0."""
     _common(x_shard, weight, "x_shard", mode, chunks)
     rows = x_shard.shape[0]
     if rows < 1:
         raise FusionShapeError("x_shard has no rows")
-    if mode in (Mode.CHUNKED.value, Mode.RING.value) and rows % chunks:
+    if mode in CHUNKED_MODES and rows % chunks:
         raise FusionShapeError(
             f"x_shard has {rows} rows, which do not split into {chunks} chunks "
             f"(largest legal chunk count divides {rows})"
@@ -51,13 +51,13 @@ def check_all_gather_matmul(x_shard: Any, weight: Any, tp: int, mode: str, chunk
 
 def check_matmul_reduce_scatter(y: Any, weight: Any, tp: int, mode: str, chunks: int) -> None:
     """`y [S, K_local] @ weight [K_local, N]`, scattered by rows: S % tp == 0, and chunked needs
-    (S/tp) % chunks == 0 (ring too)."""
+    (S/tp) % chunks == 0 (ring and copy_engine too)."""
     _common(y, weight, "y", mode, chunks)
     rows = y.shape[0]
     if rows < tp or rows % tp:
         raise FusionShapeError(f"y has {rows} rows, which do not split over {tp} ranks")
     local = rows // tp
-    if mode in (Mode.CHUNKED.value, Mode.RING.value) and local % chunks:
+    if mode in CHUNKED_MODES and local % chunks:
         raise FusionShapeError(
             f"y has {local} rows per rank, which do not split into {chunks} chunks"
         )
