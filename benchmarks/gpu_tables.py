@@ -155,7 +155,8 @@ def _load(root: Path, prefix: str) -> dict[str, dict]:
 
 def main() -> None:
     root = Path(sys.argv[1] if len(sys.argv) > 1 else "benchmarks/results")
-    for prefix, title in (("bench", "gpu_matrix.sh"), ("bench5", "gpu_issue5.sh"), ("benchl", "gpu_levers.sh")):
+    for prefix, title in (("bench", "gpu_matrix.sh"), ("bench5", "gpu_issue5.sh"), ("benchl", "gpu_levers.sh"),
+                          ("benchce", "round robin: gpu_levers13.sh nvlink, gpu_levers12.sh shm and socket")):
         docs = _load(root, prefix)
         if not docs:
             continue
@@ -164,6 +165,8 @@ def main() -> None:
         if prefix == "benchl":
             continue  # 60 variants per side: the margin tables below and the JSON hold them
         for regime, doc in docs.items():
+            if prefix == "benchce" and regime != "nvlink":
+                continue  # 18 variants per side: the best table above and the JSON hold them
             print(f"### {regime} ({title})\n")
             print(bench_table(doc) + "\n")
     for prio in ("default", "high"):
@@ -184,7 +187,7 @@ def main() -> None:
         print(f"### {regime}: SM margins (gpu_levers.sh)\n")
         print(margin_table(doc) + "\n")
     if any(root.glob("h200x2-levers*-*.json")):
-        print("### tpscope sweep, issue 5 second round (gpu_levers*.sh)\n")
+        print("### tpscope sweep, issue 5 second and third rounds (gpu_levers*.sh)\n")
         print(levers_sweeps_table(root) + "\n")
     runs = root / "h200x2-runs.json"
     if runs.exists():
