@@ -156,7 +156,8 @@ def _load(root: Path, prefix: str) -> dict[str, dict]:
 def main() -> None:
     root = Path(sys.argv[1] if len(sys.argv) > 1 else "benchmarks/results")
     for prefix, title in (("bench", "gpu_matrix.sh"), ("bench5", "gpu_issue5.sh"), ("benchl", "gpu_levers.sh"),
-                          ("benchce", "round robin: gpu_levers13.sh nvlink, gpu_levers12.sh shm and socket")):
+                          ("benchce", "round robin: gpu_levers13.sh nvlink, gpu_levers12.sh shm and socket"),
+                          ("benchcs", "round robin, S=4096 and S=16384: gpu_levers14.sh")):
         docs = _load(root, prefix)
         if not docs:
             continue
@@ -165,7 +166,7 @@ def main() -> None:
         if prefix == "benchl":
             continue  # 60 variants per side: the margin tables below and the JSON hold them
         for regime, doc in docs.items():
-            if prefix == "benchce" and regime != "nvlink":
+            if prefix in ("benchce", "benchcs") and regime != "nvlink":
                 continue  # 18 variants per side: the best table above and the JSON hold them
             print(f"### {regime} ({title})\n")
             print(bench_table(doc) + "\n")
