@@ -51,6 +51,11 @@ def _workspace(group: Any, nbytes: int):
     cached = _VIEWS.get(name)
     if (cached is None or storage is None or cached[0] is not storage
             or storage.numel() * storage.element_size() < nbytes):
+        if storage is not None and storage.is_cuda and storage.numel() * storage.element_size() < nbytes:
+            # growing frees the old buffers. Every peer's copies from or into this rank's buffer
+            # ended before the last op's closing barrier, which this rank's streams waited for:
+            # once this GPU is idle, nothing uses them any more (a few times per run, at the start)
+            torch.cuda.synchronize(storage.device)
         hdl = symm.get_symm_mem_workspace(name, min_size=nbytes)
         storage = getattr(symm, "_group_name_to_workspace_tensor", {}).get(name)
         cached = _VIEWS[name] = (storage, hdl, {})
