@@ -73,6 +73,27 @@ def test_mismatched_collective_is_a_warning_and_the_rest_still_match(tmp_path):
     assert _by(a, 0).comm_transfer_us == pytest.approx(50 + 50 + 50 - 15)
 
 
+def test_copy_engine_transfers_and_barriers_split_into_transfer_and_wait(tmp_path):
+    """A copy-engine step (tpscope's copy_engine mode, torch's async TP): peer copies move the
+    data (all transfer); the symmetric-memory barriers only wait for the other rank (all wait)."""
+    barrier = "c10d::symmetric_memory::barrier_kernel(unsigned int**, int, int, int, unsigned long)"
+    r0, r1 = RankTrace(0), RankTrace(1)
+    for r, late in ((r0, 0.0), (r1, 25.0)):
+        r.kernel("gemm", 0, 200)
+        r.kernel(barrier, 10, 4 + (25.0 - late), stream=18)  # rank 0 spins until rank 1 arrives
+        r.memcpy("Memcpy PtoP (Device -> Device)", 40, 90, stream=18)
+        r.memcpy("Memcpy DtoD (Device -> Device)", 140, 30, stream=18)  # a local staging copy
+        r.kernel(barrier, 175, 3, stream=18)
+    a = analyze_run(load_run(write_run(tmp_path / "run", [r0, r1])))
+    assert _by(a, 0).comm_wait_us == pytest.approx(4 + 25 + 3)
+    assert _by(a, 0).comm_transfer_us == pytest.approx(90.0)
+    assert _by(a, 1).comm_wait_us == pytest.approx(4 + 3)
+    assert _by(a, 1).comm_transfer_us == pytest.approx(90.0)
+    # the barriers and the peer copy are communication; the staging copy is memory (§2)
+    assert _by(a, 0).comm_us == pytest.approx(29 + 90 + 3)
+    assert a.collectives == []  # no NCCL metadata: nothing to match across ranks
+
+
 def test_seq_keys_match_when_a_rank_lacks_a_collective(tmp_path):
     """With Seq on every kernel, instances match by (pg, Seq), not by position."""
     r0, r1 = RankTrace(0), RankTrace(1)

@@ -5,7 +5,7 @@ import pytest
 
 from tpscope.trace.classify import ActivityClass as C
 from tpscope.trace.classify import ActivityKind as K
-from tpscope.trace.classify import classify, classify_name
+from tpscope.trace.classify import classify, classify_name, is_sync
 
 
 @pytest.mark.parametrize(
@@ -39,3 +39,14 @@ def test_vectorized_classify_broadcasts_per_name():
     ids = np.array([0, 1, 0, 2, 3, 1])
     kinds = np.array([K.KERNEL, K.KERNEL, K.KERNEL, K.MEMCPY, K.MEMCPY, K.KERNEL], dtype=np.int8)
     assert classify(ids, kinds, symbols).tolist() == [C.COMPUTE, C.COMM, C.COMPUTE, C.COMM, C.MEMORY, C.COMM]
+
+
+def test_sync_kernels_are_the_symmetric_memory_barriers_and_signals():
+    symbols = ["c10d::symmetric_memory::barrier_kernel(unsigned int**, int, int, int, unsigned long)",
+               "c10d::symmetric_memory::wait_signal_kernel(unsigned int**, int, int, int, unsigned long)",
+               "c10d::symmetric_memory::put_signal_kernel(unsigned int**, int, int, int, unsigned long)",
+               "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+               "Memcpy PtoP (Device -> Device)", "void at::native::barrier_like_gemm"]
+    ids = np.array([0, 3, 1, 4, 2, 5, 0, -1])
+    assert is_sync(ids, symbols).tolist() == [True, False, True, False, True, False, True, False]
+    assert is_sync(np.zeros(0, np.int32), symbols).tolist() == []

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tpscope.metrics import intervals as iv
-from tpscope.trace import ActivityClass, Run, StepWindows
+from tpscope.trace import ActivityClass, Run, StepWindows, is_sync
 
 NS_PER_US = 1000.0
 _I64_MIN = np.iinfo(np.int64).min
@@ -86,6 +86,7 @@ class RunActivities:
     launch_end_ns: np.ndarray
     correlation: np.ndarray
     cls: np.ndarray
+    sync: np.ndarray  # bool: a rank-synchronization kernel (classify.SYNC_SUBSTRINGS), all wait
     lane: np.ndarray  # run-wide lane id, index into lane_labels
     step: np.ndarray  # step number whose window (of this rank) holds the start; -1 if none
     coll: np.ndarray
@@ -144,6 +145,7 @@ def run_activities(run: Run) -> RunActivities:
             "launch_end_ns": g.launch_end_ns,
             "correlation": g.correlation,
             "cls": g.cls,
+            "sync": is_sync(g.name_id, r.symbols) & (g.cls == ActivityClass.COMM),
             "lane": g.lane.astype(np.int64) + len(lane_labels),
             "step": activity_steps(g.start_ns, r.steps),
             "seq": g.seq,
@@ -317,7 +319,7 @@ def _match_warnings(acts: RunActivities, uniq: np.ndarray, first_row: np.ndarray
 class CollectiveTiming:
     """Wait and transfer of every activity, and per-instance timing, on aligned clocks (§5, §6)."""
 
-    wait_ns: np.ndarray  # per activity (0 for non-comm and unmatched)
+    wait_ns: np.ndarray  # per activity (0 for non-comm and unmatched, but a sync kernel's whole time)
     transfer_ns: np.ndarray  # per activity (0 for non-comm)
     arrival_ns: np.ndarray  # per instance: the last member's start
     skew_ns: np.ndarray  # per instance
@@ -332,7 +334,8 @@ def aligned(acts: RunActivities, offsets_ns: np.ndarray) -> tuple[np.ndarray, np
 
 
 def collective_timing(acts: RunActivities, match: CollectiveMatch, offsets_ns: np.ndarray) -> CollectiveTiming:
-    """metrics.md §5: arrival = max s_r; wait_r = max(0, min(e_r, arrival) - s_r); transfer = dur - wait."""
+    """metrics.md §5: arrival = max s_r; wait_r = max(0, min(e_r, arrival) - s_r); transfer = dur - wait;
+    an unmatched synchronization kernel is all wait."""
     s, e = aligned(acts, offsets_ns)
     n = match.n_instances
     inst = match.instance
@@ -345,6 +348,7 @@ def collective_timing(acts: RunActivities, match: CollectiveMatch, offsets_ns: n
     np.minimum.at(first, mi, s[mem])
     np.maximum.at(last_end, mi, e[mem])
     wait = np.zeros(len(acts), np.int64)
+    wait[acts.sync] = (e - s)[acts.sync]  # unmatched synchronization kernels: all wait
     wait[mem] = np.clip(np.minimum(e[mem], arrival[mi]) - s[mem], 0, None)
     transfer = np.where(acts.cls == ActivityClass.COMM, (e - s) - wait, 0)
     binding = np.full(n, -1, np.int64)

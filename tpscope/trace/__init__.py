@@ -1,6 +1,6 @@
 """Reading run folders: discovery, decoding, classification, steps (files -> tables)."""
 
-from tpscope.trace.classify import ActivityClass, ActivityKind
+from tpscope.trace.classify import ActivityClass, ActivityKind, is_sync
 from tpscope.trace.run_folder import Run, find_trace_files, load_rank_file, load_run
 from tpscope.trace.tables import GpuActivities, Ranges, RankTrace, StepWindows, StreamWaits
 
@@ -14,6 +14,7 @@ __all__ = [
     "StepWindows",
     "StreamWaits",
     "find_trace_files",
+    "is_sync",
     "load_rank_file",
     "load_run",
 ]

@@ -67,6 +67,29 @@ RULES: tuple[Rule, ...] = (
 )
 
 
+# metrics.md §5: communication kernels that only synchronize ranks (they spin until the peers
+# arrive and move no payload); their whole time is wait, not transfer. Lower-case substrings.
+SYNC_SUBSTRINGS: tuple[str, ...] = (
+    "symmetric_memory::barrier_kernel",
+    "symmetric_memory::put_signal_kernel",
+    "symmetric_memory::wait_signal_kernel",
+)
+
+
+def is_sync(name_ids: np.ndarray, symbols: tuple[str, ...] | list[str]) -> np.ndarray:
+    """Whether each activity's name is a rank-synchronization kernel (SYNC_SUBSTRINGS); each
+    distinct name is looked at once."""
+    if len(name_ids) == 0:
+        return np.zeros(0, dtype=bool)
+    uniq, inverse = np.unique(name_ids, return_inverse=True)
+    hits = np.fromiter(
+        (u >= 0 and any(sub in symbols[u].lower() for sub in SYNC_SUBSTRINGS) for u in uniq.tolist()),
+        dtype=bool,
+        count=len(uniq),
+    )
+    return hits[inverse]
+
+
 def classify_name(name: str, kind: ActivityKind) -> ActivityClass:
     """The class of one activity name of one kind (first matching rule)."""
     lower = name.lower()
