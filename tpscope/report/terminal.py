@@ -72,13 +72,17 @@ def collectives_table(analysis: RunAnalysis, top: int = 8) -> str:
     return table(headers, rows, title)
 
 
-def _signature_label(signature: str, name_width: int = 32) -> str:
-    """`name|grid|block|input dims` -> a short name, the grid and the input dims (shapes apart)."""
+def _shorten(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def _signature_label(signature: str, name_width: int = 32, dims_width: int = 48) -> str:
+    """`name|grid|block|input dims` -> a short name, the grid and the input dims (shapes apart),
+    the dims cut at `dims_width` (a multi-tensor kernel lists every tensor it touches)."""
     parts = signature.split("|")
-    name = parts[0].removeprefix("void ")
-    name = name if len(name) <= name_width else name[:name_width - 1] + "…"
+    name = _shorten(parts[0].removeprefix("void "), name_width)
     extra = [p for p in (parts[1:2] + parts[3:4]) if p and not p.endswith("=")]
-    return " ".join([name, *extra])
+    return " ".join([name, *(_shorten(p, dims_width) if p.startswith("dims=") else p for p in extra)])
 
 
 def contention_table(analysis: RunAnalysis, top: int = 5) -> str:
