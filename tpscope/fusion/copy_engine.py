@@ -31,6 +31,7 @@ import torch.distributed as dist
 from torch.profiler import record_function
 
 from tpscope.fusion import compat
+from tpscope.fusion.ops import add_peer_wgrad
 from tpscope.fusion.streams import CommStream
 
 _VIEWS: dict[str, tuple[Any, Any, dict[tuple, torch.Tensor]]] = {}
@@ -48,10 +49,10 @@ def _workspace(group: Any, nbytes: int):
     pg = group if group is not None else dist.group.WORLD
     name = compat.enable_symm_mem(pg)
     storage = getattr(symm, "_group_name_to_workspace_tensor", {}).get(name)
+    size = 0 if storage is None else storage.numel() * storage.element_size()
     cached = _VIEWS.get(name)
-    if (cached is None or storage is None or cached[0] is not storage
-            or storage.numel() * storage.element_size() < nbytes):
-        if storage is not None and storage.is_cuda and storage.numel() * storage.element_size() < nbytes:
+    if cached is None or storage is None or cached[0] is not storage or size < nbytes:
+        if storage is not None and storage.is_cuda and size < nbytes:
             # growing frees the old buffers. Every peer's copies from or into this rank's buffer
             # ended before the last op's closing barrier, which this rank's streams waited for:
             # once this GPU is idle, nothing uses them any more (a few times per run, at the start)
@@ -106,10 +107,7 @@ def ag_copy_engine(x: torch.Tensor, w: torch.Tensor, group: Any, tp: int, rank: 
         side.compute_waits(event)
         torch.mm(gathered[start : start + rows], w, out=out[start : start + rows])
     if grad_w is not None:
-        for src in range(tp):
-            if src != rank:
-                block = slice(src * s_local, (src + 1) * s_local)
-                grad_w.addmm_(wgrad_lhs[block].t(), gathered[block])
+        add_peer_wgrad(grad_w, wgrad_lhs, gathered, tp, rank)
     side.join()
     return out, gathered, grad_w
 

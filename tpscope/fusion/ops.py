@@ -193,11 +193,19 @@ def _ag_chunked(x, w, group, tp: int, rank: int, chunks: int, label: str, return
     if return_gathered:
         gathered = bufs.view(chunks, tp, rows, k).transpose(0, 1).reshape(tp * s_local, k)
     if grad_w is not None:
-        for src in range(tp):
-            if src != rank:
-                block = slice(src * s_local, (src + 1) * s_local)
-                grad_w.addmm_(wgrad_lhs[block].t(), gathered[block])
+        add_peer_wgrad(grad_w, wgrad_lhs, gathered, tp, rank)
     return out, gathered, grad_w
+
+
+def add_peer_wgrad(grad_w: torch.Tensor, wgrad_lhs: torch.Tensor, gathered: torch.Tensor, tp: int,
+                   rank: int) -> None:
+    """Add the peers' blocks `wgrad_lhs[b]^T @ gathered[b]` to `grad_w`, which holds the own
+    block's (computed beside the first transfer)."""
+    s_local = gathered.shape[0] // tp
+    for src in range(tp):
+        if src != rank:
+            block = slice(src * s_local, (src + 1) * s_local)
+            grad_w.addmm_(wgrad_lhs[block].t(), gathered[block])
 
 
 def _rs_none(y: torch.Tensor, w: torch.Tensor, group: Any, tp: int) -> torch.Tensor:

@@ -115,10 +115,14 @@ def _nproc(args: argparse.Namespace, device: str) -> int:
     return max(1, torch.cuda.device_count())
 
 
-def preflight(cfg: RunConfig, nproc: int) -> None:
-    """Refuse, before any process starts, what would fail in every rank."""
+def _refuse_cuda_only_on_cpu(cfg: RunConfig) -> None:
     if cfg.mode in CUDA_ONLY_MODES and cfg.device == "cpu":
         raise UserError(f"--mode {cfg.mode} needs --device cuda (torch's symmetric memory has no CPU path)")
+
+
+def preflight(cfg: RunConfig, nproc: int) -> None:
+    """Refuse, before any process starts, what would fail in every rank."""
+    _refuse_cuda_only_on_cpu(cfg)
     if cfg.device == "cuda":
         import torch
 
@@ -140,8 +144,7 @@ def main(args: argparse.Namespace) -> int:
     command = ["tpscope", *sys.argv[1:]] if sys.argv and sys.argv[0].endswith(("tpscope", "cli.py")) else sys.argv
     if inside_torchrun(os.environ):
         cfg = config_from_args(args, device, out_dir)
-        if cfg.mode in CUDA_ONLY_MODES and cfg.device == "cpu":
-            raise UserError(f"--mode {cfg.mode} needs --device cuda")
+        _refuse_cuda_only_on_cpu(cfg)
         local_zero = os.environ.get("LOCAL_RANK", "0") == "0"
         prepare_out_dir(out_dir, args.overwrite, clear=local_zero)
         from tpscope.fusion.worker import run_rank

@@ -79,15 +79,9 @@ SYNC_SUBSTRINGS: tuple[str, ...] = (
 def is_sync(name_ids: np.ndarray, symbols: tuple[str, ...] | list[str]) -> np.ndarray:
     """Whether each activity's name is a rank-synchronization kernel (SYNC_SUBSTRINGS); each
     distinct name is looked at once."""
-    if len(name_ids) == 0:
-        return np.zeros(0, dtype=bool)
-    uniq, inverse = np.unique(name_ids, return_inverse=True)
-    hits = np.fromiter(
-        (u >= 0 and any(sub in symbols[u].lower() for sub in SYNC_SUBSTRINGS) for u in uniq.tolist()),
-        dtype=bool,
-        count=len(uniq),
+    return _per_distinct(
+        name_ids, lambda u: u >= 0 and any(sub in symbols[u].lower() for sub in SYNC_SUBSTRINGS), bool
     )
-    return hits[inverse]
 
 
 def classify_name(name: str, kind: ActivityKind) -> ActivityClass:
@@ -101,16 +95,16 @@ def classify_name(name: str, kind: ActivityKind) -> ActivityClass:
 
 def classify(name_ids: np.ndarray, kinds: np.ndarray, symbols: list[str]) -> np.ndarray:
     """Class per activity: each distinct (name, kind) pair is classified once, then broadcast."""
-    if len(name_ids) == 0:
-        return np.zeros(0, dtype=np.int8)
     pair = name_ids.astype(np.int64) * len(ActivityKind) + kinds
-    uniq, inverse = np.unique(pair, return_inverse=True)
-    classes = np.fromiter(
-        (
-            classify_name(symbols[int(p) // len(ActivityKind)], ActivityKind(int(p) % len(ActivityKind)))
-            for p in uniq
-        ),
-        dtype=np.int8,
-        count=len(uniq),
+    return _per_distinct(
+        pair, lambda p: classify_name(symbols[p // len(ActivityKind)], ActivityKind(p % len(ActivityKind))), np.int8
     )
-    return classes[inverse]
+
+
+def _per_distinct(keys: np.ndarray, rule, dtype) -> np.ndarray:
+    """`rule(key)` for each activity's key, evaluated once per distinct key and broadcast."""
+    if len(keys) == 0:
+        return np.zeros(0, dtype=dtype)
+    uniq, inverse = np.unique(keys, return_inverse=True)
+    values = np.fromiter((rule(k) for k in uniq.tolist()), dtype=dtype, count=len(uniq))
+    return values[inverse]
