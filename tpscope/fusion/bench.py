@@ -53,6 +53,8 @@ class BenchConfig:
     """SM margins to time each chunked and ring variant with (tpscope.fusion.resources)."""
     comm_ctas: tuple[int, ...] = (0,)
     """CTA caps of the fused ops' communicator to time each chunked and ring variant with."""
+    tail_fill: tuple[bool, ...] = (True,)
+    """Values of `tail_fill` to time `copy_engine` and own-first `chunked` AG-GEMM with."""
     reps: int = 20
     warmup: int = 5
     dtype: str = "bfloat16"
@@ -65,24 +67,26 @@ class BenchConfig:
 def variants(cfg: BenchConfig, local_rows: int, device: torch.device,
              side: str = "ag") -> list[dict[str, Any]]:
     """The fused variants to time, as dicts of FusionChoice fields (mode, chunks, own_first,
-    sm_margin, comm_ctas); chunk counts that do not divide the local rows are left out. own_first
-    only changes the AG side of `chunked`; margins and CTA caps apply to `chunked` and `ring`."""
+    sm_margin, comm_ctas, tail_fill); chunk counts that do not divide the local rows are left out.
+    own_first only changes the AG side of `chunked`; margins and CTA caps apply to `chunked` and
+    `ring`; tail_fill to `copy_engine` and the own-first AG side of `chunked`."""
     resources = [{"sm_margin": m, "comm_ctas": c} for c in cfg.comm_ctas for m in cfg.sm_margins]
     out: list[dict[str, Any]] = []
     for mode in cfg.modes:
         if mode == "chunked":
             legal = [k for k in cfg.chunks if local_rows % k == 0]
             orders = [True, False] if cfg.rank_order and side == "ag" else [True]
-            out += [{"mode": mode, "chunks": k, "own_first": o, **r}
-                    for r in resources for o in orders for k in legal]
+            out += [{"mode": mode, "chunks": k, "own_first": o, **r, "tail_fill": t}
+                    for r in resources for o in orders for k in legal
+                    for t in (cfg.tail_fill if side == "ag" and o else (False,))]
         elif mode == "ring":
             out += [{"mode": mode, "chunks": k, "own_first": True, **r}
                     for r in resources for k in cfg.ring_chunks if local_rows % k == 0]
         elif mode in CUDA_ONLY_MODES and device.type != "cuda":
             continue
         elif mode == "copy_engine":
-            out += [{"mode": mode, "chunks": k, "own_first": True, "sm_margin": 0, "comm_ctas": 0}
-                    for k in cfg.ring_chunks if local_rows % k == 0]
+            out += [{"mode": mode, "chunks": k, "own_first": True, "sm_margin": 0, "comm_ctas": 0,
+                     "tail_fill": t} for k in cfg.ring_chunks if local_rows % k == 0 for t in cfg.tail_fill]
         elif mode != "none":
             out.append({"mode": mode, "chunks": 1, "own_first": True, "sm_margin": 0, "comm_ctas": 0})
     return out
@@ -133,9 +137,10 @@ def bench_side(side: str, shape: tuple[int, int, int], cfg: BenchConfig, tp: int
         def comm():
             return compat.all_gather_single(gathered, a)
 
-        def op(mode, chunks, own_first=True, sm_margin=0, comm_ctas=0):
+        def op(mode, chunks, own_first=True, sm_margin=0, comm_ctas=0, tail_fill=False):
             return all_gather_matmul(a, w, fusion_group(None, comm_ctas), mode=mode, chunks=chunks,
-                                     label=f"bench.{side}", own_first=own_first, sm_margin=sm_margin)
+                                     label=f"bench.{side}", own_first=own_first, sm_margin=sm_margin,
+                                     tail_fill=tail_fill)
 
         local_rows = s // tp
     else:
@@ -149,9 +154,9 @@ def bench_side(side: str, shape: tuple[int, int, int], cfg: BenchConfig, tp: int
         def comm():
             return compat.reduce_scatter_single(scattered, partial)
 
-        def op(mode, chunks, own_first=True, sm_margin=0, comm_ctas=0):
+        def op(mode, chunks, own_first=True, sm_margin=0, comm_ctas=0, tail_fill=False):
             return matmul_reduce_scatter(a, w, fusion_group(None, comm_ctas), mode=mode, chunks=chunks,
-                                         label=f"bench.{side}", sm_margin=sm_margin)
+                                         label=f"bench.{side}", sm_margin=sm_margin, tail_fill=tail_fill)
 
         local_rows = s // tp
     fns: dict[str, Any] = {"gemm": gemm, "comm": comm, "unfused": lambda: op("none", 1)}

@@ -44,6 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="SM margins to time chunked and ring with, e.g. 0,8,16 (default 0)")
     parser.add_argument("--comm-ctas", type=_csv(int), default=(0,),
                         help="CTA caps of the fused ops' communicator, e.g. 0,4 (default 0: NCCL's choice)")
+    parser.add_argument("--tail-fill", type=_csv(int), default=(1,),
+                        help="tail_fill values (1 on, 0 off) to time copy_engine and own-first chunked AG-GEMM "
+                             "with, e.g. 0,1 (default 1)")
     parser.add_argument("--reps", type=int, default=20, help="timed repetitions (>= 20 for results)")
     parser.add_argument("--warmup", type=int, default=5, help="untimed repetitions first")
     parser.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16")
@@ -80,12 +83,14 @@ def main(args: argparse.Namespace) -> int:
         raise UserError("--reps must be >= 1 and --warmup >= 0")
     if any(n < 0 for n in (*args.sm_margins, *args.comm_ctas)):
         raise UserError("--sm-margins and --comm-ctas must be >= 0")
+    if not args.tail_fill or any(t not in (0, 1) for t in args.tail_fill):
+        raise UserError("--tail-fill takes 0 and/or 1, e.g. 0,1")
     from tpscope.fusion.bench import BenchConfig
 
     cfg = BenchConfig(shapes=shapes, sides=tuple(args.sides), modes=tuple(args.modes),
                       chunks=tuple(args.chunks), ring_chunks=tuple(args.ring_chunks),
                       rank_order=args.rank_order, sm_margins=tuple(args.sm_margins),
-                      comm_ctas=tuple(args.comm_ctas), reps=args.reps, warmup=args.warmup, dtype=args.dtype,
+                      comm_ctas=tuple(args.comm_ctas), tail_fill=tuple(bool(t) for t in args.tail_fill), reps=args.reps, warmup=args.warmup, dtype=args.dtype,
                       device=args.device, regime=args.regime,
                       json_path=os.path.abspath(args.json) if args.json else "", timeout_s=args.timeout_s)
     command = ["tpscope", *sys.argv[1:]]

@@ -234,4 +234,6 @@ def variant_label(v: dict, side: str) -> str:
         label += f"/m{v['sm_margin']}"
     if v.get("comm_ctas"):
         label += f"/c{v['comm_ctas']}"
+    if v.get("tail_fill"):
+        label += "/tail"  # results recorded before tail_fill existed ran without it
     return label

@@ -34,6 +34,9 @@ from tpscope.fusion import compat
 from tpscope.fusion.ops import add_peer_wgrad
 from tpscope.fusion.streams import CommStream
 
+TAIL_FILL = True
+"""Whether the GEMMs of the other ranks' rows run on the `gemm` side stream by default."""
+
 _VIEWS: dict[str, tuple[Any, Any, dict[tuple, torch.Tensor]]] = {}
 """Per group: the workspace's storage tensor, its handle, and the tensors made over it."""
 
@@ -73,9 +76,10 @@ def _buffer(ws, rank: int, shape: tuple[int, ...], dtype: torch.dtype, offset: i
 
 
 def ag_copy_engine(x: torch.Tensor, w: torch.Tensor, group: Any, tp: int, rank: int, chunks: int,
-                   label: str, wgrad_lhs: torch.Tensor | None = None):
+                   label: str, wgrad_lhs: torch.Tensor | None = None, tail_fill: bool = TAIL_FILL):
     """`all_gather(x) @ w` with copy-engine pulls; returns (out, gathered, grad_w or None).
-    With `wgrad_lhs`, also `wgrad_lhs^T @ gathered`, whose own block runs beside the pulls."""
+    With `wgrad_lhs`, also `wgrad_lhs^T @ gathered`, whose own block runs beside the pulls.
+    With `tail_fill`, the pulled pieces' GEMMs run on the `gemm` side stream (module docstring)."""
     s_local, k = x.shape
     rows = s_local // chunks
     ws = _workspace(group, x.numel() * x.element_size())
@@ -83,8 +87,11 @@ def ag_copy_engine(x: torch.Tensor, w: torch.Tensor, group: Any, tp: int, rank: 
     out = x.new_empty(tp * s_local, w.shape[1])
     gathered = x.new_empty(tp * s_local, k)
     side = CommStream(x.device)
+    tail = CommStream(x.device, "gemm") if tail_fill else None
     own = slice(rank * s_local, (rank + 1) * s_local)
     side.follow_compute()
+    if tail is not None:
+        tail.follow_compute()  # the inputs are ready; not the own GEMM, which it may overlap
     with side.issue():
         # side stream, copy engine: nothing here delays the own shard's GEMM
         _buffer(ws, rank, x.shape, x.dtype).copy_(x)
@@ -104,18 +111,30 @@ def ag_copy_engine(x: torch.Tensor, w: torch.Tensor, group: Any, tp: int, rank: 
         hdl.barrier(channel=1)  # every peer has read this rank's buffer: it may be reused
     grad_w = None if wgrad_lhs is None else wgrad_lhs[own].t() @ x
     for start, event in landed:
-        side.compute_waits(event)
-        torch.mm(gathered[start : start + rows], w, out=out[start : start + rows])
+        if tail is None:
+            side.compute_waits(event)
+            torch.mm(gathered[start : start + rows], w, out=out[start : start + rows])
+        else:
+            tail.waits(event)
+            with tail.issue():
+                torch.mm(gathered[start : start + rows], w, out=out[start : start + rows])
     if grad_w is not None:
+        for _, event in landed:
+            side.compute_waits(event)
         add_peer_wgrad(grad_w, wgrad_lhs, gathered, tp, rank)
     side.join()
+    if tail is not None:
+        tail.join()
     return out, gathered, grad_w
 
 
 def rs_copy_engine(y: torch.Tensor, w: torch.Tensor, group: Any, tp: int, rank: int, chunks: int,
-                   label: str, overlap: Callable[[], torch.Tensor] | None = None):
+                   label: str, overlap: Callable[[], torch.Tensor] | None = None,
+                   tail_fill: bool = TAIL_FILL):
     """This rank's row block of `sum_ranks(y @ w)` with copy-engine pushes; returns (out, extra)
-    where `extra = overlap()` ran beside the pushes (None without `overlap`)."""
+    where `extra = overlap()` ran beside the pushes (None without `overlap`). With `tail_fill`,
+    the peers' rows are multiplied on the `gemm` side stream, ahead of the own rows' GEMM on the
+    compute stream (module docstring)."""
     s_local = y.shape[0] // tp
     rows = s_local // chunks
     n = w.shape[1]
@@ -123,13 +142,21 @@ def rs_copy_engine(y: torch.Tensor, w: torch.Tensor, group: Any, tp: int, rank: 
     ws = _workspace(group, tp * slot * y.element_size())
     hdl = ws[0]
     side = CommStream(y.device)
+    peers = CommStream(y.device, "gemm") if tail_fill else side
     hdl.barrier(channel=0)  # every rank has added in its slots of the last call: they are free
+    if tail_fill:
+        peers.follow_compute()
     for step in range(1, tp):
         dst = (rank + step) % tp
         for c in range(chunks):
             start = dst * s_local + c * rows
-            partial = y[start : start + rows] @ w
-            side.follow_compute()
+            if tail_fill:
+                with peers.issue():
+                    partial = y[start : start + rows] @ w
+                side.follow(peers)
+            else:
+                partial = y[start : start + rows] @ w
+                side.follow_compute()
             with side.issue(), record_function(f"tpscope/{label}/gemm_rs/push"):
                 remote = _buffer(ws, dst, (s_local, n), y.dtype, rank * slot)
                 remote[c * rows : (c + 1) * rows].copy_(partial)
@@ -141,6 +168,8 @@ def rs_copy_engine(y: torch.Tensor, w: torch.Tensor, group: Any, tp: int, rank: 
     out = y[rank * s_local : (rank + 1) * s_local] @ w
     extra = overlap() if overlap is not None else None
     side.join()
+    if tail_fill:
+        peers.join()
     for src in range(tp):
         if src != rank:
             out.add_(_buffer(ws, rank, (s_local, n), y.dtype, src * slot))
