@@ -2,13 +2,13 @@
 
 The fused AG-GEMM and GEMM-RS multiply a layer's rows in pieces (the own shard, then each peer's),
 one cuBLAS GEMM each. A piece of half the rows can leave its last wave of tiles nearly empty
-(docs/benchmarks.md, third round). Issued on a second, higher-priority stream
-(tpscope.fusion.streams, role `gemm`), the next piece may start its tiles while the one before
-drains. No communication here: per shape, round robin (tpscope.fusion.timing.time_regions),
+(docs/benchmarks.md, third round). Issued on a second, higher-priority stream, the next piece
+may start its tiles while the one before drains (the tail-fill lever, docs/benchmarks.md, fourth
+round). No communication here: per shape, round robin (tpscope.fusion.timing.time_regions),
 
 - `full`: one GEMM over all rows (what unfused runs);
 - `halves`: two GEMMs of half the rows, one after the other (the fused modes before tail_fill);
-- `halves/tail`: the second on the `gemm` stream, launched together;
+- `halves/tail`: the second on a stream of priority -1, launched together;
 - `half+quarters` and `half+quarters/tail`: the own half, then two quarters (copy_engine k=2).
 
 Run under torchrun (every rank times its own GPU; the slowest rank per repetition counts):
@@ -25,7 +25,6 @@ import os
 import torch
 import torch.distributed as dist
 
-from tpscope.fusion.streams import CommStream
 from tpscope.fusion.timing import time_regions
 
 SHAPES = {
@@ -45,22 +44,23 @@ SHAPES = {
 def pieces_fns(a: torch.Tensor, w: torch.Tensor, out: torch.Tensor) -> dict:
     """The timed functions of one shape (module docstring)."""
     m = a.shape[0]
-    tail = CommStream(a.device, "gemm")
+    tail = torch.cuda.Stream(device=a.device, priority=-1)
+    main = torch.cuda.current_stream(a.device)
 
     def run(bounds: list[tuple[int, int]], use_tail: bool):
         def fn():
             lo, hi = bounds[0]
             if use_tail:
-                tail.follow_compute()
+                tail.wait_stream(main)
             torch.mm(a[lo:hi], w, out=out[lo:hi])
             for lo, hi in bounds[1:]:
                 if use_tail:
-                    with tail.issue():
+                    with torch.cuda.stream(tail):
                         torch.mm(a[lo:hi], w, out=out[lo:hi])
                 else:
                     torch.mm(a[lo:hi], w, out=out[lo:hi])
             if use_tail:
-                tail.join()
+                main.wait_stream(tail)
         return fn
 
     half, quarter = m // 2, m // 4

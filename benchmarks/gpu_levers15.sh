@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Ran at commit f52b40b (the --tail-fill option was removed after it).
 # Issue 5, fourth round, first call: tail fill (the GEMMs of received rows on a second,
 # higher-priority stream, so that each starts in the last wave of the GEMM before it).
 # 1. What splitting a GEMM costs and what the second stream wins back, no communication

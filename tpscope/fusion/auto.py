@@ -156,8 +156,8 @@ def decide(timings: dict[str, dict]) -> tuple[FusionChoice, str]:
         f"(p90 {clear[best]['p90_ms']:.3f}) fwd+bwd vs unfused {base['median_ms']:.3f} ms (p10 {base['p10_ms']:.3f})")
 
 
-CACHE_SCHEMA = 4  # 2: timings with spread, the clear-win rule; 3: layer fwd+bwd, SM margins;
-# 4: copy_engine, PROBE_BATCH steps per sample
+CACHE_SCHEMA = 5  # 2: timings with spread, the clear-win rule; 3: layer fwd+bwd, SM margins;
+# 4: copy_engine, PROBE_BATCH steps per sample; 5: copy_engine pushes the AG-GEMM shards
 
 
 def cache_key(cfg: RunConfig, tp: int, device: torch.device, regime: str, specs: dict) -> str:

@@ -53,8 +53,10 @@ class BenchConfig:
     """SM margins to time each chunked and ring variant with (tpscope.fusion.resources)."""
     comm_ctas: tuple[int, ...] = (0,)
     """CTA caps of the fused ops' communicator to time each chunked and ring variant with."""
-    tail_fill: tuple[bool, ...] = (True,)
-    """Values of `tail_fill` to time `copy_engine` and own-first `chunked` AG-GEMM with."""
+    copy_push: tuple[bool, ...] = (True,)
+    """AG-GEMM of `copy_engine`: push (True) and/or pull (False) the shards."""
+    feed_ahead_ms: float = 0.0
+    """GPU time queued ahead of each timed call (tpscope.fusion.timing.time_regions; 0: none)."""
     reps: int = 20
     warmup: int = 5
     dtype: str = "bfloat16"
@@ -67,26 +69,26 @@ class BenchConfig:
 def variants(cfg: BenchConfig, local_rows: int, device: torch.device,
              side: str = "ag") -> list[dict[str, Any]]:
     """The fused variants to time, as dicts of FusionChoice fields (mode, chunks, own_first,
-    sm_margin, comm_ctas, tail_fill); chunk counts that do not divide the local rows are left out.
-    own_first only changes the AG side of `chunked`; margins and CTA caps apply to `chunked` and
-    `ring`; tail_fill to `copy_engine` and the own-first AG side of `chunked`."""
+    sm_margin, comm_ctas); chunk counts that do not divide the local rows are left out. own_first
+    only changes the AG side of `chunked`; margins and CTA caps apply to `chunked` and `ring`."""
     resources = [{"sm_margin": m, "comm_ctas": c} for c in cfg.comm_ctas for m in cfg.sm_margins]
     out: list[dict[str, Any]] = []
     for mode in cfg.modes:
         if mode == "chunked":
             legal = [k for k in cfg.chunks if local_rows % k == 0]
             orders = [True, False] if cfg.rank_order and side == "ag" else [True]
-            out += [{"mode": mode, "chunks": k, "own_first": o, **r, "tail_fill": t}
-                    for r in resources for o in orders for k in legal
-                    for t in (cfg.tail_fill if side == "ag" and o else (False,))]
+            out += [{"mode": mode, "chunks": k, "own_first": o, **r}
+                    for r in resources for o in orders for k in legal]
         elif mode == "ring":
             out += [{"mode": mode, "chunks": k, "own_first": True, **r}
                     for r in resources for k in cfg.ring_chunks if local_rows % k == 0]
         elif mode in CUDA_ONLY_MODES and device.type != "cuda":
             continue
         elif mode == "copy_engine":
+            pushes = cfg.copy_push if side == "ag" else (None,)
             out += [{"mode": mode, "chunks": k, "own_first": True, "sm_margin": 0, "comm_ctas": 0,
-                     "tail_fill": t} for k in cfg.ring_chunks if local_rows % k == 0 for t in cfg.tail_fill]
+                     **({} if p is None else {"push": p})}
+                    for k in cfg.ring_chunks if local_rows % k == 0 for p in pushes]
         elif mode != "none":
             out.append({"mode": mode, "chunks": 1, "own_first": True, "sm_margin": 0, "comm_ctas": 0})
     return out
@@ -137,10 +139,11 @@ def bench_side(side: str, shape: tuple[int, int, int], cfg: BenchConfig, tp: int
         def comm():
             return compat.all_gather_single(gathered, a)
 
-        def op(mode, chunks, own_first=True, sm_margin=0, comm_ctas=0, tail_fill=False):
+        def op(mode, chunks, own_first=True, sm_margin=0, comm_ctas=0, push=True):
+            # as a layer's forward calls it: the gathered input is kept for the weight gradient
             return all_gather_matmul(a, w, fusion_group(None, comm_ctas), mode=mode, chunks=chunks,
                                      label=f"bench.{side}", own_first=own_first, sm_margin=sm_margin,
-                                     tail_fill=tail_fill)
+                                     return_gathered=True, copy_push=push)[0]
 
         local_rows = s // tp
     else:
@@ -154,9 +157,9 @@ def bench_side(side: str, shape: tuple[int, int, int], cfg: BenchConfig, tp: int
         def comm():
             return compat.reduce_scatter_single(scattered, partial)
 
-        def op(mode, chunks, own_first=True, sm_margin=0, comm_ctas=0, tail_fill=False):
+        def op(mode, chunks, own_first=True, sm_margin=0, comm_ctas=0):
             return matmul_reduce_scatter(a, w, fusion_group(None, comm_ctas), mode=mode, chunks=chunks,
-                                         label=f"bench.{side}", sm_margin=sm_margin, tail_fill=tail_fill)
+                                         label=f"bench.{side}", sm_margin=sm_margin)
 
         local_rows = s // tp
     fns: dict[str, Any] = {"gemm": gemm, "comm": comm, "unfused": lambda: op("none", 1)}
@@ -178,7 +181,7 @@ def bench_side(side: str, shape: tuple[int, int, int], cfg: BenchConfig, tp: int
             row.update(max_rel_err=err, ok=err <= TOLERANCE[dtype])
             fns[f"variant{i}"] = lambda v=v: op(**v)
         rows.append((i, row))
-    timed = time_regions(fns, device=device, reps=cfg.reps, warmup=cfg.warmup)
+    timed = time_regions(fns, device=device, reps=cfg.reps, warmup=cfg.warmup, feed_ahead_ms=cfg.feed_ahead_ms)
     t_gemm, t_comm, t_unfused = timed["gemm"], timed["comm"], timed["unfused"]
     beside = [{"sm_margin": m, "timing": timed[f"gemm||comm/m{m}"].as_dict(),
                "gemm_alone": timed[f"gemm/m{m}"].as_dict()} for m in cfg.sm_margins if device.type == "cuda"]
@@ -262,8 +265,10 @@ def run_bench(cfg: BenchConfig, command: list[str]) -> int:
                 "gpu_count": torch.cuda.device_count() if device.type == "cuda" else 0,
                 "tp": tp, "regime": regime, "regime_env": regime_env(regime),
                 "nccl_env": nccl_env(os.environ), "dtype": cfg.dtype, "reps": cfg.reps,
-                "warmup": cfg.warmup, "seed": seed, "timing": "slowest rank per repetition; "
-                + ("cuda events" if device.type == "cuda" else "wall clock"),
+                "warmup": cfg.warmup, "seed": seed, "timing": "round robin, slowest rank per repetition; "
+                + ("cuda events" if device.type == "cuda" else "wall clock")
+                + (f"; {cfg.feed_ahead_ms} ms of GPU work queued ahead of each call" if cfg.feed_ahead_ms else ""),
+                "feed_ahead_ms": cfg.feed_ahead_ms, "ag_returns_gathered": True,
                 "symm_mem_note": None if regime == "nvlink" else
                 "symm_mem copies over CUDA peer access whatever NCCL is told: not a cross-node baseline",
                 "results": results, "all_outputs_match_unfused": all_ok,

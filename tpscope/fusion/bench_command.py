@@ -44,9 +44,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="SM margins to time chunked and ring with, e.g. 0,8,16 (default 0)")
     parser.add_argument("--comm-ctas", type=_csv(int), default=(0,),
                         help="CTA caps of the fused ops' communicator, e.g. 0,4 (default 0: NCCL's choice)")
-    parser.add_argument("--tail-fill", type=_csv(int), default=(1,),
-                        help="tail_fill values (1 on, 0 off) to time copy_engine and own-first chunked AG-GEMM "
-                             "with, e.g. 0,1 (default 1)")
+    parser.add_argument("--copy-push", type=_csv(int), default=(1,),
+                        help="copy_engine AG-GEMM: 1 push the shards, 0 pull them; e.g. 0,1 times both (default 1)")
+    parser.add_argument("--feed-ahead-ms", type=float, default=0.0,
+                        help="GPU time queued before each timed call, so that the CPU's launch time is "
+                             "not counted (as in training, where the CPU runs ahead; default 0)")
     parser.add_argument("--reps", type=int, default=20, help="timed repetitions (>= 20 for results)")
     parser.add_argument("--warmup", type=int, default=5, help="untimed repetitions first")
     parser.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16")
@@ -83,14 +85,17 @@ def main(args: argparse.Namespace) -> int:
         raise UserError("--reps must be >= 1 and --warmup >= 0")
     if any(n < 0 for n in (*args.sm_margins, *args.comm_ctas)):
         raise UserError("--sm-margins and --comm-ctas must be >= 0")
-    if not args.tail_fill or any(t not in (0, 1) for t in args.tail_fill):
-        raise UserError("--tail-fill takes 0 and/or 1, e.g. 0,1")
+    if not args.copy_push or any(p not in (0, 1) for p in args.copy_push):
+        raise UserError("--copy-push takes 0 and/or 1, e.g. 0,1")
+    if not 0 <= args.feed_ahead_ms <= 1000:
+        raise UserError("--feed-ahead-ms must be between 0 and 1000")
     from tpscope.fusion.bench import BenchConfig
 
     cfg = BenchConfig(shapes=shapes, sides=tuple(args.sides), modes=tuple(args.modes),
                       chunks=tuple(args.chunks), ring_chunks=tuple(args.ring_chunks),
                       rank_order=args.rank_order, sm_margins=tuple(args.sm_margins),
-                      comm_ctas=tuple(args.comm_ctas), tail_fill=tuple(bool(t) for t in args.tail_fill), reps=args.reps, warmup=args.warmup, dtype=args.dtype,
+                      comm_ctas=tuple(args.comm_ctas), copy_push=tuple(bool(p) for p in args.copy_push),
+                      feed_ahead_ms=args.feed_ahead_ms, reps=args.reps, warmup=args.warmup, dtype=args.dtype,
                       device=args.device, regime=args.regime,
                       json_path=os.path.abspath(args.json) if args.json else "", timeout_s=args.timeout_s)
     command = ["tpscope", *sys.argv[1:]]

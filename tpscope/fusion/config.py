@@ -234,6 +234,8 @@ def variant_label(v: dict, side: str) -> str:
         label += f"/m{v['sm_margin']}"
     if v.get("comm_ctas"):
         label += f"/c{v['comm_ctas']}"
+    if v["mode"] == "copy_engine" and "push" in v:
+        label += "/push" if v["push"] else "/pull"  # results recorded before push existed pulled
     if v.get("tail_fill"):
         label += "/tail"  # results recorded before tail_fill existed ran without it
     return label

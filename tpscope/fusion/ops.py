@@ -23,7 +23,6 @@ free to the collective in the GEMMs that run beside a transfer (tpscope.fusion.r
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -64,7 +63,7 @@ def all_gather_matmul(
     own_first: bool = True,
     sm_margin: int = 0,
     wgrad_lhs: torch.Tensor | None = None,
-    tail_fill: bool = True,
+    copy_push: bool = True,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """`all_gather(x_shard) @ weight`, fused as `mode` says; with `return_gathered`, also the
     gathered input `[S, K]` (the weight gradient of a column-parallel layer needs it); with
@@ -72,8 +71,8 @@ def all_gather_matmul(
     row-parallel layer) instead of the gathered input.
     `own_first` (chunked): multiply the local shard while the first chunks travel.
     `sm_margin`: SMs the GEMMs beside a transfer leave to it (0: all SMs).
-    `tail_fill` (chunked, copy_engine): the GEMMs of received rows run on a second stream, so
-    that each may start in the last wave of the GEMM before it (tpscope.fusion.streams)."""
+    `copy_push` (copy_engine): each rank pushes its shard into the peers' buffers (default) or
+    the peers pull it (tpscope.fusion.copy_engine)."""
     mode = _mode_value(mode)
     tp, rank = group_size_rank(group)
     check_all_gather_matmul(x_shard, weight, tp, mode, chunks)
@@ -89,7 +88,7 @@ def all_gather_matmul(
             out, gathered = _ag_none(x_shard, weight, group, tp)
         elif mode == Mode.CHUNKED.value:
             out, gathered, grad_w = _ag_chunked(x_shard, weight, group, tp, rank, chunks, label,
-                                                need_gathered, own_first, sm_margin, wgrad_lhs, tail_fill)
+                                                need_gathered, own_first, sm_margin, wgrad_lhs)
         elif mode == Mode.RING.value:
             from tpscope.fusion.ring import ag_ring
 
@@ -99,7 +98,7 @@ def all_gather_matmul(
             from tpscope.fusion.copy_engine import ag_copy_engine
 
             out, gathered, grad_w = ag_copy_engine(x_shard, weight, group, tp, rank, chunks, label, wgrad_lhs,
-                                                   tail_fill)
+                                                   push=copy_push, need_gathered=return_gathered)
         else:
             from tpscope.fusion.symm import ag_symm_mem
 
@@ -121,13 +120,11 @@ def matmul_reduce_scatter(
     label: str = "op",
     sm_margin: int = 0,
     overlap: Callable[[], torch.Tensor] | None = None,
-    tail_fill: bool = True,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """This rank's row block of `sum over ranks of y @ weight`, fused as `mode` says. With
     `overlap`, also `overlap()`: in `chunked` it runs while the last chunks are reduced (other
     modes run it after; `copy_engine` beside its pushes); unfused (`none`) never overlaps, being
-    the baseline. `tail_fill` (copy_engine): the peers' rows are multiplied on a second,
-    higher-priority stream, the own rows' GEMM filling its last wave."""
+    the baseline."""
     mode = _mode_value(mode)
     tp, rank = group_size_rank(group)
     check_matmul_reduce_scatter(y, weight, tp, mode, chunks)
@@ -148,7 +145,7 @@ def matmul_reduce_scatter(
         elif mode == Mode.COPY_ENGINE.value:
             from tpscope.fusion.copy_engine import rs_copy_engine
 
-            out, extra = rs_copy_engine(y, weight, group, tp, rank, chunks, label, overlap, tail_fill)
+            out, extra = rs_copy_engine(y, weight, group, tp, rank, chunks, label, overlap)
         else:
             from tpscope.fusion.symm import rs_symm_mem
 
@@ -165,14 +162,12 @@ def _ag_none(x: torch.Tensor, w: torch.Tensor, group: Any, tp: int):
 
 
 def _ag_chunked(x, w, group, tp: int, rank: int, chunks: int, label: str, return_gathered: bool,
-                own_first: bool, sm_margin: int = 0, wgrad_lhs: torch.Tensor | None = None,
-                tail_fill: bool = False):
+                own_first: bool, sm_margin: int = 0, wgrad_lhs: torch.Tensor | None = None):
     """Chunk c gathers rows [c*r, (c+1)*r) of every rank's shard, then one GEMM per source rank
     writes straight into that rank's rows of the output (no reordering copy). With `own_first`
     the local shard's GEMM (and its block of the weight gradient, given `wgrad_lhs`) runs first,
     beside the first transfer, and chunks cover peers only. GEMMs that run while a later chunk
-    travels leave `sm_margin` SMs free. With `tail_fill` (and `own_first`), the chunks' GEMMs run
-    on the `gemm` side stream, each free to start in the last wave of the GEMM before it."""
+    travels leave `sm_margin` SMs free."""
     s_local, k = x.shape
     rows = s_local // chunks
     out = x.new_empty(tp * s_local, w.shape[1])
@@ -180,9 +175,6 @@ def _ag_chunked(x, w, group, tp: int, rank: int, chunks: int, label: str, return
     pieces = x.view(chunks, rows, k)
     comm = CommStream(x.device)
     comm.follow_compute()
-    tail = CommStream(x.device, "gemm") if tail_fill and own_first else None
-    if tail is not None:
-        tail.follow_compute()
     own = slice(rank * s_local, (rank + 1) * s_local)
     grad_w = None
     for c in range(chunks):
@@ -194,22 +186,13 @@ def _ag_chunked(x, w, group, tp: int, rank: int, chunks: int, label: str, return
                     torch.mm(x, w, out=out[own])
                     if wgrad_lhs is not None:
                         grad_w = wgrad_lhs[own].t() @ x
-            if tail is None:
-                wait_all([work], comm)
-            else:
-                with comm.issue():
-                    work.wait()
-                tail.follow(comm)
-            with (tail.issue() if tail is not None else contextlib.nullcontext()), \
-                    gemm_sm_margin(sm_margin if c < chunks - 1 else 0, x.device):
+            wait_all([work], comm)
+            with gemm_sm_margin(sm_margin if c < chunks - 1 else 0, x.device):
                 for src in range(tp):
                     if own_first and src == rank:
                         continue
                     start = src * s_local + c * rows
                     torch.mm(bufs[c, src * rows : (src + 1) * rows], w, out=out[start : start + rows])
-    if tail is not None:
-        comm.join()
-        tail.join()
     gathered = None
     if return_gathered:
         gathered = bufs.view(chunks, tp, rows, k).transpose(0, 1).reshape(tp * s_local, k)

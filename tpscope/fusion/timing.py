@@ -56,16 +56,37 @@ def time_region(fn: Callable[[], object], *, device: torch.device, reps: int, wa
     return time_regions({"fn": fn}, device=device, reps=reps, warmup=warmup)["fn"]
 
 
+def _spin_cycles_per_ms(device: torch.device) -> float:
+    """Clock cycles of torch.cuda._sleep per millisecond on `device`, measured."""
+    cycles = 10_000_000
+    torch.cuda._sleep(cycles // 10)  # clocks up
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    torch.cuda._sleep(cycles)
+    b.record()
+    b.synchronize()
+    return cycles / max(a.elapsed_time(b), 1e-3)
+
+
 def time_regions(fns: dict[str, Callable[[], object]], *, device: torch.device, reps: int,
-                 warmup: int) -> dict[str, Timing]:
+                 warmup: int, feed_ahead_ms: float = 0.0) -> dict[str, Timing]:
     """Time each of `fns` `reps` times, in turn within each repetition (round robin), after
     `warmup` untimed calls each; per function, the slowest rank's time per repetition.
 
     Round robin, because a GPU's clock follows its temperature and power: timed one after the
     other, the first function would run on a cooler GPU than the last (on an H200 a GEMM timed
     first ran 3-9 % faster than the same GEMM timed later, docs/benchmarks.md, third round).
-    Every rank must pass the same functions in the same order (they are collective)."""
+    Every rank must pass the same functions in the same order (they are collective).
+
+    `feed_ahead_ms` (CUDA): before each timed call the GPU spins that long, after the ranks are
+    aligned and before the start event, so that the CPU queues the whole call while the GPU is
+    busy: the time is then the GPU's alone, as in a training step whose CPU runs ahead of the
+    GPU (nvbench's blocking kernel does the same). 0 also counts the CPU's launch time where the
+    GPU waits for it."""
     token = torch.zeros(1, device=device)
+    spin = 0
+    if feed_ahead_ms > 0 and device.type == "cuda":
+        spin = int(feed_ahead_ms * _spin_cycles_per_ms(device))
     for fn in fns.values():
         for _ in range(warmup):
             _align(device, token)
@@ -77,6 +98,8 @@ def time_regions(fns: dict[str, Callable[[], object]], *, device: torch.device, 
             _align(device, token)
             if device.type == "cuda":
                 a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                if spin:
+                    torch.cuda._sleep(spin)
                 a.record()
                 fn()
                 b.record()
