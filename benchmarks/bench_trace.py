@@ -6,7 +6,8 @@ bench does), one trace per rank, to read with `tpscope analyze` or by eye:
 
     torchrun --nproc-per-node 2 benchmarks/bench_trace.py --shape ref --out traces/
 
-Calls per side: the GEMM alone, unfused, and copy_engine (AG: push and pull), 3 times each.
+Calls per side: the GEMM alone, unfused, and (`--regime nvlink`) copy_engine (AG: push and
+pull) or (`--regime shm`) chunked and ring at 4 chunks, even and tapered, 3 times each.
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ def main() -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--feed-ahead-ms", type=float, default=2.0)
     parser.add_argument("--calls", type=int, default=3)
+    parser.add_argument("--regime", choices=("nvlink", "shm"), default="nvlink")
     args = parser.parse_args()
-    apply_in_process("nvlink", os.environ)
+    apply_in_process(args.regime, os.environ)
     apply_defaults(os.environ)
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
     torch.cuda.set_device(device)
@@ -48,7 +50,7 @@ def main() -> int:
     x, w1 = rnd(s // tp, h), rnd(h, f // tp)
     gathered = rnd(s, h)
     y, w2 = rnd(s, f // tp), rnd(f // tp, h)
-    fns = {
+    nvlink = {
         "ag/gemm": lambda: gathered @ w1,
         "ag/unfused": lambda: all_gather_matmul(x, w1, mode="none", return_gathered=True),
         "ag/copy_engine/push": lambda: all_gather_matmul(x, w1, mode="copy_engine", chunks=1, return_gathered=True),
@@ -58,6 +60,15 @@ def main() -> int:
         "rs/unfused": lambda: matmul_reduce_scatter(y, w2, mode="none"),
         "rs/copy_engine": lambda: matmul_reduce_scatter(y, w2, mode="copy_engine", chunks=1),
     }
+    shm = {"ag/gemm": nvlink["ag/gemm"], "ag/unfused": nvlink["ag/unfused"],
+           "rs/gemm": nvlink["rs/gemm"], "rs/unfused": nvlink["rs/unfused"]}
+    for taper in (False, True):
+        tag = "/taper" if taper else ""
+        shm[f"ag/chunked/k4/m16{tag}"] = lambda t=taper: all_gather_matmul(
+            x, w1, mode="chunked", chunks=4, sm_margin=16, return_gathered=True, taper=t)
+        shm[f"rs/ring/k4/m4{tag}"] = lambda t=taper: matmul_reduce_scatter(
+            y, w2, mode="ring", chunks=4, sm_margin=4, taper=t)
+    fns = nvlink if args.regime == "nvlink" else shm
     spin = int(args.feed_ahead_ms * _spin_cycles_per_ms(device))
     token = torch.zeros(1, device=device)
 
@@ -80,6 +91,9 @@ def main() -> int:
         torch.cuda.synchronize()
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, f"rank{rank}.pt.trace.json")
+    if rank == 0:
+        with open(os.path.join(args.out, "calls.txt"), "w") as fh:  # the order of the calls
+            fh.write("\n".join(fns) + "\n")
     prof.export_chrome_trace(path)
     with open(path, "rb") as src, gzip.open(path + ".gz", "wb") as dst:
         shutil.copyfileobj(src, dst)

@@ -27,11 +27,14 @@ def _close(got: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype, what: str) 
         torch.testing.assert_close(got.double(), ref, rtol=2e-2, atol=2e-2 * scale, msg=what)
 
 
-def _variants(local_rows: int) -> list[tuple[str, int, bool]]:
-    # (mode, chunks, own_first): chunks of 1 and of the largest legal value (one row per chunk)
-    return [("none", 1, True), ("chunked", 1, True), ("chunked", 2, True), ("chunked", local_rows, True),
-            ("chunked", 1, False), ("chunked", local_rows, False), ("ring", 1, True),
-            ("ring", local_rows, True)]
+def _variants(local_rows: int) -> list[tuple[str, int, bool, bool]]:
+    # (mode, chunks, own_first, taper): chunks of 1 and of the largest legal value (one row per
+    # chunk); tapered (uneven) pieces at 2 chunks (3 + 1 rows) and at one row per chunk
+    return [("none", 1, True, False), ("chunked", 1, True, False), ("chunked", 2, True, False),
+            ("chunked", local_rows, True, False), ("chunked", 1, False, False),
+            ("chunked", local_rows, False, False), ("ring", 1, True, False), ("ring", local_rows, True, False),
+            ("chunked", 2, True, True), ("chunked", 2, False, True), ("chunked", local_rows, True, True),
+            ("ring", 2, True, True)]
 
 
 def _check_modes(rank: int, world: int) -> None:
@@ -51,15 +54,16 @@ def _check_modes(rank: int, world: int) -> None:
             w_local = w_full[:, rank * n : (rank + 1) * n].to(dtype)
             y_local = y_full[:, rank * k : (rank + 1) * k].to(dtype)
             w2_local = w2_full[rank * k : (rank + 1) * k].to(dtype)
-            for mode, chunks, own_first in _variants(rows_local):
+            for mode, chunks, own_first, taper in _variants(rows_local):
+                what = f"{mode} k={chunks} own_first={own_first} taper={taper} {dtype} world {world}"
                 out, gathered = ops.all_gather_matmul(x_shard, w_local, mode=mode, chunks=chunks,
-                                                      return_gathered=True, own_first=own_first)
+                                                      return_gathered=True, own_first=own_first, taper=taper)
                 assert out.shape == (world * rows_local, n) and out.dtype == dtype
-                _close(out, ag_ref, dtype, f"AG-GEMM {mode} k={chunks} own_first={own_first} {dtype} world {world}")
-                torch.testing.assert_close(gathered, x_full.to(dtype), rtol=0, atol=0)
-                rs = ops.matmul_reduce_scatter(y_local, w2_local, mode=mode, chunks=chunks)
+                _close(out, ag_ref, dtype, f"AG-GEMM {what}")
+                torch.testing.assert_close(gathered, x_full.to(dtype), rtol=0, atol=0, msg=what)
+                rs = ops.matmul_reduce_scatter(y_local, w2_local, mode=mode, chunks=chunks, taper=taper)
                 assert rs.shape == (rows_local, n)
-                _close(rs, rs_ref, dtype, f"GEMM-RS {mode} k={chunks} {dtype} world {world}")
+                _close(rs, rs_ref, dtype, f"GEMM-RS {what}")
 
 
 def _check_refusals(rank: int, world: int) -> None:
@@ -115,14 +119,14 @@ def _check_weight_gradient_paths(rank: int, world: int) -> None:
     wgrad_ref = lhs.double().t() @ x_full.double()
     ag_ref = x_full.double() @ w.double()
     x_shard = x_full[rank * rows_local : (rank + 1) * rows_local]
-    for mode, chunks, own_first in _variants(rows_local):
+    for mode, chunks, own_first, taper in _variants(rows_local):
         out, grad_w = ops.all_gather_matmul(x_shard, w, mode=mode, chunks=chunks, own_first=own_first,
-                                            wgrad_lhs=lhs, sm_margin=8)
-        what = f"{mode} k={chunks} own_first={own_first} world {world}"
+                                            wgrad_lhs=lhs, sm_margin=8, taper=taper)
+        what = f"{mode} k={chunks} own_first={own_first} taper={taper} world {world}"
         torch.testing.assert_close(out.double(), ag_ref, rtol=1e-5, atol=1e-5, msg=what)
         torch.testing.assert_close(grad_w.double(), wgrad_ref, rtol=1e-5, atol=1e-5, msg=what)
         calls = []
-        rs, extra = ops.matmul_reduce_scatter(y, w, mode=mode, chunks=chunks, sm_margin=8,
+        rs, extra = ops.matmul_reduce_scatter(y, w, mode=mode, chunks=chunks, sm_margin=8, taper=taper,
                                               overlap=lambda calls=calls: calls.append(1) or lhs.t() @ lhs)
         base = torch.randn(world * rows_local, k, generator=_seeded_after_draws(11, world, rows_local, k, n, m))
         total = sum((base.double() * (q + 1)) @ w.double() for q in range(world))  # every rank's y @ w

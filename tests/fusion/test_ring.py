@@ -16,14 +16,15 @@ def _ring(rank: int, world: int) -> None:
     mine = slice(rank * 4, (rank + 1) * 4)
     ys = [torch.randn(world * 4, 5, generator=g) for _ in range(world)]
     total = sum(y.double() @ w.double() for y in ys)
-    for chunks in (1, 2, 4):  # 1, in between, and one row per transfer
-        out, gathered = ag_ring(x_full[mine], w, None, world, rank, "t", True, chunks)
-        torch.testing.assert_close(out, x_full @ w, msg=f"AG ring chunks={chunks}")
+    # 1, in between, and one row per transfer; tapered: pieces of 3 + 1 rows (AG), 1 + 3 (RS)
+    for chunks, taper in ((1, False), (2, False), (4, False), (2, True), (4, True)):
+        out, gathered = ag_ring(x_full[mine], w, None, world, rank, "t", True, chunks, taper)
+        torch.testing.assert_close(out, x_full @ w, msg=f"AG ring chunks={chunks} taper={taper}")
         assert torch.equal(gathered, x_full)
         # each rank holds different y: the sum over ranks of y_r @ w, rows of this rank's block
-        got = rs_ring(ys[rank], w, None, world, rank, "t", chunks)
+        got = rs_ring(ys[rank], w, None, world, rank, "t", chunks, taper)
         torch.testing.assert_close(got.double(), total[mine], rtol=1e-5, atol=1e-5,
-                                   msg=f"RS ring chunks={chunks}")
+                                   msg=f"RS ring chunks={chunks} taper={taper}")
     out, none = ag_ring(x_full[mine], w, None, world, rank, "t", False)
     assert none is None
 

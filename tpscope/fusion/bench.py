@@ -53,6 +53,9 @@ class BenchConfig:
     """SM margins to time each chunked and ring variant with (tpscope.fusion.resources)."""
     comm_ctas: tuple[int, ...] = (0,)
     """CTA caps of the fused ops' communicator to time each chunked and ring variant with."""
+    tapers: tuple[bool, ...] = (False,)
+    """`chunked` and `ring` with more than one chunk: even pieces (False) and/or the exposed
+    piece halved (True, tpscope.fusion.schedule)."""
     copy_push: tuple[bool, ...] = (True,)
     """AG-GEMM of `copy_engine`: push (True) and/or pull (False) the shards."""
     feed_ahead_ms: float = 0.0
@@ -77,11 +80,12 @@ def variants(cfg: BenchConfig, local_rows: int, device: torch.device,
         if mode == "chunked":
             legal = [k for k in cfg.chunks if local_rows % k == 0]
             orders = [True, False] if cfg.rank_order and side == "ag" else [True]
-            out += [{"mode": mode, "chunks": k, "own_first": o, **r}
-                    for r in resources for o in orders for k in legal]
+            out += [{"mode": mode, "chunks": k, "own_first": o, **r, **({"taper": t} if k > 1 else {})}
+                    for r in resources for o in orders for k in legal for t in (cfg.tapers if k > 1 else (False,))]
         elif mode == "ring":
-            out += [{"mode": mode, "chunks": k, "own_first": True, **r}
-                    for r in resources for k in cfg.ring_chunks if local_rows % k == 0]
+            out += [{"mode": mode, "chunks": k, "own_first": True, **r, **({"taper": t} if k > 1 else {})}
+                    for r in resources for k in cfg.ring_chunks if local_rows % k == 0
+                    for t in (cfg.tapers if k > 1 else (False,))]
         elif mode in CUDA_ONLY_MODES and device.type != "cuda":
             continue
         elif mode == "copy_engine":
@@ -139,11 +143,11 @@ def bench_side(side: str, shape: tuple[int, int, int], cfg: BenchConfig, tp: int
         def comm():
             return compat.all_gather_single(gathered, a)
 
-        def op(mode, chunks, own_first=True, sm_margin=0, comm_ctas=0, push=True):
+        def op(mode, chunks, own_first=True, sm_margin=0, comm_ctas=0, push=True, taper=False):
             # as a layer's forward calls it: the gathered input is kept for the weight gradient
             return all_gather_matmul(a, w, fusion_group(None, comm_ctas), mode=mode, chunks=chunks,
                                      label=f"bench.{side}", own_first=own_first, sm_margin=sm_margin,
-                                     return_gathered=True, copy_push=push)[0]
+                                     return_gathered=True, copy_push=push, taper=taper)[0]
 
         local_rows = s // tp
     else:
@@ -157,9 +161,9 @@ def bench_side(side: str, shape: tuple[int, int, int], cfg: BenchConfig, tp: int
         def comm():
             return compat.reduce_scatter_single(scattered, partial)
 
-        def op(mode, chunks, own_first=True, sm_margin=0, comm_ctas=0):
+        def op(mode, chunks, own_first=True, sm_margin=0, comm_ctas=0, push=True, taper=False):
             return matmul_reduce_scatter(a, w, fusion_group(None, comm_ctas), mode=mode, chunks=chunks,
-                                         label=f"bench.{side}", sm_margin=sm_margin)
+                                         label=f"bench.{side}", sm_margin=sm_margin, taper=taper)
 
         local_rows = s // tp
     fns: dict[str, Any] = {"gemm": gemm, "comm": comm, "unfused": lambda: op("none", 1)}

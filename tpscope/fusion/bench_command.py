@@ -44,6 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="SM margins to time chunked and ring with, e.g. 0,8,16 (default 0)")
     parser.add_argument("--comm-ctas", type=_csv(int), default=(0,),
                         help="CTA caps of the fused ops' communicator, e.g. 0,4 (default 0: NCCL's choice)")
+    parser.add_argument("--taper", type=_csv(int), default=(0,),
+                        help="chunked and ring with more than one chunk: 0 even pieces, 1 the exposed piece "
+                             "(AG's last, RS's first) halved; e.g. 0,1 times both (default 0)")
     parser.add_argument("--copy-push", type=_csv(int), default=(1,),
                         help="copy_engine AG-GEMM: 1 push the shards, 0 pull them; e.g. 0,1 times both (default 1)")
     parser.add_argument("--feed-ahead-ms", type=float, default=0.0,
@@ -85,6 +88,8 @@ def main(args: argparse.Namespace) -> int:
         raise UserError("--reps must be >= 1 and --warmup >= 0")
     if any(n < 0 for n in (*args.sm_margins, *args.comm_ctas)):
         raise UserError("--sm-margins and --comm-ctas must be >= 0")
+    if not args.taper or any(t not in (0, 1) for t in args.taper):
+        raise UserError("--taper takes 0 and/or 1, e.g. 0,1")
     if not args.copy_push or any(p not in (0, 1) for p in args.copy_push):
         raise UserError("--copy-push takes 0 and/or 1, e.g. 0,1")
     if not 0 <= args.feed_ahead_ms <= 1000:
@@ -95,6 +100,7 @@ def main(args: argparse.Namespace) -> int:
                       chunks=tuple(args.chunks), ring_chunks=tuple(args.ring_chunks),
                       rank_order=args.rank_order, sm_margins=tuple(args.sm_margins),
                       comm_ctas=tuple(args.comm_ctas), copy_push=tuple(bool(p) for p in args.copy_push),
+                      tapers=tuple(bool(t) for t in args.taper),
                       feed_ahead_ms=args.feed_ahead_ms, reps=args.reps, warmup=args.warmup, dtype=args.dtype,
                       device=args.device, regime=args.regime,
                       json_path=os.path.abspath(args.json) if args.json else "", timeout_s=args.timeout_s)

@@ -234,6 +234,8 @@ def variant_label(v: dict, side: str) -> str:
         label += f"/m{v['sm_margin']}"
     if v.get("comm_ctas"):
         label += f"/c{v['comm_ctas']}"
+    if v.get("taper"):
+        label += "/taper"
     if v["mode"] == "copy_engine" and "push" in v:
         label += "/push" if v["push"] else "/pull"  # results recorded before push existed pulled
     if v.get("tail_fill"):

@@ -33,6 +33,7 @@ from torch.profiler import record_function
 from tpscope.fusion import compat
 from tpscope.fusion.config import Mode
 from tpscope.fusion.resources import gemm_sm_margin
+from tpscope.fusion.schedule import chunk_bounds
 from tpscope.fusion.streams import CommStream, wait_all
 from tpscope.fusion.validate import check_all_gather_matmul, check_matmul_reduce_scatter
 
@@ -64,6 +65,7 @@ def all_gather_matmul(
     sm_margin: int = 0,
     wgrad_lhs: torch.Tensor | None = None,
     copy_push: bool = True,
+    taper: bool = False,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """`all_gather(x_shard) @ weight`, fused as `mode` says; with `return_gathered`, also the
     gathered input `[S, K]` (the weight gradient of a column-parallel layer needs it); with
@@ -72,7 +74,9 @@ def all_gather_matmul(
     `own_first` (chunked): multiply the local shard while the first chunks travel.
     `sm_margin`: SMs the GEMMs beside a transfer leave to it (0: all SMs).
     `copy_push` (copy_engine): each rank pushes its shard into the peers' buffers (default) or
-    the peers pull it (tpscope.fusion.copy_engine)."""
+    the peers pull it (tpscope.fusion.copy_engine).
+    `taper` (chunked, ring; chunks > 1): the last piece, whose GEMM follows the last transfer,
+    is half an even one (tpscope.fusion.schedule)."""
     mode = _mode_value(mode)
     tp, rank = group_size_rank(group)
     check_all_gather_matmul(x_shard, weight, tp, mode, chunks)
@@ -88,12 +92,12 @@ def all_gather_matmul(
             out, gathered = _ag_none(x_shard, weight, group, tp)
         elif mode == Mode.CHUNKED.value:
             out, gathered, grad_w = _ag_chunked(x_shard, weight, group, tp, rank, chunks, label,
-                                                need_gathered, own_first, sm_margin, wgrad_lhs)
+                                                need_gathered, own_first, sm_margin, wgrad_lhs, taper)
         elif mode == Mode.RING.value:
             from tpscope.fusion.ring import ag_ring
 
             with gemm_sm_margin(sm_margin, x_shard.device):
-                out, gathered = ag_ring(x_shard, weight, group, tp, rank, label, need_gathered, chunks)
+                out, gathered = ag_ring(x_shard, weight, group, tp, rank, label, need_gathered, chunks, taper)
         elif mode == Mode.COPY_ENGINE.value:
             from tpscope.fusion.copy_engine import ag_copy_engine
 
@@ -120,11 +124,13 @@ def matmul_reduce_scatter(
     label: str = "op",
     sm_margin: int = 0,
     overlap: Callable[[], torch.Tensor] | None = None,
+    taper: bool = False,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """This rank's row block of `sum over ranks of y @ weight`, fused as `mode` says. With
     `overlap`, also `overlap()`: in `chunked` it runs while the last chunks are reduced (other
     modes run it after; `copy_engine` beside its pushes); unfused (`none`) never overlaps, being
-    the baseline."""
+    the baseline. `taper` (chunked, ring; chunks > 1): the first piece, whose GEMM precedes the
+    first transfer, is half an even one (tpscope.fusion.schedule)."""
     mode = _mode_value(mode)
     tp, rank = group_size_rank(group)
     check_matmul_reduce_scatter(y, weight, tp, mode, chunks)
@@ -136,12 +142,12 @@ def matmul_reduce_scatter(
         elif mode == Mode.NONE.value:
             out = _rs_none(y, weight, group, tp)
         elif mode == Mode.CHUNKED.value:
-            out, extra = _rs_chunked(y, weight, group, tp, chunks, label, sm_margin, overlap)
+            out, extra = _rs_chunked(y, weight, group, tp, chunks, label, sm_margin, overlap, taper)
         elif mode == Mode.RING.value:
             from tpscope.fusion.ring import rs_ring
 
             with gemm_sm_margin(sm_margin, y.device):
-                out = rs_ring(y, weight, group, tp, rank, label, chunks)
+                out = rs_ring(y, weight, group, tp, rank, label, chunks, taper)
         elif mode == Mode.COPY_ENGINE.value:
             from tpscope.fusion.copy_engine import rs_copy_engine
 
@@ -162,25 +168,32 @@ def _ag_none(x: torch.Tensor, w: torch.Tensor, group: Any, tp: int):
 
 
 def _ag_chunked(x, w, group, tp: int, rank: int, chunks: int, label: str, return_gathered: bool,
-                own_first: bool, sm_margin: int = 0, wgrad_lhs: torch.Tensor | None = None):
-    """Chunk c gathers rows [c*r, (c+1)*r) of every rank's shard, then one GEMM per source rank
-    writes straight into that rank's rows of the output (no reordering copy). With `own_first`
-    the local shard's GEMM (and its block of the weight gradient, given `wgrad_lhs`) runs first,
-    beside the first transfer, and chunks cover peers only. GEMMs that run while a later chunk
-    travels leave `sm_margin` SMs free."""
+                own_first: bool, sm_margin: int = 0, wgrad_lhs: torch.Tensor | None = None,
+                taper: bool = False):
+    """Chunk c gathers rows [a_c, b_c) of every rank's shard (tpscope.fusion.schedule; `taper`
+    halves the last), then one GEMM per source rank writes straight into that rank's rows of the
+    output (no reordering copy). With `own_first` the local shard's GEMM (and its block of the
+    weight gradient, given `wgrad_lhs`) runs first, beside the first transfer, and chunks cover
+    peers only. GEMMs that run while a later chunk travels leave `sm_margin` SMs free. The
+    gathered input is assembled on the side stream as each chunk lands (not by one copy at the
+    end, which the compute stream would wait for)."""
     s_local, k = x.shape
-    rows = s_local // chunks
+    bounds = chunk_bounds(s_local, chunks, "last" if taper else "")
     out = x.new_empty(tp * s_local, w.shape[1])
-    bufs = x.new_empty(chunks, tp * rows, k)
-    pieces = x.view(chunks, rows, k)
     comm = CommStream(x.device)
     comm.follow_compute()
     own = slice(rank * s_local, (rank + 1) * s_local)
+    gathered = x.new_empty(tp * s_local, k) if return_gathered else None
+    if gathered is not None:
+        with comm.issue():
+            gathered[own].copy_(x)
     grad_w = None
-    for c in range(chunks):
+    for c, (a, b) in enumerate(bounds):
+        rows = b - a
         with record_function(f"tpscope/{label}/{AG_GEMM}/chunk{c}"):
+            buf = x.new_empty(tp * rows, k)
             with comm.issue():
-                work = compat.all_gather_single(bufs[c], pieces[c], group=group, async_op=True)
+                work = compat.all_gather_single(buf, x[a:b], group=group, async_op=True)
             if own_first and c == 0:
                 with gemm_sm_margin(sm_margin, x.device):
                     torch.mm(x, w, out=out[own])
@@ -191,11 +204,14 @@ def _ag_chunked(x, w, group, tp: int, rank: int, chunks: int, label: str, return
                 for src in range(tp):
                     if own_first and src == rank:
                         continue
-                    start = src * s_local + c * rows
-                    torch.mm(bufs[c, src * rows : (src + 1) * rows], w, out=out[start : start + rows])
-    gathered = None
-    if return_gathered:
-        gathered = bufs.view(chunks, tp, rows, k).transpose(0, 1).reshape(tp * s_local, k)
+                    torch.mm(buf[src * rows : (src + 1) * rows], w, out=out[src * s_local + a : src * s_local + b])
+            if gathered is not None:
+                with comm.issue():  # beside the next GEMMs; the caching allocator keeps `buf`
+                    for src in range(tp):  # until the compute stream has waited for this stream
+                        if src != rank:
+                            gathered[src * s_local + a : src * s_local + b].copy_(buf[src * rows : (src + 1) * rows])
+    if gathered is not None:
+        comm.join()
     if grad_w is not None:
         add_peer_wgrad(grad_w, wgrad_lhs, gathered, tp, rank)
     return out, gathered, grad_w
@@ -220,19 +236,20 @@ def _rs_none(y: torch.Tensor, w: torch.Tensor, group: Any, tp: int) -> torch.Ten
 
 
 def _rs_chunked(y, w, group, tp: int, chunks: int, label: str, sm_margin: int = 0,
-                overlap: Callable[[], torch.Tensor] | None = None):
-    """Chunk c computes rows [c*r, (c+1)*r) of every rank's block into one buffer, rank-major,
-    and reduce-scatters it: rank q receives rows [c*r, (c+1)*r) of its own block, contiguous.
-    GEMMs after the first run beside the chunks before them and leave `sm_margin` SMs free;
-    `overlap()` runs after the last GEMM, beside the last chunks' transfers."""
+                overlap: Callable[[], torch.Tensor] | None = None, taper: bool = False):
+    """Chunk c computes rows [a_c, b_c) of every rank's block (tpscope.fusion.schedule; `taper`
+    halves the first, whose GEMM no transfer hides) into one buffer, rank-major, and
+    reduce-scatters it: rank q receives rows [a_c, b_c) of its own block, contiguous. GEMMs after
+    the first run beside the chunks before them and leave `sm_margin` SMs free; `overlap()` runs
+    after the last GEMM, beside the last chunks' transfers."""
     s_local = y.shape[0] // tp
-    rows = s_local // chunks
     n = w.shape[1]
     out = y.new_empty(s_local, n)
     comm = CommStream(y.device)
     works = []
     extra = None
-    for c in range(chunks):
+    for c, (a, b) in enumerate(chunk_bounds(s_local, chunks, "first" if taper else "")):
+        rows = b - a
         with record_function(f"tpscope/{label}/{GEMM_RS}/chunk{c}"):
             partial = y.new_empty(tp * rows, n)
             with gemm_sm_margin(sm_margin if c > 0 else 0, y.device):
@@ -240,14 +257,11 @@ def _rs_chunked(y, w, group, tp: int, chunks: int, label: str, sm_margin: int = 
                     torch.mm(y, w, out=partial)
                 else:
                     for dst in range(tp):
-                        start = dst * s_local + c * rows
-                        torch.mm(y[start : start + rows], w, out=partial[dst * rows : (dst + 1) * rows])
+                        torch.mm(y[dst * s_local + a : dst * s_local + b], w, out=partial[dst * rows : (dst + 1) * rows])
             comm.follow_compute()
             with comm.issue():
                 works.append(
-                    compat.reduce_scatter_single(
-                        out[c * rows : (c + 1) * rows], partial, group=group, async_op=True
-                    )
+                    compat.reduce_scatter_single(out[a:b], partial, group=group, async_op=True)
                 )
     if overlap is not None:
         with gemm_sm_margin(sm_margin, y.device):

@@ -17,6 +17,7 @@ import torch
 import torch.distributed as dist
 from torch.profiler import record_function
 
+from tpscope.fusion.schedule import chunk_bounds
 from tpscope.fusion.streams import CommStream
 
 
@@ -39,22 +40,27 @@ def _arrived(works: list, comm: CommStream):
     return comm.record()
 
 
-def ag_ring(x, w, group, tp: int, rank: int, label: str, return_gathered: bool, chunks: int = 1):
-    """All-gather-matmul over a send/recv ring, own shard first."""
+def ag_ring(x, w, group, tp: int, rank: int, label: str, return_gathered: bool, chunks: int = 1,
+            taper: bool = False):
+    """All-gather-matmul over a send/recv ring, own shard first (`taper`: the last piece of each
+    step is half an even one, tpscope.fusion.schedule)."""
     s_local, k = x.shape
-    rows = s_local // chunks
+    bounds = chunk_bounds(s_local, chunks, "last" if taper else "")
     out = x.new_empty(tp * s_local, w.shape[1])
     gathered = x.new_empty(tp, s_local, k)
     comm = CommStream(x.device)
     comm.follow_compute()
+    if return_gathered:
+        with comm.issue():  # off the compute stream, which waits for this one at the end
+            gathered[rank].copy_(x)
     current, pending = x, [[] for _ in range(chunks)]
     for step in range(tp):
         src = (rank - step) % tp
         incoming = gathered[(src - 1) % tp] if step < tp - 1 else None
         with record_function(f"tpscope/{label}/ag_gemm/chunk{step}"):
             ready, sent = [], [[] for _ in range(chunks)]
-            for j in range(chunks):
-                part = slice(j * rows, (j + 1) * rows)
+            for j, (a, b) in enumerate(bounds):
+                part = slice(a, b)
                 ready.append(_arrived(pending[j], comm) if step else None)
                 if incoming is not None:
                     with comm.issue():
@@ -62,24 +68,24 @@ def ag_ring(x, w, group, tp: int, rank: int, label: str, return_gathered: bool, 
             if step == 0:
                 torch.mm(current, w, out=out[src * s_local : (src + 1) * s_local])
             else:
-                for j in range(chunks):
+                for j, (a, b) in enumerate(bounds):
                     comm.compute_waits(ready[j])
-                    start = src * s_local + j * rows
-                    torch.mm(current[j * rows : (j + 1) * rows], w, out=out[start : start + rows])
+                    torch.mm(current[a:b], w, out=out[src * s_local + a : src * s_local + b])
             pending = sent
             if incoming is not None:
                 current = incoming
     comm.join()
     if not return_gathered:
         return out, None
-    gathered[rank].copy_(x)
     return out, gathered.view(tp * s_local, k)
 
 
-def rs_ring(y, w, group, tp: int, rank: int, label: str, chunks: int = 1) -> torch.Tensor:
-    """Matmul-reduce-scatter over a send/recv ring, peer rows first, own block last."""
+def rs_ring(y, w, group, tp: int, rank: int, label: str, chunks: int = 1,
+            taper: bool = False) -> torch.Tensor:
+    """Matmul-reduce-scatter over a send/recv ring, peer rows first, own block last (`taper`:
+    the first piece of each step is half an even one, tpscope.fusion.schedule)."""
     s_local = y.shape[0] // tp
-    rows = s_local // chunks
+    bounds = chunk_bounds(s_local, chunks, "first" if taper else "")
     n = w.shape[1]
     comm = CommStream(y.device)
     pending: list[list] = [[] for _ in range(chunks)]
@@ -91,10 +97,9 @@ def rs_ring(y, w, group, tp: int, rank: int, label: str, chunks: int = 1) -> tor
             partial = y.new_empty(s_local, n)
             nxt_in = None if last else y.new_empty(s_local, n)
             sent: list[list] = [[] for _ in range(chunks)]
-            for j in range(chunks):
-                part = slice(j * rows, (j + 1) * rows)
-                start = block * s_local + j * rows
-                torch.mm(y[start : start + rows], w, out=partial[part])
+            for j, (a, b) in enumerate(bounds):
+                part = slice(a, b)
+                torch.mm(y[block * s_local + a : block * s_local + b], w, out=partial[part])
                 if incoming is not None:
                     comm.compute_waits(_arrived(pending[j], comm))
                     partial[part] += incoming[part]
