@@ -7,7 +7,8 @@ bench does), one trace per rank, to read with `tpscope analyze` or by eye:
     torchrun --nproc-per-node 2 benchmarks/bench_trace.py --shape ref --out traces/
 
 Calls per side: the GEMM alone, unfused, and (`--regime nvlink`) copy_engine (AG: push and
-pull) or (`--regime shm`) chunked and ring at 4 chunks, even and tapered, 3 times each.
+pull) or (`--regime shm`) chunked (AG, RS) and ring (RS) at 4 chunks, even and tapered, 3 times
+each.
 """
 
 from __future__ import annotations
@@ -68,6 +69,8 @@ def main() -> int:
             x, w1, mode="chunked", chunks=4, sm_margin=16, return_gathered=True, taper=t)
         shm[f"rs/ring/k4/m4{tag}"] = lambda t=taper: matmul_reduce_scatter(
             y, w2, mode="ring", chunks=4, sm_margin=4, taper=t)
+        shm[f"rs/chunked/k4/m4{tag}"] = lambda t=taper: matmul_reduce_scatter(
+            y, w2, mode="chunked", chunks=4, sm_margin=4, taper=t)
     fns = nvlink if args.regime == "nvlink" else shm
     spin = int(args.feed_ahead_ms * _spin_cycles_per_ms(device))
     token = torch.zeros(1, device=device)

@@ -172,46 +172,50 @@ def _ag_chunked(x, w, group, tp: int, rank: int, chunks: int, label: str, return
                 taper: bool = False):
     """Chunk c gathers rows [a_c, b_c) of every rank's shard (tpscope.fusion.schedule; `taper`
     halves the last), then one GEMM per source rank writes straight into that rank's rows of the
-    output (no reordering copy). With `own_first` the local shard's GEMM (and its block of the
-    weight gradient, given `wgrad_lhs`) runs first, beside the first transfer, and chunks cover
-    peers only. GEMMs that run while a later chunk travels leave `sm_margin` SMs free. The
-    gathered input is assembled on the side stream as each chunk lands (not by one copy at the
-    end, which the compute stream would wait for)."""
+    output (no reordering copy). Every chunk's collective is issued first, so that they run back
+    to back. With `own_first` the local shard's GEMM (and its block of the weight gradient,
+    given `wgrad_lhs`) runs first, beside the first transfer, and chunks cover peers only. GEMMs
+    that run while a later chunk travels leave `sm_margin` SMs free. The gathered input is
+    assembled on the side stream as each chunk lands (not by one copy at the end, which the
+    compute stream would wait for), after every collective is queued (not between them)."""
     s_local, k = x.shape
     bounds = chunk_bounds(s_local, chunks, "last" if taper else "")
     out = x.new_empty(tp * s_local, w.shape[1])
+    bufs = [x.new_empty(tp * (b - a), k) for a, b in bounds]  # alive until every reader is done
     comm = CommStream(x.device)
     comm.follow_compute()
     own = slice(rank * s_local, (rank + 1) * s_local)
     gathered = x.new_empty(tp * s_local, k) if return_gathered else None
-    if gathered is not None:
-        with comm.issue():
+    works = []
+    with comm.issue():
+        for c, (a, b) in enumerate(bounds):
+            with record_function(f"tpscope/{label}/{AG_GEMM}/chunk{c}"):
+                works.append(compat.all_gather_single(bufs[c], x[a:b], group=group, async_op=True))
+        if gathered is not None:
             gathered[own].copy_(x)
     grad_w = None
+    if own_first:
+        with gemm_sm_margin(sm_margin, x.device):
+            torch.mm(x, w, out=out[own])
+            if wgrad_lhs is not None:
+                grad_w = wgrad_lhs[own].t() @ x
     for c, (a, b) in enumerate(bounds):
-        rows = b - a
+        rows, buf = b - a, bufs[c]
         with record_function(f"tpscope/{label}/{AG_GEMM}/chunk{c}"):
-            buf = x.new_empty(tp * rows, k)
             with comm.issue():
-                work = compat.all_gather_single(buf, x[a:b], group=group, async_op=True)
-            if own_first and c == 0:
-                with gemm_sm_margin(sm_margin, x.device):
-                    torch.mm(x, w, out=out[own])
-                    if wgrad_lhs is not None:
-                        grad_w = wgrad_lhs[own].t() @ x
-            wait_all([work], comm)
+                works[c].wait()
+            comm.compute_waits(comm.record())
             with gemm_sm_margin(sm_margin if c < chunks - 1 else 0, x.device):
                 for src in range(tp):
                     if own_first and src == rank:
                         continue
                     torch.mm(buf[src * rows : (src + 1) * rows], w, out=out[src * s_local + a : src * s_local + b])
             if gathered is not None:
-                with comm.issue():  # beside the next GEMMs; the caching allocator keeps `buf`
-                    for src in range(tp):  # until the compute stream has waited for this stream
+                with comm.issue():  # beside the next GEMMs
+                    for src in range(tp):
                         if src != rank:
                             gathered[src * s_local + a : src * s_local + b].copy_(buf[src * rows : (src + 1) * rows])
-    if gathered is not None:
-        comm.join()
+    comm.join()
     if grad_w is not None:
         add_peer_wgrad(grad_w, wgrad_lhs, gathered, tp, rank)
     return out, gathered, grad_w
