@@ -31,3 +31,20 @@ def _ring(rank: int, world: int) -> None:
 
 def test_ring_world4():
     run_world(_ring, 4)
+
+
+def _ring_all_gather_exchange(rank: int, world: int) -> None:
+    """Two ranks swapping each piece by an all-gather: the same block sums as plain torch."""
+    g = torch.Generator().manual_seed(9)
+    w = torch.randn(5, 3, generator=g)
+    ys = [torch.randn(world * 4, 5, generator=g) for _ in range(world)]
+    total = sum(y.double() @ w.double() for y in ys)
+    mine = slice(rank * 4, (rank + 1) * 4)
+    for chunks, taper in ((1, False), (2, False), (4, False), (2, True)):
+        got = rs_ring(ys[rank], w, None, world, rank, "t", chunks, taper, all_gather_exchange=True)
+        torch.testing.assert_close(got.double(), total[mine], rtol=1e-5, atol=1e-5,
+                                   msg=f"RS ring by all-gather chunks={chunks} taper={taper}")
+
+
+def test_ring_all_gather_exchange_world2():
+    run_world(_ring_all_gather_exchange, 2)

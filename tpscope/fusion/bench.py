@@ -56,6 +56,8 @@ class BenchConfig:
     tapers: tuple[bool, ...] = (False,)
     """`chunked` and `ring` with more than one chunk: even pieces (False) and/or the exposed
     piece halved (True, tpscope.fusion.schedule)."""
+    ring_all_gather: tuple[bool, ...] = (False,)
+    """GEMM-RS of `ring` at two ranks: pieces swapped by send/recv (False) and/or all-gather."""
     copy_push: tuple[bool, ...] = (True,)
     """AG-GEMM of `copy_engine`: push (True) and/or pull (False) the shards."""
     feed_ahead_ms: float = 0.0
@@ -83,9 +85,11 @@ def variants(cfg: BenchConfig, local_rows: int, device: torch.device,
             out += [{"mode": mode, "chunks": k, "own_first": o, **r, **({"taper": t} if k > 1 else {})}
                     for r in resources for o in orders for k in legal for t in (cfg.tapers if k > 1 else (False,))]
         elif mode == "ring":
-            out += [{"mode": mode, "chunks": k, "own_first": True, **r, **({"taper": t} if k > 1 else {})}
+            exchanges = cfg.ring_all_gather if side == "rs" else (False,)
+            out += [{"mode": mode, "chunks": k, "own_first": True, **r, **({"taper": t} if k > 1 else {}),
+                     **({"all_gather": x} if x else {})}
                     for r in resources for k in cfg.ring_chunks if local_rows % k == 0
-                    for t in (cfg.tapers if k > 1 else (False,))]
+                    for t in (cfg.tapers if k > 1 else (False,)) for x in exchanges]
         elif mode in CUDA_ONLY_MODES and device.type != "cuda":
             continue
         elif mode == "copy_engine":
@@ -161,9 +165,11 @@ def bench_side(side: str, shape: tuple[int, int, int], cfg: BenchConfig, tp: int
         def comm():
             return compat.reduce_scatter_single(scattered, partial)
 
-        def op(mode, chunks, own_first=True, sm_margin=0, comm_ctas=0, push=True, taper=False):
+        def op(mode, chunks, own_first=True, sm_margin=0, comm_ctas=0, push=True, taper=False,
+               all_gather=False):
             return matmul_reduce_scatter(a, w, fusion_group(None, comm_ctas), mode=mode, chunks=chunks,
-                                         label=f"bench.{side}", sm_margin=sm_margin, taper=taper)
+                                         label=f"bench.{side}", sm_margin=sm_margin, taper=taper,
+                                         ring_all_gather=all_gather)
 
         local_rows = s // tp
     fns: dict[str, Any] = {"gemm": gemm, "comm": comm, "unfused": lambda: op("none", 1)}

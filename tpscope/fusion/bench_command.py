@@ -47,6 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--taper", type=_csv(int), default=(0,),
                         help="chunked and ring with more than one chunk: 0 even pieces, 1 the exposed piece "
                              "(AG's last, RS's first) halved; e.g. 0,1 times both (default 0)")
+    parser.add_argument("--ring-all-gather", type=_csv(int), default=(0,),
+                        help="ring GEMM-RS at two ranks: 0 swap pieces by send/recv, 1 by all-gather; "
+                             "e.g. 0,1 times both (default 0)")
     parser.add_argument("--copy-push", type=_csv(int), default=(1,),
                         help="copy_engine AG-GEMM: 1 push the shards, 0 pull them; e.g. 0,1 times both (default 1)")
     parser.add_argument("--feed-ahead-ms", type=float, default=0.0,
@@ -88,8 +91,10 @@ def main(args: argparse.Namespace) -> int:
         raise UserError("--reps must be >= 1 and --warmup >= 0")
     if any(n < 0 for n in (*args.sm_margins, *args.comm_ctas)):
         raise UserError("--sm-margins and --comm-ctas must be >= 0")
-    if not args.taper or any(t not in (0, 1) for t in args.taper):
-        raise UserError("--taper takes 0 and/or 1, e.g. 0,1")
+    for name in ("taper", "ring_all_gather"):
+        values = getattr(args, name)
+        if not values or any(v not in (0, 1) for v in values):
+            raise UserError(f"--{name.replace('_', '-')} takes 0 and/or 1, e.g. 0,1")
     if not args.copy_push or any(p not in (0, 1) for p in args.copy_push):
         raise UserError("--copy-push takes 0 and/or 1, e.g. 0,1")
     if not 0 <= args.feed_ahead_ms <= 1000:
@@ -101,6 +106,7 @@ def main(args: argparse.Namespace) -> int:
                       rank_order=args.rank_order, sm_margins=tuple(args.sm_margins),
                       comm_ctas=tuple(args.comm_ctas), copy_push=tuple(bool(p) for p in args.copy_push),
                       tapers=tuple(bool(t) for t in args.taper),
+                      ring_all_gather=tuple(bool(x) for x in args.ring_all_gather),
                       feed_ahead_ms=args.feed_ahead_ms, reps=args.reps, warmup=args.warmup, dtype=args.dtype,
                       device=args.device, regime=args.regime,
                       json_path=os.path.abspath(args.json) if args.json else "", timeout_s=args.timeout_s)

@@ -236,6 +236,8 @@ def variant_label(v: dict, side: str) -> str:
         label += f"/c{v['comm_ctas']}"
     if v.get("taper"):
         label += "/taper"
+    if v.get("all_gather"):
+        label += "/agx"  # a ring's pieces swapped by all-gather
     if v["mode"] == "copy_engine" and "push" in v:
         label += "/push" if v["push"] else "/pull"  # results recorded before push existed pulled
     if v.get("tail_fill"):

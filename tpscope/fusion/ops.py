@@ -125,12 +125,14 @@ def matmul_reduce_scatter(
     sm_margin: int = 0,
     overlap: Callable[[], torch.Tensor] | None = None,
     taper: bool = False,
+    ring_all_gather: bool = False,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """This rank's row block of `sum over ranks of y @ weight`, fused as `mode` says. With
     `overlap`, also `overlap()`: in `chunked` it runs while the last chunks are reduced (other
     modes run it after; `copy_engine` beside its pushes); unfused (`none`) never overlaps, being
     the baseline. `taper` (chunked, ring; chunks > 1): the first piece, whose GEMM precedes the
-    first transfer, is half an even one (tpscope.fusion.schedule)."""
+    first transfer, is half an even one (tpscope.fusion.schedule). `ring_all_gather` (ring, two
+    ranks): each piece is swapped by an all-gather instead of a send/recv pair."""
     mode = _mode_value(mode)
     tp, rank = group_size_rank(group)
     check_matmul_reduce_scatter(y, weight, tp, mode, chunks)
@@ -147,7 +149,7 @@ def matmul_reduce_scatter(
             from tpscope.fusion.ring import rs_ring
 
             with gemm_sm_margin(sm_margin, y.device):
-                out = rs_ring(y, weight, group, tp, rank, label, chunks, taper)
+                out = rs_ring(y, weight, group, tp, rank, label, chunks, taper, ring_all_gather)
         elif mode == Mode.COPY_ENGINE.value:
             from tpscope.fusion.copy_engine import rs_copy_engine
 

@@ -17,6 +17,7 @@ import torch
 import torch.distributed as dist
 from torch.profiler import record_function
 
+from tpscope.fusion import compat
 from tpscope.fusion.schedule import chunk_bounds
 from tpscope.fusion.streams import CommStream
 
@@ -80,13 +81,26 @@ def ag_ring(x, w, group, tp: int, rank: int, label: str, return_gathered: bool, 
     return out, gathered.view(tp * s_local, k)
 
 
+def _exchange_by_all_gather(send: torch.Tensor, group: Any, rank: int):
+    """Two ranks: swap `send` with the peer's by one all-gather of it; returns (works, the peer's
+    piece once they are done). NCCL's collectives moved 16-18 MiB pieces over shared memory
+    faster than its send/recv (docs/benchmarks.md, fourth round)."""
+    pair = send.new_empty(2, *send.shape)
+    work = compat.all_gather_single(pair.view(2 * send.shape[0], *send.shape[1:]), send, group=group,
+                                    async_op=True)
+    return [work], pair[1 - rank]
+
+
 def rs_ring(y, w, group, tp: int, rank: int, label: str, chunks: int = 1,
-            taper: bool = False) -> torch.Tensor:
+            taper: bool = False, all_gather_exchange: bool = False) -> torch.Tensor:
     """Matmul-reduce-scatter over a send/recv ring, peer rows first, own block last (`taper`:
-    the first piece of each step is half an even one, tpscope.fusion.schedule)."""
+    the first piece of each step is half an even one, tpscope.fusion.schedule). With
+    `all_gather_exchange` and two ranks, each piece is swapped by an all-gather instead of a
+    send/recv pair."""
     s_local = y.shape[0] // tp
     bounds = chunk_bounds(s_local, chunks, "first" if taper else "")
     n = w.shape[1]
+    by_all_gather = all_gather_exchange and tp == 2
     comm = CommStream(y.device)
     pending: list[list] = [[] for _ in range(chunks)]
     incoming = None
@@ -95,18 +109,22 @@ def rs_ring(y, w, group, tp: int, rank: int, label: str, chunks: int = 1,
         last = step == tp - 1
         with record_function(f"tpscope/{label}/gemm_rs/chunk{step}"):
             partial = y.new_empty(s_local, n)
-            nxt_in = None if last else y.new_empty(s_local, n)
+            nxt_in = None if last or by_all_gather else y.new_empty(s_local, n)
+            received = [None] * chunks  # by_all_gather: each piece's view of its pair buffer
             sent: list[list] = [[] for _ in range(chunks)]
             for j, (a, b) in enumerate(bounds):
                 part = slice(a, b)
                 torch.mm(y[block * s_local + a : block * s_local + b], w, out=partial[part])
                 if incoming is not None:
                     comm.compute_waits(_arrived(pending[j], comm))
-                    partial[part] += incoming[part]
+                    partial[part] += incoming[j] if by_all_gather else incoming[part]
                 if not last:
                     comm.follow_compute()
                     with comm.issue():
-                        sent[j] = _exchange(partial[part], nxt_in[part], group, rank, tp)
-            pending, incoming = sent, nxt_in
+                        if by_all_gather:
+                            sent[j], received[j] = _exchange_by_all_gather(partial[part], group, rank)
+                        else:
+                            sent[j] = _exchange(partial[part], nxt_in[part], group, rank, tp)
+            pending, incoming = sent, (received if by_all_gather else nxt_in)
     comm.join()
     return partial
