@@ -25,7 +25,7 @@ from tpscope import __version__
 from tpscope.fusion import compat
 from tpscope.fusion.config import CUDA_ONLY_MODES, variant_label  # noqa: F401 - variant_label re-exported
 from tpscope.fusion.launch import resolve_regime
-from tpscope.fusion.ops import all_gather_matmul, matmul_reduce_scatter
+from tpscope.fusion.ops import TAPER_BY_DEFAULT, all_gather_matmul, matmul_reduce_scatter
 from tpscope.fusion.regimes import apply_defaults, apply_in_process, nccl_env, regime_env
 from tpscope.fusion.resources import fusion_group, gemm_sm_margin
 from tpscope.fusion.shapes import SHAPES, parse_shape  # noqa: F401 - re-exported
@@ -53,14 +53,14 @@ class BenchConfig:
     """SM margins to time each chunked and ring variant with (tpscope.fusion.resources)."""
     comm_ctas: tuple[int, ...] = (0,)
     """CTA caps of the fused ops' communicator to time each chunked and ring variant with."""
-    tapers: tuple[bool, ...] = (False,)
+    tapers: tuple[bool | None, ...] = (None,)
     """`chunked` and `ring` with more than one chunk: even pieces (False) and/or the exposed
-    piece halved (True, tpscope.fusion.schedule)."""
+    piece halved (True, tpscope.fusion.schedule); None: the mode's default (ops.TAPER_BY_DEFAULT)."""
     ring_all_gather: tuple[bool, ...] = (False,)
     """GEMM-RS of `ring` at two ranks: pieces swapped by send/recv (False) and/or all-gather."""
     copy_push: tuple[bool, ...] = (True,)
     """AG-GEMM of `copy_engine`: push (True) and/or pull (False) the shards."""
-    feed_ahead_ms: float = 0.0
+    feed_ahead_ms: float = 5.0
     """GPU time queued ahead of each timed call (tpscope.fusion.timing.time_regions; 0: none)."""
     reps: int = 20
     warmup: int = 5
@@ -69,6 +69,11 @@ class BenchConfig:
     regime: str = ""
     json_path: str = ""
     timeout_s: float = 300.0
+
+
+def _taper(mode: str, taper: bool | None) -> bool:
+    """The taper a variant runs with, the mode's default resolved (so that its label says it)."""
+    return TAPER_BY_DEFAULT.get(mode, False) if taper is None else taper
 
 
 def variants(cfg: BenchConfig, local_rows: int, device: torch.device,
@@ -82,14 +87,14 @@ def variants(cfg: BenchConfig, local_rows: int, device: torch.device,
         if mode == "chunked":
             legal = [k for k in cfg.chunks if local_rows % k == 0]
             orders = [True, False] if cfg.rank_order and side == "ag" else [True]
-            out += [{"mode": mode, "chunks": k, "own_first": o, **r, **({"taper": t} if k > 1 else {})}
-                    for r in resources for o in orders for k in legal for t in (cfg.tapers if k > 1 else (False,))]
+            out += [{"mode": mode, "chunks": k, "own_first": o, **r, **({"taper": _taper(mode, t)} if k > 1 else {})}
+                    for r in resources for o in orders for k in legal for t in (cfg.tapers if k > 1 else (None,))]
         elif mode == "ring":
             exchanges = cfg.ring_all_gather if side == "rs" else (False,)
-            out += [{"mode": mode, "chunks": k, "own_first": True, **r, **({"taper": t} if k > 1 else {}),
-                     **({"all_gather": x} if x else {})}
+            out += [{"mode": mode, "chunks": k, "own_first": True, **r,
+                     **({"taper": _taper(mode, t)} if k > 1 else {}), **({"all_gather": x} if x else {})}
                     for r in resources for k in cfg.ring_chunks if local_rows % k == 0
-                    for t in (cfg.tapers if k > 1 else (False,)) for x in exchanges]
+                    for t in (cfg.tapers if k > 1 else (None,)) for x in exchanges]
         elif mode in CUDA_ONLY_MODES and device.type != "cuda":
             continue
         elif mode == "copy_engine":
@@ -147,7 +152,7 @@ def bench_side(side: str, shape: tuple[int, int, int], cfg: BenchConfig, tp: int
         def comm():
             return compat.all_gather_single(gathered, a)
 
-        def op(mode, chunks, own_first=True, sm_margin=0, comm_ctas=0, push=True, taper=False):
+        def op(mode, chunks, own_first=True, sm_margin=0, comm_ctas=0, push=True, taper=None):
             # as a layer's forward calls it: the gathered input is kept for the weight gradient
             return all_gather_matmul(a, w, fusion_group(None, comm_ctas), mode=mode, chunks=chunks,
                                      label=f"bench.{side}", own_first=own_first, sm_margin=sm_margin,
@@ -165,7 +170,7 @@ def bench_side(side: str, shape: tuple[int, int, int], cfg: BenchConfig, tp: int
         def comm():
             return compat.reduce_scatter_single(scattered, partial)
 
-        def op(mode, chunks, own_first=True, sm_margin=0, comm_ctas=0, push=True, taper=False,
+        def op(mode, chunks, own_first=True, sm_margin=0, comm_ctas=0, push=True, taper=None,
                all_gather=False):
             return matmul_reduce_scatter(a, w, fusion_group(None, comm_ctas), mode=mode, chunks=chunks,
                                          label=f"bench.{side}", sm_margin=sm_margin, taper=taper,

@@ -44,17 +44,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="SM margins to time chunked and ring with, e.g. 0,8,16 (default 0)")
     parser.add_argument("--comm-ctas", type=_csv(int), default=(0,),
                         help="CTA caps of the fused ops' communicator, e.g. 0,4 (default 0: NCCL's choice)")
-    parser.add_argument("--taper", type=_csv(int), default=(0,),
+    parser.add_argument("--taper", type=_csv(int), default=None,
                         help="chunked and ring with more than one chunk: 0 even pieces, 1 the exposed piece "
-                             "(AG's last, RS's first) halved; e.g. 0,1 times both (default 0)")
+                             "(AG's last, RS's first) halved; e.g. 0,1 times both (default: ring tapers, "
+                             "chunked does not)")
     parser.add_argument("--ring-all-gather", type=_csv(int), default=(0,),
                         help="ring GEMM-RS at two ranks: 0 swap pieces by send/recv, 1 by all-gather; "
                              "e.g. 0,1 times both (default 0)")
     parser.add_argument("--copy-push", type=_csv(int), default=(1,),
                         help="copy_engine AG-GEMM: 1 push the shards, 0 pull them; e.g. 0,1 times both (default 1)")
-    parser.add_argument("--feed-ahead-ms", type=float, default=0.0,
+    parser.add_argument("--feed-ahead-ms", type=float, default=5.0,
                         help="GPU time queued before each timed call, so that the CPU's launch time is "
-                             "not counted (as in training, where the CPU runs ahead; default 0)")
+                             "not counted, as in training, where the CPU runs ahead (default 5; 0 counts it)")
     parser.add_argument("--reps", type=int, default=20, help="timed repetitions (>= 20 for results)")
     parser.add_argument("--warmup", type=int, default=5, help="untimed repetitions first")
     parser.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16")
@@ -93,7 +94,7 @@ def main(args: argparse.Namespace) -> int:
         raise UserError("--sm-margins and --comm-ctas must be >= 0")
     for name in ("taper", "ring_all_gather"):
         values = getattr(args, name)
-        if not values or any(v not in (0, 1) for v in values):
+        if values is not None and (not values or any(v not in (0, 1) for v in values)):
             raise UserError(f"--{name.replace('_', '-')} takes 0 and/or 1, e.g. 0,1")
     if not args.copy_push or any(p not in (0, 1) for p in args.copy_push):
         raise UserError("--copy-push takes 0 and/or 1, e.g. 0,1")
@@ -105,7 +106,7 @@ def main(args: argparse.Namespace) -> int:
                       chunks=tuple(args.chunks), ring_chunks=tuple(args.ring_chunks),
                       rank_order=args.rank_order, sm_margins=tuple(args.sm_margins),
                       comm_ctas=tuple(args.comm_ctas), copy_push=tuple(bool(p) for p in args.copy_push),
-                      tapers=tuple(bool(t) for t in args.taper),
+                      tapers=(None,) if args.taper is None else tuple(bool(t) for t in args.taper),
                       ring_all_gather=tuple(bool(x) for x in args.ring_all_gather),
                       feed_ahead_ms=args.feed_ahead_ms, reps=args.reps, warmup=args.warmup, dtype=args.dtype,
                       device=args.device, regime=args.regime,

@@ -40,6 +40,11 @@ from tpscope.fusion.validate import check_all_gather_matmul, check_matmul_reduce
 AG_GEMM = "ag_gemm"
 GEMM_RS = "gemm_rs"
 
+TAPER_BY_DEFAULT = {Mode.RING.value: True, Mode.CHUNKED.value: False}
+"""Whether a mode tapers its pieces unless told (tpscope.fusion.schedule). Measured side by side
+on shm (docs/benchmarks.md, fourth round): the ring was faster tapered in every case, chunked
+as fast or slower."""
+
 
 def group_size_rank(group: Any) -> tuple[int, int]:
     """(tp, rank in group); refuses an uninitialized torch.distributed with a clear error."""
@@ -65,7 +70,7 @@ def all_gather_matmul(
     sm_margin: int = 0,
     wgrad_lhs: torch.Tensor | None = None,
     copy_push: bool = True,
-    taper: bool = False,
+    taper: bool | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """`all_gather(x_shard) @ weight`, fused as `mode` says; with `return_gathered`, also the
     gathered input `[S, K]` (the weight gradient of a column-parallel layer needs it); with
@@ -76,8 +81,9 @@ def all_gather_matmul(
     `copy_push` (copy_engine): each rank pushes its shard into the peers' buffers (default) or
     the peers pull it (tpscope.fusion.copy_engine).
     `taper` (chunked, ring; chunks > 1): the last piece, whose GEMM follows the last transfer,
-    is half an even one (tpscope.fusion.schedule)."""
+    is half an even one (tpscope.fusion.schedule); None: the mode's default (TAPER_BY_DEFAULT)."""
     mode = _mode_value(mode)
+    taper = TAPER_BY_DEFAULT.get(mode, False) if taper is None else taper
     tp, rank = group_size_rank(group)
     check_all_gather_matmul(x_shard, weight, tp, mode, chunks)
     if wgrad_lhs is not None and wgrad_lhs.shape[0] != tp * x_shard.shape[0]:
@@ -124,16 +130,18 @@ def matmul_reduce_scatter(
     label: str = "op",
     sm_margin: int = 0,
     overlap: Callable[[], torch.Tensor] | None = None,
-    taper: bool = False,
+    taper: bool | None = None,
     ring_all_gather: bool = False,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """This rank's row block of `sum over ranks of y @ weight`, fused as `mode` says. With
     `overlap`, also `overlap()`: in `chunked` it runs while the last chunks are reduced (other
     modes run it after; `copy_engine` beside its pushes); unfused (`none`) never overlaps, being
     the baseline. `taper` (chunked, ring; chunks > 1): the first piece, whose GEMM precedes the
-    first transfer, is half an even one (tpscope.fusion.schedule). `ring_all_gather` (ring, two
-    ranks): each piece is swapped by an all-gather instead of a send/recv pair."""
+    first transfer, is half an even one (tpscope.fusion.schedule; None: TAPER_BY_DEFAULT).
+    `ring_all_gather` (ring, two ranks): each piece is swapped by an all-gather instead of a
+    send/recv pair."""
     mode = _mode_value(mode)
+    taper = TAPER_BY_DEFAULT.get(mode, False) if taper is None else taper
     tp, rank = group_size_rank(group)
     check_matmul_reduce_scatter(y, weight, tp, mode, chunks)
     y = y.contiguous()
