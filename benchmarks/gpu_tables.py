@@ -170,6 +170,25 @@ def main() -> None:
                 continue  # 18 variants per side: the best table above and the JSON hold them
             print(f"### {regime} ({title})\n")
             print(bench_table(doc) + "\n")
+    fourth = {"nvlink": "h200x2-benchpush-nvlink.json", "shm": "h200x2-benchfinal-shm.json",
+              "shm, 8b shape": "h200x2-benchtaper2-shm.json", "socket": "h200x2-benchfinal-socket.json"}
+    docs = {regime: json.loads((root / name).read_text()) for regime, name in fourth.items() if (root / name).exists()}
+    if docs:
+        if "shm, 8b shape" in docs:  # its reference-shape rows are in the shm file of the final code
+            tapered = docs["shm, 8b shape"]
+            docs["shm, 8b shape"] = {**tapered, "results": [r for r in tapered["results"] if r["H"] != 8192]}
+        title = ("GPU fed 5 ms ahead, final code: nvlink gpu_levers18.sh, shm gpu_levers22.sh (8b shape "
+                 "gpu_levers20.sh), socket gpu_levers24.sh")
+        print(f"### Best fused variant per regime and shape ({title})\n")
+        print(best_table(docs) + "\n")
+        print("### nvlink, the four shapes (GPU fed 5 ms ahead: gpu_levers18.sh)\n")
+        print(bench_table(docs["nvlink"]) + "\n")
+        agx = root / "h200x2-benchagx2-shm.json"
+        if agx.exists():
+            print("### shm GEMM-RS, ring exchanges at 40 repetitions (gpu_levers23.sh)\n")
+            print(bench_table(json.loads(agx.read_text())) + "\n")
+        print("### socket at 40 repetitions (gpu_levers24.sh)\n")
+        print(bench_table(docs["socket"]) + "\n")
     for prio in ("default", "high"):
         docs = {}
         for regime in ("nvlink", "shm"):
@@ -188,7 +207,7 @@ def main() -> None:
         print(f"### {regime}: SM margins (gpu_levers.sh)\n")
         print(margin_table(doc) + "\n")
     if any(root.glob("h200x2-levers*-*.json")):
-        print("### tpscope sweep, issue 5 second and third rounds (gpu_levers*.sh)\n")
+        print("### tpscope sweep, issue 5 second, third and fourth rounds (gpu_levers*.sh)\n")
         print(levers_sweeps_table(root) + "\n")
     runs = root / "h200x2-runs.json"
     if runs.exists():

@@ -44,6 +44,31 @@ def test_variant_labels():
     assert variant_label({"mode": "copy_engine", "chunks": 2}, "ag") == "copy_engine/k2"
     assert variant_label({"mode": "chunked", "chunks": 2, "own_first": True, "sm_margin": 8, "comm_ctas": 4},
                          "ag") == "chunked/k2/m8/c4"
+    # recorded results: keys absent from older files label as before (pulls, even pieces)
+    assert variant_label({"mode": "ring", "chunks": 4, "sm_margin": 16, "taper": True, "all_gather": True},
+                         "rs") == "ring/k4/m16/taper/agx"
+    assert variant_label({"mode": "copy_engine", "chunks": 2, "push": True}, "ag") == "copy_engine/k2/push"
+    assert variant_label({"mode": "copy_engine", "chunks": 1, "tail_fill": True}, "ag") == "copy_engine/tail"
+
+
+def test_tapers_pushes_and_exchanges_multiply_the_variants_they_apply_to():
+    def labels(cfg, side, device="cuda"):
+        return [variant_label(v, side) for v in variants(cfg, 8, torch.device(device), side)]
+
+    # by default each mode runs with its own taper (the ring's pieces tapered), and says so
+    plain = BenchConfig(modes=("chunked", "ring"), chunks=(1, 4), ring_chunks=(1, 4))
+    assert labels(plain, "ag", "cpu") == ["chunked/k1", "chunked/k4", "ring", "ring/k4/taper"]
+    # both tapers where asked, only where a chunk count above one gives a piece to taper
+    both = BenchConfig(modes=("chunked", "ring"), chunks=(1, 4), ring_chunks=(4,), tapers=(False, True))
+    assert labels(both, "rs", "cpu") == ["chunked/k1", "chunked/k4", "chunked/k4/taper", "ring/k4", "ring/k4/taper"]
+    # the all-gather exchange is a GEMM-RS ring option only
+    agx = BenchConfig(modes=("ring",), ring_chunks=(4,), tapers=(True,), ring_all_gather=(False, True))
+    assert labels(agx, "rs", "cpu") == ["ring/k4/taper", "ring/k4/taper/agx"]
+    assert labels(agx, "ag", "cpu") == ["ring/k4/taper"]
+    # push and pull are copy_engine's AG side; its GEMM-RS has no such variant
+    copies = BenchConfig(modes=("copy_engine",), ring_chunks=(1,), copy_push=(False, True))
+    assert labels(copies, "ag") == ["copy_engine/pull", "copy_engine/push"]
+    assert labels(copies, "rs") == ["copy_engine"]
 
 
 def test_table_marks_a_wrong_output():

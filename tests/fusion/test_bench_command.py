@@ -41,3 +41,8 @@ def test_bench_refuses_bad_options():
     assert done.returncode == 2 and "cuda" in done.stderr
     done = _bench("--device", "cpu", "--modes", "symm_mem,copy_engine")
     assert done.returncode == 2 and "cuda" in done.stderr
+    for option, value in (("--taper", "2"), ("--ring-all-gather", "0,3"), ("--copy-push", "5"),
+                          ("--feed-ahead-ms", "-1")):
+        done = _bench("--device", "cpu", option, value)
+        assert done.returncode == 2 and option in done.stderr, (option, done.stderr)
+        assert len(done.stderr.strip().splitlines()) == 1

@@ -282,8 +282,9 @@ def run_bench(cfg: BenchConfig, command: list[str]) -> int:
                 "nccl_env": nccl_env(os.environ), "dtype": cfg.dtype, "reps": cfg.reps,
                 "warmup": cfg.warmup, "seed": seed, "timing": "round robin, slowest rank per repetition; "
                 + ("cuda events" if device.type == "cuda" else "wall clock")
-                + (f"; {cfg.feed_ahead_ms} ms of GPU work queued ahead of each call" if cfg.feed_ahead_ms else ""),
-                "feed_ahead_ms": cfg.feed_ahead_ms, "ag_returns_gathered": True,
+                + (f"; {cfg.feed_ahead_ms} ms of GPU work queued ahead of each call"
+                   if cfg.feed_ahead_ms and device.type == "cuda" else ""),
+                "feed_ahead_ms": cfg.feed_ahead_ms if device.type == "cuda" else 0.0, "ag_returns_gathered": True,
                 "symm_mem_note": None if regime == "nvlink" else
                 "symm_mem copies over CUDA peer access whatever NCCL is told: not a cross-node baseline",
                 "results": results, "all_outputs_match_unfused": all_ok,
