@@ -73,7 +73,7 @@ _AG_BUFFERS: dict[str, list] = {}
 """Per group: [symmetric tensor, its handle, views made over it, AG-GEMM calls so far]."""
 
 
-def _ag_buffers(group: Any, nbytes: int):
+def _ag_buffers(group: Any, nbytes: int, device: torch.device):
     """This group's two AG-GEMM regions of `nbytes` each, as (handle, views, region 0 or 1 for
     this call). A symmetric tensor of its own, not torch's workspace (which the GEMM-RS slots
     and torch's symm_mem ops share), rendezvoused on first use and whenever it must grow
@@ -84,7 +84,6 @@ def _ag_buffers(group: Any, nbytes: int):
     name = compat.enable_symm_mem(pg)
     entry = _AG_BUFFERS.get(name)
     if entry is None or entry[0].numel() < 2 * nbytes:
-        device = torch.device("cuda", torch.cuda.current_device())
         if entry is not None:
             # the old regions' last readers and writers ran before this GPU's last barrier
             torch.cuda.synchronize(device)
@@ -114,7 +113,7 @@ def ag_copy_engine(x: torch.Tensor, w: torch.Tensor, group: Any, tp: int, rank: 
         return _ag_pull(x, w, group, tp, rank, chunks, label, wgrad_lhs)
     s_local, k = x.shape
     rows = s_local // chunks
-    hdl, views, region = _ag_buffers(group, tp * x.numel() * x.element_size())
+    hdl, views, region = _ag_buffers(group, tp * x.numel() * x.element_size(), x.device)
     out = x.new_empty(tp * s_local, w.shape[1])
     side = CommStream(x.device)
     own = slice(rank * s_local, (rank + 1) * s_local)
