@@ -22,7 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tpscope.metrics.analysis import analyze_run, as_json  # noqa: E402
 from tpscope.trace import load_run  # noqa: E402
 
-KEEP = ("command", "regime", "mode", "chunks", "sm_margin", "comm_ctas", "bwd_overlap", "embed_overlap", "optimizer",
+KEEP = ("command", "regime", "mode", "chunks", "sm_margin", "comm_ctas", "bwd_overlap", "embed_overlap",
+        "ring_all_gather", "optimizer",
         "model",
         "tokens_per_step", "steps", "profiler", "step_times_ms", "timed_steps", "median_step_time_ms",
         "tokens_per_s", "peak_memory_bytes", "fusion_by_layer", "auto", "gpu_name", "torch_version",

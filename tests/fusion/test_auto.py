@@ -48,10 +48,24 @@ def test_decide_reads_the_sm_margin_of_the_winner():
 
 
 def test_candidates_cover_each_margin():
-    got = [(c.mode, c.chunks, c.sm_margin) for c in candidates(2, torch.device("cpu"), "shm", (0, 8))]
+    got = [(c.mode, c.chunks, c.sm_margin) for c in candidates(2, torch.device("cpu"), "nvlink", (0, 8))]
     assert got == [("none", 1, 0), ("chunked", 1, 0), ("chunked", 2, 0), ("ring", 1, 0), ("ring", 2, 0),
                    ("chunked", 1, 8), ("chunked", 2, 8), ("ring", 1, 8), ("ring", 2, 8)]
     assert sm_margins(RunConfig(out_dir="x", sm_margin=8)) == (0, 8, 16)
+
+
+def test_off_nvlink_at_two_ranks_the_ring_is_also_probed_with_its_all_gather_exchange():
+    def rings(regime, tp):
+        return [(c.chunks, c.sm_margin, c.ring_all_gather)
+                for c in candidates(2, torch.device("cpu"), regime, (0, 8), tp) if c.mode == "ring"]
+
+    both = [(k, m, x) for m in (0, 8) for k in (1, 2) for x in (False, True)]
+    assert rings("shm", 2) == both and rings("socket", 2) == both
+    assert all(not x for *_, x in rings("nvlink", 2)) and all(not x for *_, x in rings("shm", 4))
+    # a probe's key names the exchange, and the decision reads it back
+    for c in candidates(4, torch.device("cpu"), "shm", (0, 16)):
+        assert decide({"none/k1": _t(10.0), candidate_key(c): _t(1.0)})[0] == c or c.mode == "none"
+    assert candidate_key(FusionChoice(mode="ring", chunks=4, sm_margin=16, ring_all_gather=True)) == "ring/k4/m16/agx"
 
 
 def test_probed_shapes_are_the_layers_forward_and_backward_ops():

@@ -36,7 +36,9 @@ def _layers(rank: int, world: int) -> None:
     fusions = [FusionChoice(mode="none"), FusionChoice(mode="chunked", chunks=2),
                FusionChoice(mode="chunked", chunks=rows), FusionChoice(mode="ring"),
                FusionChoice(mode="chunked", chunks=2, own_first=False),
-               FusionChoice(mode="chunked", chunks=2, sm_margin=8)]
+               FusionChoice(mode="chunked", chunks=2, sm_margin=8),
+               FusionChoice(mode="ring", chunks=2),  # tapered pieces (the ring's default)
+               FusionChoice(mode="ring", chunks=2, ring_all_gather=True)]  # all-gather exchange at world 2
     fusions += [replace(f, bwd_overlap=False) for f in fusions if f.mode != "none"]
     for fusion in fusions:
         col = ColumnParallelLinear(H, cols, fusion=fusion, label="fc1")

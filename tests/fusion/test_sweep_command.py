@@ -39,6 +39,11 @@ def test_parse_variants_with_resource_options():
         Variant(name="ring-k1-margin0", mode="ring", chunks=1, regime="shm", sm_margin=0),
         Variant(name="auto-bwdon", mode="auto", chunks=4, regime="shm", bwd_overlap=True),
     ]
+    assert parse_variants("ring:8:margin=4:agx=on", "shm") == [
+        Variant(name="ring-k8-margin4-agxon", mode="ring", chunks=8, regime="shm", sm_margin=4,
+                ring_all_gather=True)]
+    with pytest.raises(UserError, match="agx"):
+        parse_variants("ring:agx=yes", "shm")
 
 
 def test_compare_is_relative_to_the_baseline():
@@ -62,7 +67,7 @@ def test_cpu_sweep_end_to_end(tmp_path):
     doc = json.loads((out / "sweep.json").read_text())
     assert [r["run"] for r in doc["runs"]] == ["00-none", "01-ring-k2"]
     assert doc["runs"][1]["fusion_by_layer"]["block0.mlp.fc1"] == {
-        "mode": "ring", "chunks": 2, "sm_margin": 0, "comm_ctas": 0, "bwd_overlap": True}
+        "mode": "ring", "chunks": 2, "sm_margin": 0, "comm_ctas": 0, "bwd_overlap": True, "ring_all_gather": False}
     for r in doc["runs"]:
         assert r["tokens_per_s"] > 0
         assert r["analyze"] is not None, r["analyze_note"]  # the analyzer read the run folder

@@ -4,7 +4,8 @@ Each layer kind (attn.qkv, attn.out, mlp.fc1, mlp.fc2, the vocabulary-parallel h
 column- or row-parallel layer of known shapes. The probe times that layer's forward and backward
 (tpscope.fusion.layers' autograd functions, so the backward's weight-gradient overlap is in it)
 for every candidate (unfused; chunked and ring at the legal chunk counts, each with the SM
-margins of `sm_margins`; symm_mem and copy_engine on nvlink) with the ranks aligned, and keeps the fastest of
+margins of `sm_margins`, the ring off nvlink at two ranks also with its all-gather exchange;
+symm_mem and copy_engine on nvlink) with the ranks aligned, and keeps the fastest of
 those that beat unfused clearly: median more than
 `MIN_GAIN_RATIO` below unfused's and 90th percentile below unfused's 10th. Otherwise unfused is
 kept, so that noise does not pick a fusion that loses (on the `socket` regime a 1 % median rule
@@ -73,22 +74,28 @@ def sm_margins(cfg: RunConfig) -> tuple[int, ...]:
 
 
 def candidate_key(c: FusionChoice) -> str:
-    """`none/k1`, `chunked/k4`, `ring/k2/m8` (m: SM margin, left out when 0)."""
-    return f"{c.mode}/k{c.chunks}" + (f"/m{c.sm_margin}" if c.sm_margin else "")
+    """`none/k1`, `chunked/k4`, `ring/k2/m8`, `ring/k4/m16/agx` (m: SM margin, left out when 0;
+    agx: the ring's GEMM-RS pieces swapped by all-gather)."""
+    return (f"{c.mode}/k{c.chunks}" + (f"/m{c.sm_margin}" if c.sm_margin else "")
+            + ("/agx" if c.ring_all_gather else ""))
 
 
-def _parse_key(key: str) -> tuple[str, int, int]:
-    mode, k, *m = key.split("/")
-    return mode, int(k[1:]), int(m[0][1:]) if m else 0
+def _parse_key(key: str) -> FusionChoice:
+    mode, k, *rest = key.split("/")
+    margin = next((int(r[1:]) for r in rest if r.startswith("m")), 0)
+    return FusionChoice(mode=mode, chunks=int(k[1:]), sm_margin=margin, ring_all_gather="agx" in rest)
 
 
 def candidates(local_rows: int, device: torch.device, regime: str,
-               margins: tuple[int, ...] = (0,)) -> list[FusionChoice]:
-    """Unfused first, then every legal fused variant at each SM margin."""
+               margins: tuple[int, ...] = (0,), tp: int = 2) -> list[FusionChoice]:
+    """Unfused first, then every legal fused variant at each SM margin (off NVLink at two ranks,
+    the ring also with its GEMM-RS pieces swapped by all-gather)."""
     out = [FusionChoice(mode="none")]
+    exchanges = (False, True) if tp == 2 and regime != "nvlink" else (False,)
     for m in margins:
         out += [FusionChoice(mode="chunked", chunks=k, sm_margin=m) for k in CHUNK_CANDIDATES if local_rows % k == 0]
-        out += [FusionChoice(mode="ring", chunks=k, sm_margin=m) for k in RING_CHUNK_CANDIDATES if local_rows % k == 0]
+        out += [FusionChoice(mode="ring", chunks=k, sm_margin=m, ring_all_gather=x)
+                for k in RING_CHUNK_CANDIDATES if local_rows % k == 0 for x in exchanges]
     if device.type == "cuda" and regime == "nvlink" and compat.symm_mem_ops() is not None:
         out.append(FusionChoice(mode="symm_mem"))
         out += [FusionChoice(mode="copy_engine", chunks=k) for k in COPY_CHUNK_CANDIDATES if local_rows % k == 0]
@@ -109,7 +116,7 @@ def _layer_step(specs: dict[str, tuple], device: torch.device, dtype: torch.dtyp
     fn = AllGatherMatmulFn if side == "ag" else MatmulReduceScatterFn
 
     def step(c: FusionChoice) -> None:
-        c = replace(c, comm_ctas=template.comm_ctas, bwd_overlap=template.bwd_overlap)
+        c = replace(c, comm_ctas=template.comm_ctas, bwd_overlap=template.bwd_overlap)  # not the exchange
         x.grad = w.grad = None
         fn.apply(x, w, op_group(None, c), c, "auto.probe").backward(grad)
 
@@ -124,7 +131,7 @@ def probe_kind(specs: dict[str, tuple], device: torch.device, dtype: torch.dtype
     step = _layer_step(specs, device, dtype, tp, template or FusionChoice())
     local_rows = specs["fwd"][1] if specs["fwd"][0] == "ag" else specs["fwd"][1] // tp
     timings: dict[str, Any] = {}
-    for c in candidates(local_rows, device, regime, margins):
+    for c in candidates(local_rows, device, regime, margins, tp):
         key = candidate_key(c)
         try:
             t = time_region(lambda c=c: [step(c) for _ in range(PROBE_BATCH)], device=device,
@@ -150,14 +157,14 @@ def decide(timings: dict[str, dict]) -> tuple[FusionChoice, str]:
             f"(median -{MIN_GAIN_RATIO:.0%} and p90 < unfused p10); fastest median was {best} "
             f"{measured[best]['median_ms']:.3f} ms")
     best = min(clear, key=lambda k: clear[k]["median_ms"])
-    mode, k, margin = _parse_key(best)
-    return FusionChoice(mode=mode, chunks=k, sm_margin=margin), (
+    return _parse_key(best), (
         f"fastest of {len(measured)} probed that beat unfused clearly: {best} {clear[best]['median_ms']:.3f} ms "
         f"(p90 {clear[best]['p90_ms']:.3f}) fwd+bwd vs unfused {base['median_ms']:.3f} ms (p10 {base['p10_ms']:.3f})")
 
 
-CACHE_SCHEMA = 5  # 2: timings with spread, the clear-win rule; 3: layer fwd+bwd, SM margins;
-# 4: copy_engine, PROBE_BATCH steps per sample; 5: copy_engine pushes the AG-GEMM shards
+CACHE_SCHEMA = 6  # 2: timings with spread, the clear-win rule; 3: layer fwd+bwd, SM margins;
+# 4: copy_engine, PROBE_BATCH steps per sample; 5: copy_engine pushes the AG-GEMM shards;
+# 6: the ring tapered, and with the all-gather exchange off NVLink
 
 
 def cache_key(cfg: RunConfig, tp: int, device: torch.device, regime: str, specs: dict) -> str:
@@ -194,7 +201,7 @@ def auto_plan(cfg: RunConfig, tp: int, device: torch.device, regime: str):
                                  sm_margins(cfg))
             choice, why = decide(timings)
             entry = {"mode": choice.mode, "chunks": choice.chunks, "sm_margin": choice.sm_margin,
-                     "why": why, "timings_ms": timings,
+                     "ring_all_gather": choice.ring_all_gather, "why": why, "timings_ms": timings,
                      "probed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
             cache[keys[kind]] = entry
             source = "probe"
@@ -205,7 +212,8 @@ def auto_plan(cfg: RunConfig, tp: int, device: torch.device, regime: str):
             path.write_text(json.dumps(cache, indent=1) + "\n")
         except OSError:
             pass  # a read-only home: the choice still stands, it is only not cached
-    plans = {kind: replace(cfg.fusion(c["mode"], c["chunks"]), sm_margin=c.get("sm_margin", 0))
+    plans = {kind: replace(cfg.fusion(c["mode"], c["chunks"]), sm_margin=c.get("sm_margin", 0),
+                           ring_all_gather=c.get("ring_all_gather", False))
              for kind, c in choices.items()}
 
     def plan(label: str) -> FusionChoice:

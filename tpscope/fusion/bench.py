@@ -13,7 +13,6 @@ import argparse
 import datetime
 import json
 import os
-import sys
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +23,7 @@ import torch.distributed as dist
 from tpscope import __version__
 from tpscope.fusion import compat
 from tpscope.fusion.config import CUDA_ONLY_MODES, variant_label  # noqa: F401 - variant_label re-exported
-from tpscope.fusion.launch import resolve_regime
+from tpscope.fusion.launch import exit_now, resolve_regime
 from tpscope.fusion.ops import TAPER_BY_DEFAULT, all_gather_matmul, matmul_reduce_scatter
 from tpscope.fusion.regimes import apply_defaults, apply_in_process, nccl_env, regime_env
 from tpscope.fusion.resources import fusion_group, gemm_sm_margin
@@ -310,4 +309,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

@@ -68,7 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from tpscope.fusion.launch import inside_torchrun, launch
+    from tpscope.fusion.launch import exit_now, inside_torchrun, launch
     from tpscope.fusion.shapes import parse_shape
 
     shapes = tuple(args.shape or ("ref",))
@@ -115,7 +115,7 @@ def main(args: argparse.Namespace) -> int:
     if inside_torchrun(os.environ):
         from tpscope.fusion.bench import run_bench
 
-        return run_bench(cfg, command)
+        exit_now(run_bench(cfg, command))  # a rank of the user's torchrun ends here (launch.exit_now)
     rc = launch(args.nproc, "tpscope.fusion.bench",
                 ["--config-json", json.dumps(asdict(cfg)), "--command-json", json.dumps(command)], cfg.regime)
     return 0 if rc == 0 else 1

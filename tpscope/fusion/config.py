@@ -64,6 +64,9 @@ class FusionChoice:
     """Most CTAs the fused ops' NCCL kernels may use (0: NCCL's choice); its own communicator."""
     bwd_overlap: bool = True
     """Backward also hides the collective under the layer's weight-gradient GEMM (fused modes)."""
+    ring_all_gather: bool = False
+    """`ring` GEMM-RS at two ranks: swap each piece by one all-gather instead of send/recv
+    (faster transfers, slower GEMMs beside them: docs/benchmarks.md, fourth round)."""
 
     def __post_init__(self) -> None:
         if self.mode not in FIXED_MODES:
@@ -162,12 +165,14 @@ class RunConfig:
     embed_overlap: bool = True
     """The embedding's backward all-gather runs beside the optimizer update of the other
     parameters (when the head is fused with backward overlap; never for `none`)."""
+    ring_all_gather: bool = False
+    """`ring` GEMM-RS at two ranks swaps its pieces by all-gather (FusionChoice.ring_all_gather)."""
 
     def fusion(self, mode: str, chunks: int) -> FusionChoice:
         """The FusionChoice of a fixed mode under this run's resource options."""
         return FusionChoice(mode=mode, chunks=chunks if mode in CHUNKED_MODES else 1,
                             sm_margin=self.sm_margin, comm_ctas=self.comm_ctas,
-                            bwd_overlap=self.bwd_overlap)
+                            bwd_overlap=self.bwd_overlap, ring_all_gather=self.ring_all_gather)
 
     def __post_init__(self) -> None:
         if self.mode not in ALL_MODES:

@@ -49,7 +49,7 @@ class AllGatherMatmulFn(torch.autograd.Function):
         grad_out = grad_out.contiguous()
         fusion = ctx.fusion
         kw = {"mode": fusion.mode, "chunks": fusion.chunks, "label": f"{ctx.label}.bwd",
-              "sm_margin": fusion.sm_margin}
+              "sm_margin": fusion.sm_margin, "ring_all_gather": fusion.ring_all_gather}
         if fusion.overlaps_backward:
             grad_x, grad_w = matmul_reduce_scatter(grad_out, weight.t(), ctx.group, **kw,
                                                    overlap=lambda: gathered.t() @ grad_out)
@@ -66,7 +66,7 @@ class MatmulReduceScatterFn(torch.autograd.Function):
     def forward(ctx, y, weight, group, fusion: FusionChoice, label: str):
         out = matmul_reduce_scatter(
             y, weight, group, mode=fusion.mode, chunks=fusion.chunks, label=label,
-            sm_margin=fusion.sm_margin,
+            sm_margin=fusion.sm_margin, ring_all_gather=fusion.ring_all_gather,
         )
         ctx.save_for_backward(y, weight)
         ctx.group, ctx.fusion, ctx.label = group, fusion, label

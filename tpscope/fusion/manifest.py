@@ -77,6 +77,7 @@ def build_manifest(*, cfg: RunConfig, regime: str, regime_env: dict[str, str], t
         "sm_margin": cfg.sm_margin,
         "comm_ctas": cfg.comm_ctas,
         "bwd_overlap": cfg.bwd_overlap,
+        "ring_all_gather": cfg.ring_all_gather,
         "embed_overlap": embed_overlap,
         "fusion_by_layer": fusion_by_layer,
         "auto": auto,

@@ -73,6 +73,8 @@ def add_resource_arguments(parser: argparse.ArgumentParser) -> None:
                    help="backward: do not overlap the collective with the weight-gradient GEMM")
     r.add_argument("--no-embed-overlap", dest="embed_overlap", action="store_false",
                    help="do not run the embedding gradient's all-gather beside the optimizer update")
+    r.add_argument("--ring-all-gather", action="store_true",
+                   help="ring GEMM-RS at two ranks: swap each piece by one all-gather instead of send/recv")
 
 
 def config_from_args(args: argparse.Namespace, device: str, out_dir: str) -> RunConfig:
@@ -89,7 +91,7 @@ def config_from_args(args: argparse.Namespace, device: str, out_dir: str) -> Run
             profile_active=args.profile_steps, lr=args.lr, seed=args.seed,
             timeout_s=args.timeout_s, auto_cache=getattr(args, "auto_cache", ""),
             sm_margin=args.sm_margin, comm_ctas=args.comm_ctas, bwd_overlap=args.bwd_overlap,
-            embed_overlap=args.embed_overlap,
+            embed_overlap=args.embed_overlap, ring_all_gather=args.ring_all_gather,
         )
     except ValueError as exc:
         raise UserError(str(exc)) from None
@@ -137,7 +139,7 @@ def preflight(cfg: RunConfig, nproc: int) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from tpscope.fusion.launch import inside_torchrun, launch, prepare_out_dir
+    from tpscope.fusion.launch import exit_now, inside_torchrun, launch, prepare_out_dir
 
     device = _device(args)
     out_dir = args.out or os.path.join("runs", f"{time.strftime('%Y%m%d-%H%M%S')}-{args.mode}")
@@ -149,7 +151,7 @@ def main(args: argparse.Namespace) -> int:
         prepare_out_dir(out_dir, args.overwrite, clear=local_zero)
         from tpscope.fusion.worker import run_rank
 
-        return run_rank(cfg, command)
+        exit_now(run_rank(cfg, command))  # a rank of the user's torchrun ends here (launch.exit_now)
     nproc = _nproc(args, device)
     cfg = config_from_args(args, device, out_dir)
     preflight(cfg, nproc)

@@ -39,16 +39,19 @@ class Variant:
     comm_ctas: int | None = None
     bwd_overlap: bool | None = None
     embed_overlap: bool | None = None
+    ring_all_gather: bool | None = None
 
 
-_OPTIONS = {"margin": "sm_margin", "ctas": "comm_ctas", "bwd": "bwd_overlap", "embed": "embed_overlap"}
-_SWITCHES = ("bwd", "embed")
+_OPTIONS = {"margin": "sm_margin", "ctas": "comm_ctas", "bwd": "bwd_overlap", "embed": "embed_overlap",
+            "agx": "ring_all_gather"}
+_SWITCHES = ("bwd", "embed", "agx")
 
 
 def _option(token: str, item: str) -> tuple[str, int | bool]:
     key, sep, value = item.partition("=")
     if not sep or key not in _OPTIONS:
-        raise UserError(f"--variants: {item!r} in {token!r} is not margin=N, ctas=N, bwd=on|off or embed=on|off")
+        raise UserError(f"--variants: {item!r} in {token!r} is not margin=N, ctas=N, bwd=on|off, embed=on|off "
+                        "or agx=on|off")
     if key in _SWITCHES:
         if value not in ("on", "off"):
             raise UserError(f"--variants: {key} in {token!r} must be on or off")
@@ -186,6 +189,7 @@ def main(args: argparse.Namespace) -> int:
         rows.append({"run": run_dir.name, "mode": v.mode, "chunks": v.chunks, "regime": manifest["regime"],
                      "sm_margin": manifest.get("sm_margin"), "comm_ctas": manifest.get("comm_ctas"),
                      "bwd_overlap": manifest.get("bwd_overlap"), "embed_overlap": manifest.get("embed_overlap"),
+                     "ring_all_gather": manifest.get("ring_all_gather"),
                      "tokens_per_s": manifest["tokens_per_s"], "median_step_time_ms": manifest["median_step_time_ms"],
                      "peak_memory_bytes": manifest["peak_memory_bytes"], "fusion_by_layer": manifest["fusion_by_layer"],
                      "analyze": summary, "analyze_note": why})

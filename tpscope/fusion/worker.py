@@ -18,7 +18,7 @@ import torch.distributed as dist
 
 from tpscope.errors import UserError
 from tpscope.fusion.config import FusionChoice, Mode, RunConfig, config_from_json
-from tpscope.fusion.launch import resolve_regime
+from tpscope.fusion.launch import exit_now, resolve_regime
 from tpscope.fusion.manifest import build_manifest, write_manifest
 from tpscope.fusion.regimes import apply_defaults, apply_in_process, regime_env
 from tpscope.fusion.train import StepRecord, train
@@ -76,7 +76,8 @@ def _plan(cfg: RunConfig, tp: int, device: torch.device, regime: str):
     def plan(label: str) -> FusionChoice:
         choice = plan_fn(label)
         chosen[label] = {"mode": choice.mode, "chunks": choice.chunks, "sm_margin": choice.sm_margin,
-                         "comm_ctas": choice.comm_ctas, "bwd_overlap": choice.overlaps_backward}
+                         "comm_ctas": choice.comm_ctas, "bwd_overlap": choice.overlaps_backward,
+                         "ring_all_gather": choice.ring_all_gather}
         return choice
 
     return plan, chosen, auto_info
@@ -141,4 +142,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

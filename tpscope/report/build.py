@@ -26,7 +26,7 @@ from tpscope.report.step_samples import RunSamples, run_samples
 
 # Manifest fields that describe the experiment; a difference is listed at the top of a report.
 # The fusion's settings: they may differ for Flux efficiency to mean something.
-FUSION_KEYS = ("mode", "chunks", "sm_margin", "comm_ctas", "bwd_overlap", "embed_overlap")
+FUSION_KEYS = ("mode", "chunks", "sm_margin", "comm_ctas", "bwd_overlap", "embed_overlap", "ring_all_gather")
 CONFIG_KEYS = ("regime", *FUSION_KEYS, "tp", "world_size", "model", "dtype", "seq_len", "batch", "optimizer",
                "gpu_name", "gpu_count", "torch_version", "nccl_version")
 TOP_N = 8
@@ -168,8 +168,13 @@ def kernel_totals(kernels: tuple[KernelTime, ...], top_n: int = TOP_N) -> tuple[
                  for k in kernels[:top_n])
 
 
+ABSENT_MEANS = {"ring_all_gather": "False"}
+"""Manifest fields added later (values as text): a manifest without one ran with this value."""
+
+
 def config_changes(baseline: RunInfo, candidate: RunInfo) -> tuple[tuple[str, str, str], ...]:
-    b, c = dict(baseline.config), dict(candidate.config)
+    b = {**ABSENT_MEANS, **dict(baseline.config)} if baseline.has_manifest else dict(baseline.config)
+    c = {**ABSENT_MEANS, **dict(candidate.config)} if candidate.has_manifest else dict(candidate.config)
     return tuple((k, b.get(k, "?"), c.get(k, "?")) for k in CONFIG_KEYS
                  if (k in b or k in c) and b.get(k) != c.get(k))
 
