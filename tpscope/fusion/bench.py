@@ -24,7 +24,7 @@ from tpscope import __version__
 from tpscope.fusion import compat
 from tpscope.fusion.config import CUDA_ONLY_MODES, variant_label  # noqa: F401 - variant_label re-exported
 from tpscope.fusion.launch import exit_now, resolve_regime
-from tpscope.fusion.ops import TAPER_BY_DEFAULT, all_gather_matmul, matmul_reduce_scatter
+from tpscope.fusion.ops import all_gather_matmul, matmul_reduce_scatter, resolve_taper
 from tpscope.fusion.regimes import apply_defaults, apply_in_process, nccl_env, regime_env
 from tpscope.fusion.resources import fusion_group, gemm_sm_margin
 from tpscope.fusion.shapes import SHAPES, parse_shape  # noqa: F401 - re-exported
@@ -70,11 +70,6 @@ class BenchConfig:
     timeout_s: float = 300.0
 
 
-def _taper(mode: str, taper: bool | None) -> bool:
-    """The taper a variant runs with, the mode's default resolved (so that its label says it)."""
-    return TAPER_BY_DEFAULT.get(mode, False) if taper is None else taper
-
-
 def variants(cfg: BenchConfig, local_rows: int, device: torch.device,
              side: str = "ag") -> list[dict[str, Any]]:
     """The fused variants to time, as dicts of FusionChoice fields (mode, chunks, own_first,
@@ -86,12 +81,12 @@ def variants(cfg: BenchConfig, local_rows: int, device: torch.device,
         if mode == "chunked":
             legal = [k for k in cfg.chunks if local_rows % k == 0]
             orders = [True, False] if cfg.rank_order and side == "ag" else [True]
-            out += [{"mode": mode, "chunks": k, "own_first": o, **r, **({"taper": _taper(mode, t)} if k > 1 else {})}
+            out += [{"mode": mode, "chunks": k, "own_first": o, **r, **({"taper": resolve_taper(mode, t)} if k > 1 else {})}
                     for r in resources for o in orders for k in legal for t in (cfg.tapers if k > 1 else (None,))]
         elif mode == "ring":
             exchanges = cfg.ring_all_gather if side == "rs" else (False,)
             out += [{"mode": mode, "chunks": k, "own_first": True, **r,
-                     **({"taper": _taper(mode, t)} if k > 1 else {}), **({"all_gather": x} if x else {})}
+                     **({"taper": resolve_taper(mode, t)} if k > 1 else {}), **({"all_gather": x} if x else {})}
                     for r in resources for k in cfg.ring_chunks if local_rows % k == 0
                     for t in (cfg.tapers if k > 1 else (None,)) for x in exchanges]
         elif mode in CUDA_ONLY_MODES and device.type != "cuda":

@@ -92,12 +92,10 @@ def main(args: argparse.Namespace) -> int:
         raise UserError("--reps must be >= 1 and --warmup >= 0")
     if any(n < 0 for n in (*args.sm_margins, *args.comm_ctas)):
         raise UserError("--sm-margins and --comm-ctas must be >= 0")
-    for name in ("taper", "ring_all_gather"):
+    for name in ("taper", "ring_all_gather", "copy_push"):
         values = getattr(args, name)
         if values is not None and (not values or any(v not in (0, 1) for v in values)):
             raise UserError(f"--{name.replace('_', '-')} takes 0 and/or 1, e.g. 0,1")
-    if not args.copy_push or any(p not in (0, 1) for p in args.copy_push):
-        raise UserError("--copy-push takes 0 and/or 1, e.g. 0,1")
     if not 0 <= args.feed_ahead_ms <= 1000:
         raise UserError("--feed-ahead-ms must be between 0 and 1000")
     from tpscope.fusion.bench import BenchConfig

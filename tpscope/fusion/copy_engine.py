@@ -44,6 +44,11 @@ _VIEWS: dict[str, tuple[Any, Any, dict[tuple, torch.Tensor]]] = {}
 """Per group: the workspace's storage tensor, its handle, and the tensors made over it."""
 
 
+def _group_name(group: Any) -> str:
+    """The name of `group` (None: the default group), symmetric memory enabled on it."""
+    return compat.enable_symm_mem(group if group is not None else dist.group.WORLD)
+
+
 def _workspace(group: Any, nbytes: int):
     """This group's symmetric-memory workspace of at least `nbytes` (collective on first use and
     whenever it must grow: every rank asks for the same sizes in the same order), as (handle,
@@ -52,8 +57,7 @@ def _workspace(group: Any, nbytes: int):
     microseconds per op, which the GPU waits for at the start of an op."""
     import torch.distributed._symmetric_memory as symm
 
-    pg = group if group is not None else dist.group.WORLD
-    name = compat.enable_symm_mem(pg)
+    name = _group_name(group)
     storage = getattr(symm, "_group_name_to_workspace_tensor", {}).get(name)
     size = 0 if storage is None else storage.numel() * storage.element_size()
     cached = _VIEWS.get(name)
@@ -80,8 +84,7 @@ def _ag_buffers(group: Any, nbytes: int, device: torch.device):
     (collective: every rank makes the same calls in the same order)."""
     import torch.distributed._symmetric_memory as symm
 
-    pg = group if group is not None else dist.group.WORLD
-    name = compat.enable_symm_mem(pg)
+    name = _group_name(group)
     entry = _AG_BUFFERS.get(name)
     if entry is None or entry[0].numel() < 2 * nbytes:
         if entry is not None:

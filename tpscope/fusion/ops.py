@@ -46,6 +46,11 @@ on shm (docs/benchmarks.md, fourth round): the ring was faster tapered in every 
 as fast or slower."""
 
 
+def resolve_taper(mode: str, taper: bool | None) -> bool:
+    """The taper `mode` runs with: `taper`, or the mode's default (TAPER_BY_DEFAULT) for None."""
+    return TAPER_BY_DEFAULT.get(mode, False) if taper is None else taper
+
+
 def group_size_rank(group: Any) -> tuple[int, int]:
     """(tp, rank in group); refuses an uninitialized torch.distributed with a clear error."""
     if not dist.is_available() or not dist.is_initialized():
@@ -83,7 +88,7 @@ def all_gather_matmul(
     `taper` (chunked, ring; chunks > 1): the last piece, whose GEMM follows the last transfer,
     is half an even one (tpscope.fusion.schedule); None: the mode's default (TAPER_BY_DEFAULT)."""
     mode = _mode_value(mode)
-    taper = TAPER_BY_DEFAULT.get(mode, False) if taper is None else taper
+    taper = resolve_taper(mode, taper)
     tp, rank = group_size_rank(group)
     check_all_gather_matmul(x_shard, weight, tp, mode, chunks)
     if wgrad_lhs is not None and wgrad_lhs.shape[0] != tp * x_shard.shape[0]:
@@ -141,7 +146,7 @@ def matmul_reduce_scatter(
     `ring_all_gather` (ring, two ranks): each piece is swapped by an all-gather instead of a
     send/recv pair."""
     mode = _mode_value(mode)
-    taper = TAPER_BY_DEFAULT.get(mode, False) if taper is None else taper
+    taper = resolve_taper(mode, taper)
     tp, rank = group_size_rank(group)
     check_matmul_reduce_scatter(y, weight, tp, mode, chunks)
     y = y.contiguous()
@@ -212,9 +217,7 @@ def _ag_chunked(x, w, group, tp: int, rank: int, chunks: int, label: str, return
     for c, (a, b) in enumerate(bounds):
         rows, buf = b - a, bufs[c]
         with record_function(f"tpscope/{label}/{AG_GEMM}/chunk{c}"):
-            with comm.issue():
-                works[c].wait()
-            comm.compute_waits(comm.record())
+            wait_all([works[c]], comm)
             with gemm_sm_margin(sm_margin if c < chunks - 1 else 0, x.device):
                 for src in range(tp):
                     if own_first and src == rank:

@@ -110,21 +110,21 @@ def rs_ring(y, w, group, tp: int, rank: int, label: str, chunks: int = 1,
         with record_function(f"tpscope/{label}/gemm_rs/chunk{step}"):
             partial = y.new_empty(s_local, n)
             nxt_in = None if last or by_all_gather else y.new_empty(s_local, n)
-            received = [None] * chunks  # by_all_gather: each piece's view of its pair buffer
+            received = [None] * chunks  # where each piece of the peer's partial lands
             sent: list[list] = [[] for _ in range(chunks)]
             for j, (a, b) in enumerate(bounds):
                 part = slice(a, b)
                 torch.mm(y[block * s_local + a : block * s_local + b], w, out=partial[part])
                 if incoming is not None:
                     comm.compute_waits(_arrived(pending[j], comm))
-                    partial[part] += incoming[j] if by_all_gather else incoming[part]
+                    partial[part] += incoming[j]
                 if not last:
                     comm.follow_compute()
                     with comm.issue():
                         if by_all_gather:
                             sent[j], received[j] = _exchange_by_all_gather(partial[part], group, rank)
                         else:
-                            sent[j] = _exchange(partial[part], nxt_in[part], group, rank, tp)
-            pending, incoming = sent, (received if by_all_gather else nxt_in)
+                            sent[j], received[j] = _exchange(partial[part], nxt_in[part], group, rank, tp), nxt_in[part]
+            pending, incoming = sent, received
     comm.join()
     return partial
