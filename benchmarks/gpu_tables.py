@@ -129,6 +129,49 @@ def margin_table(doc: dict) -> str:
     return "\n".join(lines)
 
 
+def settings_table(docs: dict[str, dict]) -> str:
+    """One bench per NCCL setting: per side, the collective alone, unfused and the best fused variant."""
+    lines = ["| setting | side | collective alone ms | unfused ms | best fused | ms [p10–p90] | attained |",
+             "|---|---|---|---|---|---|---|"]
+    for name, doc in docs.items():
+        for r in doc["results"]:
+            ok = [v for v in r["variants"] if "timing" in v and v["ok"]]
+            b = min(ok, key=lambda v: v["timing"]["median_ms"])
+            t = b["timing"]
+            lines.append(f"| {name} | {r['side']} | {r['comm']['median_ms']:.3f} | {r['unfused']['median_ms']:.3f} | "
+                         f"{_label(b, r['side'])} | {t['median_ms']:.3f} [{t['p10_ms']:.3f}–{t['p90_ms']:.3f}] | "
+                         f"{_f(b['attained_saving'])} |")
+    return "\n".join(lines)
+
+
+def fifth_round(root: Path) -> None:
+    """The tables of issue 5's fifth round (NCCL's send/recv steps)."""
+    settings = {"default (128 KiB steps)": "default", "NCCL_P2P_PCI_CHUNKSIZE=524288": "p2pchunk512k",
+                "NCCL_P2P_PCI_CHUNKSIZE=2097152, NCCL_BUFFSIZE=16 MiB": "p2pchunk2m",
+                "NCCL_BUFFSIZE=16 MiB": "buff16m"}
+    docs = {k: json.loads((root / f"h200x2-benchnccl-shm-{v}.json").read_text()) for k, v in settings.items()
+            if (root / f"h200x2-benchnccl-shm-{v}.json").exists()}
+    if docs:
+        print("### shm, one bench per NCCL setting, reference shape (gpu_levers27.sh)\n")
+        print(settings_table(docs) + "\n")
+    final = {"nvlink": "h200x2-benchpush-nvlink.json", "shm": "h200x2-benchp2p-shm.json",
+             "shm, 8b shape": "h200x2-benchp2p-shm-8b.json", "socket": "h200x2-benchp2p-socket.json"}
+    docs = {regime: json.loads((root / name).read_text()) for regime, name in final.items() if (root / name).exists()}
+    if "shm" not in docs:
+        return
+    print("### Best fused variant per regime and shape (fifth round, 512 KiB send/recv steps by default: "
+          "shm and socket gpu_levers28.sh; nvlink gpu_levers18.sh, whose copy_engine sends nothing through NCCL)\n")
+    print(best_table(docs) + "\n")
+    print("### shm, reference shape, 512 KiB send/recv steps (gpu_levers28.sh)\n")
+    print(bench_table(docs["shm"]) + "\n")
+    if "shm, 8b shape" in docs:
+        print("### shm, 8B shape, 512 KiB send/recv steps (gpu_levers28.sh)\n")
+        print(bench_table(docs["shm, 8b shape"]) + "\n")
+    if "socket" in docs:
+        print("### socket, 512 KiB send/recv steps, 30 repetitions (gpu_levers28.sh)\n")
+        print(bench_table(docs["socket"]) + "\n")
+
+
 def levers_sweeps_table(root: Path) -> str:
     """Every sweep of gpu_levers*.sh: tokens/s against its own unfused run, with the analyzer's figures."""
     lines = ["| results file | run | tokens/s | vs unfused | exposed comm ratio | overlap ratio | contention slowdown "
@@ -170,6 +213,7 @@ def main() -> None:
                 continue  # 18 variants per side: the best table above and the JSON hold them
             print(f"### {regime} ({title})\n")
             print(bench_table(doc) + "\n")
+    fifth_round(root)
     fourth = {"nvlink": "h200x2-benchpush-nvlink.json", "shm": "h200x2-benchfinal-shm.json",
               "shm, 8b shape": "h200x2-benchtaper2-shm.json", "socket": "h200x2-benchfinal-socket.json"}
     docs = {regime: json.loads((root / name).read_text()) for regime, name in fourth.items() if (root / name).exists()}
@@ -207,7 +251,7 @@ def main() -> None:
         print(f"### {regime}: SM margins (gpu_levers.sh)\n")
         print(margin_table(doc) + "\n")
     if any(root.glob("h200x2-levers*-*.json")):
-        print("### tpscope sweep, issue 5 second, third and fourth rounds (gpu_levers*.sh)\n")
+        print("### tpscope sweep, issue 5 second to fifth rounds (gpu_levers*.sh)\n")
         print(levers_sweeps_table(root) + "\n")
     runs = root / "h200x2-runs.json"
     if runs.exists():

@@ -12,8 +12,10 @@ import torch.distributed as dist
 from tpscope.fusion import compat
 from tpscope.fusion.auto import (
     auto_plan,
+    cache_key,
     candidate_key,
     candidates,
+    contender,
     decide,
     kind_shapes,
     sm_margins,
@@ -37,6 +39,31 @@ def test_decide_keeps_unfused_unless_a_fusion_wins_clearly():
     assert choice == FusionChoice(mode="none")
     choice, _ = decide({"none/k1": _t(10.0), "symm_mem/k1": {"error": "x"}, "ring/k1": _t(12.0)})
     assert choice == FusionChoice(mode="none")
+
+
+def test_a_contender_is_rematched_only_when_no_candidate_won_clearly_but_its_median_is_ahead():
+    noisy = {"none/k1": _t(10.0, 9.0, 11.0), "chunked/k2": _t(9.4, 8.8, 9.9), "ring/k1": _t(9.7, 9.5, 9.9)}
+    assert contender(noisy) == "chunked/k2"
+    assert contender({**noisy, "ring/k2": _t(8.0, 7.9, 8.1)}) is None  # ring/k2 wins clearly
+    assert contender({"none/k1": _t(10.0, 9.0), "ring/k1": _t(9.95, 9.0, 11.0)}) is None  # 0.5 %: not worth it
+    assert contender({"none/k1": _t(10.0), "symm_mem/k1": {"error": "x"}}) is None
+
+
+def test_decide_takes_the_contender_that_won_the_paired_rematch():
+    noisy = {"none/k1": _t(10.0, 9.0, 11.0), "chunked/k2/m16": _t(9.4, 8.8, 9.9)}
+
+    def paired(median, p90):
+        return {"candidate": "chunked/k2/m16", "pairs": 20, "median_ratio": median, "p10_ratio": median - 0.02,
+                "p90_ratio": p90}
+
+    choice, why = decide(noisy, paired(0.95, 0.98))
+    assert choice == FusionChoice(mode="chunked", chunks=2, sm_margin=16) and "20 round-robin pairs" in why
+    for median, p90 in ((0.95, 1.01), (0.995, 0.998)):  # slower in some pairs; or not 1 % ahead
+        choice, why = decide(noisy, paired(median, p90))
+        assert choice == FusionChoice(mode="none") and f"{median:.3f}x" in why
+    # a clear winner is kept whatever the rematch of another said
+    clear = {**noisy, "ring/k4": _t(8.0, 7.9, 8.1)}
+    assert decide(clear, paired(0.9, 0.95))[0] == FusionChoice(mode="ring", chunks=4)
 
 
 def test_decide_reads_the_sm_margin_of_the_winner():
@@ -77,6 +104,20 @@ def test_probed_shapes_are_the_layers_forward_and_backward_ops():
     assert s["head"] == {"fwd": ("ag", 64, 32, 256), "bwd": ("rs", 128, 256, 32)}  # vocab 512 / 2
 
 
+def test_a_probe_under_other_nccl_settings_is_not_reused():
+    cfg = RunConfig(out_dir="x", device="cpu")
+    specs = {"fwd": ("ag", 64, 32, 48)}
+
+    def key(environ):
+        return cache_key(cfg, 2, torch.device("cpu"), "shm", specs, environ)
+
+    base = {"NCCL_P2P_DISABLE": "1", "NCCL_P2P_PCI_CHUNKSIZE": "524288", "PATH": "/bin"}
+    assert key(base) == key({**base, "PATH": "/usr/bin", "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "ENV"})
+    assert key(base) != key({**base, "NCCL_P2P_PCI_CHUNKSIZE": "131072"})
+    assert key(base) != key({**base, "TORCH_NCCL_HIGH_PRIORITY": "0"})
+    assert key(base) != key({k: v for k, v in base.items() if k != "NCCL_P2P_PCI_CHUNKSIZE"})
+
+
 def test_candidates_follow_legality_and_regime():
     cpu = candidates(6, torch.device("cpu"), "nvlink")
     assert [(c.mode, c.chunks) for c in cpu] == [("none", 1), ("chunked", 1), ("chunked", 2), ("ring", 1), ("ring", 2)]
@@ -112,6 +153,35 @@ def _probe(rank: int, world: int, cache: str, out: str) -> None:
     if rank == 0:
         with open(os.path.join(out, "info.json"), "w") as fh:
             json.dump(info, fh)
+
+
+def _rematch(rank: int, world: int, out: str) -> None:
+    import time
+
+    from tpscope.fusion.auto import rematch
+
+    calls: list[str] = []
+
+    def step(c: FusionChoice) -> None:  # the contender takes half unfused's time
+        calls.append(c.mode)
+        time.sleep(0.004 if c.mode == "none" else 0.002)
+
+    got = rematch(step, "chunked/k2/m16", torch.device("cpu"))
+    if rank == 0:
+        with open(os.path.join(out, "rematch.json"), "w") as fh:
+            json.dump({"got": got, "calls": calls}, fh)
+
+
+def test_rematch_times_unfused_and_the_contender_in_turn():
+    out = scratch_dir()
+    run_world(_rematch, 2, out)
+    data = json.load(open(os.path.join(out, "rematch.json")))
+    got, calls = data["got"], data["calls"]
+    assert got["candidate"] == "chunked/k2/m16" and got["pairs"] == 20
+    assert 0.35 < got["median_ratio"] < 0.75 and got["p90_ratio"] < 1
+    # a warm-up sample of each, then 20 pairs, each sample PROBE_BATCH steps back to back
+    sample = [["none"] * 3, ["chunked"] * 3]
+    assert calls == [m for _ in range(21) for pair in sample for m in pair]
 
 
 def test_probe_is_shared_by_the_ranks_and_cached():

@@ -59,4 +59,12 @@ def test_nccl_high_priority_is_a_default_the_user_can_override():
     assert environ["TORCH_NCCL_HIGH_PRIORITY"] == "0"
     environ = {"NCCL_NVLS_ENABLE": "1"}
     apply_defaults(environ)
-    assert environ == {"TORCH_NCCL_HIGH_PRIORITY": "1", **SAFETY}
+    assert environ == {"TORCH_NCCL_HIGH_PRIORITY": "1", "NCCL_P2P_PCI_CHUNKSIZE": "524288", **SAFETY}
+
+
+def test_send_recv_steps_of_512_kib_are_a_default_the_user_can_override():
+    assert worker_env("socket", {})["NCCL_P2P_PCI_CHUNKSIZE"] == str(512 * 1024)
+    assert worker_env("shm", {"NCCL_P2P_PCI_CHUNKSIZE": "131072"})["NCCL_P2P_PCI_CHUNKSIZE"] == "131072"
+    environ = {"NCCL_P2P_PCI_CHUNKSIZE": "2097152"}
+    apply_in_process("shm", environ)
+    assert environ["NCCL_P2P_PCI_CHUNKSIZE"] == "2097152"

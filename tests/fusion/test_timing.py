@@ -62,3 +62,36 @@ def test_time_regions_alternates_and_takes_the_slowest_rank(tmp_path):
     assert got["reps"] == 4
     assert 40.0 <= got["slow"] < 200.0  # rank 1's 40 ms, not rank 0's 2 ms
     assert 5.0 <= got["fast"] < 40.0
+
+
+def _in_order(rank: int, world: int, out: str) -> None:
+    import json
+    import time
+
+    import torch
+
+    from tpscope.fusion.timing import sample_regions
+
+    calls = {"n": 0}
+
+    def slower_each_time():
+        calls["n"] += 1
+        time.sleep(0.010 * calls["n"])
+
+    got = sample_regions({"grow": slower_each_time}, device=torch.device("cpu"), reps=5, warmup=1)
+    if rank == 0:
+        with open(out, "w") as fh:
+            json.dump(got, fh)
+
+
+def test_sample_regions_keeps_the_repetitions_in_order(tmp_path):
+    import json
+
+    from ._dist import run_world
+
+    out = tmp_path / "samples.json"
+    run_world(_in_order, 2, str(out))
+    got = json.loads(out.read_text())["grow"]
+    # the warm-up call slept 10 ms, then 20, 30, 40, 50, 60 ms (a sleep never ends early)
+    assert len(got) == 5 and got == sorted(got)
+    assert all(10 * (i + 2) <= v < 10 * (i + 2) + 9 for i, v in enumerate(got))

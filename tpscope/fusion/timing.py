@@ -70,8 +70,16 @@ def _spin_cycles_per_ms(device: torch.device) -> float:
 
 def time_regions(fns: dict[str, Callable[[], object]], *, device: torch.device, reps: int,
                  warmup: int, feed_ahead_ms: float = 0.0) -> dict[str, Timing]:
+    """Median and spread of each of `fns` over `reps` repetitions (sample_regions)."""
+    samples = sample_regions(fns, device=device, reps=reps, warmup=warmup, feed_ahead_ms=feed_ahead_ms)
+    return {name: summarize(vals) for name, vals in samples.items()}
+
+
+def sample_regions(fns: dict[str, Callable[[], object]], *, device: torch.device, reps: int,
+                   warmup: int, feed_ahead_ms: float = 0.0) -> dict[str, list[float]]:
     """Time each of `fns` `reps` times, in turn within each repetition (round robin), after
-    `warmup` untimed calls each; per function, the slowest rank's time per repetition.
+    `warmup` untimed calls each; per function, the slowest rank's time of each repetition (ms,
+    in repetition order: the i-th samples of two functions were timed one after the other).
 
     Round robin, because a GPU's clock follows its temperature and power: timed one after the
     other, the first function would run on a cooler GPU than the last (on an H200 a GEMM timed
@@ -113,7 +121,7 @@ def time_regions(fns: dict[str, Callable[[], object]], *, device: torch.device, 
         samples = {name: [float(a.elapsed_time(b)) for a, b in pairs] for name, pairs in events.items()}
     per_rank: list = [None] * dist.get_world_size()
     dist.all_gather_object(per_rank, samples)
-    return {name: summarize([max(vals) for vals in zip(*(r[name] for r in per_rank))]) for name in fns}
+    return {name: [max(vals) for vals in zip(*(r[name] for r in per_rank))] for name in fns}
 
 
 def overlap_efficiency(t_fused: float, t_gemm: float, t_unfused: float) -> float | None:
