@@ -181,6 +181,28 @@ def test_manifest_differences_are_listed_and_flux_only_within_one_experiment(cap
     assert doc["flux_overlap_efficiency"] is not None
 
 
+def test_nccl_settings_that_differ_are_listed_and_keep_the_runs_one_experiment(capsys, tmp_path):
+    ms = [50.0, 10.0, 10.0, 10.0]
+    env = {"NCCL_NVLS_ENABLE": "0", "NCCL_DEBUG": "WARN", "TORCH_NCCL_HIGH_PRIORITY": "1"}
+    base = copy_run(UNFUSED, tmp_path / "base", {**manifest(ms, 2**30), "nccl_env": env})
+    tuned = copy_run(UNFUSED, tmp_path / "tuned", {
+        **manifest(ms, 2**30), "mode": "ring", "chunks": 4,
+        "nccl_env": {**env, "NCCL_DEBUG": "INFO", "NCCL_P2P_PCI_CHUNKSIZE": "524288",
+                     "TORCH_NCCL_HIGH_PRIORITY": "0"}})
+    doc = json.loads(report(capsys, tuned, "--baseline", base, "--format", "json")[1])
+    assert doc["config_changes"] == [["mode", "none", "ring"], ["chunks", "1", "4"],
+                                     ["NCCL_P2P_PCI_CHUNKSIZE", "unset", "524288"],
+                                     ["TORCH_NCCL_HIGH_PRIORITY", "1", "0"]]  # NCCL_DEBUG only logs
+    assert doc["flux_overlap_efficiency"] is not None
+    out = report(capsys, tuned, "--baseline", base)[1]
+    assert "NCCL_P2P_PCI_CHUNKSIZE: unset → 524288" in out
+    # a folder without a manifest says nothing of its settings: nothing to compare
+    bare = copy_run(UNFUSED, tmp_path / "bare", None)
+    (bare / "tpscope_run.json").unlink(missing_ok=True)
+    doc = json.loads(report(capsys, tuned, "--baseline", bare, "--format", "json")[1])
+    assert not any(k.startswith("NCCL") for k, *_ in doc["config_changes"])
+
+
 def test_the_breakdown_splits_the_step_without_double_counting(capsys):
     """compute + exposed comm + memory alone + idle = the mean step of a rank (`tpscope analyze`)."""
     main(["analyze", str(CHUNKED), "--json"])

@@ -79,7 +79,10 @@ def infer_regime(environ: Mapping[str, str]) -> str:
     return "nvlink"
 
 
+RECORDED_PREFIXES = ("NCCL_", "NVSHMEM_", "TORCH_SYMM_MEM", "TORCH_NCCL", "CUDA_DEVICE_MAX_CONNECTIONS")
+"""The variables a manifest's `nccl_env` records (the report compares them between runs)."""
+
+
 def nccl_env(environ: Mapping[str, str]) -> dict[str, str]:
     """The NCCL_*, TORCH_*SYMM* and NVSHMEM_* variables in force (recorded in the manifest)."""
-    keep = ("NCCL_", "NVSHMEM_", "TORCH_SYMM_MEM", "TORCH_NCCL", "CUDA_DEVICE_MAX_CONNECTIONS")
-    return {k: v for k, v in sorted(environ.items()) if k.startswith(keep)}
+    return {k: v for k, v in sorted(environ.items()) if k.startswith(RECORDED_PREFIXES)}

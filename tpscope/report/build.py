@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tpscope.fusion.regimes import RECORDED_PREFIXES  # torch-free: the manifest's contract
 from tpscope.metrics import RunAnalysis
 from tpscope.metrics.across_runs import compare as flux_compare
 from tpscope.metrics.across_runs import run_times
@@ -42,6 +43,7 @@ class RunInfo:
     has_manifest: bool
     config: tuple[tuple[str, str], ...]  # (manifest key, value as text) for CONFIG_KEYS it has
     warnings: tuple[str, ...]
+    nccl_env: tuple[tuple[str, str], ...] = ()  # the manifest's NCCL settings, logging left out
 
     @property
     def title(self) -> str:
@@ -124,8 +126,9 @@ class Report:
 def run_info(analysis: RunAnalysis, samples: RunSamples) -> RunInfo:
     m = analysis.manifest or {}
     config = tuple((k, _text(m[k])) for k in CONFIG_KEYS if k in m and m[k] is not None)
+    env = tuple((k, str(v)) for k, v in sorted((m.get("nccl_env") or {}).items()) if not k.startswith(LOGGING_ENV))
     return RunInfo(analysis.run_dir, tuple(analysis.ranks), samples.steps, analysis.manifest is not None,
-                   config, tuple(analysis.warnings))
+                   config, tuple(analysis.warnings), env)
 
 
 def _text(value) -> str:
@@ -172,11 +175,24 @@ ABSENT_MEANS = {"ring_all_gather": "False"}
 """Manifest fields added later (values as text): a manifest without one ran with this value."""
 
 
+LOGGING_ENV = ("NCCL_DEBUG",)
+"""NCCL variables that change what NCCL prints, not what it does: left out of the comparison."""
+
+
 def config_changes(baseline: RunInfo, candidate: RunInfo) -> tuple[tuple[str, str, str], ...]:
+    """(key, baseline, candidate) for each CONFIG_KEYS field that differs, then each NCCL
+    variable in force in one run's manifest and not the other's or with another value ("unset"
+    where a run with a manifest did not set it). NCCL variables do not make the runs another
+    experiment for metrics.md §9: they tune the transport, as the fusion's options do."""
     b = {**ABSENT_MEANS, **dict(baseline.config)} if baseline.has_manifest else dict(baseline.config)
     c = {**ABSENT_MEANS, **dict(candidate.config)} if candidate.has_manifest else dict(candidate.config)
-    return tuple((k, b.get(k, "?"), c.get(k, "?")) for k in CONFIG_KEYS
-                 if (k in b or k in c) and b.get(k) != c.get(k))
+    fields = tuple((k, b.get(k, "?"), c.get(k, "?")) for k in CONFIG_KEYS
+                   if (k in b or k in c) and b.get(k) != c.get(k))
+    if not (baseline.has_manifest and candidate.has_manifest):
+        return fields
+    be, ce = dict(baseline.nccl_env), dict(candidate.nccl_env)
+    return fields + tuple((k, be.get(k, "unset"), ce.get(k, "unset")) for k in sorted({*be, *ce})
+                          if be.get(k) != ce.get(k))
 
 
 def breakdown(samples: RunSamples) -> tuple[tuple[str, float], ...]:
@@ -218,7 +234,7 @@ def build_report(candidate: RunResults, fail_on: FailOn, baseline: RunResults | 
     b_an, c_an = baseline.analysis, candidate.analysis
     changes = config_changes(binfo, cinfo)
     flux = saving = None
-    if all(k in FUSION_KEYS for k, _, _ in changes):  # §9 compares fusion modes of one experiment
+    if all(k in FUSION_KEYS or k.startswith(RECORDED_PREFIXES) for k, _, _ in changes):  # §9: one experiment
         flux, saving = flux_compare(run_times(c_an.critical_path, c_an.steps),
                                     run_times(b_an.critical_path, b_an.steps))
     return Report(
