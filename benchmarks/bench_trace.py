@@ -25,7 +25,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 from tpscope.fusion.ops import all_gather_matmul, matmul_reduce_scatter
 from tpscope.fusion.regimes import apply_defaults, apply_in_process
 from tpscope.fusion.shapes import parse_shape
-from tpscope.fusion.timing import _spin_cycles_per_ms
+from tpscope.fusion.timing import align_ranks, spin_cycles_per_ms
 
 
 def main() -> int:
@@ -81,13 +81,11 @@ def main() -> int:
                 lambda m=margin, a=agx: matmul_reduce_scatter(y, w2, mode="ring", chunks=8, sm_margin=m,
                                                               ring_all_gather=a))
     fns = nvlink if args.regime == "nvlink" else shm if args.set == "modes" else exchange
-    spin = int(args.feed_ahead_ms * _spin_cycles_per_ms(device))
+    spin = int(args.feed_ahead_ms * spin_cycles_per_ms(device))
     token = torch.zeros(1, device=device)
 
     def aligned(name: str, fn) -> None:
-        torch.cuda.synchronize()
-        dist.barrier()
-        dist.all_reduce(token)
+        align_ranks(device, token)
         torch.cuda._sleep(spin)
         with record_function(f"bench_trace/{name}"):
             fn()

@@ -42,7 +42,7 @@ def summarize(samples_ms: list[float]) -> Timing:
                   min_ms=s[0], max_ms=s[-1], reps=n)
 
 
-def _align(device: torch.device, token: torch.Tensor) -> None:
+def align_ranks(device: torch.device, token: torch.Tensor) -> None:
     """Line the ranks up: a CPU barrier, then a one-element all-reduce on the compute stream so
     that the start event is recorded when every GPU has reached this point."""
     if device.type == "cuda":
@@ -56,7 +56,7 @@ def time_region(fn: Callable[[], object], *, device: torch.device, reps: int, wa
     return time_regions({"fn": fn}, device=device, reps=reps, warmup=warmup)["fn"]
 
 
-def _spin_cycles_per_ms(device: torch.device) -> float:
+def spin_cycles_per_ms(device: torch.device) -> float:
     """Clock cycles of torch.cuda._sleep per millisecond on `device`, measured."""
     cycles = 10_000_000
     torch.cuda._sleep(cycles // 10)  # clocks up
@@ -94,16 +94,16 @@ def sample_regions(fns: dict[str, Callable[[], object]], *, device: torch.device
     token = torch.zeros(1, device=device)
     spin = 0
     if feed_ahead_ms > 0 and device.type == "cuda":
-        spin = int(feed_ahead_ms * _spin_cycles_per_ms(device))
+        spin = int(feed_ahead_ms * spin_cycles_per_ms(device))
     for fn in fns.values():
         for _ in range(warmup):
-            _align(device, token)
+            align_ranks(device, token)
             fn()
     samples: dict[str, list[float]] = {name: [] for name in fns}
     events: dict[str, list] = {name: [] for name in fns}
     for _ in range(reps):
         for name, fn in fns.items():
-            _align(device, token)
+            align_ranks(device, token)
             if device.type == "cuda":
                 a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 if spin:
