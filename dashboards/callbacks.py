@@ -98,7 +98,7 @@ def register_callbacks(app, store: RunStore) -> None:
                 [{"label": f"rank {r}", "value": r} for r in ranks], list(ranks), note, "")
 
     @app.callback(
-        Output("overview-table", "data"), Output("overview-graph", "figure"), Output("baseline-note", "children"),
+        Output("overview-table", "rowData"), Output("overview-graph", "figure"), Output("baseline-note", "children"),
         Input("run-select", "value"), Input("baseline-select", "value"),
     )
     @guarded(3, (1,))
@@ -143,7 +143,7 @@ def register_callbacks(app, store: RunStore) -> None:
                 breakdown.critical_path_figure(results.critical_path_rows(doc)))
 
     @app.callback(
-        Output("collectives-table", "data"), Output("collectives-table", "columns"),
+        Output("collectives-table", "rowData"), Output("collectives-table", "columnDefs"),
         Output("skew-graph", "figure"), Output("arrival-graph", "figure"), Output("collectives-note", "children"),
         Input("run-select", "value"), Input("step-select", "value"),
     )

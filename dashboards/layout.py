@@ -2,35 +2,39 @@
 
 from __future__ import annotations
 
-from dash import dash_table, dcc, html
+import dash_ag_grid as dag
+from dash import dcc, html
+from tpscope.dashboards.figures.tables import DEFAULT_COLUMN, GRID_OPTIONS, STYLE, column
 from tpscope.dashboards.results import OVERVIEW_COLUMNS, RATIO_FIELDS
 
 TABS = [("overview", "Overview"), ("timeline", "Timeline"), ("breakdown", "Breakdown"),
         ("collectives", "Collectives"), ("contention", "Contention"), ("hta", "HTA")]
 TAB_STYLE = {"padding": "6px 12px", "lineHeight": "22px"}
 GRAPH_CONFIG = {"displaylogo": False, "responsive": True}
-TABLE_STYLE = dict(
-    style_table={"overflowX": "auto"},
-    style_cell={"fontFamily": "system-ui, sans-serif", "fontSize": "13px", "padding": "4px 8px",
-                "textAlign": "right", "maxWidth": "420px", "overflow": "hidden", "textOverflow": "ellipsis"},
-    style_header={"fontWeight": "600", "backgroundColor": "#f3f4f6"},
-    style_cell_conditional=[{"if": {"column_id": c}, "textAlign": "left"}
-                            for c in ("run", "status", "mode", "regime", "collective", "key", "ranks")],
-)
 
 
 def _overview_columns() -> list[dict]:
     cols = []
     for key, name in OVERVIEW_COLUMNS:
-        col = {"id": key, "name": name}
+        spec = None
         if key in RATIO_FIELDS:
-            col.update(type="numeric", format={"specifier": ".1%"})
+            spec = ".1%"
         elif key in ("step_time_us", "tokens_per_s"):
-            col.update(type="numeric", format={"specifier": ",.1f"})
+            spec = ",.1f"
         elif key == "peak_memory_gib":
-            col.update(type="numeric", format={"specifier": ".2f"})
-        cols.append(col)
+            spec = ".2f"
+        elif key in ("ranks", "steps"):
+            spec = ",d"
+        cols.append(column(key, name, spec, filtered=False))
     return cols
+
+
+def _grid(grid_id: str, columns: list[dict], page_size: int | None = None) -> dag.AgGrid:
+    """A sortable table (tpscope.dashboards.figures.tables), `page_size` rows a page if given."""
+    options = {**GRID_OPTIONS, **({"pagination": True, "paginationPageSize": page_size,
+                                   "paginationPageSizeSelector": False} if page_size else {})}
+    return dag.AgGrid(id=grid_id, columnDefs=columns, rowData=[], dashGridOptions=options,
+                      defaultColDef=DEFAULT_COLUMN, style=STYLE)
 
 
 def _picker(label: str, component) -> html.Div:
@@ -44,8 +48,7 @@ def _graph(graph_id: str) -> dcc.Graph:
 def _tab_children(name: str) -> list:
     if name == "overview":
         return [dcc.Loading([
-            dash_table.DataTable(id="overview-table", columns=_overview_columns(), data=[],
-                                 sort_action="native", **TABLE_STYLE),
+            _grid("overview-table", _overview_columns()),
             html.Div(id="baseline-note", className="note"),
             _graph("overview-graph"),
         ], type="default")]
@@ -57,8 +60,7 @@ def _tab_children(name: str) -> list:
     if name == "collectives":
         return [dcc.Loading([
             html.Div(id="collectives-note", className="note"),
-            dash_table.DataTable(id="collectives-table", columns=[], data=[], sort_action="native",
-                                 filter_action="native", page_size=15, **TABLE_STYLE),
+            _grid("collectives-table", [], page_size=15),
             _graph("skew-graph"), _graph("arrival-graph"),
         ])]
     if name == "contention":

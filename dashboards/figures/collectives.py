@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 from tpscope.dashboards.figures.common import base_layout, not_available
+from tpscope.dashboards.figures.tables import column
 
 # (JSON field, header). Fields the analyzer does not report show as empty cells.
 TABLE_COLUMNS = [
@@ -22,24 +23,23 @@ PALETTE = ["#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#B279A2", "#F
 
 
 def table_columns(rows: list[dict]) -> list[dict]:
-    """DataTable column specs: the known fields, plus any others the analyzer adds."""
+    """The grid's column definitions: the known fields, plus any others the analyzer adds."""
     present = set().union(*(r.keys() for r in rows)) if rows else set()
     cols = [(k, h) for k, h in TABLE_COLUMNS if k in present or k in ("step", "collective", "skew_us")]
     known = {k for k, _ in TABLE_COLUMNS}
     cols += [(k, k) for k in sorted(present - known)]
-    return [_column(k, h) for k, h in cols]
+    return [column(k, h, _specifier(k)) for k, h in cols]
 
 
-def _column(key: str, header: str) -> dict:
-    """Numbers sort as numbers; µs to the ns the trace holds, bandwidth to 0.1 GB/s."""
-    col = {"id": key, "name": header, "type": "text"}
+def _specifier(key: str) -> str | None:
+    """µs to the ns the trace holds, bandwidth to 0.1 GB/s, counts whole."""
     if key.endswith("_us"):
-        col.update(type="numeric", format={"specifier": ",.3f"})
-    elif key.endswith("_gbps"):
-        col.update(type="numeric", format={"specifier": ",.1f"})
-    elif key in ("bytes", "step") or key.endswith("_bytes"):
-        col.update(type="numeric", format={"specifier": ",d"})
-    return col
+        return ",.3f"
+    if key.endswith("_gbps"):
+        return ",.1f"
+    if key in ("bytes", "step") or key.endswith("_bytes"):
+        return ",d"
+    return None
 
 
 def skew_figure(rows: list[dict]) -> go.Figure:

@@ -82,12 +82,16 @@ def text_of(browser, element_id: str) -> str:
 
 
 def table_rows(browser, table_id: str) -> list[dict]:
-    """A DataTable's visible rows as {column header: cell text}."""
+    """A grid's rendered rows, in display order, as {column header: cell text}."""
     return json.loads(browser.execute_script(
         "const root = document.getElementById(arguments[0]);"
         "if (!root) return '[]';"
-        "const heads = Array.from(root.querySelectorAll('th.dash-header')).map(h => h.innerText.trim());"
-        "const rows = Array.from(root.querySelectorAll('tr')).filter(r => r.querySelector('td.dash-cell'));"
-        "return JSON.stringify(rows.map(r => { const cells = Array.from(r.querySelectorAll('td.dash-cell'));"
-        " const o = {}; cells.forEach((c, i) => { o[heads[i]] = c.innerText.trim(); }); return o; }));",
+        "const heads = {};"
+        "root.querySelectorAll('.ag-header-cell[col-id]').forEach(h => {"
+        " const t = h.innerText.trim(); if (t && !(h.getAttribute('col-id') in heads)) heads[h.getAttribute('col-id')] = t; });"
+        "const rows = Array.from(root.querySelectorAll('.ag-center-cols-container .ag-row'))"
+        " .sort((a, b) => Number(a.getAttribute('row-index')) - Number(b.getAttribute('row-index')));"
+        "return JSON.stringify(rows.map(r => { const o = {};"
+        " r.querySelectorAll('.ag-cell[col-id]').forEach(c => { o[heads[c.getAttribute('col-id')]] = c.innerText.trim(); });"
+        " return o; }));",
         table_id))

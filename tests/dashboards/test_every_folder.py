@@ -17,7 +17,7 @@ pytestmark = pytest.mark.timeout(240)
 VIEWS = {  # callback outputs, as the page's layout declares them
     "timeline": [("timeline-graph", "figure"), ("timeline-note", "children")],
     "breakdown": [("breakdown-graph", "figure"), ("critical-path-graph", "figure")],
-    "collectives": [("collectives-table", "data"), ("collectives-table", "columns"), ("skew-graph", "figure"),
+    "collectives": [("collectives-table", "rowData"), ("collectives-table", "columnDefs"), ("skew-graph", "figure"),
                     ("arrival-graph", "figure"), ("collectives-note", "children")],
     "contention": [("contention-graph", "figure"), ("comm-contention-graph", "figure"), ("tax-graph", "figure"),
                    ("contention-note", "children")],

@@ -200,8 +200,13 @@ def test_critical_path_and_collective_figures_from_rows():
             {"step": 1, "key": "0, 2", "collective": "reduce_scatter", "skew_us": 0.5, "bytes": 4096}]
     fig = collectives.skew_figure(rows)
     assert sorted(float(y) for t in fig.data for y in t.y) == [0.5, 2.5]
-    cols = {c["id"] for c in collectives.table_columns(rows)}
-    assert {"step", "collective", "skew_us", "bytes"} <= cols
+    cols = {c["field"]: c for c in collectives.table_columns(rows)}
+    assert {"step", "collective", "skew_us", "bytes"} <= set(cols)
+    # numbers right-aligned, formatted by d3 and filtered as numbers; an empty cell, not 0, for no value
+    assert cols["skew_us"]["type"] == "numericColumn" and cols["skew_us"]["filter"] == "agNumberColumnFilter"
+    assert cols["skew_us"]["valueFormatter"]["function"].startswith("params.value == null ? '' : d3.format(',.3f')")
+    assert "d3.format(',d')" in cols["bytes"]["valueFormatter"]["function"]
+    assert "type" not in cols["collective"] and cols["collective"]["filter"] == "agTextColumnFilter"
 
 
 def test_contention_rows_and_figures_from_the_analysis():
