@@ -138,9 +138,10 @@ def test_copy_engine_is_a_candidate_on_cuda_nvlink_only(monkeypatch):
 def _probe(rank: int, world: int, cache: str, out: str) -> None:
     cfg = RunConfig(out_dir="x", device="cpu", dtype="float32", seq_len=16, batch=2, auto_cache=cache,
                     model=ModelConfig(layers=1, hidden=16, ffn=32, heads=2, vocab=16))
-    plan, info = auto_plan(cfg, world, torch.device("cpu"), "nvlink")
+    said: list[str] = []
+    plan, info = auto_plan(cfg, world, torch.device("cpu"), "nvlink", said.append)
     first = {k: (c["mode"], c["chunks"], c["source"]) for k, c in info["choices"].items()}
-    plan2, info2 = auto_plan(cfg, world, torch.device("cpu"), "nvlink")
+    plan2, info2 = auto_plan(cfg, world, torch.device("cpu"), "nvlink", said.append)
     second = {k: (c["mode"], c["chunks"], c["source"]) for k, c in info2["choices"].items()}
     assert all(src == "probe" for *_, src in first.values()) and all(src == "cache" for *_, src in second.values())
     assert {k: v[:2] for k, v in first.items()} == {k: v[:2] for k, v in second.items()}
@@ -153,6 +154,8 @@ def _probe(rank: int, world: int, cache: str, out: str) -> None:
     if rank == 0:
         with open(os.path.join(out, "info.json"), "w") as fh:
             json.dump(info, fh)
+        with open(os.path.join(out, "said.json"), "w") as fh:
+            json.dump(said, fh)
 
 
 def _rematch(rank: int, world: int, out: str) -> None:
@@ -191,4 +194,11 @@ def test_probe_is_shared_by_the_ranks_and_cached():
     cached = json.load(open(cache))
     assert len(cached) == 5 and all("timings_ms" in e and "why" in e for e in cached.values())
     info = json.load(open(os.path.join(out, "info.json")))
+    # a line before each kind's probe (its candidates: 16 rows per rank at this shape, nvlink on CPU:
+    # unfused, chunked and ring at k = 1, 2, 4, 8 and margins 0 and 16), then its choice; then the cache
+    said = json.load(open(os.path.join(out, "said.json")))
+    assert said[0] == "auto: probing attn.qkv: 17 candidates, forward + backward of its shapes"
+    picked = info["choices"]["attn.qkv"]
+    assert said[1].startswith(f"auto: attn.qkv -> {picked['mode']}/k{picked['chunks']}") and "probed in" in said[1]
+    assert len(said) == 15 and all(f"cached in {cache}" in line for line in said[10:])
     assert info["cache_file"] == cache and set(info["choices"]) == {"attn.qkv", "attn.out", "mlp.fc1", "mlp.fc2", "head"}

@@ -114,6 +114,12 @@ def candidates(local_rows: int, device: torch.device, regime: str,
     return out
 
 
+def _local_rows(specs: dict[str, tuple], tp: int) -> int:
+    """The rows per rank of a layer kind's forward op (the AG side's input, the RS side's output)."""
+    side, rows = specs["fwd"][:2]
+    return rows if side == "ag" else rows // tp
+
+
 def _layer_step(specs: dict[str, tuple], device: torch.device, dtype: torch.dtype, tp: int,
                 template: FusionChoice) -> Callable[[FusionChoice], Any]:
     """Forward and backward of the layer kind whose forward op is `specs["fwd"]`, under a choice
@@ -149,9 +155,8 @@ def probe_kind(specs: dict[str, tuple], device: torch.device, dtype: torch.dtype
 
 def _time_candidates(step: Callable[[FusionChoice], Any], specs: dict[str, tuple], device: torch.device,
                      regime: str, tp: int, margins: tuple[int, ...]) -> dict[str, Any]:
-    local_rows = specs["fwd"][1] if specs["fwd"][0] == "ag" else specs["fwd"][1] // tp
     timings: dict[str, Any] = {}
-    for c in candidates(local_rows, device, regime, margins, tp):
+    for c in candidates(_local_rows(specs, tp), device, regime, margins, tp):
         key = candidate_key(c)
         try:
             t = time_region(lambda c=c: [step(c) for _ in range(PROBE_BATCH)], device=device,
@@ -252,8 +257,10 @@ def _read_cache(path: Path) -> dict:
         return {}
 
 
-def auto_plan(cfg: RunConfig, tp: int, device: torch.device, regime: str):
-    """(plan, record for the manifest). Collective: every rank must call it."""
+def auto_plan(cfg: RunConfig, tp: int, device: torch.device, regime: str,
+              say: Callable[[str], None] = lambda _line: None):
+    """(plan, record for the manifest). Collective: every rank must call it. `say` gets a line
+    per layer kind: before its probe (which can take minutes on a slow link) and its choice."""
     path = Path(cfg.auto_cache) if cfg.auto_cache else default_cache_path()
     dtype = getattr(torch, cfg.dtype)
     shapes = kind_shapes(cfg, tp)
@@ -265,7 +272,10 @@ def auto_plan(cfg: RunConfig, tp: int, device: torch.device, regime: str):
     for kind in KINDS:
         entry = cache.get(keys[kind])
         source = "cache"
+        started = time.perf_counter()
         if entry is None:
+            count = len(candidates(_local_rows(shapes[kind], tp), device, regime, sm_margins(cfg), tp))
+            say(f"auto: probing {kind}: {count} candidates, forward + backward of its shapes")
             timings, paired = probe_kind(shapes[kind], device, dtype, regime, tp, cfg.fusion("none", 1),
                                          sm_margins(cfg))
             choice, why = decide(timings, paired)
@@ -276,6 +286,11 @@ def auto_plan(cfg: RunConfig, tp: int, device: torch.device, regime: str):
             cache[keys[kind]] = entry
             source = "probe"
         choices[kind] = {**entry, "source": source, "key": keys[kind]}
+        picked = candidate_key(FusionChoice(mode=entry["mode"], chunks=entry["chunks"],
+                                            sm_margin=entry.get("sm_margin", 0),
+                                            ring_all_gather=entry.get("ring_all_gather", False)))
+        say(f"auto: {kind} -> {picked} (" + (f"probed in {time.perf_counter() - started:.1f} s"
+                                              if source == "probe" else f"cached in {path}") + ")")
     if dist.get_rank() == 0:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)

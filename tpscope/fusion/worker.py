@@ -62,13 +62,18 @@ def _print_step(steps: int, rec: StepRecord) -> None:
           f"{rec.tokens_per_s:,.0f} tok/s", flush=True)
 
 
-def _plan(cfg: RunConfig, tp: int, device: torch.device, regime: str):
-    """(plan, fusion per layer record, auto record): a fixed mode, or `auto`'s probe."""
+def _plan(cfg: RunConfig, tp: int, device: torch.device, regime: str, rank: int = 0):
+    """(plan, fusion per layer record, auto record): a fixed mode, or `auto`'s probe (rank 0
+    says what it probes and chooses)."""
     chosen: dict[str, dict] = {}
     if cfg.mode == Mode.AUTO.value:
         from tpscope.fusion.auto import auto_plan
 
-        plan_fn, auto_info = auto_plan(cfg, tp, device, regime)
+        def say(line: str) -> None:
+            if rank == 0:
+                print(f"tpscope run: {line}", flush=True)
+
+        plan_fn, auto_info = auto_plan(cfg, tp, device, regime, say)
     else:
         fixed = cfg.fusion(cfg.mode, cfg.chunks)
         plan_fn, auto_info = (lambda _label: fixed), None
@@ -95,10 +100,10 @@ def run_rank(cfg: RunConfig, command: list[str]) -> int:
             cfg.check_world(world)
         except ValueError as exc:
             raise UserError(str(exc)) from None
-        plan, chosen, auto_info = _plan(cfg, world, device, regime)
         if rank == 0:
             print(f"tpscope run: tp={world} mode={cfg.mode} regime={regime} device={device.type} "
                   f"-> {cfg.out_dir}", flush=True)
+        plan, chosen, auto_info = _plan(cfg, world, device, regime, rank)
         result = train(cfg, rank=rank, tp=world, device=device, plan=plan,
                        on_step=lambda rec: _print_step(cfg.steps, rec))
         gathered: list = [None] * world
