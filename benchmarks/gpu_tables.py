@@ -155,18 +155,25 @@ def fifth_round(root: Path) -> None:
         print("### shm, one bench per NCCL setting, reference shape (gpu_levers27.sh)\n")
         print(settings_table(docs) + "\n")
     final = {"nvlink": "h200x2-benchpush-nvlink.json", "shm": "h200x2-benchp2p-shm.json",
-             "shm, 8b shape": "h200x2-benchp2p-shm-8b.json", "socket": "h200x2-benchp2p-socket.json"}
+             "shm, 8b shape": "h200x2-benchp2p-shm-8b.json",
+             "shm, S=4096 and S=16384": "h200x2-benchp2p-shm-s4096-s16384.json",
+             "socket": "h200x2-benchp2p-socket.json",
+             "socket, 8b shape and S=4096": "h200x2-benchp2p-socket-8b-s4096.json"}
     docs = {regime: json.loads((root / name).read_text()) for regime, name in final.items() if (root / name).exists()}
     if "shm" not in docs:
         return
     print("### Best fused variant per regime and shape (fifth round, 512 KiB send/recv steps by default: "
-          "shm and socket gpu_levers28.sh; nvlink gpu_levers18.sh, whose copy_engine sends nothing through NCCL)\n")
+          "shm and socket gpu_levers28.sh and gpu_levers31.sh; nvlink gpu_levers18.sh, whose copy_engine "
+          "sends nothing through NCCL)\n")
     print(best_table(docs) + "\n")
     print("### shm, reference shape, 512 KiB send/recv steps (gpu_levers28.sh)\n")
     print(bench_table(docs["shm"]) + "\n")
     if "shm, 8b shape" in docs:
         print("### shm, 8B shape, 512 KiB send/recv steps (gpu_levers28.sh)\n")
         print(bench_table(docs["shm, 8b shape"]) + "\n")
+    if "shm, S=4096 and S=16384" in docs:
+        print("### shm, S=4096 and S=16384, 512 KiB send/recv steps (gpu_levers31.sh)\n")
+        print(bench_table(docs["shm, S=4096 and S=16384"]) + "\n")
     if "socket" in docs:
         print("### socket, 512 KiB send/recv steps, 30 repetitions (gpu_levers28.sh)\n")
         print(bench_table(docs["socket"]) + "\n")
