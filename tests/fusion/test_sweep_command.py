@@ -46,6 +46,19 @@ def test_parse_variants_with_resource_options():
         parse_variants("ring:agx=yes", "shm")
 
 
+def test_parse_variants_with_nccl_settings():
+    assert parse_variants("ring:4:margin=4:NCCL_P2P_PCI_CHUNKSIZE=131072,none:NCCL_BUFFSIZE=16777216", "shm") == [
+        Variant(name="ring-k4-margin4-NCCL_P2P_PCI_CHUNKSIZE131072", mode="ring", chunks=4, regime="shm",
+                sm_margin=4, env=(("NCCL_P2P_PCI_CHUNKSIZE", "131072"),)),
+        Variant(name="none-NCCL_BUFFSIZE16777216", mode="none", chunks=1, regime="shm",
+                env=(("NCCL_BUFFSIZE", "16777216"),)),
+    ]
+    for bad, words in (("ring:NCCL_P2P_DISABLE=1", "regime=NAME"), ("ring:NCCL_NVLS_ENABLE=1", "always"),
+                       ("ring:NCCL_BUFFSIZE=", "no value"), ("ring:LD_PRELOAD=x", r"NCCL_\*=VALUE")):
+        with pytest.raises(UserError, match=words):
+            parse_variants(bad, "shm")
+
+
 def test_compare_is_relative_to_the_baseline():
     rows = [{"run": "00-none", "regime": "shm", "mode": "none", "tokens_per_s": 100.0, "peak_memory_bytes": 2**30,
              "analyze": {"exposed_comm_ratio": 0.5, "contention_slowdown": None}},
@@ -58,20 +71,25 @@ def test_compare_is_relative_to_the_baseline():
 
 def test_cpu_sweep_end_to_end(tmp_path):
     out = tmp_path / "sweep"
-    cmd = [sys.executable, "-m", "tpscope.cli", "sweep", "--device", "cpu", "--variants", "ring:2", "--out", str(out),
+    cmd = [sys.executable, "-m", "tpscope.cli", "sweep", "--device", "cpu", "--variants",
+           "ring:2:NCCL_P2P_PCI_CHUNKSIZE=131072", "--out", str(out),
            "--steps", "3", "--profile-steps", "1", "--layers", "1", "--hidden", "32", "--ffn", "64", "--heads", "2",
            "--vocab", "32", "--seq-len", "16", "--batch", "2", "--timeout-s", "60"]
     done = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
                           timeout=200, cwd=REPO)
     assert done.returncode == 0, done.stderr[-3000:]
     doc = json.loads((out / "sweep.json").read_text())
-    assert [r["run"] for r in doc["runs"]] == ["00-none", "01-ring-k2"]
+    assert [r["run"] for r in doc["runs"]] == ["00-none", "01-ring-k2-NCCL_P2P_PCI_CHUNKSIZE131072"]
+    # the variant's NCCL setting reached its workers only, over the runtime's default
+    recorded = [json.loads((out / r["run"] / "tpscope_run.json").read_text())["nccl_env"] for r in doc["runs"]]
+    assert [e["NCCL_P2P_PCI_CHUNKSIZE"] for e in recorded] == ["524288", "131072"]
+    assert doc["runs"][1]["env"] == {"NCCL_P2P_PCI_CHUNKSIZE": "131072"} and doc["runs"][0]["env"] == {}
     assert doc["runs"][1]["fusion_by_layer"]["block0.mlp.fc1"] == {
         "mode": "ring", "chunks": 2, "sm_margin": 0, "comm_ctas": 0, "bwd_overlap": True, "ring_all_gather": False}
     for r in doc["runs"]:
         assert r["tokens_per_s"] > 0
         assert r["analyze"] is not None, r["analyze_note"]  # the analyzer read the run folder
-    assert "| 01-ring-k2 |" in (out / "sweep.md").read_text()
+    assert "| 01-ring-k2-NCCL_P2P_PCI_CHUNKSIZE131072 |" in (out / "sweep.md").read_text()
 
 
 def test_a_failed_variant_is_reported_and_the_sweep_goes_on(tmp_path, monkeypatch, capsys):
@@ -82,7 +100,7 @@ def test_a_failed_variant_is_reported_and_the_sweep_goes_on(tmp_path, monkeypatc
 
     launched = []
 
-    def fake_launch(nproc, module, args, regime, prog="tpscope run"):
+    def fake_launch(nproc, module, args, regime, prog="tpscope run", extra_env=None):
         cfg = json.loads(args[args.index("--config-json") + 1])
         launched.append(cfg["mode"])
         if cfg["mode"] == "ring":

@@ -103,11 +103,12 @@ def describe_failure(failures: list[dict]) -> str:
     return f"rank {f['rank']} (pid {f['pid']}) {what}; the other ranks were stopped"
 
 
-def launch(nproc: int, module: str, module_args: list[str], regime: str, prog: str = "tpscope run") -> int:
+def launch(nproc: int, module: str, module_args: list[str], regime: str, prog: str = "tpscope run",
+           extra_env: Mapping[str, str] | None = None) -> int:
     """Run the workers under torchrun on this node and return its exit code: 0, 2 when every
     failed rank exited 2 (a user error each printed), else 1 after one line naming the rank that
-    failed."""
-    env = child_env(regime, os.environ)
+    failed. `extra_env`: variables for these workers only, over this process's environment."""
+    env = child_env(regime, {**os.environ, **(extra_env or {})})
     with tempfile.TemporaryDirectory(prefix="tpscope-launch-") as tmp:
         report = os.path.join(tmp, "failures.json")
         rc = subprocess.call(supervised_command(nproc, module, module_args, report), env=env)

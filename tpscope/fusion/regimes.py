@@ -36,7 +36,7 @@ REGIME_ENV: dict[str, dict[str, str]] = {
 }
 
 # Variables a regime may set; cleared from an inherited environment so that regimes do not mix.
-_REGIME_KEYS = sorted({k for env in REGIME_ENV.values() for k in env})
+REGIME_KEYS = sorted({k for env in REGIME_ENV.values() for k in env})
 
 
 def regime_env(regime: str) -> dict[str, str]:
@@ -50,7 +50,7 @@ def regime_env(regime: str) -> dict[str, str]:
 def worker_env(regime: str, base: Mapping[str, str]) -> dict[str, str]:
     """The environment for worker processes: `base` without other regimes' keys, plus this
     regime's variables and, always, SAFETY_ENV."""
-    env = {**DEFAULT_ENV, **{k: v for k, v in base.items() if k not in _REGIME_KEYS}}
+    env = {**DEFAULT_ENV, **{k: v for k, v in base.items() if k not in REGIME_KEYS}}
     env.update(regime_env(regime))
     env.update(SAFETY_ENV)
     return env
@@ -59,7 +59,7 @@ def worker_env(regime: str, base: Mapping[str, str]) -> dict[str, str]:
 def apply_in_process(regime: str, environ: dict[str, str]) -> None:
     """Set a regime's and the safety variables in this process (a rank that joined a torchrun the
     user started); must run before the process group creates its NCCL communicators."""
-    for key in _REGIME_KEYS:
+    for key in REGIME_KEYS:
         environ.pop(key, None)
     environ.update(regime_env(regime))
     apply_defaults(environ)

@@ -1,6 +1,7 @@
 """`tpscope sweep`: the tuning method as a command. A baseline without fusion first, then one
-change at a time (mode, chunk count, regime), each a run folder of the same model and global
-batch, then one comparison (tokens/s, exposed communication, contention, peak memory).
+change at a time (mode, chunk count, regime, an NCCL setting), each a run folder of the same
+model and global batch, then one comparison (tokens/s, exposed communication, contention, peak
+memory).
 
 Exposed communication and contention come from `tpscope analyze RUN --json`, run as a separate
 process (the runtime never imports the analyzer); where it is not installed those columns are
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from tpscope.errors import UserError
 from tpscope.fusion.config import ALL_MODES, CHUNKED_MODES, Regime, RunConfig, config_to_json
+from tpscope.fusion.regimes import RECORDED_PREFIXES, REGIME_KEYS, SAFETY_ENV
 from tpscope.fusion.run_command import (
     add_model_arguments,
     add_resource_arguments,
@@ -28,8 +30,9 @@ from tpscope.fusion.run_command import (
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Variant:
-    """One change against the baseline: a mode (with chunks and resource options) or a regime.
-    Resource options left None keep the sweep's own (`--sm-margin`, `--comm-ctas`, ...)."""
+    """One change against the baseline: a mode (with chunks, resource options and NCCL settings)
+    or a regime. Resource options left None keep the sweep's own (`--sm-margin`, `--comm-ctas`,
+    ...); `env` is set in the variant's workers only, over the runtime's defaults."""
 
     name: str
     mode: str
@@ -40,6 +43,7 @@ class Variant:
     bwd_overlap: bool | None = None
     embed_overlap: bool | None = None
     ring_all_gather: bool | None = None
+    env: tuple[tuple[str, str], ...] = ()
 
 
 _OPTIONS = {"margin": "sm_margin", "ctas": "comm_ctas", "bwd": "bwd_overlap", "embed": "embed_overlap",
@@ -50,8 +54,8 @@ _SWITCHES = ("bwd", "embed", "agx")
 def _option(token: str, item: str) -> tuple[str, int | bool]:
     key, sep, value = item.partition("=")
     if not sep or key not in _OPTIONS:
-        raise UserError(f"--variants: {item!r} in {token!r} is not margin=N, ctas=N, bwd=on|off, embed=on|off "
-                        "or agx=on|off")
+        raise UserError(f"--variants: {item!r} in {token!r} is not margin=N, ctas=N, bwd=on|off, embed=on|off, "
+                        "agx=on|off or NCCL_*=VALUE")
     if key in _SWITCHES:
         if value not in ("on", "off"):
             raise UserError(f"--variants: {key} in {token!r} must be on or off")
@@ -65,9 +69,23 @@ def _option(token: str, item: str) -> tuple[str, int | bool]:
     return _OPTIONS[key], n
 
 
+def _setting(token: str, key: str, value: str) -> tuple[str, str]:
+    """An NCCL variable for one variant's workers (the variables a manifest records)."""
+    if key in REGIME_KEYS or key in SAFETY_ENV:
+        raise UserError(f"--variants: {key} in {token!r} is set by the regime or always: use regime=NAME")
+    if not value:
+        raise UserError(f"--variants: {key} in {token!r} has no value")
+    return key, value
+
+
+def _is_setting(item: str) -> bool:
+    key, sep, _ = item.partition("=")
+    return bool(sep) and key.startswith(RECORDED_PREFIXES)
+
+
 def parse_variants(text: str, base_regime: str) -> list[Variant]:
-    """`chunked:4,ring,ring:2,symm_mem,auto,regime=shm,chunked:8:margin=8:ctas=4:bwd=off` ->
-    variants (baseline not included)."""
+    """`chunked:4,ring,ring:2,symm_mem,auto,regime=shm,chunked:8:margin=8:ctas=4:bwd=off,
+    ring:4:NCCL_P2P_PCI_CHUNKSIZE=131072` -> variants (baseline not included)."""
     out = []
     for token in (t.strip() for t in text.split(",") if t.strip()):
         if token.startswith("regime="):
@@ -84,10 +102,12 @@ def parse_variants(text: str, base_regime: str) -> list[Variant]:
             chunks = int(k) if k else (4 if mode in ("chunked", "auto") else 1)
         except ValueError:
             raise UserError(f"--variants: chunk count in {token!r} is not an int") from None
-        options = dict(_option(token, item) for item in rest)
+        options = dict(_option(token, item) for item in rest if not _is_setting(item))
+        env = tuple(_setting(token, *item.split("=", 1)) for item in rest if _is_setting(item))
         name = mode + (f"-k{chunks}" if mode in CHUNKED_MODES else "")
         name += "".join(f"-{_SHORT[field]}{_suffix(v)}" for field, v in options.items())
-        out.append(Variant(name=name, mode=mode, chunks=chunks, regime=base_regime, **options))
+        name += "".join(f"-{key}{value}" for key, value in env)
+        out.append(Variant(name=name, mode=mode, chunks=chunks, regime=base_regime, env=env, **options))
     return out
 
 
@@ -102,7 +122,8 @@ def _suffix(value: int | bool) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--variants", default="chunked:2,chunked:4,ring,auto",
-                        help="changes to try after the unfused baseline: MODE[:CHUNKS] or regime=NAME, "
+                        help="changes to try after the unfused baseline: MODE[:CHUNKS][:OPTION=VALUE...] "
+                             "(margin, ctas, bwd, embed, agx, or an NCCL_* variable) or regime=NAME, "
                              "comma-separated (default chunked:2,chunked:4,ring,auto)")
     parser.add_argument("--nproc", type=int, default=None, help="workers (default: GPUs seen, 2 on cpu)")
     parser.add_argument("--regime", choices=[r.value for r in Regime], default="",
@@ -173,7 +194,8 @@ def main(args: argparse.Namespace) -> int:
         print(f"tpscope sweep: [{i + 1}/{len(variants)}] {v.name} -> {run_dir}", flush=True)
         command = ["tpscope", "sweep", *sys.argv[2:]] if len(sys.argv) > 1 else []
         rc = launch(nproc, "tpscope.fusion.worker",
-                    ["--config-json", config_to_json(cfg), "--command-json", json.dumps(command)], cfg.regime)
+                    ["--config-json", config_to_json(cfg), "--command-json", json.dumps(command)], cfg.regime,
+                    extra_env=dict(v.env))
         if rc != 0:
             if i == 0:
                 raise UserError(f"{run_dir}: the baseline run failed (exit {rc}); see its output above")
@@ -189,7 +211,7 @@ def main(args: argparse.Namespace) -> int:
         rows.append({"run": run_dir.name, "mode": v.mode, "chunks": v.chunks, "regime": manifest["regime"],
                      "sm_margin": manifest.get("sm_margin"), "comm_ctas": manifest.get("comm_ctas"),
                      "bwd_overlap": manifest.get("bwd_overlap"), "embed_overlap": manifest.get("embed_overlap"),
-                     "ring_all_gather": manifest.get("ring_all_gather"),
+                     "ring_all_gather": manifest.get("ring_all_gather"), "env": dict(v.env),
                      "tokens_per_s": manifest["tokens_per_s"], "median_step_time_ms": manifest["median_step_time_ms"],
                      "peak_memory_bytes": manifest["peak_memory_bytes"], "fusion_by_layer": manifest["fusion_by_layer"],
                      "analyze": summary, "analyze_note": why})
