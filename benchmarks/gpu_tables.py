@@ -44,18 +44,22 @@ def bench_table(doc: dict) -> str:
     return "\n".join(lines)
 
 
+def _best(r: dict, cross_node: bool) -> dict | None:
+    """The fastest fused variant of one bench result whose output matched; off NVLink not
+    symm_mem (peer copies: not a cross-node result)."""
+    ok = [v for v in r["variants"] if "timing" in v and v["ok"] and not (cross_node and v["mode"] == "symm_mem")]
+    return min(ok, key=lambda v: v["timing"]["median_ms"]) if ok else None
+
+
 def best_table(docs: dict[str, dict]) -> str:
     """Best fused variant per regime, shape and side, against unfused."""
     lines = ["| regime | shape S,H,F | side | unfused ms | best fused | ms | E | attained |",
              "|---|---|---|---|---|---|---|---|"]
     for regime, doc in docs.items():
         for r in doc["results"]:
-            ok = [v for v in r["variants"] if "timing" in v and v["ok"]]
-            if regime != "nvlink":
-                ok = [v for v in ok if v["mode"] != "symm_mem"]  # peer copies: not a cross-node result
-            if not ok:
+            b = _best(r, cross_node=regime != "nvlink")
+            if b is None:
                 continue
-            b = min(ok, key=lambda v: v["timing"]["median_ms"])
             label = _label(b, r["side"])
             lines.append(f"| {regime} | {r['S']},{r['H']},{r['F']} | {r['side']} | {r['unfused']['median_ms']:.3f} | "
                          f"{label} | {b['timing']['median_ms']:.3f} | {_f(b['E'])} | {_f(b['attained_saving'])} |")
@@ -135,8 +139,7 @@ def settings_table(docs: dict[str, dict]) -> str:
              "|---|---|---|---|---|---|---|"]
     for name, doc in docs.items():
         for r in doc["results"]:
-            ok = [v for v in r["variants"] if "timing" in v and v["ok"]]
-            b = min(ok, key=lambda v: v["timing"]["median_ms"])
+            b = _best(r, cross_node=True)
             t = b["timing"]
             lines.append(f"| {name} | {r['side']} | {r['comm']['median_ms']:.3f} | {r['unfused']['median_ms']:.3f} | "
                          f"{_label(b, r['side'])} | {t['median_ms']:.3f} [{t['p10_ms']:.3f}–{t['p90_ms']:.3f}] | "

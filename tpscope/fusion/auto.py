@@ -37,7 +37,7 @@ import torch.distributed as dist
 
 from tpscope.fusion import compat
 from tpscope.fusion.config import FusionChoice, RunConfig
-from tpscope.fusion.regimes import nccl_env
+from tpscope.fusion.regimes import nccl_env, transport_settings
 from tpscope.fusion.timing import sample_regions, summarize, time_region
 
 MIN_GAIN_RATIO = 0.01
@@ -141,22 +141,23 @@ def _layer_step(specs: dict[str, tuple], device: torch.device, dtype: torch.dtyp
     return step
 
 
-def probe_kind(specs: dict[str, tuple], device: torch.device, dtype: torch.dtype,
-               regime: str, tp: int, template: FusionChoice | None = None,
-               margins: tuple[int, ...] = (0,)) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """Time forward + backward per candidate (ms per step, PROBE_BATCH steps per sample), then,
-    if `contender` names one, the paired rematch of it against unfused (`rematch`); every rank
-    runs it (it is collective). Returns (timings, rematch or None)."""
+def probe_kind(specs: dict[str, tuple], choices: list[FusionChoice], device: torch.device,
+               dtype: torch.dtype, tp: int, template: FusionChoice | None = None
+               ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """Time forward + backward of each of `choices` (`candidates` for the kind; ms per step,
+    PROBE_BATCH steps per sample), then, if `contender` names one, the paired rematch of it
+    against unfused (`rematch`); every rank runs it (it is collective). Returns (timings,
+    rematch or None)."""
     step = _layer_step(specs, device, dtype, tp, template or FusionChoice())
-    timings = _time_candidates(step, specs, device, regime, tp, margins)
+    timings = _time_candidates(step, choices, device)
     key = contender(timings)
     return timings, (rematch(step, key, device) if key else None)
 
 
-def _time_candidates(step: Callable[[FusionChoice], Any], specs: dict[str, tuple], device: torch.device,
-                     regime: str, tp: int, margins: tuple[int, ...]) -> dict[str, Any]:
+def _time_candidates(step: Callable[[FusionChoice], Any], choices: list[FusionChoice],
+                     device: torch.device) -> dict[str, Any]:
     timings: dict[str, Any] = {}
-    for c in candidates(_local_rows(specs, tp), device, regime, margins, tp):
+    for c in choices:
         key = candidate_key(c)
         try:
             t = time_region(lambda c=c: [step(c) for _ in range(PROBE_BATCH)], device=device,
@@ -233,9 +234,9 @@ CACHE_SCHEMA = 7  # 2: timings with spread, the clear-win rule; 3: layer fwd+bwd
 
 
 def nccl_settings_tag(environ: Mapping[str, str]) -> str:
-    """A short hash of the NCCL and torch-NCCL settings in force (tpscope.fusion.regimes.nccl_env,
-    logging left out): a probe measured under other transport settings is not reused."""
-    env = {k: v for k, v in nccl_env(environ).items() if not k.startswith("NCCL_DEBUG")}
+    """A short hash of the NCCL and torch-NCCL settings in force (regimes.transport_settings):
+    a probe measured under other transport settings is not reused."""
+    env = transport_settings(nccl_env(environ))
     return hashlib.sha1(json.dumps(env, sort_keys=True).encode()).hexdigest()[:8]
 
 
@@ -269,15 +270,15 @@ def auto_plan(cfg: RunConfig, tp: int, device: torch.device, regime: str,
     dist.broadcast_object_list(box, src=0)
     cache = box[0]
     choices: dict[str, dict] = {}
+    plans: dict[str, FusionChoice] = {}
     for kind in KINDS:
         entry = cache.get(keys[kind])
         source = "cache"
         started = time.perf_counter()
         if entry is None:
-            count = len(candidates(_local_rows(shapes[kind], tp), device, regime, sm_margins(cfg), tp))
-            say(f"auto: probing {kind}: {count} candidates, forward + backward of its shapes")
-            timings, paired = probe_kind(shapes[kind], device, dtype, regime, tp, cfg.fusion("none", 1),
-                                         sm_margins(cfg))
+            cands = candidates(_local_rows(shapes[kind], tp), device, regime, sm_margins(cfg), tp)
+            say(f"auto: probing {kind}: {len(cands)} candidates, forward + backward of its shapes")
+            timings, paired = probe_kind(shapes[kind], cands, device, dtype, tp, cfg.fusion("none", 1))
             choice, why = decide(timings, paired)
             entry = {"mode": choice.mode, "chunks": choice.chunks, "sm_margin": choice.sm_margin,
                      "ring_all_gather": choice.ring_all_gather, "why": why, "timings_ms": timings,
@@ -286,20 +287,17 @@ def auto_plan(cfg: RunConfig, tp: int, device: torch.device, regime: str,
             cache[keys[kind]] = entry
             source = "probe"
         choices[kind] = {**entry, "source": source, "key": keys[kind]}
-        picked = candidate_key(FusionChoice(mode=entry["mode"], chunks=entry["chunks"],
-                                            sm_margin=entry.get("sm_margin", 0),
-                                            ring_all_gather=entry.get("ring_all_gather", False)))
-        say(f"auto: {kind} -> {picked} (" + (f"probed in {time.perf_counter() - started:.1f} s"
-                                              if source == "probe" else f"cached in {path}") + ")")
+        plans[kind] = replace(cfg.fusion(entry["mode"], entry["chunks"]), sm_margin=entry.get("sm_margin", 0),
+                              ring_all_gather=entry.get("ring_all_gather", False))
+        say(f"auto: {kind} -> {candidate_key(plans[kind])} ("
+            + (f"probed in {time.perf_counter() - started:.1f} s" if source == "probe" else f"cached in {path}")
+            + ")")
     if dist.get_rank() == 0:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(cache, indent=1) + "\n")
         except OSError:
             pass  # a read-only home: the choice still stands, it is only not cached
-    plans = {kind: replace(cfg.fusion(c["mode"], c["chunks"]), sm_margin=c.get("sm_margin", 0),
-                           ring_all_gather=c.get("ring_all_gather", False))
-             for kind, c in choices.items()}
 
     def plan(label: str) -> FusionChoice:
         return plans[next(k for k in KINDS if label.endswith(k))]

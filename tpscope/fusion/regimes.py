@@ -84,6 +84,16 @@ RECORDED_PREFIXES = ("NCCL_", "NVSHMEM_", "TORCH_SYMM_MEM", "TORCH_NCCL", "CUDA_
 """The variables a manifest's `nccl_env` records (the report compares them between runs)."""
 
 
+LOGGING_PREFIXES = ("NCCL_DEBUG",)
+"""Recorded variables that change what NCCL prints, not what it does."""
+
+
 def nccl_env(environ: Mapping[str, str]) -> dict[str, str]:
     """The NCCL_*, TORCH_*SYMM* and NVSHMEM_* variables in force (recorded in the manifest)."""
     return {k: v for k, v in sorted(environ.items()) if k.startswith(RECORDED_PREFIXES)}
+
+
+def transport_settings(recorded: Mapping[str, str]) -> dict[str, str]:
+    """Of `nccl_env`'s variables (or a manifest's record of them), those that change what the
+    transport does: logging left out. auto's probe cache and the report compare these."""
+    return {k: v for k, v in sorted(recorded.items()) if not k.startswith(LOGGING_PREFIXES)}

@@ -7,7 +7,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tpscope.fusion.regimes import RECORDED_PREFIXES  # torch-free: the manifest's contract
+from tpscope.fusion.regimes import (  # torch-free: the manifest's contract
+    RECORDED_PREFIXES,
+    transport_settings,
+)
 from tpscope.metrics import RunAnalysis
 from tpscope.metrics.across_runs import compare as flux_compare
 from tpscope.metrics.across_runs import run_times
@@ -126,7 +129,7 @@ class Report:
 def run_info(analysis: RunAnalysis, samples: RunSamples) -> RunInfo:
     m = analysis.manifest or {}
     config = tuple((k, _text(m[k])) for k in CONFIG_KEYS if k in m and m[k] is not None)
-    env = tuple((k, str(v)) for k, v in sorted((m.get("nccl_env") or {}).items()) if not k.startswith(LOGGING_ENV))
+    env = tuple((k, str(v)) for k, v in transport_settings(m.get("nccl_env") or {}).items())
     return RunInfo(analysis.run_dir, tuple(analysis.ranks), samples.steps, analysis.manifest is not None,
                    config, tuple(analysis.warnings), env)
 
@@ -173,10 +176,6 @@ def kernel_totals(kernels: tuple[KernelTime, ...], top_n: int = TOP_N) -> tuple[
 
 ABSENT_MEANS = {"ring_all_gather": "False"}
 """Manifest fields added later (values as text): a manifest without one ran with this value."""
-
-
-LOGGING_ENV = ("NCCL_DEBUG",)
-"""NCCL variables that change what NCCL prints, not what it does: left out of the comparison."""
 
 
 def config_changes(baseline: RunInfo, candidate: RunInfo) -> tuple[tuple[str, str, str], ...]:
