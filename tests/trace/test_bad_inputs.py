@@ -4,7 +4,11 @@ warnings; never a traceback, never a hang (docs/robustness.md lists the outcomes
 import gzip
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -233,3 +237,34 @@ def test_fuzz_loader_never_crashes(tmp_path, evs, shape, junk):
         from tpscope.metrics import analyze_run, as_json
 
         json.dumps(as_json(analyze_run(run)))
+
+
+def test_base_time_past_int64_is_refused_in_one_line(tmp_path, capsys):
+    doc = good_doc()
+    doc["baseTimeNanoseconds"] = 2**64
+    write(tmp_path / "run", "r.json", json.dumps(doc))
+    expect_refusal(tmp_path / "run", capsys, "baseTimeNanoseconds")
+
+
+def test_a_twenty_digit_step_number_is_no_step(tmp_path, capsys):
+    r = RankTrace(0, world_size=1)
+    r.gpu_annotation("ProfilerStep#12345678901234567890", 0, 100)
+    r.kernel("gemm", 0, 50)
+    r.kernel(NCCL, 20, 50, stream=14)
+    write(tmp_path / "run", "r.json", json.dumps(r.document()))
+    code, out, err = analyze(tmp_path / "run", capsys)
+    assert code == 0, err
+    steps = json.loads(out)["steps"]
+    # not a step number int64 holds: the one window over all GPU activity (step 0), 20 µs hidden
+    assert [s["step"] for s in steps] == [0] and steps[0]["hidden_comm_us"] == 30
+
+
+@pytest.mark.parametrize("depth", [1_000, 100_000])
+def test_a_field_nested_deeply_is_refused_in_one_line(tmp_path, depth):
+    # in a process of its own: the outcome must not depend on the recursion limit a test runner sets
+    text = json.dumps(good_doc())
+    write(tmp_path / "run", "r.json", text[:-1] + ', "extra": ' + "[" * depth + "]" * depth + "}")
+    done = subprocess.run([sys.executable, "-m", "tpscope.cli", "analyze", str(tmp_path / "run"), "--no-cache"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "nested too deeply" in done.stderr and "r.json" in done.stderr

@@ -9,7 +9,7 @@ from pathlib import Path
 from tpscope.errors import TraceError, UserError
 from tpscope.trace import parallel
 from tpscope.trace.assemble import assemble
-from tpscope.trace.decode import decode_trace, read_bytes
+from tpscope.trace.decode import base_time_ns, decode_trace, read_bytes
 from tpscope.trace.extract import extract
 from tpscope.trace.tables import RankTrace
 
@@ -89,14 +89,14 @@ def load_rank_file(path: Path, fallback_rank: int | None = None, workers: int = 
             data = read_bytes(path)
     if parts is not None:
         trace, raw, warnings = parts.header, parts.raw, []
-        raw.shift_times(int(trace.baseTimeNanoseconds or 0))
+        raw.shift_times(base_time_ns(path, trace))
     else:
         decoded = decode_trace(path, data)
         del data
         trace, warnings = decoded.trace, list(decoded.warnings)
         if not trace.traceEvents:
             raise TraceError(path, "no trace events (empty traceEvents)")
-        raw = extract(trace.traceEvents, int(trace.baseTimeNanoseconds or 0))
+        raw = extract(trace.traceEvents, base_time_ns(path, trace))
         trace.traceEvents = []
     di = trace.distributedInfo
     rank = di.rank if di is not None and isinstance(di.rank, int) and di.rank >= 0 else None

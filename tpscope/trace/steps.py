@@ -9,7 +9,7 @@ import numpy as np
 from tpscope.trace.columns import MISSING, containing
 from tpscope.trace.tables import GpuActivities, Ranges, StepWindows
 
-_STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
+_STEP_NAME = re.compile(r"^ProfilerStep#(\d{1,18})$")  # past 18 digits: not a step number int64 holds
 
 
 def _step_number_of_symbols(symbols: list[str]) -> np.ndarray:
