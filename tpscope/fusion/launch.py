@@ -17,6 +17,7 @@ from pathlib import Path
 
 from tpscope.errors import UserError
 from tpscope.fusion.regimes import DEFAULT_ENV, SAFETY_ENV, infer_regime, worker_env
+from tpscope.outputs import check_out_folder, make_folder
 
 RUN_ARTIFACTS = ("*.pt.trace.json", "*.pt.trace.json.gz", "tpscope_run.json")
 _REPO_ROOT = str(Path(__file__).resolve().parents[2])
@@ -41,8 +42,7 @@ def prepare_out_dir(out_dir: str, overwrite: bool, *, clear: bool = True) -> Pat
     """Refuse an existing non-empty folder unless `overwrite`; with it, remove the traces and
     manifest of the earlier run (only those: other files stay) so that runs never mix."""
     path = Path(out_dir)
-    if path.exists() and not path.is_dir():
-        raise UserError(f"{path}: exists and is not a folder")
+    check_out_folder(path)
     if path.is_dir() and any(path.iterdir()):
         if not overwrite:
             raise UserError(f"{path}: folder exists and is not empty (pass --overwrite to replace the run in it)")
@@ -52,7 +52,7 @@ def prepare_out_dir(out_dir: str, overwrite: bool, *, clear: bool = True) -> Pat
                     old.unlink()
             for sub in path.glob("plugins"):
                 shutil.rmtree(sub, ignore_errors=True)
-    path.mkdir(parents=True, exist_ok=True)
+    make_folder(path)
     return path
 
 

@@ -84,7 +84,7 @@ def config_from_args(args: argparse.Namespace, device: str, out_dir: str) -> Run
                             vocab=args.vocab)
         return RunConfig(
             out_dir=out_dir, mode=args.mode,
-            chunks=args.chunks or (4 if args.mode in ("chunked", "auto") else 1), regime=args.regime, device=device,
+            chunks=default_chunks(args.mode) if args.chunks is None else args.chunks, regime=args.regime, device=device,
             dtype=args.dtype or ("bfloat16" if device == "cuda" else "float32"), model=model,
             seq_len=args.seq_len, batch=args.batch, steps=args.steps,
             profile_wait=1 if args.profile_steps else 0, profile_warmup=1 if args.profile_steps else 0,
@@ -94,7 +94,22 @@ def config_from_args(args: argparse.Namespace, device: str, out_dir: str) -> Run
             embed_overlap=args.embed_overlap, ring_all_gather=args.ring_all_gather,
         )
     except ValueError as exc:
-        raise UserError(str(exc)) from None
+        raise UserError(option_message(str(exc))) from None
+
+
+def default_chunks(mode: str) -> int:
+    return 4 if mode in ("chunked", "auto") else 1
+
+
+# RunConfig's field names -> the options that set them, so that a refusal names the option
+OPTION_OF_FIELD = {"chunks": "--chunks", "timeout_s": "--timeout-s", "lr": "--lr", "seq_len": "--seq-len",
+                   "batch": "--batch", "steps": "--steps", "profile_active": "--profile-steps"}
+
+
+def option_message(message: str) -> str:
+    """RunConfig's message with its leading field name spelled as the option (`--chunks must ...`)."""
+    field_name = message.split(" ", 1)[0]
+    return OPTION_OF_FIELD[field_name] + message[len(field_name):] if field_name in OPTION_OF_FIELD else message
 
 
 def _device(args: argparse.Namespace) -> str:
@@ -136,6 +151,9 @@ def preflight(cfg: RunConfig, nproc: int) -> None:
         cfg.check_world(nproc)
     except ValueError as exc:
         raise UserError(str(exc)) from None
+    from tpscope.fusion.fits import check_fits
+
+    check_fits(cfg, nproc)
 
 
 def main(args: argparse.Namespace) -> int:

@@ -57,6 +57,13 @@ def collective_failure(exc: BaseException) -> str | None:
     return f"a collective failed ({first}): a peer rank died, or hung past --timeout-s"
 
 
+def out_of_memory(exc: BaseException) -> bool:
+    """An allocation that failed: torch's OutOfMemoryError (CUDA), its CPU allocator's
+    RuntimeError, or Python's MemoryError."""
+    return isinstance(exc, (MemoryError, torch.OutOfMemoryError)) or (
+        isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc))
+
+
 def _print_step(steps: int, rec: StepRecord) -> None:
     print(f"step {rec.step + 1}/{steps}  loss {rec.loss:.4f}  {rec.step_time_ms:.1f} ms  "
           f"{rec.tokens_per_s:,.0f} tok/s", flush=True)
@@ -124,11 +131,17 @@ def run_rank(cfg: RunConfig, command: list[str]) -> int:
                   f"tpscope run: wrote {path.parent}", flush=True)
         dist.barrier()
     except Exception as exc:
-        reason = collective_failure(exc)
-        if reason is None:
-            raise
-        print(f"tpscope run: error: rank {rank}: {reason}", file=sys.stderr, flush=True)
-        return 1
+        if not out_of_memory(exc):
+            reason = collective_failure(exc)
+            if reason is None:
+                raise
+            print(f"tpscope run: error: rank {rank}: {reason}", file=sys.stderr, flush=True)
+            return 1
+        # the model or batch is too large for this machine: the user's input
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        print(f"tpscope run: error: rank {rank}: out of memory ({first}); use a smaller model or --batch",
+              file=sys.stderr, flush=True)
+        return 2
     finally:
         dist.destroy_process_group()
     return 0
