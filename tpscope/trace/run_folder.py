@@ -11,6 +11,7 @@ from tpscope.trace import parallel
 from tpscope.trace.assemble import assemble
 from tpscope.trace.decode import base_time_ns, decode_trace, read_bytes
 from tpscope.trace.extract import extract
+from tpscope.trace.manifest import check_manifest
 from tpscope.trace.tables import RankTrace
 
 MANIFEST_NAME = "tpscope_run.json"
@@ -66,11 +67,11 @@ def read_manifest(folder: Path) -> tuple[dict | None, list[str]]:
         return None, []
     try:
         manifest = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         return None, [f"{path}: manifest ignored ({exc})"]
     if not isinstance(manifest, dict):
         return None, [f"{path}: manifest ignored (not a JSON object)"]
-    return manifest, []
+    return check_manifest(manifest, str(path))
 
 
 def load_rank_file(path: Path, fallback_rank: int | None = None, workers: int = 1) -> RankTrace:
