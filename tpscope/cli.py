@@ -16,6 +16,7 @@ import traceback
 
 from tpscope import __version__
 from tpscope.errors import UserError
+from tpscope.text import printable
 
 # subcommand -> (module that owns it, one-line help). The module provides
 # `add_arguments(parser)` and `main(args) -> int`; it must import nothing heavy at module level.
@@ -65,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args._main(args) or 0)
     except UserError as exc:
-        print(f"tpscope {args.command}: error: {exc}", file=sys.stderr)
+        print(f"tpscope {args.command}: error: {printable(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"tpscope {args.command}: interrupted", file=sys.stderr)

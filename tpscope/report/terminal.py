@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tpscope.metrics import RunAnalysis
+from tpscope.text import printable
 
 
 def fmt(value: float | None, kind: str = "us") -> str:
@@ -20,6 +21,7 @@ def fmt(value: float | None, kind: str = "us") -> str:
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str = "") -> str:
     """A right-aligned text table (first column left-aligned)."""
+    rows = [[printable(c) for c in r] for r in rows]  # names from traces: no escape sequence reaches the terminal
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
 
     def line(cells: Sequence[str]) -> str:
@@ -132,4 +134,4 @@ def render(analysis: RunAnalysis, extra_sections: Sequence[str] = ()) -> str:
     parts += [*extra_sections, summary_table(analysis)]
     if analysis.warnings:
         parts.append("warnings:\n" + "\n".join(f"  - {w}" for w in analysis.warnings))
-    return "\n\n".join(parts)
+    return printable("\n\n".join(parts), keep_newlines=True)
