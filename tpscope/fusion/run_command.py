@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import replace
 
 from tpscope.errors import UserError
 from tpscope.fusion.config import (
@@ -157,10 +158,18 @@ def preflight(cfg: RunConfig, nproc: int) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from tpscope.fusion.launch import exit_now, inside_torchrun, launch, prepare_out_dir
+    from tpscope.fusion.launch import (
+        claim_out_dir,
+        exit_now,
+        inside_torchrun,
+        launch,
+        prepare_out_dir,
+        unique_out_dir,
+    )
 
     device = _device(args)
-    out_dir = args.out or os.path.join("runs", f"{time.strftime('%Y%m%d-%H%M%S')}-{args.mode}")
+    default_stem = f"{time.strftime('%Y%m%d-%H%M%S')}-{args.mode}"
+    out_dir = args.out or os.path.join("runs", default_stem)
     command = ["tpscope", *sys.argv[1:]] if sys.argv and sys.argv[0].endswith(("tpscope", "cli.py")) else sys.argv
     if inside_torchrun(os.environ):
         cfg = config_from_args(args, device, out_dir)
@@ -173,7 +182,11 @@ def main(args: argparse.Namespace) -> int:
     nproc = _nproc(args, device)
     cfg = config_from_args(args, device, out_dir)
     preflight(cfg, nproc)
-    prepare_out_dir(out_dir, args.overwrite)
-    worker_args = ["--config-json", config_to_json(cfg), "--command-json", json.dumps(command)]
-    rc = launch(nproc, "tpscope.fusion.worker", worker_args, cfg.regime)
-    return rc  # 0, 1 or 2; on failure launch() printed the rank that failed
+    if not args.out:  # the default name, made unique when another run took it in the same second
+        cfg = replace(cfg, out_dir=unique_out_dir("runs", default_stem))
+    claim = claim_out_dir(cfg.out_dir, args.overwrite)  # held until the workers are done
+    try:
+        worker_args = ["--config-json", config_to_json(cfg), "--command-json", json.dumps(command)]
+        return launch(nproc, "tpscope.fusion.worker", worker_args, cfg.regime, out_dir=cfg.out_dir, command=command)
+    finally:  # 0, 1, 2 or 128+N; on failure launch() printed why and marked the folder incomplete
+        claim.release()

@@ -11,6 +11,7 @@ import datetime
 import json
 import os
 import re
+import signal
 import sys
 
 import torch
@@ -19,6 +20,7 @@ import torch.distributed as dist
 from tpscope.errors import UserError
 from tpscope.fusion.config import FusionChoice, Mode, RunConfig, config_from_json
 from tpscope.fusion.launch import exit_now, resolve_regime
+from tpscope.fusion.lifetime import die_with_parent
 from tpscope.fusion.manifest import build_manifest, write_manifest
 from tpscope.fusion.regimes import apply_defaults, apply_in_process, regime_env
 from tpscope.fusion.train import StepRecord, train
@@ -152,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config-json", required=True)
     parser.add_argument("--command-json", default="[]")
     args = parser.parse_args(argv)
+    die_with_parent(signal.SIGKILL)  # torchrun's agent gone (even by SIGKILL): no rank trains on
     try:
         return run_rank(config_from_json(args.config_json), json.loads(args.command_json))
     except UserError as exc:

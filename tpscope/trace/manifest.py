@@ -60,6 +60,7 @@ FIELDS: dict[str, str] = {
     "chunks": "count", "sm_margin": "count", "comm_ctas": "count", "tp": "count", "world_size": "count",
     "gpu_count": "count", "seq_len": "count", "batch": "count", "steps": "count",
     "bwd_overlap": "flag", "embed_overlap": "flag", "ring_all_gather": "flag", "complete": "flag",
+    "stopped": "text",
 }
 
 

@@ -71,7 +71,12 @@ def read_manifest(folder: Path) -> tuple[dict | None, list[str]]:
         return None, [f"{path}: manifest ignored ({exc})"]
     if not isinstance(manifest, dict):
         return None, [f"{path}: manifest ignored (not a JSON object)"]
-    return check_manifest(manifest, str(path))
+    manifest, warnings = check_manifest(manifest, str(path))
+    if manifest.get("complete") is False:
+        why = manifest.get("stopped")
+        warnings.append(f"{path}: the run did not finish ({why if isinstance(why, str) else 'no reason recorded'}); "
+                        "its traces may miss steps")
+    return manifest, warnings
 
 
 def load_rank_file(path: Path, fallback_rank: int | None = None, workers: int = 1) -> RankTrace:
