@@ -23,7 +23,8 @@ TINY = ["--device", "cpu", "--nproc", "2", "--profile-steps", "0", "--layers", "
         "--ffn", "64", "--heads", "2", "--vocab", "32", "--seq-len", "16", "--batch", "2"]
 START_LIMIT_S = 120  # torch import and rendezvous of two workers on a loaded 2-core machine
 FINAL_LINE = re.compile(r"^tpscope run: error: rank (\d+) \(pid (\d+)\) "
-                        r"(died with signal \d+ \(\w+\)|exited with status \d+); the other ranks were stopped$")
+                        r"(died with signal \d+ \(\w+\)|exited with status \d+); the other ranks were stopped "
+                        r"\(.+ is marked incomplete\)$")
 
 
 class _Run:
