@@ -50,7 +50,10 @@ def find_trace_files(path: Path) -> list[Path]:
         if p.name != MANIFEST_NAME and p.name.endswith(TRACE_SUFFIXES) and _is_regular_file(p)
     ]
     if not files:
-        raise UserError(f"{path}: no trace files (*.json or *.json.gz from torch.profiler) in this folder")
+        manifest, _ = read_manifest(path)
+        stopped = (f"; its manifest says the run did not finish ({manifest.get('stopped') or 'no reason recorded'})"
+                   if manifest is not None and manifest.get("complete") is False else "")
+        raise UserError(f"{path}: no trace files (*.json or *.json.gz from torch.profiler) in this folder{stopped}")
     return files
 
 
