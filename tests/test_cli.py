@@ -88,3 +88,12 @@ def test_help_lists_the_exit_codes():
         done = tpscope(command, "--help")
         text = " ".join(done.stdout.split())
         assert "2 a mistake in the input or the options" in text and "3 an internal error" in text, command
+
+
+@pytest.mark.parametrize("workers", ["0", "-3"])
+def test_analyze_refuses_workers_below_one_instead_of_replacing_them(workers, capsys):
+    from tpscope.cli import main
+
+    assert main(["analyze", str(RUN), "--no-cache", "--workers", workers]) == 2
+    err = capsys.readouterr().err
+    assert err == f"tpscope analyze: error: --workers must be >= 1, not {workers}\n"

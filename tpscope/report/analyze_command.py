@@ -53,6 +53,8 @@ def analyze_folder(run_dir: Path, reference: Path | None, workers: int | None, u
 def main(args: argparse.Namespace) -> int:
     from tpscope.samples import default_run
 
+    if args.workers is not None and args.workers < 1:
+        raise UserError(f"--workers must be >= 1, not {args.workers}")
     if args.out and not args.json:
         raise UserError("--out writes the JSON document: add --json")
     out = Path(args.out) if args.out else None
