@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tpscope.metrics import intervals as iv
-from tpscope.trace import ActivityClass, Run, StepWindows, is_sync
+from tpscope.trace import ActivityClass, Run, is_sync
 
 NS_PER_US = 1000.0
 _I64_MIN = np.iinfo(np.int64).min
