@@ -28,9 +28,9 @@ from tpscope.trace.columns import MISSING, lookup
 CATEGORIES = ("compute", "comm", "memory", "host", "idle")
 COMPUTE, COMM, MEMORY, HOST, IDLE = range(5)
 # metrics.md §7: the edge that put each segment on the path. `end` marks the activity the walk
-# starts from (the latest end of the step); `start` a gap down to the floor that no edge explains.
-EDGES = ("end", "stream", "launch", "cpu", "sync", "event", "collective", "resource", "start")
-END, STREAM, LAUNCH, CPU, SYNC, EVENT, COLLECTIVE, RESOURCE, START = range(len(EDGES))
+# starts from (the latest end of the step); `none` a gap that no edge in the trace explains.
+EDGES = ("end", "stream", "launch", "cpu", "sync", "event", "collective", "resource", "none")
+END, STREAM, LAUNCH, CPU, SYNC, EVENT, COLLECTIVE, RESOURCE, NONE = range(len(EDGES))
 HELD_TOLERANCE_NS = 10_000  # §7: a ready activity that starts later than this was held back
 # class -> category; filler kernels (torch.cuda._sleep) only wait: idle
 _CATEGORY_OF_CLASS = {ActivityClass.COMPUTE: COMPUTE, ActivityClass.COMM: COMM, ActivityClass.MEMORY: MEMORY,
@@ -394,7 +394,7 @@ def walk_step(graph: PathGraph, last: int, floor_ns: int, n_in_step: int,
             break
         start = int(s[cur])
         # the ready time and the edge that set it
-        ready, why, pred, why_inferred = _NONE, START, -1, False
+        ready, why, pred, why_inferred = _NONE, NONE, -1, False
         p, q, h = int(g.lane_prev[cur]), int(g.event_pred[cur]), int(g.other_prev[cur])
         if p >= 0 and e[p] > ready:
             ready, why, pred = int(e[p]), STREAM, p
@@ -413,11 +413,13 @@ def walk_step(graph: PathGraph, last: int, floor_ns: int, n_in_step: int,
             cursor = min(cursor, int(e[h]))
             cur, edge, inferred = h, kind, True
             continue
-        if why == START:  # nothing explains the time down to the floor
-            out.add(cur, floor, cursor, IDLE, START, False, pos)
+        if why == NONE:  # nothing explains the time down to the floor
+            out.add(cur, floor, cursor, IDLE, NONE, False, pos)
             break
         if why != LAUNCH:
-            out.add(cur, ready, cursor, IDLE, why, why_inferred, pos)
+            # a few µs of dependency latency belong to the edge; a longer gap nothing explains
+            gap_edge = why if start - ready <= tolerance_ns else NONE
+            out.add(cur, ready, cursor, IDLE, gap_edge, why_inferred and gap_edge != NONE, pos)
             cursor = min(cursor, ready)
             cur, edge, inferred = pred, why, why_inferred
             continue
