@@ -14,6 +14,8 @@ import torch
 
 RULES = ((1, 1), (3, 7), (5, 3), (7, 5))
 """(a, b) of the recurrences a sequence may follow."""
+TASK = "affine4: t[i+1] = (a*t[i] + b) % V, (a, b) in " + ", ".join(f"({a},{b})" for a, b in RULES)
+"""The task's name in the manifest (runs on other data are not compared loss for loss)."""
 
 
 def synthetic_batch(vocab: int, batch: int, seq_len: int, seed: int, step: int) -> torch.Tensor:
