@@ -58,6 +58,8 @@ def test_run_writes_a_complete_folder_and_refuses_to_overwrite(tmp_path):
     assert "step 4/4" in done.stdout
     manifest = _check_run_folder(out, 2, "chunked")
     assert manifest["regime"] == "shm" and manifest["regime_env"] == {"NCCL_P2P_DISABLE": "1"}
+    trend, losses = manifest["loss_trend"], manifest["losses"]
+    assert trend["window_steps"] == 1 and (trend["first_mean"], trend["last_mean"]) == (losses[0], losses[-1])
     analyzed = _tpscope("analyze", str(out), "--json")  # the analyzer reads it (a separate process)
     assert analyzed.returncode == 0, analyzed.stderr[-2000:]
     assert json.loads(analyzed.stdout)["ranks"] == [0, 1]
@@ -67,7 +69,8 @@ def test_run_writes_a_complete_folder_and_refuses_to_overwrite(tmp_path):
 
 
 def test_user_mistakes_exit_2_with_one_line(tmp_path):
-    for args in (["--mode", "symm_mem"], ["--nproc", "3"], ["--chunks", "3"]):
+    for args in (["--mode", "symm_mem"], ["--nproc", "3"], ["--chunks", "3"], ["--warmup-steps", "5"],
+                 ["--grad-clip", "-1"]):
         done = _tpscope("run", "--out", str(tmp_path / "x"), *SMALL, *args)
         assert done.returncode == 2, (args, done.stderr[-2000:])
         assert done.stderr.strip().count("\n") == 0, done.stderr

@@ -148,7 +148,7 @@ class RunConfig:
     """Profiler schedule: steps traced but discarded."""
     profile_active: int = 2
     """Profiler schedule: steps written to the traces (0 turns the profiler off)."""
-    lr: float = 1e-3
+    lr: float = 3e-4
     """AdamW peak learning rate (after the warm-up, before the cosine decay)."""
     warmup_steps: int | None = None
     """Linear learning-rate warm-up; None: a tenth of the steps, at least 1."""
