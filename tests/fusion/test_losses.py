@@ -22,6 +22,8 @@ def test_agreement_is_per_step_and_relative():
     assert ok.agree and ok.worst_step == 2 and math.isclose(ok.worst_rel, 9e-6, rel_tol=1e-6)
     bad = loss_agreement(base, [4.0, 3.0, 2.0, 1.0 + 2e-5], rtol=1e-5)
     assert not bad.agree and bad.worst_step == 4 and math.isclose(bad.worst_rel, 2e-5, rel_tol=1e-6)
+    late = loss_agreement(base, [4.0, 3.0 + 1e-3, 2.0, 1.0 + 1e-2], rtol=1e-5)
+    assert (late.first_step, late.worst_step) == (2, 4) and ok.first_step == 0
     assert loss_agreement(base, base[:2], rtol=0.0).steps == 2  # the steps both runs have
     assert not loss_agreement(base, [4.0, math.nan, 2.0, 1.0], rtol=1.0).agree
     assert not loss_agreement([], [], rtol=1.0).agree  # nothing compared is not agreement

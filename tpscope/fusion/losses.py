@@ -54,6 +54,7 @@ class LossAgreement:
     rtol: float
     worst_step: int  # 1-based step of the largest relative difference
     worst_rel: float  # |candidate - baseline| / |baseline| there (inf where not finite)
+    first_step: int  # 1-based first step beyond rtol (0: none)
     agree: bool
 
 
@@ -71,5 +72,6 @@ def loss_agreement(baseline: list[float], candidate: list[float], rtol: float) -
             rels.append(math.inf)
     worst = max(range(n), key=rels.__getitem__) if n else 0
     worst_rel = rels[worst] if n else 0.0
-    return LossAgreement(steps=n, rtol=rtol, worst_step=worst + 1, worst_rel=worst_rel,
-                         agree=n > 0 and worst_rel <= rtol)
+    first = next((i + 1 for i, r in enumerate(rels) if r > rtol), 0)
+    return LossAgreement(steps=n, rtol=rtol, worst_step=worst + 1, worst_rel=worst_rel, first_step=first,
+                         agree=n > 0 and first == 0)
