@@ -9,9 +9,8 @@ import math
 import os
 from dataclasses import replace
 
-import torch
-
 import pytest
+import torch
 
 from tpscope.fusion.config import FusionChoice, ModelConfig, RunConfig
 from tpscope.fusion.train import profiled_steps, train
