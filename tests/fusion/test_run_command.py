@@ -56,6 +56,7 @@ def test_run_writes_a_complete_folder_and_refuses_to_overwrite(tmp_path):
                     "--out", str(out), *SMALL)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "step 4/4" in done.stdout
+    assert "tpscope run: loss " in done.stdout and "(mean of the first and last 1 steps)" in done.stdout
     manifest = _check_run_folder(out, 2, "chunked")
     assert manifest["regime"] == "shm" and manifest["regime_env"] == {"NCCL_P2P_DISABLE": "1"}
     trend, losses = manifest["loss_trend"], manifest["losses"]
