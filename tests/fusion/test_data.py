@@ -35,3 +35,14 @@ def test_sequence_major_rows():
     for pos in range(4):  # row = position * batch + sequence
         for seq in range(2):
             assert inputs[pos * 2 + seq] == t[seq, pos] and targets[pos * 2 + seq] == t[seq, pos + 1]
+
+
+def test_a_large_vocabulary_uses_1024_tokens_spread_over_it():
+    """At V = 32000 the data holds at most 1024 distinct tokens, every 31st id, in every TP
+    rank's half of the vocabulary, and the values x = token / 31 follow a rule mod 1024."""
+    t = torch.cat([synthetic_batch(vocab=32000, batch=4, seq_len=512, seed=1, step=s) for s in range(8)])
+    assert bool((t % 31 == 0).all()) and int(t.max()) <= 31 * 1023
+    assert len(t.unique()) <= 1024 and int((t < 16000).sum()) > 0 and int((t >= 16000).sum()) > 0
+    x = t // 31
+    for seq in x:
+        assert any(bool(((a * seq[:-1] + b) % 1024 == seq[1:]).all()) for a, b in ((1, 1), (3, 7), (5, 3), (7, 5)))
