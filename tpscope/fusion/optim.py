@@ -43,14 +43,16 @@ def global_grad_norm(sharded: list[torch.Tensor], replicated: list[torch.Tensor]
     """L2 norm of the whole model's gradient: the shards' squares summed over the ranks, the
     replicated gradients (equal on every rank) once. A float32 scalar on the gradients' device."""
     dev = (sharded or replicated)[0].device
-    local = torch.zeros((), device=dev, dtype=torch.float32)
-    for g in sharded:
-        local += g.float().pow(2).sum()
+
+    def squares(grads: list[torch.Tensor]) -> torch.Tensor:
+        # each norm accumulates in float32 without a float32 copy of the gradient
+        norms = [torch.linalg.vector_norm(g, 2, dtype=torch.float32) for g in grads]
+        return torch.stack(norms).square().sum() if norms else torch.zeros((), device=dev)
+
+    total = squares(sharded)
     if dist.is_initialized() and dist.get_world_size(group) > 1:
-        dist.all_reduce(local, group=group)
-    for g in replicated:
-        local += g.float().pow(2).sum()
-    return local.sqrt()
+        dist.all_reduce(total, group=group)
+    return (total + squares(replicated)).sqrt()
 
 
 def clip_grads(sharded: list[torch.Tensor], replicated: list[torch.Tensor], max_norm: float,
