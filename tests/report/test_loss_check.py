@@ -13,7 +13,7 @@ from tpscope.cli import main
 from tpscope.report.loss_check import loss_check
 
 LEARNING = [10.4, 9.0, 7.5, 6.0, 5.0, 4.2, 3.6, 3.1, 2.8, 2.6]
-SAME = {"seed": 0, "model": {"layers": 2, "hidden": 8192}, "dtype": "float32", "seq_len": 8192, "batch": 1,
+SAME = {"seed": 0, "model": {"layers": 2, "hidden": 8192}, "device": "cuda", "dtype": "float32", "seq_len": 8192, "batch": 1,
         "steps": 10, "lr": 3e-4, "warmup_steps": 1, "decay_to": 0.1, "grad_clip": 1.0, "weight_decay": 0.1,
         "tp": 2, "optimizer": "AdamW", "data": "affine4"}
 
@@ -34,7 +34,7 @@ def test_within_the_dtype_tolerance_agrees_beyond_it_fails():
 
 
 def test_runs_of_another_model_or_seed_are_not_compared():
-    for key, value in (("seed", 1), ("lr", 1e-3), ("data", "other"), ("model", {"layers": 1})):
+    for key, value in (("seed", 1), ("lr", 1e-3), ("data", "other"), ("model", {"layers": 1}), ("device", "cpu")):
         check = loss_check(_m(LEARNING), _m(LEARNING[::-1], **{key: value}))
         assert check.agreement is None and not check.failed and key in check.not_compared
     old = {k: v for k, v in _m(LEARNING).items() if k != "warmup_steps"}  # a manifest without the field

@@ -21,7 +21,7 @@ the largest difference measured over 200 CPU steps (3.3e-7, every CPU mode; test
 test_train.py). bfloat16: measured over 50 steps of the small model on CPU (docs/runtime.md,
 "Training"); benchmarks/gpu_training_check.sh measures it at the reference shape on 2 GPUs."""
 
-SAME_RUN_KEYS = ("seed", "model", "dtype", "seq_len", "batch", "steps", "lr", "warmup_steps", "decay_to",
+SAME_RUN_KEYS = ("seed", "model", "device", "dtype", "seq_len", "batch", "steps", "lr", "warmup_steps", "decay_to",
                  "grad_clip", "weight_decay", "tp", "optimizer", "data")
 """Manifest fields that two runs must share for their losses to be compared step by step."""
 
