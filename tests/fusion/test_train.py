@@ -134,3 +134,16 @@ def test_every_fused_mode_trains_the_unfused_model(learned):
     for fusion in SAME_50[1:]:
         torch.testing.assert_close(torch.tensor(learned["50/" + str(fusion)], dtype=torch.float64), unfused50,
                                    rtol=FP32_RTOL, atol=0, msg=str(fusion))
+
+
+def test_clipping_keeps_the_embedding_gradient_in_order():
+    """Clipping needs every gradient before any update, so the embedding's gradient is deferred
+    beside the optimizer only without it (and only on CUDA, with a fused head)."""
+    from tpscope.fusion.train import defers_embed_grad
+
+    fused = lambda _l: FusionChoice(mode="chunked", chunks=2)  # noqa: E731
+    cuda = torch.device("cuda")  # a device object only: nothing runs on it
+    assert not defers_embed_grad(CFG, fused, cuda)  # grad_clip 1.0 by default
+    assert defers_embed_grad(replace(CFG, grad_clip=0.0), fused, cuda)
+    assert not defers_embed_grad(replace(CFG, grad_clip=0.0), fused, torch.device("cpu"))
+    assert not defers_embed_grad(replace(CFG, grad_clip=0.0), lambda _l: FusionChoice(mode="none"), cuda)

@@ -80,9 +80,10 @@ def defers_embed_grad(cfg: RunConfig, plan: FusionPlan, device: torch.device) ->
     vocabulary-parallel head (the embedding's counterpart) is fused with backward overlap, and
     the run is on CUDA, where the all-gather runs on the side stream beside the optimizer's
     kernels, and gradients are not clipped (clipping needs the whole gradient's norm before any
-    parameter is updated, the embedding's included). A CPU (gloo) run would only put it on gloo's threads beside a CPU optimizer on the
-    same cores, and there, 4-rank test runs sometimes aborted at interpreter exit after all their
-    work (2 of 30 against 0 of 30 without), so CPU runs keep the plain order."""
+    parameter is updated, the embedding's included). A CPU (gloo) run would only put it on gloo's
+    threads beside a CPU optimizer on the same cores, and there, 4-rank test runs sometimes aborted
+    at interpreter exit after all their work (2 of 30 against 0 of 30 without), so CPU runs keep
+    the plain order."""
     return (device.type == "cuda" and cfg.embed_overlap and cfg.grad_clip == 0
             and plan("head").overlaps_backward)
 
