@@ -85,3 +85,29 @@ def test_run_joins_a_torchrun_started_by_the_user(tmp_path):
     done = _tpscope("run", "--mode", "ring", "--out", str(out), *SMALL, launcher=launcher)
     assert done.returncode == 0, done.stderr[-3000:]
     _check_run_folder(out, 2, "ring")
+
+
+def test_the_gpu_training_check_asks_for_runs_the_cli_accepts():
+    """benchmarks/gpu_training_check.sh runs where no one watches: its `tpscope run` lines parse
+    into configs whose world divides (TP=1 and TP=2, each mode and chunk count it names)."""
+    import re
+    import shlex
+
+    from tpscope.cli import build_parser
+    from tpscope.fusion.run_command import config_from_args
+
+    script = (REPO / "benchmarks" / "gpu_training_check.sh").read_text()
+    ref = re.search(r'^REF="([^"]+)"', script, flags=re.M).group(1)
+    variants = re.search(r"for v in ([^;]+);", script).group(1).split()
+    lines = [line.strip() for line in script.replace("\\\n", " ").splitlines() if "$TP run" in line]
+    assert len(lines) == 2 and len(variants) == 5
+    parser = build_parser()
+    for line in lines:
+        argv = shlex.split(line.split("$TP ", 1)[1].split(">")[0].replace("$REF", ref))
+        for v in variants if "$mode" in line else ["none:1"]:
+            mode, k = v.split(":")
+            args = parser.parse_args([a.replace('"$mode"', mode).replace("$mode", mode).replace("$k", k)
+                                      .replace("$OUT", "out") for a in argv])
+            cfg = config_from_args(args, "cuda", "out")
+            cfg.check_world(args.nproc)
+            assert (cfg.steps, cfg.profile_active, cfg.model.hidden, cfg.seq_len) == (50, 0, 8192, 8192)
