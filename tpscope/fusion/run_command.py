@@ -37,7 +37,13 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     m.add_argument("--batch", type=int, default=4, help="sequences per step, global (default 4)")
     m.add_argument("--dtype", choices=("bfloat16", "float32"), default=None,
                    help="default: bfloat16 on cuda, float32 on cpu")
-    m.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate")
+    m.add_argument("--lr", type=float, default=3e-4,
+                   help="AdamW peak learning rate (default 3e-4; linear warm-up, then cosine decay to a tenth)")
+    m.add_argument("--warmup-steps", type=int, default=None,
+                   help="learning-rate warm-up steps (default: a tenth of --steps, at least 1)")
+    m.add_argument("--grad-clip", type=float, default=1.0,
+                   help="clip the global gradient norm to this (default 1.0; 0: off, which lets the "
+                        "embedding gradient travel beside the optimizer on CUDA)")
     m.add_argument("--seed", type=int, default=0, help="weights and tokens seed")
 
 
@@ -90,6 +96,7 @@ def config_from_args(args: argparse.Namespace, device: str, out_dir: str) -> Run
             seq_len=args.seq_len, batch=args.batch, steps=args.steps,
             profile_wait=1 if args.profile_steps else 0, profile_warmup=1 if args.profile_steps else 0,
             profile_active=args.profile_steps, lr=args.lr, seed=args.seed,
+            warmup_steps=args.warmup_steps, grad_clip=args.grad_clip,
             timeout_s=args.timeout_s, auto_cache=getattr(args, "auto_cache", ""),
             sm_margin=args.sm_margin, comm_ctas=args.comm_ctas, bwd_overlap=args.bwd_overlap,
             embed_overlap=args.embed_overlap, ring_all_gather=args.ring_all_gather,

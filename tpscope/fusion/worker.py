@@ -128,7 +128,11 @@ def run_rank(cfg: RunConfig, command: list[str]) -> int:
                 embed_overlap=result.embed_overlap,
             )
             path = write_manifest(cfg.out_dir, manifest)
-            tps = manifest["tokens_per_s"]
+            tps, trend = manifest["tokens_per_s"], manifest["loss_trend"]
+            if trend:
+                print(f"tpscope run: loss {trend['first_mean']:.4f} -> {trend['last_mean']:.4f} (mean of the "
+                      f"first and last {trend['window_steps']} steps): "
+                      f"{'fell' if trend['fell'] else 'did NOT fall'}", flush=True)
             print(f"tpscope run: wrote {path.parent} ({tps:,.0f} tok/s median)" if tps else
                   f"tpscope run: wrote {path.parent}", flush=True)
         dist.barrier()

@@ -25,6 +25,7 @@ from tpscope.report.compare import (
     median_difference_ci,
     verdict,
 )
+from tpscope.report.loss_check import LossCheck, loss_check, with_loss
 from tpscope.report.metric_defs import METRICS
 from tpscope.report.step_samples import RunSamples, run_samples
 
@@ -120,6 +121,7 @@ class Report:
     flux_overlap_efficiency: float | None = None  # candidate against the baseline (metrics.md §9)
     attained_saving: float | None = None
     contention: tuple[ContendedKernel, ...] = ()  # the candidate's compute slowed most beside comm (§8)
+    loss: LossCheck | None = None  # the loss curves (None: the candidate records no losses)
 
     @property
     def exit_code(self) -> int:
@@ -215,8 +217,11 @@ class RunResults:
     collective_kernels: tuple[KernelTime, ...] = ()  # by_collective(kernel_times(run, "collective"))
 
 
-def build_report(candidate: RunResults, fail_on: FailOn, baseline: RunResults | None = None) -> Report:
-    """Compare `candidate` with `baseline` (or describe it alone)."""
+def build_report(candidate: RunResults, fail_on: FailOn, baseline: RunResults | None = None,
+                 loss_rtol: float | None = None) -> Report:
+    """Compare `candidate` with `baseline` (or describe it alone). `loss_rtol`: the loss curves'
+    tolerance (None: by dtype; negative: not compared; tpscope.report.loss_check)."""
+    losses = loss_check(baseline.analysis.manifest if baseline else None, candidate.analysis.manifest, loss_rtol)
     cs = run_samples(candidate.analysis)
     cinfo = run_info(candidate.analysis, cs)
     summaries = tuple(summarize_metric(m.name, cs) for m in METRICS
@@ -226,7 +231,7 @@ def build_report(candidate: RunResults, fail_on: FailOn, baseline: RunResults | 
         return Report(cinfo, None, fail_on, (), summaries, None, kernel_totals(candidate.kernels),
                       collective_deltas((), c_coll), (),
                       ((), tuple(cs.get("step_time_us").tolist())), (breakdown(cs),),
-                      contention=contended_kernels(candidate.analysis))
+                      contention=contended_kernels(candidate.analysis), loss=losses)
     bs = run_samples(baseline.analysis)
     binfo = run_info(baseline.analysis, bs)
     comparisons = compare_runs(bs, cs, fail_on)
@@ -238,12 +243,12 @@ def build_report(candidate: RunResults, fail_on: FailOn, baseline: RunResults | 
                                     run_times(b_an.critical_path, b_an.steps))
     return Report(
         candidate=cinfo, baseline=binfo, fail_on=fail_on, comparisons=comparisons,
-        summaries=summaries, verdict=verdict(comparisons),
+        summaries=summaries, verdict=with_loss(verdict(comparisons), losses),
         kernels=kernel_deltas(baseline.kernels, candidate.kernels),
         collectives=collective_deltas(collective_stats(b_an, baseline.collective_kernels), c_coll),
         config_changes=changes,
         step_times_us=(tuple(bs.get("step_time_us").tolist()), tuple(cs.get("step_time_us").tolist())),
         breakdown_us=(breakdown(bs), breakdown(cs)),
         flux_overlap_efficiency=flux, attained_saving=saving,
-        contention=contended_kernels(c_an),
+        contention=contended_kernels(c_an), loss=losses,
     )

@@ -149,6 +149,25 @@ def _ratio(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+def loss_lines(report: Report) -> list[str]:
+    """The loss curves: each run's trend, the comparison, a warning when the candidate's loss did
+    not fall (tpscope.report.loss_check)."""
+    check = report.loss
+    if check is None:
+        return []
+    lines = ["", "### Loss"]
+    if check.diverged:
+        lines += ["", f"**Warning: the {'run' if report.baseline is None else 'candidate'}'s loss did not fall** "
+                      "(it diverged, or trained too few steps to tell)."]
+    lines += [""]
+    if report.baseline is not None:
+        lines += [f"- baseline: {check.trend_text(check.baseline_trend)}"]
+    lines += [f"- {'run' if report.baseline is None else 'candidate'}: {check.trend_text(check.candidate_trend)}"]
+    if check.line:
+        lines += [f"- {'❌ ' if check.failed else ''}{check.line}"]
+    return lines
+
+
 def render(report: Report) -> str:
     """The whole Markdown document."""
     alone = report.baseline is None
@@ -182,7 +201,8 @@ def render(report: Report) -> str:
                  "Medians over steps. The interval is a 95% bootstrap interval of the difference of "
                  "medians; a change whose interval holds 0 is inside the step-to-step noise and never "
                  f"fails. Thresholds: `--fail-on {report.fail_on.spec}`."]
-    body = ["", f"### Kernels {'by GPU time' if alone else 'that regressed most'} (µs per rank and step)", "",
+    body = [*loss_lines(report),
+            "", f"### Kernels {'by GPU time' if alone else 'that regressed most'} (µs per rank and step)", "",
             name_table(*kernel_rows(report.kernels, alone),
                        "No kernel took longer per step in the candidate." if not alone else "No kernels."),
             "", f"### Collectives {'by exposed time' if alone else 'whose exposed time grew most'} "
