@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import msgspec
 import numpy as np
 
 from tpscope.trace.classify import ActivityClass, classify
@@ -243,11 +244,31 @@ def _waits(raw: RawColumns, lanes: _Lanes) -> StreamWaits:
     )
 
 
+def _process_groups(raw: msgspec.Raw) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """`distributedInfo.pg_config` as {pg_name: (pg_desc, ranks)}; entries it cannot read are left out."""
+    if not raw:
+        return {}
+    try:
+        config = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return {}
+    items = config.values() if isinstance(config, dict) else config if isinstance(config, list) else []
+    out = {}
+    for pg in items:
+        if isinstance(pg, dict) and "pg_name" in pg and isinstance(pg.get("ranks"), list):
+            ranks = tuple(r for r in pg["ranks"] if isinstance(r, int))
+            out[str(pg["pg_name"])] = (str(pg.get("pg_desc", "")), ranks)
+    return out
+
+
 def _info(trace: TraceFile, raw: RawColumns) -> dict:
     info: dict = {}
     di = trace.distributedInfo
     if di is not None:
         info.update({k: v for k, v in (("backend", di.backend), ("nccl_version", di.nccl_version)) if v})
+    groups = _process_groups(di.pg_config) if di is not None else {}
+    if groups:
+        info["process_groups"] = groups
     if trace.hostname:
         info["hostname"] = trace.hostname
     elif raw.hostnames:
