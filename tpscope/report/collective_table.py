@@ -41,13 +41,19 @@ def _field(items: list, name: str) -> np.ndarray:
     return np.array([np.nan if getattr(i, name) is None else getattr(i, name) for i in items], dtype=float)
 
 
+def _label(c) -> str:
+    """A collective's name with its process group (metrics.md §5), or "(inferred)"."""
+    where = "inferred" if c.inferred else c.group
+    return f"{c.collective} ({where})" if where else c.collective
+
+
 def collective_stats(analysis: RunAnalysis, fallback: tuple[KernelTime, ...] = ()) -> tuple[CollectiveStat, ...]:
     """Per collective name, most exposed time first."""
     items = list(analysis.collectives)
     if not items:
         return tuple(CollectiveStat(k.key, k.detail or "", None, k.us_per_step, None, None, ())
                      for k in fallback)
-    names = np.array([i.collective for i in items], dtype=object)
+    names = np.array([_label(i) for i in items], dtype=object)
     steps = np.array([i.step for i in items], dtype=np.int64)
     nbytes = _field(items, "bytes")
     exposed, transfer, wait, busbw = (_field(items, f) for f in ("exposed_us", "transfer_us", "wait_us",
