@@ -58,6 +58,7 @@ def assemble(path: Path, trace: TraceFile, raw: RawColumns, rank: int, warnings:
     """The `RankTrace` of one file from its raw columns and its header."""
     symbols = SymbolTable.from_symbols(raw.symbols)
     lanes = _Lanes()
+    overlong = _drop_overlong(raw)
     gpu = _gpu_table(raw, symbols, lanes)
     annotations = _ranges(raw, lanes)
     waits = _waits(raw, lanes)
@@ -69,6 +70,9 @@ def assemble(path: Path, trace: TraceFile, raw: RawColumns, rank: int, warnings:
     for group, count in raw.dropped.items():
         what = _DROPPED_WHAT.get(group, group)
         notes.append(f"{path}: {count} {what} without a usable ts/dur (missing, NaN or negative) were dropped")
+    if overlong:
+        notes.append(f"{path}: {overlong} GPU activities lasting longer than the whole trace (a wrapped-around "
+                     "duration) were dropped (metrics.md §1)")
     di = trace.distributedInfo
     return RankTrace(
         rank=rank,
@@ -86,6 +90,25 @@ def assemble(path: Path, trace: TraceFile, raw: RawColumns, rank: int, warnings:
         warnings=tuple(notes),
         info=info,
     )
+
+
+OVERLONG_MIN_NS = 10 * 10**9  # a trace of a few events still keeps a kernel of up to 10 s
+
+
+def _drop_overlong(raw: RawColumns) -> int:
+    """metrics.md §1: drop the GPU activities that end later after the trace's last start than the
+    whole trace lasts (the extent of every event's start, at least 10 s): a wrapped-around duration. Returns the count."""
+    starts = [c["start_ns"] for c in raw.groups.values() if len(c.get("start_ns", ())) > 0]
+    g = raw.groups["gpu"]
+    if not starts or len(g["start_ns"]) == 0:
+        return 0
+    first = min(int(s.min()) for s in starts)
+    last = max(int(s.max()) for s in starts)
+    keep = g["end_ns"] <= last + max(last - first, OVERLONG_MIN_NS)
+    if keep.all():
+        return 0
+    raw.groups["gpu"] = {k: v[keep] for k, v in g.items()}
+    return int((~keep).sum())
 
 
 def _gpu_table(raw: RawColumns, symbols: SymbolTable, lanes: _Lanes) -> GpuActivities:
