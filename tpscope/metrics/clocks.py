@@ -12,8 +12,7 @@ ALIGN_MODES = ("auto", "none", "all")
 # metrics.md §6: collectives whose ranks all finish together (each rank's result needs every rank's
 # data); send/recv and all-to-all ranks finish when their own transfers do.
 ENDS_TOGETHER = ("all_gather", "reduce_scatter", "all_reduce")
-SMALLEST_SHARE = 0.25  # the shortest quarter of those collectives, at least MIN_SAMPLES of them
-MIN_SAMPLES = 5
+MIN_SAMPLES = 5  # every instance as small as the 5th smallest
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,19 +53,21 @@ def host_groups(hostnames: tuple[str | None, ...], align: str = "auto") -> np.nd
 
 
 def smallest_collectives(acts: RunActivities, match: CollectiveMatch) -> np.ndarray:
-    """Bool per instance: an all-gather, reduce-scatter or all-reduce among the shortest quarter of
-    them (by the longest member kernel), at least MIN_SAMPLES of them (metrics.md §6)."""
-    n = match.n_instances
+    """Bool per instance: the all-gathers, reduce-scatters and all-reduces no larger than the
+    MIN_SAMPLES-th smallest of them (by bytes; by the longest member kernel where bytes are unknown):
+    small ones finish on every rank within a µs (metrics.md §6)."""
     kinds = {c: collective_kind(c) for c in set(match.collective)}
     eligible = np.array([kinds[c] in ENDS_TOGETHER for c in match.collective], bool)
-    mem = np.flatnonzero(match.instance >= 0)
-    dur = np.zeros(n, np.int64)
-    np.maximum.at(dur, match.instance[mem], (acts.end_ns - acts.start_ns)[mem])
     if not eligible.any():
         return eligible
-    d = np.sort(dur[eligible])
-    cut = d[min(len(d) - 1, max(int(len(d) * SMALLEST_SHARE), MIN_SAMPLES) - 1)]
-    return eligible & (dur <= cut)
+    size = match.bytes.astype(np.int64)
+    if (size[eligible] < 0).any():  # unknown sizes: the shortest kernels instead
+        mem = np.flatnonzero(match.instance >= 0)
+        size = np.zeros(match.n_instances, np.int64)
+        np.maximum.at(size, match.instance[mem], (acts.end_ns - acts.start_ns)[mem])
+    d = np.sort(size[eligible])
+    cut = d[min(len(d), MIN_SAMPLES) - 1]
+    return eligible & (size <= cut)
 
 
 def _estimate(acts: RunActivities, match: CollectiveMatch, use: np.ndarray, ranks: np.ndarray,
