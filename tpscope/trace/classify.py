@@ -112,6 +112,28 @@ def comm_rule(name: str, kind: ActivityKind = ActivityKind.KERNEL) -> Rule | Non
     return None
 
 
+# metrics.md §9 "Across vendors": the family of a kernel, to compare runs whose kernels have other
+# names (cuBLAS `nvjet_*` / `sm90_xmma_gemm_*` against hipBLASLt `Cijk_*`). First match wins, on
+# the lower-case name; communication kernels (COMM_KERNELS) are "communication" before these.
+KERNEL_FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("attention", ("flash", "attn", "fmha", "attention", "sdpa")),
+    ("GEMM", ("gemm", "cijk_", "nvjet", "xmma", "cutlass", "cublas", "matmul", "s16816", "wgmma", "hipblaslt")),
+    ("normalization/reduction", ("norm", "softmax", "reduce_kernel", "reduction")),
+    ("copy/index", ("copy", "cat", "index", "gather", "scatter", "fill")),
+    ("elementwise", ("elementwise", "functor", "unroll")),
+)
+
+
+def kernel_family(name: str, kind: ActivityKind = ActivityKind.KERNEL) -> str:
+    """metrics.md §9: communication, attention, GEMM, ... or "other" (memcpy/memset: "memory")."""
+    if comm_rule(name, kind) is not None:
+        return "communication"
+    if kind != ActivityKind.KERNEL:
+        return "memory"
+    lower = name.lower()
+    return next((family for family, subs in KERNEL_FAMILIES if any(s in lower for s in subs)), "other")
+
+
 # metrics.md §5: communication kernels that only synchronize ranks (they spin until the peers
 # arrive and move no payload); their whole time is wait, not transfer. Lower-case substrings.
 SYNC_SUBSTRINGS: tuple[str, ...] = (
