@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.kineto import Collective, RankTrace, write_run
-from tests.metrics._jobs import tp_dp
+from tests.metrics._jobs import tp_dp, tp_pp
 from tpscope.metrics import analyze_run
 from tpscope.trace import load_run
 
@@ -137,5 +137,26 @@ def test_a_clock_10s_off_on_one_host_is_aligned_with_a_warning(tmp_path):
     a = analyze_run(run)
     assert any("clocks disagree by more than a step" in w for w in a.warnings), a.warnings
     assert a.clock_offsets_us[1] == pytest.approx(10e6, abs=1.0)
+    longest = max((r.gpu.end_ns.max() - r.gpu.start_ns.min()) / 1e3 for r in run.ranks)
+    assert a.critical_path and all(p.length_us <= longest for p in a.critical_path)
+
+
+def test_a_pipeline_stage_off_by_10s_is_aligned_through_send_recv(tmp_path):
+    """TP x PP: stage 1 (ranks 2, 3) shares no collective with rank 0 but send/recv; its clock 10 s
+    ahead is found from the send/recv ends (rank 2) and through rank 2 (rank 3)."""
+    folder = tp_pp(tmp_path / "job")
+    for p in folder.iterdir():
+        doc = json.loads(gzip.decompress(p.read_bytes()))
+        if doc["distributedInfo"]["rank"] >= 2:
+            for e in doc["traceEvents"]:
+                if "ts" in e and e.get("ph") == "X":
+                    e["ts"] = float(e["ts"]) + 10e6
+            p.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    run = load_run(folder)
+    a = analyze_run(run)
+    assert any("clocks disagree by more than a step" in w for w in a.warnings), a.warnings
+    for r in (2, 3):  # send and receive end within a transfer of each other: tens of µs
+        assert a.clock_offsets_us[r] == pytest.approx(10e6, abs=50.0)
+        assert a.clock_residual_us[r] is not None
     longest = max((r.gpu.end_ns.max() - r.gpu.start_ns.min()) / 1e3 for r in run.ranks)
     assert a.critical_path and all(p.length_us <= longest for p in a.critical_path)

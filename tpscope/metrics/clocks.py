@@ -70,10 +70,11 @@ def smallest_collectives(acts: RunActivities, match: CollectiveMatch) -> np.ndar
     return eligible & (size <= cut)
 
 
-def _estimate(acts: RunActivities, match: CollectiveMatch, use: np.ndarray, ranks: np.ndarray,
-              ref_pos: int = 0) -> tuple[int, int] | None:
-    """(median of e_r - e_ref, median |residual|) over the `use` instances that rank positions
-    `ranks` share with the reference; None when they share none."""
+def _against(acts: RunActivities, match: CollectiveMatch, use: np.ndarray, ref_pos: int
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per rank position: (median of e_r - e_ref, median |e_r - e_ref - offset|, whether any) over the
+    `use` instances each rank shares with rank position `ref_pos`. One pass over the members."""
+    n = len(acts.rank_ids)
     inst = match.instance
     mem = np.flatnonzero(inst >= 0)
     mem = mem[use[inst[mem]]]
@@ -82,13 +83,77 @@ def _estimate(acts: RunActivities, match: CollectiveMatch, use: np.ndarray, rank
     on_ref = mem[acts.rank_pos[mem] == ref_pos]
     ref_end[inst[on_ref]] = acts.end_ns[on_ref]
     has_ref[inst[on_ref]] = True
-    rows = mem[np.isin(acts.rank_pos[mem], ranks)]
-    rows = rows[has_ref[inst[rows]]]
-    if len(rows) == 0:
-        return None
-    diffs = acts.end_ns[rows] - ref_end[inst[rows]]
-    offset = int(np.rint(np.median(diffs)))
-    return offset, int(np.rint(np.median(np.abs(diffs - offset))))
+    rows = mem[has_ref[inst[mem]]]
+    pos = acts.rank_pos[rows]
+    diff = acts.end_ns[rows] - ref_end[inst[rows]]
+    offset = _median_by(pos, diff, n)
+    residual = _median_by(pos, np.abs(diff - offset[pos]), n)
+    return offset, residual, np.bincount(pos, minlength=n) > 0
+
+
+def _median_by(group: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    """Per group 0..n-1: the median of its int64 values, rounded to an integer (0 where empty)."""
+    out = np.zeros(n, np.int64)
+    if len(values) == 0:
+        return out
+    order = np.lexsort((values, group))
+    g, v = group[order], values[order]
+    first = np.searchsorted(g, np.arange(n), side="left")
+    count = np.searchsorted(g, np.arange(n), side="right") - first
+    has = count > 0
+    lo = v[first[has] + (count[has] - 1) // 2]
+    hi = v[first[has] + count[has] // 2]
+    out[has] = lo + (hi - lo) // 2  # int64 all the way: (lo + hi) / 2 in float64 would round
+    return out
+
+
+def rank_estimates(acts: RunActivities, match: CollectiveMatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per rank position: its clock's offset from the reference's (ns), the residual, and whether it
+    could be estimated. From the smallest collectives shared with the reference, else with any rank
+    already estimated (a pipeline stage reached through another), else from every matched instance
+    (send/recv and all-to-all end within a transfer of each other) (metrics.md §6)."""
+    n = len(acts.rank_ids)
+    offset = np.zeros(n, np.int64)
+    residual = np.full(n, -1, np.int64)
+    known = np.zeros(n, bool)
+    known[0] = True
+    small = smallest_collectives(acts, match)
+    for use in (small, np.ones(match.n_instances, bool)):
+        frontier = list(np.flatnonzero(known).tolist())
+        while frontier and not known.all():  # one pass per rank that reaches new ones
+            q = frontier.pop(0)
+            o, res, has = _against(acts, match, use, q)
+            new = has & ~known
+            offset[new] = o[new] + offset[q]
+            residual[new] = res[new]
+            known |= new
+            frontier.extend(np.flatnonzero(new).tolist())
+    residual[0] = -1
+    return offset, residual, known
+
+
+def _assign(acts: RunActivities, match: CollectiveMatch, groups: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Offsets per clock: the reference's clock is 0; another clock gets the median over its ranks of
+    (e_r - e_q) + o_q against the first aligned rank q they share collectives with (the smallest
+    collectives first, then any). Returns offsets, residuals and which ranks were aligned."""
+    n = len(groups)
+    offsets = np.zeros(n, np.int64)
+    residual = np.full(n, -1, np.int64)
+    done = groups == groups[0]
+    for use in (smallest_collectives(acts, match), np.ones(match.n_instances, bool)):
+        frontier = np.flatnonzero(done).tolist()
+        while frontier and not done.all():  # one pass per aligned rank that reaches new clocks
+            q = frontier.pop(0)
+            o, res, has = _against(acts, match, use, q)
+            for g in np.unique(groups[has & ~done]).tolist():  # one per clock reached
+                members = np.flatnonzero(groups == g)
+                have = members[has[members]]
+                offsets[members] = _median_by(np.zeros(len(have), np.int64), o[have], 1)[0] + offsets[q]
+                residual[have] = res[have]
+                done[members] = True
+                frontier.extend(members.tolist())
+    return offsets, residual, done
 
 
 def step_length_ns(acts: RunActivities) -> int:
@@ -107,47 +172,26 @@ def step_length_ns(acts: RunActivities) -> int:
 
 
 def clock_offsets(acts: RunActivities, match: CollectiveMatch, align: str = "auto") -> ClockOffsets:
-    """metrics.md §6: o = median over the smallest collectives shared with the reference rank of
-    (e_r - e_ref), per clock; the lowest rank (position 0) is the reference. In `auto`, a rank of the
-    reference's host whose clock is more than a step off gets its own offset, with a warning."""
+    """metrics.md §6: per clock, the median of its ranks' offsets from the reference (rank position 0);
+    in `auto`, a rank of the reference's host whose clock is more than a step off gets its own."""
     n_ranks = len(acts.rank_ids)
     groups = host_groups(acts.hostnames, align)
-    offsets = np.zeros(n_ranks, np.int64)
-    residual = np.full(n_ranks, -1, np.int64)
-    if n_ranks < 2:
-        return ClockOffsets(offsets, (), residual)
-    use = smallest_collectives(acts, match)
+    if n_ranks < 2 or (align != "auto" and (groups == groups[0]).all()):
+        return ClockOffsets(np.zeros(n_ranks, np.int64), (), np.full(n_ranks, -1, np.int64))
     warnings: list[str] = []
     if align == "auto":
-        groups = _split_off_skewed(acts, match, use, groups, warnings)
-    for g in np.unique(groups).tolist():
-        members = np.flatnonzero(groups == g)
-        if g == groups[0]:
-            continue
-        est = _estimate(acts, match, use, members)
-        if est is None:
-            names = [acts.rank_ids[p] for p in members.tolist()]
-            warnings.append(f"ranks {names} share no matched all-gather, reduce-scatter or all-reduce with rank "
-                            f"{acts.rank_ids[0]}: their clocks are not aligned (metrics.md §6)")
-            continue
-        offsets[members], residual[members] = est
+        est, _, known = rank_estimates(acts, match)
+        step = step_length_ns(acts)
+        skewed = np.flatnonzero((groups == groups[0]) & known & (np.abs(est) > step))
+        if len(skewed):
+            groups = groups.copy()
+            groups[skewed] = groups.max() + 1 + np.arange(len(skewed))
+            listed = ", ".join(f"rank {acts.rank_ids[p]} by {est[p] / 1e3:,.0f} µs" for p in skewed.tolist())
+            warnings.append(f"clocks disagree by more than a step ({step / 1e3:,.0f} µs) on one host: {listed} "
+                            f"against rank {acts.rank_ids[0]}; aligned on collective end times (metrics.md §6)")
+    offsets, residual, done = _assign(acts, match, groups)
+    for g in np.unique(groups[~done]).tolist():
+        names = [acts.rank_ids[p] for p in np.flatnonzero(groups == g).tolist()]
+        warnings.append(f"ranks {names} share no matched collective with rank {acts.rank_ids[0]}, directly or "
+                        "through other ranks: their clocks are not aligned (metrics.md §6)")
     return ClockOffsets(offsets, tuple(warnings), residual)
-
-
-def _split_off_skewed(acts: RunActivities, match: CollectiveMatch, use: np.ndarray, groups: np.ndarray,
-                      warnings: list[str]) -> np.ndarray:
-    """Ranks that share the reference's clock by host but whose collectives end more than a step
-    away from the reference's get a clock of their own (metrics.md §6), with a warning."""
-    step = step_length_ns(acts)
-    out = groups.copy()
-    skewed = []
-    for p in np.flatnonzero(groups == groups[0]).tolist()[1:]:  # one per rank
-        est = _estimate(acts, match, use, np.array([p]))
-        if est is not None and abs(est[0]) > step:
-            out[p] = groups.max() + 1 + p
-            skewed.append(f"rank {acts.rank_ids[p]} by {est[0] / 1e3:,.0f} µs")
-    if skewed:
-        warnings.append(f"clocks disagree by more than a step ({step / 1e3:,.0f} µs) on one host: "
-                        f"{', '.join(skewed)} against rank {acts.rank_ids[0]}; aligned on the smallest "
-                        "collectives (metrics.md §6)")
-    return out

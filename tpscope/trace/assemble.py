@@ -278,8 +278,11 @@ def _process_groups(raw: msgspec.Raw) -> dict[str, tuple[str, tuple[int, ...]]]:
     items = config.values() if isinstance(config, dict) else config if isinstance(config, list) else []
     out = {}
     for pg in items:
-        if isinstance(pg, dict) and "pg_name" in pg and isinstance(pg.get("ranks"), list):
-            ranks = tuple(r for r in pg["ranks"] if isinstance(r, int))
+        listed = pg.get("ranks") if isinstance(pg, dict) else None
+        if isinstance(listed, str):  # '[0, 1]' in some torch versions
+            listed = [int(x) for x in listed.strip("[] ").split(",") if x.strip().lstrip("-").isdigit()]
+        if isinstance(pg, dict) and "pg_name" in pg and isinstance(listed, list):
+            ranks = tuple(r for r in listed if isinstance(r, int))
             out[str(pg["pg_name"])] = (str(pg.get("pg_desc", "")), ranks)
     return out
 
