@@ -133,8 +133,13 @@ def render(analysis: RunAnalysis, extra_sections: Sequence[str] = ()) -> str:
             c.slowdown is not None for c in analysis.comm_contention):
         parts.append(contention_table(analysis))
     if any(analysis.clock_offsets_us.values()):
-        parts.append("clock offsets (us, metrics.md §6): "
-                     + ", ".join(f"rank {r}: {fmt(o)}" for r, o in analysis.clock_offsets_us.items()))
+        residual = getattr(analysis, "clock_residual_us", {}) or {}
+
+        def offset(r, o):
+            res = residual.get(r)
+            return f"rank {r}: {fmt(o)}" + (f" ± {fmt(res)}" if res is not None else "")
+        parts.append("clock offsets (us, ± the residual, metrics.md §6): "
+                     + ", ".join(offset(r, o) for r, o in analysis.clock_offsets_us.items()))
     parts += [*extra_sections, summary_table(analysis)]
     if analysis.warnings:
         parts.append("warnings:\n" + "\n".join(f"  - {w}" for w in analysis.warnings))
