@@ -50,8 +50,9 @@ class RankTrace:
     """Events of one rank's trace."""
 
     def __init__(self, rank: int | None, world_size: int = 2, device: int | None = None,
-                 hostname: str | None = None) -> None:
+                 hostname: str | None = None, pg_config: list[dict] | None = None) -> None:
         self.rank = rank
+        self.pg_config = pg_config if pg_config is not None else [{"pg_name": "0", "ranks": list(range(world_size))}]
         self.world_size = world_size
         self.device = rank if device is None and rank is not None else (device or 0)
         self.hostname = hostname
@@ -153,7 +154,7 @@ class RankTrace:
             doc["baseTimeNanoseconds"] = BASE_NS
         if self.rank is not None:
             doc["distributedInfo"] = {"backend": "nccl", "rank": self.rank, "world_size": self.world_size,
-                                      "pg_config": [{"pg_name": "0", "ranks": list(range(self.world_size))}]}
+                                      "pg_config": self.pg_config}
         if self.hostname is not None:
             doc["hostname"] = self.hostname
         doc["traceEvents"] = events

@@ -273,3 +273,21 @@ def test_communication_that_nothing_can_match_is_a_warning(tmp_path):
     assert a.collectives == []
     assert any("none of the 2 communication activities could be matched" in w for w in a.warnings), a.warnings
     assert _by(a, 0, 1).comm_transfer_us == pytest.approx(20.0)
+
+
+def test_pg_config_gives_the_ranks_of_groups_the_kernels_do_not_describe(tmp_path):
+    """4 ranks, two TP pairs whose kernels both say only `Process Group Name` "1": pg_config tells
+    the pairs apart, so each all-gather matches within its pair (by name alone all 4 would merge)."""
+    ranks = []
+    for r in range(4):
+        pair = [0, 1] if r < 2 else [2, 3]
+        t = RankTrace(r, world_size=4, pg_config=[{"pg_name": "1", "pg_desc": "TP", "ranks": pair}])
+        t.gpu_annotation("ProfilerStep#1", 0, 1000)
+        for k in range(3):
+            t.kernel("ncclDevKernel_AllGather", 100 + 200 * k + 5 * r, 50, stream=14,
+                     collective=Collective("_allgather_base", pg="1", group_size=2))
+        ranks.append(t)
+    a = analyze_run(load_run(write_run(tmp_path / "run", ranks)))
+    assert sorted(tuple(c.ranks) for c in a.collectives) == [(0, 1)] * 3 + [(2, 3)] * 3
+    assert {c.group for c in a.collectives} == {"1 [0,1] TP", "1 [2,3] TP"}
+    assert all(c.skew_us == pytest.approx(5.0) for c in a.collectives)

@@ -176,6 +176,29 @@ def _enclosing_c10d_op(r) -> np.ndarray:
     return out
 
 
+def _descriptions(r) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Per activity, its group's description: the kernel's `Process Group Description`, else the
+    `pg_desc` that pg_config gives its group's name (ids into the returned symbols)."""
+    g = r.gpu
+    config = r.info.get("process_groups", {})
+    descs = sorted({d for d, _ in config.values() if d and d != "undefined"})
+    symbols = r.symbols + tuple(descs)
+    out = g.pg_desc_id.astype(np.int64)
+    blank = [i for i, t in enumerate(r.symbols) if t == ""]  # a missing arg is the "" symbol
+    missing = ((out < 0) | np.isin(out, blank)) & (g.pg_name_id >= 0)
+    if missing.any() and descs:
+        of_name = {i: config.get(n, ("", ()))[0] for i, n in enumerate(r.symbols) if n in config}
+        ids = _broadcast_ids(g.pg_name_id[missing], {i: len(r.symbols) + descs.index(d) if d in descs else -1
+                                                     for i, d in of_name.items()})
+        out[missing] = ids
+    return out, symbols
+
+
+def _broadcast_ids(ids: np.ndarray, values: dict[int, int]) -> np.ndarray:
+    uniq, inverse = np.unique(ids, return_inverse=True)
+    return np.array([values.get(u, -1) for u in uniq.tolist()], np.int64)[inverse.reshape(-1)]
+
+
 def group_ranks(label: str) -> tuple[int, ...] | None:
     """"3 [0,2]" -> (0, 2); None when the ranks are unknown ("3 []")."""
     inside = label[label.rfind("[") + 1 : -1] if label.endswith("]") else ""
@@ -210,9 +233,9 @@ def run_activities(run: Run) -> RunActivities:
             "group_size": g.group_size,
         }
         for name, local in (("coll", g.coll_name_id), ("pg", g.pg_name_id), ("dtype", g.dtype_id),
-                            ("signature", g.signature_id), ("name", g.name_id), ("pg_desc", g.pg_desc_id),
-                            ("p2p", g.p2p_id)):
+                            ("signature", g.signature_id), ("name", g.name_id), ("p2p", g.p2p_id)):
             cols[name] = _global_ids(local, r.symbols, table)
+        cols["pg_desc"] = _global_ids(*_descriptions(r), table)
         cols["group"] = _global_ids(_group_names(r), _group_symbols(r), table)
         cols["op"] = _global_ids(_enclosing_c10d_op(r), r.symbols, table)
         for k, v in cols.items():
@@ -320,7 +343,8 @@ def _instance_bytes(acts: RunActivities, rows: np.ndarray) -> np.ndarray:
 
 def _group_label(acts: RunActivities, row: int) -> str:
     g, d = int(acts.group[row]), int(acts.pg_desc[row])
-    return " ".join(x for x in (acts.strings[g] if g >= 0 else "", acts.strings[d] if d >= 0 else "") if x)
+    desc = acts.strings[d] if d >= 0 and acts.strings[d] != "undefined" else ""
+    return " ".join(x for x in (acts.strings[g] if g >= 0 else "", desc) if x)
 
 
 def _validate(acts: RunActivities, idx: np.ndarray, keys: np.ndarray, checked: tuple[str, ...]):
