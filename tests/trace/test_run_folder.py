@@ -150,3 +150,13 @@ def test_a_wrapped_around_duration_is_dropped_with_a_warning(tmp_path):
     assert any("lasting longer than the whole trace" in w for w in run.warnings), run.warnings
     span = run.ranks[0].gpu.end_ns.max() - run.ranks[0].gpu.start_ns.min()
     assert span < 10**9
+
+
+def test_a_folder_of_a_run_stopped_before_its_traces_says_so(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "tpscope_run.json").write_text(json.dumps({"complete": False, "stopped": "stopped by SIGTERM"}))
+    with pytest.raises(UserError) as exc:
+        load_run(run)
+    assert str(exc.value) == (f"{run}: no trace files (*.json or *.json.gz from torch.profiler) in this folder; "
+                              "its manifest says the run did not finish (stopped by SIGTERM)")
