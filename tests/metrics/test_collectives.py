@@ -291,3 +291,25 @@ def test_pg_config_gives_the_ranks_of_groups_the_kernels_do_not_describe(tmp_pat
     assert sorted(tuple(c.ranks) for c in a.collectives) == [(0, 1)] * 3 + [(2, 3)] * 3
     assert {c.group for c in a.collectives} == {"1 [0,1] TP", "1 [2,3] TP"}
     assert all(c.skew_us == pytest.approx(5.0) for c in a.collectives)
+
+
+def test_the_critical_path_changes_rank_only_through_a_shared_instance(tmp_path):
+    """TP x PP and TP x DP: wherever two consecutive segments of a step's path lie on different
+    ranks, both are kernels of one matched instance (a collective or a send/recv pair)."""
+    from tpscope.metrics.clocks import clock_offsets
+    from tpscope.metrics.critical_path import path_graph, step_walks
+
+    crossings = {}
+    for name, folder in (("pp", tp_pp(tmp_path / "pp")), ("dp", tp_dp(tmp_path / "dp", shift_us=2345.678))):
+        run = load_run(folder)
+        acts = run_activities(run)
+        match = match_collectives(acts)
+        offsets = clock_offsets(acts, match).offsets_ns
+        graph = path_graph(acts, match, collective_timing(acts, match, offsets), offsets, list(run.ranks))
+        crossings[name] = 0
+        for _, _, _, seg in step_walks(acts, graph):
+            for i in np.flatnonzero(seg.rank_pos[1:] != seg.rank_pos[:-1]).tolist():
+                a, b = int(seg.row[i]), int(seg.row[i + 1])
+                assert a >= 0 and b >= 0 and match.instance[a] >= 0 and match.instance[a] == match.instance[b]
+                crossings[name] += 1
+    assert crossings["pp"] > 0  # the pipeline's path does cross its stages
