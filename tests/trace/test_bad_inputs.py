@@ -136,7 +136,7 @@ def test_missing_rank(tmp_path, capsys):
 def test_rank_from_another_run(tmp_path, capsys):
     write(tmp_path / "run", "a.json", json.dumps(good_doc(0, 2)))
     write(tmp_path / "run", "b.json", json.dumps(good_doc(1, 8)))
-    expect_warning(tmp_path / "run", capsys, "disagree on the world size")
+    expect_refusal(tmp_path / "run", capsys, "rank files of different runs: a.json has world size 2, b.json world size 8")
 
 
 def test_collectives_that_do_not_match(tmp_path, capsys):

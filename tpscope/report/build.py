@@ -25,6 +25,7 @@ from tpscope.report.compare import (
     median_difference_ci,
     verdict,
 )
+from tpscope.report.kernel_families import by_family, names_differ
 from tpscope.report.loss_check import LossCheck, loss_check, with_loss
 from tpscope.report.metric_defs import METRICS
 from tpscope.report.step_samples import RunSamples, run_samples
@@ -238,13 +239,15 @@ def build_report(candidate: RunResults, fail_on: FailOn, baseline: RunResults | 
     b_an, c_an = baseline.analysis, candidate.analysis
     changes = config_changes(binfo, cinfo)
     flux = saving = None
+    kb, kc = baseline.kernels, candidate.kernels
+    if names_differ(kb, kc):  # metrics.md §9: another vendor's kernels, compared by family
+        kb, kc = by_family(kb), by_family(kc)
     if all(k in FUSION_KEYS or k.startswith(RECORDED_PREFIXES) for k, _, _ in changes):  # §9: one experiment
-        flux, saving = flux_compare(run_times(c_an.critical_path, c_an.steps),
-                                    run_times(b_an.critical_path, b_an.steps))
+        flux, saving = flux_compare(run_times(*_steady(c_an)), run_times(*_steady(b_an)))
     return Report(
         candidate=cinfo, baseline=binfo, fail_on=fail_on, comparisons=comparisons,
         summaries=summaries, verdict=with_loss(verdict(comparisons), losses),
-        kernels=kernel_deltas(baseline.kernels, candidate.kernels),
+        kernels=kernel_deltas(kb, kc),
         collectives=collective_deltas(collective_stats(b_an, baseline.collective_kernels), c_coll),
         config_changes=changes,
         step_times_us=(tuple(bs.get("step_time_us").tolist()), tuple(cs.get("step_time_us").tolist())),
@@ -252,3 +255,9 @@ def build_report(candidate: RunResults, fail_on: FailOn, baseline: RunResults | 
         flux_overlap_efficiency=flux, attained_saving=saving,
         contention=contended_kernels(c_an), loss=losses,
     )
+
+
+def _steady(analysis) -> tuple[list, list]:
+    """The critical paths and per-rank steps of a run without its first profiled step (metrics.md §3)."""
+    return ([p for p in analysis.critical_path if not p.first_step],
+            [s for s in analysis.steps if not s.first_step])

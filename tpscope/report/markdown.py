@@ -102,11 +102,11 @@ def collective_rows(deltas: tuple[CollectiveDelta, ...], alone: bool) -> tuple[l
 
     if alone:
         return (["collective", "messages per step", "exposed µs", "transfer µs", "wait µs", "busbw GB/s"],
-                [[d.collective, d.candidate.messages, _us(d.candidate.exposed_us), _us(d.candidate.transfer_us),
+                [[d.label, d.candidate.messages, _us(d.candidate.exposed_us), _us(d.candidate.transfer_us),
                   _us(d.candidate.wait_us), gbps(d.candidate.busbw_gbps)] for d in deltas])
     headers = ["collective", "messages per step", "exposed µs", "change", "outside noise", "transfer µs",
                "wait µs", "busbw GB/s"]
-    rows = [[d.collective, f"{get(d.baseline, 'messages') or '-'} → {get(d.candidate, 'messages') or '-'}",
+    rows = [[d.label, f"{get(d.baseline, 'messages') or '-'} → {get(d.candidate, 'messages') or '-'}",
              _pair(get(d.baseline, "exposed_us"), get(d.candidate, "exposed_us")),
              "-" if d.delta_exposed_us is None else f"{d.delta_exposed_us:+,.1f}", SIGNIFICANCE[d.significant],
              _pair(get(d.baseline, "transfer_us"), get(d.candidate, "transfer_us")),

@@ -156,19 +156,56 @@ def load_run(path: str | Path, workers: int | None = None) -> Run:
     ordered = tuple(by_rank[k] for k in sorted(by_rank))
     manifest, manifest_warnings = read_manifest(path if path.is_dir() else path.parent)
     warnings.extend(manifest_warnings)
+    _refuse_mixed_runs(path, ordered)
     warnings.extend(_consistency_warnings(ordered))
     return Run(path=path, ranks=ordered, manifest=manifest, warnings=tuple(warnings))
+
+
+# metrics.md §1 "Combining ranks": the clocks of one job's hosts never disagree by this much, and a
+# profiler window lasts seconds; rank files this far apart come from different runs.
+MIXED_RUNS_GAP_NS = 600 * 10**9
+
+
+def _span(r: RankTrace) -> tuple[int, int] | None:
+    if len(r.gpu) == 0:
+        return None
+    return int(r.gpu.start_ns.min()), int(r.gpu.end_ns.max())
+
+
+def _refuse_mixed_runs(path: Path, ranks: tuple[RankTrace, ...]) -> None:
+    """One line and exit 2 when the folder holds rank files of different runs: ranks that disagree on
+    the world size, or whose traces lie more than MIXED_RUNS_GAP_NS apart."""
+    sizes = {}
+    for r in ranks:
+        if r.world_size is not None:
+            sizes.setdefault(r.world_size, r)
+    if len(sizes) > 1:
+        (a, ra), (b, rb) = sorted(sizes.items())[:2]
+        raise UserError(f"{path}: rank files of different runs: {ra.path.name} has world size {a}, "
+                        f"{rb.path.name} world size {b}")
+    spans = [(s, r) for r in ranks if (s := _span(r)) is not None]
+    if len(spans) < 2:
+        return
+    first = min(spans, key=lambda x: x[0][0])
+    last = max(spans, key=lambda x: x[0][0])
+    gap = last[0][0] - first[0][1]
+    if gap > MIXED_RUNS_GAP_NS:
+        raise UserError(f"{path}: rank files of different runs: {last[1].path.name} (rank {last[1].rank}) starts "
+                        f"{gap / 1e9:,.0f} s after {first[1].path.name} (rank {first[1].rank}) ends")
 
 
 def _consistency_warnings(ranks: tuple[RankTrace, ...]) -> list[str]:
     out: list[str] = []
     sizes = {r.world_size for r in ranks if r.world_size is not None}
-    if len(sizes) > 1:
-        out.append(f"ranks disagree on the world size ({sorted(sizes)}): files from different runs?")
-    elif sizes:
-        (size,) = sizes
-        missing = sorted(set(range(size)) - {r.rank for r in ranks})
-        if missing and len(ranks) < size:
+    if sizes:
+        size = max(sizes)
+        present = {r.rank for r in ranks}
+        missing = sorted(set(range(size)) - present)
+        beyond = sorted(k for k in present if k >= size)
+        if beyond:
+            out.append(f"rank(s) {beyond} beyond the world size {size} (ranks are 0 to {size - 1}): "
+                       "a file from another run, or a wrong distributedInfo")
+        if missing:
             out.append(f"world size {size} but no trace for rank(s) {missing}")
     steps = {r.rank: tuple(r.steps.step.tolist()) for r in ranks}
     if len(set(steps.values())) > 1:
