@@ -56,8 +56,14 @@ def prepare_out_dir(out_dir: str, overwrite: bool, *, clear: bool = True) -> Pat
     return path
 
 
-def resolve_regime(regime: str, environ: Mapping[str, str]) -> str:
-    """The regime name to record: the one asked for, else the one the environment amounts to."""
+CPU_REGIME = "gloo"  # what a CPU run records as its regime: gloo over TCP, no NCCL environment
+
+
+def resolve_regime(regime: str, environ: Mapping[str, str], device: str = "cuda") -> str:
+    """The regime name to record: the one asked for, else the one the environment amounts to
+    (a CPU run's, gloo's, whatever NCCL variables are set)."""
+    if device == "cpu":
+        return regime or CPU_REGIME
     return regime or infer_regime(environ)
 
 

@@ -184,7 +184,7 @@ def train(cfg: RunConfig, *, rank: int, tp: int, device: torch.device, plan: Fus
             for opt in last:
                 opt.step()
             ms = timer.stop_ms()
-            losses.append(float(loss))
+            losses.append(float(loss.detach()))
             times.append(ms)
             if prof is not None:
                 prof.step()

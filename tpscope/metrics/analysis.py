@@ -61,6 +61,7 @@ class RunAnalysis:
     kernel_contention: list[KernelContention] = field(default_factory=list)
     comm_contention: list[CommContention] = field(default_factory=list)
     manifest: dict | None = None
+    cpu_run: bool = False  # every rank without GPU activity, analyzed from its CPU side (metrics.md §1)
 
 
 def _sum(steps: list[StepBreakdown], attr: str) -> float:
@@ -132,6 +133,7 @@ def analyze_run(run: Run, reference: Run | None = None, align: str = "auto") -> 
         kernel_contention=cross["contention"].kernels,
         comm_contention=cross["contention"].collectives,
         manifest=run.manifest,
+        cpu_run=bool(run.ranks) and all(r.cpu_run for r in run.ranks),
     )
 
 

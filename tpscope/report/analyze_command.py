@@ -72,4 +72,6 @@ def main(args: argparse.Namespace) -> int:
         from tpscope.report import terminal
 
         print(terminal.render(analysis))
+        print()
+        print(terminal.next_steps(str(run_dir)))
     return 0

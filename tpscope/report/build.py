@@ -47,6 +47,7 @@ class RunInfo:
     config: tuple[tuple[str, str], ...]  # (manifest key, value as text) for CONFIG_KEYS it has
     warnings: tuple[str, ...]
     nccl_env: tuple[tuple[str, str], ...] = ()  # the manifest's NCCL settings, logging left out
+    cpu_run: bool = False  # analyzed from its CPU side (metrics.md §1, "CPU runs")
 
     @property
     def title(self) -> str:
@@ -131,7 +132,7 @@ def run_info(analysis: RunAnalysis, samples: RunSamples) -> RunInfo:
     config = tuple((k, _text(m[k])) for k in CONFIG_KEYS if k in m and m[k] is not None)
     env = tuple((k, str(v)) for k, v in transport_settings(m.get("nccl_env") or {}).items())
     return RunInfo(analysis.run_dir, tuple(analysis.ranks), samples.steps, analysis.manifest is not None,
-                   config, tuple(analysis.warnings), env)
+                   config, tuple(analysis.warnings), env, analysis.cpu_run)
 
 
 def _text(value) -> str:

@@ -139,7 +139,7 @@ def name_table(headers: list[str], rows: list[list[str]], empty: str, limit: int
 
 def run_line(role: str, info: RunInfo) -> str:
     title = f" ({info.title})" if info.title != info.run_dir else ""
-    manifest = "" if info.has_manifest else ", no manifest"
+    manifest = ("" if info.has_manifest else ", no manifest") + (", CPU run (gloo, aten ops)" if info.cpu_run else "")
     return (f"- {role}: `{info.run_dir}`{title}: ranks {list(info.ranks)}, "
             f"{len(info.steps)} profiled step{'' if len(info.steps) == 1 else 's'}{manifest}")
 

@@ -123,4 +123,11 @@ def build(candidate: str | None, baseline: str | None, fail_on):
                           by_collective(kernel_times(run, "collective")))
 
     cand = results(candidate or default_run())
-    return build_report(cand, fail_on, results(baseline) if baseline is not None else None)
+    base = results(baseline) if baseline is not None else None
+    if base is not None and base.analysis.cpu_run != cand.analysis.cpu_run:
+        from tpscope.errors import UserError
+
+        cpu, gpu = (base, cand) if base.analysis.cpu_run else (cand, base)
+        raise UserError(f"{cpu.analysis.run_dir} is a CPU run and {gpu.analysis.run_dir} a GPU run: "
+                        "compare runs of one kind")
+    return build_report(cand, fail_on, base)

@@ -118,7 +118,11 @@ def summary_table(analysis: RunAnalysis) -> str:
 
 def render(analysis: RunAnalysis, extra_sections: Sequence[str] = ()) -> str:
     """The whole terminal report."""
-    parts = [f"run: {analysis.run_dir}   ranks: {analysis.ranks}", step_table(analysis)]
+    head = f"run: {analysis.run_dir}   ranks: {analysis.ranks}"
+    if analysis.cpu_run:
+        head += ("\nCPU run: no GPU activity, so gloo collectives are the communication, aten ops the "
+                 "compute, each CPU thread a lane (metrics.md §1)")
+    parts = [head, step_table(analysis)]
     if analysis.critical_path:
         parts.append(critical_path_table(analysis))
     if analysis.collectives:
@@ -133,3 +137,13 @@ def render(analysis: RunAnalysis, extra_sections: Sequence[str] = ()) -> str:
     if analysis.warnings:
         parts.append("warnings:\n" + "\n".join(f"  - {w}" for w in analysis.warnings))
     return "\n\n".join(parts)
+
+
+def next_steps(run_dir: str) -> str:
+    """What to run after `tpscope analyze RUN_DIR`."""
+    rows = [
+        [f"tpscope dash {run_dir}", "explore it: timeline, critical path, collectives"],
+        [f"tpscope analyze {run_dir} --reference UNFUSED_RUN", "isolated kernel baselines and Flux overlap efficiency"],
+        [f"tpscope report {run_dir} --baseline OTHER_RUN", "did a change help? a verdict for CI"],
+    ]
+    return table(["next", "does"], rows)

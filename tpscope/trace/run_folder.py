@@ -165,6 +165,6 @@ def _consistency_warnings(ranks: tuple[RankTrace, ...]) -> list[str]:
     if len(set(steps.values())) > 1:
         out.append("ranks have different steps: " + "; ".join(f"rank {k}: {list(v)}" for k, v in steps.items()))
     for r in ranks:
-        if len(r.gpu) == 0:
+        if len(r.gpu) == 0 and not r.cpu_run:
             out.append(f"{r.path}: no GPU activity (kernels, memcpys, memsets); its metrics are empty")
     return out
