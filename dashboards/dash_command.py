@@ -7,7 +7,7 @@ import socket
 import sys
 from pathlib import Path
 
-DEFAULT_HOST = "127.0.0.1"  # loopback only unless --host says otherwise (issue 9)
+DEFAULT_HOST = "127.0.0.1"  # loopback only unless --host says otherwise
 DEFAULT_PORT = 8050
 
 
@@ -17,7 +17,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default=DEFAULT_HOST, help=f"address to bind (default {DEFAULT_HOST}: this machine only)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
     p.add_argument("--cache-dir", metavar="DIR",
-                   help="where parsed runs are cached (default $TPSCOPE_CACHE_DIR or ~/.cache/tpscope/dash)")
+                   help="where parsed runs are cached (default $TPSCOPE_CACHE_DIR, else "
+                        "$XDG_CACHE_HOME/tpscope, else ~/.cache/tpscope)")
     p.add_argument("--no-cache", action="store_true", help="read every run afresh; write no cache")
 
 

@@ -1,4 +1,4 @@
-"""The NCCL environment of each interconnect regime (BENCHMARKS.md), the defaults the runtime
+"""The NCCL environment of each interconnect regime (docs/benchmarks.md), the defaults the runtime
 measured to win, and the safety variables.
 
 Every process the runtime starts or joins gets SAFETY_ENV: NVLink multicast can take a shared

@@ -1,4 +1,4 @@
-"""One entry point over a loaded run: every metric, as small frozen dataclasses (DESIGN.md JSON)."""
+"""One entry point over a loaded run: every metric, as small frozen dataclasses."""
 
 from __future__ import annotations
 
@@ -169,7 +169,7 @@ def _fill_step(s: StepBreakdown, cross: dict) -> StepBreakdown:
 
 
 def as_json(analysis: RunAnalysis) -> dict:
-    """The JSON document of `tpscope analyze --json` (DESIGN.md): a plain dump of the dataclasses."""
+    """The JSON document of `tpscope analyze --json`: a plain dump of the dataclasses."""
     doc = {"tpscope_version": __version__}
     for f in dataclasses.fields(analysis):
         if f.name == "manifest":

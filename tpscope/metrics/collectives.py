@@ -393,7 +393,7 @@ def exposed_ns(acts: RunActivities, compute_sets: list[iv.IntervalSet]) -> np.nd
 
 def collective_instances(acts: RunActivities, match: CollectiveMatch, timing: CollectiveTiming,
                          exposed: np.ndarray) -> list[CollectiveInstance]:
-    """The JSON rows of `collectives` (DESIGN.md), in step and key order."""
+    """The JSON rows of `collectives`, in step and key order."""
     n = match.n_instances
     if n == 0:
         return []

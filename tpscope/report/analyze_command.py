@@ -12,7 +12,7 @@ from tpscope.errors import UserError
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", nargs="?", help="run folder or trace file (default: the bundled sample run)")
-    p.add_argument("--json", action="store_true", help="print the JSON document (DESIGN.md) instead of tables")
+    p.add_argument("--json", action="store_true", help="print the JSON document (its fields: docs/metrics.md) instead of tables")
     p.add_argument("--reference", metavar="RUN_DIR", help="an unfused run: isolated kernel baselines and Flux E")
     p.add_argument("--out", metavar="FILE", help="write the JSON to FILE instead of stdout (with --json)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
