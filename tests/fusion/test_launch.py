@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from tpscope.errors import UserError
-from tpscope.fusion.launch import Rendezvous, child_env, inside_torchrun, prepare_out_dir, torchrun_command
+from tpscope.fusion.launch import (
+    Rendezvous,
+    child_env,
+    inside_torchrun,
+    prepare_out_dir,
+    torchrun_command,
+)
 
 
 def test_out_folder_is_refused_unless_overwrite(tmp_path):
