@@ -162,3 +162,16 @@ def test_json_fields_of_design_md(tmp_path):
     assert {"critical_path_exposed_comm_ratio", "contention_slowdown"} <= set(doc["summary"])
     assert doc["clock_offsets_us"] == {"0": 0.0, "1": 0.0}
     assert doc["steps"][0]["contention_tax_us"] is None  # unknown, not a made-up 0
+
+
+def test_one_rank_alone_gets_its_collectives(tmp_path):
+    """A single rank's trace: each collective is an instance of its own, no wait, all transfer."""
+    r = RankTrace(0, world_size=1)
+    r.gpu_annotation("ProfilerStep#1", 0, 500)
+    r.kernel("gemm", 0, 100)
+    for k, (start, dur) in enumerate(((100, 60), (300, 90))):
+        r.kernel("ncclDevKernel_AllReduce", start, dur, stream=14,
+                 collective=Collective("allreduce", in_nelems=256, out_nelems=256, dtype="Float", seq=k,
+                                       group_size=1, on_kernel=True))
+    analysis = analyze_run(load_run(write_run(tmp_path / "one", [r]), workers=1))
+    assert [(c.transfer_us, c.wait_us, c.ranks) for c in analysis.collectives] == [(60.0, 0.0, [0]), (90.0, 0.0, [0])]

@@ -249,7 +249,8 @@ def match_collectives(acts: RunActivities) -> CollectiveMatch:
     members = np.bincount(inst, minlength=n)
     distinct = np.bincount(np.unique(np.stack([inst, pos], axis=1), axis=0)[:, 0], minlength=n)
     bad_field = np.where((bad_field < 0) & (distinct != members), len(_CHECKED), bad_field)
-    lonely = (members < 2) & (bad_field < 0)
+    # one rank alone: each of its collectives is an instance of its own (wait 0, metrics.md §5)
+    lonely = (members < 2) & (bad_field < 0) & (len(acts.rank_ids) > 1)
     good = (bad_field < 0) & ~lonely
 
     first_row = np.full(n, _I64_MAX, np.int64)

@@ -11,7 +11,8 @@ from tpscope.errors import UserError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_dir", nargs="?", help="run folder or trace file (default: the bundled sample run)")
+    p.add_argument("run_dir", nargs="?", help="run folder, trace file, or a folder of runs (one subfolder each, "
+                                              "as with tensorboard_trace_handler) (default: the bundled sample run)")
     p.add_argument("--json", action="store_true", help="print the JSON document (its fields: docs/metrics.md) instead of tables")
     p.add_argument("--reference", metavar="RUN_DIR", help="an unfused run: isolated kernel baselines and Flux E")
     p.add_argument("--out", metavar="FILE", help="write the JSON to FILE instead of stdout (with --json)")
@@ -59,19 +60,48 @@ def main(args: argparse.Namespace) -> int:
         raise UserError(f"{out}: already exists; pass --overwrite to replace it")
     run_dir = Path(args.run_dir) if args.run_dir else default_run()
     reference = Path(args.reference) if args.reference else None
+    from tpscope.trace import find_runs
+
+    runs = find_runs(run_dir) if run_dir.is_dir() else []
+    if len(runs) > 1 or (runs and runs[0] != run_dir):  # a folder of runs, one subfolder each
+        return _many(run_dir, runs, reference, args, out)
     analysis = analyze_folder(run_dir, reference, args.workers, use_cache=not args.no_cache, align=args.align)
     if args.json:
         from tpscope.metrics import as_json
 
-        text = json.dumps(as_json(analysis), indent=1) + "\n"
-        if out is not None:
-            out.write_text(text)
-        else:
-            sys.stdout.write(text)
+        _write(json.dumps(as_json(analysis), indent=1) + "\n", out)
     else:
         from tpscope.report import terminal
 
         print(terminal.render(analysis))
         print()
         print(terminal.next_steps(str(run_dir)))
+    return 0
+
+
+def _write(text: str, out: Path | None) -> None:
+    if out is not None:
+        out.write_text(text)
+    else:
+        sys.stdout.write(text)
+
+
+def _many(root: Path, runs: list[Path], reference: Path | None, args: argparse.Namespace, out: Path | None) -> int:
+    """A folder of runs (a TensorBoard log directory): each run analyzed, then one line per run."""
+    analyses = [analyze_folder(r, reference, args.workers, use_cache=not args.no_cache, align=args.align)
+                for r in runs]
+    if args.json:
+        from tpscope.metrics import as_json
+
+        doc = {"runs": {r.name: as_json(a) for r, a in zip(runs, analyses)}}
+        _write(json.dumps(doc, indent=1) + "\n", out)
+        return 0
+    from tpscope.report import terminal
+
+    for a in analyses:
+        print(terminal.render(a))
+        print()
+    print(terminal.runs_table(root, [r.name for r in runs], analyses))
+    print()
+    print(terminal.next_steps(str(root), many=True))
     return 0

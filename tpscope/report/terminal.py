@@ -139,8 +139,22 @@ def render(analysis: RunAnalysis, extra_sections: Sequence[str] = ()) -> str:
     return "\n\n".join(parts)
 
 
-def next_steps(run_dir: str) -> str:
+def runs_table(root, names: Sequence[str], analyses: Sequence[RunAnalysis]) -> str:
+    """One line per run of a folder of runs (metrics.md §4, "Summary over a run")."""
+    rows = [[name, ",".join(map(str, a.ranks)), str(len({s.step for s in a.steps})), fmt(a.summary.step_time_us),
+             fmt(a.summary.exposed_comm_ratio, "pct"), fmt(a.summary.overlap_ratio, "pct"),
+             fmt(a.summary.critical_path_exposed_comm_ratio, "pct"), "CPU" if a.cpu_run else "GPU"]
+            for name, a in zip(names, analyses)]
+    headers = ["run", "ranks", "steps", "step_us", "exposed", "overlap", "cp_exposed", "device"]
+    return table(headers, rows, f"Runs in {root}")
+
+
+def next_steps(run_dir: str, many: bool = False) -> str:
     """What to run after `tpscope analyze RUN_DIR`."""
+    if many:
+        rows = [[f"tpscope dash {run_dir}", "every run of the folder in the dashboard"],
+                [f"tpscope report {run_dir}/CANDIDATE --baseline {run_dir}/BASELINE", "compare two of them"]]
+        return table(["next", "does"], rows)
     rows = [
         [f"tpscope dash {run_dir}", "explore it: timeline, critical path, collectives"],
         [f"tpscope analyze {run_dir} --reference UNFUSED_RUN", "isolated kernel baselines and Flux overlap efficiency"],
