@@ -3,7 +3,7 @@ format (Markdown, JSON, JUnit, HTML) renders. Pure: metrics' results in, report 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -80,6 +80,7 @@ class KernelDelta:
     candidate_us: float
     delta_us: float
     significant: bool | None  # the bootstrap interval of the per-step difference excludes 0
+    kernels: str = ""  # the kernel names of a shape, baseline -> candidate where they differ
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,9 +149,16 @@ def summarize_metric(metric: str, samples: RunSamples) -> MetricSummary:
     return MetricSummary(metric, float(np.median(v)), float(v.min()), float(v.max()), len(v))
 
 
+def _names(names: tuple[str, ...], most: int = 2, width: int = 60) -> str:
+    """The first `most` names, each cut at `width` characters, and how many more."""
+    cut = [n if len(n) <= width else n[: width - 1] + "…" for n in names[:most]]
+    return ", ".join(cut) + (f" (+{len(names) - most})" if len(names) > most else "")
+
+
 def kernel_deltas(baseline: tuple[KernelTime, ...], candidate: tuple[KernelTime, ...],
-                  top_n: int = TOP_N) -> tuple[KernelDelta, ...]:
-    """The kernels (or collective shapes) whose time per step grew most; absent ones count 0 µs."""
+                  top_n: int = TOP_N, names: tuple[dict, dict] = ({}, {})) -> tuple[KernelDelta, ...]:
+    """The kernels (or kernel shapes, metrics.md §9) whose time per step grew most; absent ones
+    count 0 µs. `names`: per key, the kernel names of the baseline and of the candidate."""
     b = {(k.activity_class, k.key): k for k in baseline}
     c = {(k.activity_class, k.key): k for k in candidate}
     out = []
@@ -165,13 +173,17 @@ def kernel_deltas(baseline: tuple[KernelTime, ...], candidate: tuple[KernelTime,
         if min(len(sb), len(sc)) >= MIN_SAMPLES:
             low, high = median_difference_ci(sb, sc)
             significant = low > 0 or high < 0
-        out.append(KernelDelta(key[1], key[0], bu, cu, cu - bu, significant))
+        nb, nc = _names(names[0].get(key[1], ())), _names(names[1].get(key[1], ()))
+        out.append(KernelDelta(key[1], key[0], bu, cu, cu - bu, significant,
+                               nc if nb in ("", nc) else f"{nb or '-'} → {nc or '-'}"))
     return tuple(sorted(out, key=lambda d: (-d.delta_us, d.key))[:top_n])
 
 
-def kernel_totals(kernels: tuple[KernelTime, ...], top_n: int = TOP_N) -> tuple[KernelDelta, ...]:
+def kernel_totals(kernels: tuple[KernelTime, ...], top_n: int = TOP_N,
+                  names: dict | None = None) -> tuple[KernelDelta, ...]:
     """A run alone: its kernels by time per step (as deltas from nothing)."""
-    return tuple(KernelDelta(k.key, k.activity_class, 0.0, k.us_per_step, k.us_per_step, None)
+    return tuple(KernelDelta(k.key, k.activity_class, 0.0, k.us_per_step, k.us_per_step, None,
+                             _names((names or {}).get(k.key, ())))
                  for k in kernels[:top_n])
 
 
@@ -212,8 +224,9 @@ class RunResults:
     """What the metrics stage gives a report about one run."""
 
     analysis: RunAnalysis
-    kernels: tuple[KernelTime, ...]  # kernel_times(run, "name")
+    kernels: tuple[KernelTime, ...]  # kernel_times(run, "shape") (or "name")
     collective_kernels: tuple[KernelTime, ...] = ()  # by_collective(kernel_times(run, "collective"))
+    kernel_names: dict = field(default_factory=dict)  # per kernels' key: kernel names (kernel_stats.kernel_names)
 
 
 def build_report(candidate: RunResults, fail_on: FailOn, baseline: RunResults | None = None) -> Report:
@@ -224,7 +237,8 @@ def build_report(candidate: RunResults, fail_on: FailOn, baseline: RunResults | 
                       if len(cs.get(m.name)) or fail_on.get(m.name) or fail_on.bound(m.name))
     c_coll = collective_stats(candidate.analysis, candidate.collective_kernels)
     if baseline is None:
-        return Report(cinfo, None, fail_on, (), summaries, None, kernel_totals(candidate.kernels),
+        return Report(cinfo, None, fail_on, (), summaries, None,
+                      kernel_totals(candidate.kernels, names=candidate.kernel_names),
                       collective_deltas((), c_coll), (),
                       ((), tuple(cs.get("step_time_us").tolist())), (breakdown(cs),),
                       contention=contended_kernels(candidate.analysis))
@@ -240,7 +254,8 @@ def build_report(candidate: RunResults, fail_on: FailOn, baseline: RunResults | 
     return Report(
         candidate=cinfo, baseline=binfo, fail_on=fail_on, comparisons=comparisons,
         summaries=summaries, verdict=verdict(comparisons),
-        kernels=kernel_deltas(baseline.kernels, candidate.kernels),
+        kernels=kernel_deltas(baseline.kernels, candidate.kernels,
+                              names=(baseline.kernel_names, candidate.kernel_names)),
         collectives=collective_deltas(collective_stats(b_an, baseline.collective_kernels), c_coll),
         config_changes=changes,
         step_times_us=(tuple(bs.get("step_time_us").tolist()), tuple(cs.get("step_time_us").tolist())),

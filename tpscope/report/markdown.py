@@ -84,11 +84,11 @@ def _pair(b: float | None, c: float | None, fmt=_us) -> str:
 def kernel_rows(deltas: tuple[KernelDelta, ...], alone: bool) -> tuple[list[str], list[list[str]]]:
     """Headers and plain-text rows of the kernel table (first column: the kernel name)."""
     if alone:
-        return (["kernel", "class", "µs per rank and step"],
-                [[d.key, d.activity_class, _us(d.candidate_us)] for d in deltas])
-    return (["kernel", "class", "baseline µs", "candidate µs", "change µs", "outside noise"],
+        return (["kernel shape", "class", "µs per rank and step", "kernels"],
+                [[d.key, d.activity_class, _us(d.candidate_us), d.kernels] for d in deltas])
+    return (["kernel shape", "class", "baseline µs", "candidate µs", "change µs", "outside noise", "kernels"],
             [[d.key, d.activity_class, _us(d.baseline_us), _us(d.candidate_us), f"{d.delta_us:+,.1f}",
-              SIGNIFICANCE[d.significant]] for d in deltas])
+              SIGNIFICANCE[d.significant], d.kernels] for d in deltas])
 
 
 def collective_rows(deltas: tuple[CollectiveDelta, ...], alone: bool) -> tuple[list[str], list[list[str]]]:
@@ -133,7 +133,7 @@ def name_table(headers: list[str], rows: list[list[str]], empty: str, limit: int
     if not rows:
         return empty
     rows = [[f"`{short_name(r[0], limit)}`", *r[1:]] for r in rows]
-    return table(headers, rows, "l" + "".join("l" if h in ("class", "outside noise", "messages per step")
+    return table(headers, rows, "l" + "".join("l" if h in ("class", "outside noise", "messages per step", "kernels")
                                               else "r" for h in headers[1:]))
 
 
@@ -181,7 +181,9 @@ def render(report: Report) -> str:
                  "Medians over steps. The interval is a 95% bootstrap interval of the difference of "
                  "medians; a change whose interval holds 0 is inside the step-to-step noise and never "
                  f"fails. Thresholds: `--fail-on {report.fail_on.spec}`."]
-    body = ["", f"### Kernels {'by GPU time' if alone else 'that regressed most'} (µs per rank and step)", "",
+    body = ["", f"### Kernels {'by GPU time' if alone else 'that regressed most'}, by shape (µs per rank and step)", "",
+            "A kernel's shape is the op that launched it and that op's input dims, so that a renamed "
+            "variant doing the same work is compared with what it replaced (metrics.md §9).", "",
             name_table(*kernel_rows(report.kernels, alone),
                        "No kernel took longer per step in the candidate." if not alone else "No kernels."),
             "", f"### Collectives {'by exposed time' if alone else 'whose exposed time grew most'} "

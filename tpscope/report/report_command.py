@@ -112,15 +112,15 @@ def check_comparable(report) -> None:
 def build(candidate: str | None, baseline: str | None, fail_on):
     """Load, analyze and compare (trace -> metrics -> report)."""
     from tpscope.metrics import analyze_run
-    from tpscope.metrics.kernel_stats import by_collective, kernel_times
+    from tpscope.metrics.kernel_stats import by_collective, kernel_names, kernel_times
     from tpscope.report.build import RunResults, build_report
     from tpscope.samples import default_run
     from tpscope.trace import load_run
 
     def results(path) -> RunResults:
         run = load_run(path)
-        return RunResults(analyze_run(run), kernel_times(run, "name"),
-                          by_collective(kernel_times(run, "collective")))
+        return RunResults(analyze_run(run), kernel_times(run, "shape"),  # metrics.md §9: renames compare
+                          by_collective(kernel_times(run, "collective")), kernel_names(run))
 
     cand = results(candidate or default_run())
     base = results(baseline) if baseline is not None else None
