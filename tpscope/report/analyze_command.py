@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 from tpscope.errors import UserError
@@ -33,11 +34,14 @@ def analyze_folder(run_dir: Path, reference: Path | None, workers: int | None, u
     from tpscope.trace import load_run
 
     def compute():
-        if sys.stderr.isatty():
-            print(f"tpscope: reading {run_dir} ...", file=sys.stderr, flush=True)
-        run = load_run(run_dir, workers=workers)
-        ref = load_run(reference, workers=workers) if reference is not None else None
-        return analyze_run(run, reference=ref, align=align)
+        from tpscope.progress import working
+
+        with working(f"tpscope: reading {run_dir}"):
+            run = load_run(run_dir, workers=workers)
+        with working(f"tpscope: reading {reference}") if reference is not None else nullcontext():
+            ref = load_run(reference, workers=workers) if reference is not None else None
+        with working(f"tpscope: analyzing {run_dir}"):
+            return analyze_run(run, reference=ref, align=align)
 
     if not use_cache:
         return compute()

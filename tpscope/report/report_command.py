@@ -118,9 +118,13 @@ def build(candidate: str | None, baseline: str | None, fail_on):
     from tpscope.trace import load_run
 
     def results(path) -> RunResults:
-        run = load_run(path)
-        return RunResults(analyze_run(run), kernel_times(run, "shape"),  # metrics.md §9: renames compare
-                          by_collective(kernel_times(run, "collective")), kernel_names(run))
+        from tpscope.progress import working
+
+        with working(f"tpscope: reading {path}"):
+            run = load_run(path)
+        with working(f"tpscope: analyzing {path}"):
+            return RunResults(analyze_run(run), kernel_times(run, "shape"),  # metrics.md §9: renames compare
+                              by_collective(kernel_times(run, "collective")), kernel_names(run))
 
     cand = results(candidate or default_run())
     base = results(baseline) if baseline is not None else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 
 from tpscope.metrics import RunAnalysis
@@ -18,17 +19,22 @@ def fmt(value: float | None, kind: str = "us") -> str:
     return f"{value:,.1f}"
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str = "") -> str:
-    """A right-aligned text table (first column left-aligned)."""
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str = "",
+          left: Sequence[int] = (0,)) -> str:
+    """A text table drawn by rich: columns in `left` left-aligned, the others right-aligned."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
 
-    def line(cells: Sequence[str]) -> str:
-        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
-
-    out = [title] if title else []
-    out += [line(headers), line(["-" * w for w in widths])]
-    out += [line(r) for r in rows]
-    return "\n".join(out)
+    t = Table(title=title or None, title_justify="left", title_style="", header_style="", box=box.SIMPLE_HEAD,
+              show_edge=False, pad_edge=False, collapse_padding=True)
+    for i, h in enumerate(headers):
+        t.add_column(h, justify="left" if i in left else "right", no_wrap=True)
+    for r in rows:
+        t.add_row(*r)
+    console = Console(file=io.StringIO(), width=100_000, color_system=None, highlight=False, emoji=False)
+    console.print(t)
+    return "\n".join(line.rstrip() for line in console.file.getvalue().splitlines()).strip("\n")
 
 
 def step_table(analysis: RunAnalysis) -> str:
@@ -154,10 +160,10 @@ def next_steps(run_dir: str, many: bool = False) -> str:
     if many:
         rows = [[f"tpscope dash {run_dir}", "every run of the folder in the dashboard"],
                 [f"tpscope report {run_dir}/CANDIDATE --baseline {run_dir}/BASELINE", "compare two of them"]]
-        return table(["next", "does"], rows)
+        return table(["next", "does"], rows, left=(0, 1))
     rows = [
         [f"tpscope dash {run_dir}", "explore it: timeline, critical path, collectives"],
         [f"tpscope analyze {run_dir} --reference UNFUSED_RUN", "isolated kernel baselines and Flux overlap efficiency"],
         [f"tpscope report {run_dir} --baseline OTHER_RUN", "did a change help? a verdict for CI"],
     ]
-    return table(["next", "does"], rows)
+    return table(["next", "does"], rows, left=(0, 1))
