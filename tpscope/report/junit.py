@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 
 from tpscope.report.build import Report
 from tpscope.report.compare import MetricComparison
-from tpscope.report.metric_defs import format_delta, format_value, metric_def
+from tpscope.report.metric_defs import format_delta, format_value, metric_def, number
 
 SUITE_NAME = "tpscope report"
 CLASS_NAME = "tpscope.report"
@@ -20,7 +20,7 @@ def _detail(c: MetricComparison) -> str:
     unit = metric_def(c.metric).unit
     interval = ("" if c.ci_low is None
                 else f", 95% interval [{format_delta(c.ci_low, unit)}, {format_delta(c.ci_high, unit)}]")
-    ratio = f" ({c.delta_ratio * 100:+.1f}%)" if c.delta_ratio is not None and unit != "ratio" else ""
+    ratio = f" ({number(c.delta_ratio, 'relative')})" if c.delta_ratio is not None and unit != "ratio" else ""
     return (f"{metric_def(c.metric).short}: baseline {format_value(c.baseline_median, unit)} (n={c.n_baseline}), "
             f"candidate {format_value(c.candidate_median, unit)} (n={c.n_candidate}), "
             f"change {format_delta(c.delta, unit)}{ratio}{interval}: {c.status.value}, {c.reason}")

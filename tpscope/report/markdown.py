@@ -5,7 +5,7 @@ from __future__ import annotations
 from tpscope.report.build import KernelDelta, Report, RunInfo
 from tpscope.report.collective_table import CollectiveDelta
 from tpscope.report.compare import MetricComparison, Status
-from tpscope.report.metric_defs import format_delta, format_value, metric_def
+from tpscope.report.metric_defs import format_delta, format_value, metric_def, number
 
 STATUS_MARK = {
     Status.REGRESSED: "❌ regressed",
@@ -38,7 +38,7 @@ def change_text(c: MetricComparison) -> str:
     unit = metric_def(c.metric).unit
     text = format_delta(c.delta, unit)
     if c.delta_ratio is not None and unit != "ratio":
-        text += f" ({c.delta_ratio * 100:+.1f}%)"
+        text += f" ({number(c.delta_ratio, 'relative')})"
     return text
 
 
@@ -74,7 +74,7 @@ SIGNIFICANCE = {True: "yes", False: "no (noise)", None: "n/a"}
 
 
 def _us(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.1f}"
+    return number(value, "us", with_unit=False)
 
 
 def _pair(b: float | None, c: float | None, fmt=_us) -> str:
@@ -87,7 +87,7 @@ def kernel_rows(deltas: tuple[KernelDelta, ...], alone: bool) -> tuple[list[str]
         return (["kernel shape", "class", "µs per rank and step", "kernels"],
                 [[d.key, d.activity_class, _us(d.candidate_us), d.kernels] for d in deltas])
     return (["kernel shape", "class", "baseline µs", "candidate µs", "change µs", "outside noise", "kernels"],
-            [[d.key, d.activity_class, _us(d.baseline_us), _us(d.candidate_us), f"{d.delta_us:+,.1f}",
+            [[d.key, d.activity_class, _us(d.baseline_us), _us(d.candidate_us), number(d.delta_us, "us", signed=True, with_unit=False),
               SIGNIFICANCE[d.significant], d.kernels] for d in deltas])
 
 
@@ -97,7 +97,7 @@ def collective_rows(deltas: tuple[CollectiveDelta, ...], alone: bool) -> tuple[l
         return getattr(s, name) if s is not None else None
 
     def gbps(v):
-        return "-" if v is None else f"{v:,.1f}"
+        return number(v, "gbps")
 
     if alone:
         return (["collective", "messages per step", "exposed µs", "transfer µs", "wait µs", "busbw GB/s"],
@@ -107,7 +107,7 @@ def collective_rows(deltas: tuple[CollectiveDelta, ...], alone: bool) -> tuple[l
                "wait µs", "busbw GB/s"]
     rows = [[d.collective, f"{get(d.baseline, 'messages') or '-'} → {get(d.candidate, 'messages') or '-'}",
              _pair(get(d.baseline, "exposed_us"), get(d.candidate, "exposed_us")),
-             "-" if d.delta_exposed_us is None else f"{d.delta_exposed_us:+,.1f}", SIGNIFICANCE[d.significant],
+             number(d.delta_exposed_us, "us", signed=True, with_unit=False), SIGNIFICANCE[d.significant],
              _pair(get(d.baseline, "transfer_us"), get(d.candidate, "transfer_us")),
              _pair(get(d.baseline, "wait_us"), get(d.candidate, "wait_us")),
              _pair(get(d.baseline, "busbw_gbps"), get(d.candidate, "busbw_gbps"), gbps)] for d in deltas]

@@ -6,17 +6,13 @@ import io
 from collections.abc import Sequence
 
 from tpscope.metrics import RunAnalysis
+from tpscope.report.metric_defs import number
 
 
 def fmt(value: float | None, kind: str = "us") -> str:
-    """A number for a table: µs with one decimal, ratios as percentages, None as '-'."""
-    if value is None:
-        return "-"
-    if kind == "pct":
-        return f"{100 * value:.1f}%"
-    if kind == "x":
-        return f"{value:.3f}"
-    return f"{value:,.1f}"
+    """A number for a table (metric_defs.number): µs without the unit (the column says it), ratios
+    as percentages ("pct"), factors ("x"), None as '-'."""
+    return number(value, {"pct": "ratio"}.get(kind, kind), with_unit=False)
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str = "",
