@@ -186,6 +186,7 @@ def compare(rows: list[dict]) -> str:
 def main(args: argparse.Namespace) -> int:
     from tpscope.fusion.launch import launch, prepare_out_dir
     from tpscope.fusion.run_command import _device, _nproc, prepare_run_dir, rendezvous_from_args
+    from tpscope.progress import working
 
     device = _device(args)
     nproc = _nproc(args, device)
@@ -220,7 +221,8 @@ def main(args: argparse.Namespace) -> int:
     rows = []
     for v, run_dir in runs:
         manifest = json.loads((run_dir / "tpscope_run.json").read_text())
-        summary, why = (None, "skipped (--no-analyze)") if args.no_analyze else _analyze(run_dir)
+        with working(f"tpscope sweep: analyzing {run_dir}"):
+            summary, why = (None, "skipped (--no-analyze)") if args.no_analyze else _analyze(run_dir)
         rows.append({"run": run_dir.name, "mode": v.mode, "chunks": v.chunks, "regime": manifest["regime"],
                      "sm_margin": manifest.get("sm_margin"), "comm_ctas": manifest.get("comm_ctas"),
                      "bwd_overlap": manifest.get("bwd_overlap"), "embed_overlap": manifest.get("embed_overlap"),
