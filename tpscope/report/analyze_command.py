@@ -14,7 +14,8 @@ from tpscope.errors import UserError
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", nargs="?", help="run folder, trace file, or a folder of runs (one subfolder each, "
                                               "as with tensorboard_trace_handler) (default: the bundled sample run)")
-    p.add_argument("--json", action="store_true", help="print the JSON document (its fields: docs/metrics.md) instead of tables")
+    p.add_argument("--json", action="store_true",
+                   help="print the JSON document (fields: docs/metrics.md) instead of tables")
     p.add_argument("--reference", metavar="RUN_DIR", help="an unfused run: isolated kernel baselines and Flux E")
     p.add_argument("--out", metavar="FILE", help="write the JSON to FILE instead of stdout (with --json)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
@@ -23,12 +24,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "none trusts the trace clocks, all aligns every rank")
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="processes that decode traces (default: every usable core)")
+    p.add_argument("--include-first-step", action="store_true",
+                   help="count the first profiled step in the summary's means (it is a warm-up: left out by "
+                        "default, metrics.md §3)")
     p.add_argument("--no-cache", action="store_true",
                    help="analyze from the traces even if this folder was analyzed before")
 
 
 def analyze_folder(run_dir: Path, reference: Path | None, workers: int | None, use_cache: bool,
-                   align: str = "auto"):
+                   align: str = "auto", include_first_step: bool = False):
     """The analysis of `run_dir`, from the disk cache when the folder and the code are unchanged."""
     from tpscope.metrics import analyze_run
     from tpscope.trace import load_run
@@ -41,14 +45,16 @@ def analyze_folder(run_dir: Path, reference: Path | None, workers: int | None, u
         with working(f"tpscope: reading {reference}") if reference is not None else nullcontext():
             ref = load_run(reference, workers=workers) if reference is not None else None
         with working(f"tpscope: analyzing {run_dir}"):
-            return analyze_run(run, reference=ref, align=align)
+            return analyze_run(run, reference=ref, align=align, include_first_step=include_first_step)
 
     if not use_cache:
         return compute()
     from tpscope.cache import DiskCache
 
     cache = DiskCache()
-    kind = f"analysis-{align}" if reference is None else f"analysis-{align}-vs-{cache.key('reference', reference)}"
+    kind = f"analysis-{align}{'-first' if include_first_step else ''}"
+    if reference is not None:
+        kind += f"-vs-{cache.key('reference', reference)}"
     if not run_dir.exists() or (reference is not None and not reference.exists()):
         return compute()  # the loader names what is missing
     return cache.get_or_compute(kind, run_dir, compute)
@@ -69,7 +75,8 @@ def main(args: argparse.Namespace) -> int:
     runs = find_runs(run_dir) if run_dir.is_dir() else []
     if len(runs) > 1 or (runs and runs[0] != run_dir):  # a folder of runs, one subfolder each
         return _many(run_dir, runs, reference, args, out)
-    analysis = analyze_folder(run_dir, reference, args.workers, use_cache=not args.no_cache, align=args.align)
+    analysis = analyze_folder(run_dir, reference, args.workers, use_cache=not args.no_cache, align=args.align,
+                              include_first_step=args.include_first_step)
     if args.json:
         from tpscope.metrics import as_json
 
@@ -92,8 +99,8 @@ def _write(text: str, out: Path | None) -> None:
 
 def _many(root: Path, runs: list[Path], reference: Path | None, args: argparse.Namespace, out: Path | None) -> int:
     """A folder of runs (a TensorBoard log directory): each run analyzed, then one line per run."""
-    analyses = [analyze_folder(r, reference, args.workers, use_cache=not args.no_cache, align=args.align)
-                for r in runs]
+    analyses = [analyze_folder(r, reference, args.workers, use_cache=not args.no_cache, align=args.align,
+                               include_first_step=args.include_first_step) for r in runs]
     if args.json:
         from tpscope.metrics import as_json
 

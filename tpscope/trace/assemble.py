@@ -113,8 +113,8 @@ def _only_group_size(di) -> int | None:
 
 
 def _cpu_table(raw: RawColumns, symbols: SymbolTable, lanes: _Lanes, group_size: int | None) -> GpuActivities:
-    """The activity table of a CPU run (trace.cpu_activities): each activity is its own launch,
-    on its own thread."""
+    """The activity table of a CPU run (trace.cpu_activities): each activity is issued at its own
+    start, on its own thread, with no launch call to wait for (metrics.md §1, §7)."""
     c = cpu_activities(raw, symbols, group_size)
     n = len(c)
     missing = np.full(n, MISSING, np.int64)
@@ -127,7 +127,7 @@ def _cpu_table(raw: RawColumns, symbols: SymbolTable, lanes: _Lanes, group_size:
         lane=lanes.add(np.full(n, CPU_LANE_DEVICE, np.int64), c.tid),
         correlation=missing,
         launch_start_ns=c.start_ns,
-        launch_end_ns=c.start_ns,
+        launch_end_ns=missing.copy(),  # no launch call: a CPU op's readiness is its thread's and its peers
         launch_tid=c.tid,
         step=missing.copy(),
         external_id=c.external_id,
