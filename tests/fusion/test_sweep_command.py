@@ -100,7 +100,7 @@ def test_a_failed_variant_is_reported_and_the_sweep_goes_on(tmp_path, monkeypatc
 
     launched = []
 
-    def fake_launch(nproc, module, args, regime, prog="tpscope run", extra_env=None):
+    def fake_launch(nproc, module, args, regime, prog="tpscope run", extra_env=None, rdzv=None):
         cfg = json.loads(args[args.index("--config-json") + 1])
         launched.append(cfg["mode"])
         if cfg["mode"] == "ring":
