@@ -139,3 +139,13 @@ def test_a_folder_of_runs_is_found_and_named_when_one_run_is_expected(tmp_path):
     assert find_runs(tmp_path / "logs" / "empty") == []
     with pytest.raises(UserError, match=r"a folder of 2 runs \(a-run, b-run\)"):
         load_run(tmp_path / "logs")
+
+
+def test_a_folder_of_a_run_stopped_before_its_traces_says_so(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "tpscope_run.json").write_text(json.dumps({"complete": False, "stopped": "stopped by SIGTERM"}))
+    with pytest.raises(UserError) as exc:
+        load_run(run)
+    assert str(exc.value) == (f"{run}: no trace files (*.json or *.json.gz from torch.profiler) in this folder; "
+                              "its manifest says the run did not finish (stopped by SIGTERM)")

@@ -185,7 +185,7 @@ def compare(rows: list[dict]) -> str:
 
 def main(args: argparse.Namespace) -> int:
     from tpscope.fusion.launch import launch, prepare_out_dir
-    from tpscope.fusion.run_command import _device, _nproc, prepare_run_dir, rendezvous_from_args
+    from tpscope.fusion.run_command import _device, _nproc, claim_run_dir, rendezvous_from_args
     from tpscope.progress import working
 
     device = _device(args)
@@ -201,12 +201,16 @@ def main(args: argparse.Namespace) -> int:
         overrides = {f: getattr(v, f) for f in _OPTIONS.values() if getattr(v, f) is not None}
         cfg = replace(base_cfg, out_dir=str(run_dir), mode=v.mode, chunks=v.chunks, regime=v.regime, **overrides)
         preflight(cfg, nproc, rdzv.max_nodes)
-        prepare_run_dir(str(run_dir), args.overwrite, rdzv)
+        claim = claim_run_dir(str(run_dir), args.overwrite, rdzv)
         print(f"tpscope sweep: [{i + 1}/{len(variants)}] {v.name} -> {run_dir}", flush=True)
         command = ["tpscope", "sweep", *sys.argv[2:]] if len(sys.argv) > 1 else []
         rc = launch(nproc, "tpscope.fusion.worker",
                     ["--config-json", config_to_json(cfg), "--command-json", json.dumps(command)], cfg.regime,
-                    extra_env=dict(v.env), rdzv=rdzv)
+                    extra_env=dict(v.env), out_dir=str(run_dir), command=command, rdzv=rdzv)
+        if claim is not None:
+            claim.release()
+        if rc > 128:  # stopped by a signal (launch printed which): the sweep stops too
+            return rc
         if rc != 0:
             if i == 0:
                 raise UserError(f"{run_dir}: the baseline run failed (exit {rc}); see its output above")

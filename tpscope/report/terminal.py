@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from tpscope.metrics import RunAnalysis
 from tpscope.report.metric_defs import number
+from tpscope.text import printable
 
 
 def fmt(value: float | None, kind: str = "us") -> str:
@@ -17,17 +18,20 @@ def fmt(value: float | None, kind: str = "us") -> str:
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str = "",
           left: Sequence[int] = (0,)) -> str:
-    """A text table drawn by rich: columns in `left` left-aligned, the others right-aligned."""
+    """A text table drawn by rich: columns in `left` left-aligned, the others right-aligned. Cells
+    are plain text (no rich markup) and printable: names from traces send no escape sequence to
+    the terminal."""
     from rich import box
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
-    t = Table(title=title or None, title_justify="left", title_style="", header_style="", box=box.SIMPLE_HEAD,
-              show_edge=False, pad_edge=False, collapse_padding=True)
+    t = Table(title=Text(printable(title)) if title else None, title_justify="left", title_style="",
+              header_style="", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
     for i, h in enumerate(headers):
-        t.add_column(h, justify="left" if i in left else "right", no_wrap=True)
+        t.add_column(Text(h), justify="left" if i in left else "right", no_wrap=True)
     for r in rows:
-        t.add_row(*r)
+        t.add_row(*(Text(printable(c)) for c in r))
     console = Console(file=io.StringIO(), width=100_000, color_system=None, highlight=False, emoji=False)
     console.print(t)
     return "\n".join(line.rstrip() for line in console.file.getvalue().splitlines()).strip("\n")
@@ -148,7 +152,7 @@ def render(analysis: RunAnalysis, extra_sections: Sequence[str] = ()) -> str:
     parts += [*extra_sections, summary_table(analysis)]
     if analysis.warnings:
         parts.append("warnings:\n" + "\n".join(f"  - {w}" for w in analysis.warnings))
-    return "\n\n".join(parts)
+    return printable("\n\n".join(parts), keep_newlines=True)
 
 
 def runs_table(root, names: Sequence[str], analyses: Sequence[RunAnalysis]) -> str:
