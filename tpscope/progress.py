@@ -14,10 +14,13 @@ from contextlib import contextmanager
 @contextmanager
 def working(what: str) -> Iterator[None]:
     """A spinner saying `what` while the block runs (nothing when stderr is not a terminal)."""
-    if not sys.stderr.isatty():
+    try:
+        from rich.console import Console
+    except ImportError:  # a machine with torch alone (tpscope run and sweep need nothing more)
+        Console = None
+    if Console is None or not sys.stderr.isatty():
         yield
         return
-    from rich.console import Console
 
     with Console(stderr=True).status(what):
         yield
