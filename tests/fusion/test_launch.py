@@ -13,7 +13,13 @@ from pathlib import Path
 import pytest
 
 from tpscope.errors import UserError
-from tpscope.fusion.launch import child_env, inside_torchrun, prepare_out_dir, torchrun_command
+from tpscope.fusion.launch import (
+    Rendezvous,
+    child_env,
+    inside_torchrun,
+    prepare_out_dir,
+    torchrun_command,
+)
 
 
 def test_out_folder_is_refused_unless_overwrite(tmp_path):
@@ -50,6 +56,17 @@ def test_torchrun_command_and_detection():
     assert "--nproc-per-node=3" in cmd and "--standalone" in cmd
     assert cmd[-2:] == ["tpscope.fusion.worker", "--x"]
     assert inside_torchrun({"RANK": "0", "WORLD_SIZE": "2"}) and not inside_torchrun({"RANK": "0"})
+
+
+def test_multi_node_options_replace_standalone():
+    rdzv = Rendezvous(nnodes="2", node_rank=1, rdzv_endpoint="10.0.0.1:29400", rdzv_backend="c10d", rdzv_id="job")
+    cmd = torchrun_command(4, "tpscope.fusion.worker", ["--x"], rdzv)
+    assert "--standalone" not in cmd
+    assert cmd[3:8] == ["--nnodes=2", "--node-rank=1", "--rdzv-endpoint=10.0.0.1:29400", "--rdzv-backend=c10d",
+                        "--rdzv-id=job"]
+    assert Rendezvous(nnodes="1:4", rdzv_endpoint="h:1").max_nodes == 4
+    with pytest.raises(UserError, match="--rdzv-endpoint"):
+        Rendezvous(nnodes="2")
 
 
 def test_a_folder_held_by_a_run_is_refused_and_freed_when_released(tmp_path):

@@ -87,6 +87,39 @@ def test_run_joins_a_torchrun_started_by_the_user(tmp_path):
     _check_run_folder(out, 2, "ring")
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_launchers_write_one_run_folder_with_every_rank(tmp_path):
+    """Two "nodes" on this machine, one launcher each, meeting at one rendezvous on 127.0.0.1:
+    one run folder with both ranks, as torchrun's multi-node launch gives (docs/runtime.md)."""
+    out = tmp_path / "two-nodes"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    node = ["--nnodes", "2", "--rdzv-endpoint", f"127.0.0.1:{_free_port()}", "--rdzv-backend", "c10d",
+            "--rdzv-id", "two-nodes", "--nproc", "1", "--out", str(out), *SMALL]
+    cmd = [sys.executable, "-m", "tpscope.cli", "run"]
+    procs = [subprocess.Popen(cmd + ["--node-rank", str(k)] + node, env=env, cwd=REPO, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for k in (0, 1)]
+    outputs = [p.communicate(timeout=150) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [e[-2000:] for _, e in outputs]
+    manifest = _check_run_folder(out, 2, "chunked")
+    assert manifest["regime"] == "gloo"  # a CPU run: no NCCL regime
+    assert "UserWarning" not in "".join(e for _, e in outputs)
+
+
+def test_multi_node_options_are_checked_before_any_process_starts(tmp_path):
+    for args, words in ((["--nnodes", "2"], "--rdzv-endpoint"), (["--nnodes", "two"], "--nnodes two"),
+                        (["--node-rank", "-1"], "--node-rank")):
+        done = _tpscope("run", "--out", str(tmp_path / "x"), *SMALL, *args)
+        assert done.returncode == 2 and words in done.stderr, (args, done.stderr[-2000:])
+        assert done.stderr.strip().count("\n") == 0, done.stderr
+
+
 @pytest.mark.parametrize("option, value, words", [
     ("--chunks", "0", "--chunks must be >= 1, not 0"),
     ("--timeout-s", "nan", "--timeout-s must be a finite number > 0, not nan"),

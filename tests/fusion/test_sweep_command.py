@@ -100,7 +100,8 @@ def test_a_failed_variant_is_reported_and_the_sweep_goes_on(tmp_path, monkeypatc
 
     launched = []
 
-    def fake_launch(nproc, module, args, regime, prog="tpscope run", extra_env=None, out_dir=None, command=None):
+    def fake_launch(nproc, module, args, regime, prog="tpscope run", extra_env=None, out_dir=None, command=None,
+                    rdzv=None):
         cfg = json.loads(args[args.index("--config-json") + 1])
         launched.append(cfg["mode"])
         assert out_dir == cfg["out_dir"]  # the folder launch marks incomplete when the run fails
@@ -131,7 +132,8 @@ def test_a_signal_that_stops_a_variant_stops_the_sweep(tmp_path, monkeypatch):
 
     launched = []
 
-    def fake_launch(nproc, module, args, regime, prog="tpscope run", extra_env=None, out_dir=None, command=None):
+    def fake_launch(nproc, module, args, regime, prog="tpscope run", extra_env=None, out_dir=None, command=None,
+                    rdzv=None):
         cfg = json.loads(args[args.index("--config-json") + 1])
         launched.append(cfg["mode"])
         if cfg["mode"] == "ring":

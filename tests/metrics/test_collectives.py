@@ -257,7 +257,8 @@ def test_older_traces_match_by_order_of_kind_and_size_marked_inferred():
 
 def test_one_rank_of_many_names_its_missing_group_members():
     a = analyze_run(load_run(REAL / "tracelens-b200-eager-rank0of8"))
-    assert a.collectives == []
+    # a run of one rank lists its own collectives, each held by that rank alone (§5)
+    assert a.collectives and all(c.ranks == [0] and c.skew_us == 0 for c in a.collectives)
     assert any("3 [0,1,2,3,4,5,6,7] lacks rank(s) 1-7" in w for w in a.warnings), a.warnings
     assert any("one rank of world size 8" in w for w in a.warnings), a.warnings
 
@@ -313,3 +314,16 @@ def test_the_critical_path_changes_rank_only_through_a_shared_instance(tmp_path)
                 assert a >= 0 and b >= 0 and match.instance[a] >= 0 and match.instance[a] == match.instance[b]
                 crossings[name] += 1
     assert crossings["pp"] > 0  # the pipeline's path does cross its stages
+
+
+def test_one_rank_alone_gets_its_collectives(tmp_path):
+    """A single rank's trace: each collective is an instance of its own, no wait, all transfer."""
+    r = RankTrace(0, world_size=1)
+    r.gpu_annotation("ProfilerStep#1", 0, 500)
+    r.kernel("gemm", 0, 100)
+    for k, (start, dur) in enumerate(((100, 60), (300, 90))):
+        r.kernel("ncclDevKernel_AllReduce", start, dur, stream=14,
+                 collective=Collective("allreduce", in_nelems=256, out_nelems=256, dtype="Float", seq=k,
+                                       group_size=1, on_kernel=True))
+    analysis = analyze_run(load_run(write_run(tmp_path / "one", [r]), workers=1))
+    assert [(c.transfer_us, c.wait_us, c.ranks) for c in analysis.collectives] == [(60.0, 0.0, [0]), (90.0, 0.0, [0])]

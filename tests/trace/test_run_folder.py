@@ -152,6 +152,41 @@ def test_a_wrapped_around_duration_is_dropped_with_a_warning(tmp_path):
     assert span < 10**9
 
 
+def _cycle(rank: int, step: int, start_us: float) -> RankTrace:
+    r = RankTrace(rank)
+    r.cpu_annotation(f"ProfilerStep#{step}", start_us, 400)
+    r.kernel("gemm", start_us + 10, 100, launch_us=(start_us + 5, 2))
+    r.kernel("gemm", start_us + 150, 100, launch_us=(start_us + 140, 2))
+    return r
+
+
+def test_profiling_cycles_of_one_rank_become_consecutive_steps(tmp_path):
+    """schedule(repeat=2) writes two files per rank (one per cycle), both with that rank: read as
+    one trace per rank whose steps are the two cycles' steps."""
+    for rank in (0, 1):
+        _cycle(rank, 2, 0).write(tmp_path / f"rank{rank}.100.pt.trace.json.gz")
+        _cycle(rank, 6, 5000).write(tmp_path / f"rank{rank}.200.pt.trace.json.gz")
+    run = load_run(tmp_path, workers=1)
+    assert run.rank_ids == [0, 1]
+    for r in run.ranks:
+        assert r.steps.step.tolist() == [2, 6]
+        assert len(r.gpu) == 4 and r.gpu.step.tolist() == [2, 2, 6, 6]
+        assert (r.steps.end_ns - r.steps.start_ns).tolist() == [240_000, 240_000]
+
+
+def test_a_folder_of_runs_is_found_and_named_when_one_run_is_expected(tmp_path):
+    from tpscope.trace import find_runs
+
+    for name in ("b-run", "a-run"):
+        write_run(tmp_path / "logs" / name, two_ranks())
+    (tmp_path / "logs" / "empty").mkdir()
+    assert [p.name for p in find_runs(tmp_path / "logs")] == ["a-run", "b-run"]
+    assert find_runs(tmp_path / "logs" / "a-run") == [tmp_path / "logs" / "a-run"]
+    assert find_runs(tmp_path / "logs" / "empty") == []
+    with pytest.raises(UserError, match=r"a folder of 2 runs \(a-run, b-run\)"):
+        load_run(tmp_path / "logs")
+
+
 def test_a_folder_of_a_run_stopped_before_its_traces_says_so(tmp_path):
     run = tmp_path / "run"
     run.mkdir()

@@ -2,7 +2,7 @@
 
 Vocabulary: a *mode* is how a GEMM and its collective are fused; *chunks* is how many pieces the
 chunked mode cuts the local rows into; a *regime* is an NCCL environment that stands for an
-interconnect (BENCHMARKS.md). No torch here: the CLI parses options without importing it.
+interconnect (docs/benchmarks.md). No torch here: the CLI parses options without importing it.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from enum import Enum
 
 
 class Mode(str, Enum):
-    """How a GEMM and its collective are fused (DESIGN.md, issue 4)."""
+    """How a GEMM and its collective are fused."""
 
     NONE = "none"  # collective, then GEMM (AG side); GEMM, then collective (RS side)
     CHUNKED = "chunked"  # k collectives of row chunks pipelined with k GEMMs
@@ -33,7 +33,7 @@ ALL_MODES: tuple[str, ...] = tuple(m.value for m in Mode)
 
 
 class Regime(str, Enum):
-    """An NCCL environment standing for an interconnect; names fixed by BENCHMARKS.md."""
+    """An NCCL environment standing for an interconnect; names fixed by docs/benchmarks.md."""
 
     NVLINK = "nvlink"
     SHM = "shm"
@@ -131,7 +131,7 @@ class RunConfig:
     chunks: int = 4
     """Row chunks for `chunked` (`ring`: transfers per ring step; `copy_engine`: copies per peer)."""
     regime: str = ""
-    """NCCL environment (BENCHMARKS.md); '' keeps the inherited one (its regime is inferred)."""
+    """NCCL environment (docs/benchmarks.md); '' keeps the inherited one (its regime is inferred)."""
     device: str = "cuda"
     """`cuda` (NCCL) or `cpu` (gloo)."""
     dtype: str = "bfloat16"

@@ -153,8 +153,14 @@ def mark_incomplete(out_dir: str | Path, reason: str, command: list[str] | None 
         pass  # the folder went away: nothing left to mark
 
 
-def resolve_regime(regime: str, environ: Mapping[str, str]) -> str:
-    """The regime name to record: the one asked for, else the one the environment amounts to."""
+CPU_REGIME = "gloo"  # what a CPU run records as its regime: gloo over TCP, no NCCL environment
+
+
+def resolve_regime(regime: str, environ: Mapping[str, str], device: str = "cuda") -> str:
+    """The regime name to record: the one asked for, else the one the environment amounts to
+    (a CPU run's, gloo's, whatever NCCL variables are set)."""
+    if device == "cpu":
+        return regime or CPU_REGIME
     return regime or infer_regime(environ)
 
 
@@ -168,16 +174,60 @@ def child_env(regime: str, environ: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
-def torchrun_command(nproc: int, module: str, module_args: list[str]) -> list[str]:
-    """`python -m torch.distributed.run --standalone --nproc-per-node N -m MODULE ARGS`."""
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone",
+@dataclass(frozen=True, slots=True)
+class Rendezvous:
+    """torchrun's multi-node options, passed through as the user gave them (docs/runtime.md).
+
+    One launcher per node: every launcher names the same `rdzv_endpoint` (HOST:PORT of a node
+    they all reach) and `rdzv_id`; `nnodes` is N or MIN:MAX; `node_rank` orders the nodes for the
+    static backend. With none of them given, one node runs alone (torchrun's `--standalone`)."""
+
+    nnodes: str = "1"
+    node_rank: int = 0
+    rdzv_endpoint: str = ""
+    rdzv_backend: str = ""
+    rdzv_id: str = ""
+
+    def __post_init__(self) -> None:
+        counts = self.nnodes.split(":")
+        if not (1 <= len(counts) <= 2 and all(c.isdigit() and int(c) >= 1 for c in counts)):
+            raise UserError(f"--nnodes {self.nnodes}: give a node count N or a range MIN:MAX (torchrun's form)")
+        if self.node_rank < 0:
+            raise UserError(f"--node-rank must be >= 0, not {self.node_rank}")
+        if self.multi_node and not self.rdzv_endpoint:
+            raise UserError(f"--nnodes {self.nnodes} needs --rdzv-endpoint HOST:PORT, a node every launcher reaches")
+
+    @property
+    def multi_node(self) -> bool:
+        return self.nnodes != "1" or bool(self.rdzv_endpoint)
+
+    @property
+    def max_nodes(self) -> int:
+        return int(self.nnodes.split(":")[-1])
+
+    def torchrun_args(self) -> list[str]:
+        if not self.multi_node:
+            return ["--standalone"]
+        args = [f"--nnodes={self.nnodes}", f"--node-rank={self.node_rank}", f"--rdzv-endpoint={self.rdzv_endpoint}"]
+        args += [f"--rdzv-backend={self.rdzv_backend}"] if self.rdzv_backend else []
+        return args + ([f"--rdzv-id={self.rdzv_id}"] if self.rdzv_id else [])
+
+
+SINGLE_NODE = Rendezvous()
+
+
+def torchrun_command(nproc: int, module: str, module_args: list[str], rdzv: Rendezvous = SINGLE_NODE) -> list[str]:
+    """`python -m torch.distributed.run --standalone --nproc-per-node N -m MODULE ARGS`, or with
+    the multi-node options of `rdzv` in place of `--standalone`."""
+    return [sys.executable, "-m", "torch.distributed.run", *rdzv.torchrun_args(),
             f"--nproc-per-node={nproc}", "-m", module, *module_args]
 
 
-def supervised_command(nproc: int, module: str, module_args: list[str], report: str) -> list[str]:
+def supervised_command(nproc: int, module: str, module_args: list[str], report: str,
+                       rdzv: Rendezvous = SINGLE_NODE) -> list[str]:
     """torchrun_command run through tpscope.fusion.supervisor, which writes failed ranks to `report`."""
     return [sys.executable, "-m", "tpscope.fusion.supervisor", report,
-            *torchrun_command(nproc, module, module_args)[3:]]
+            *torchrun_command(nproc, module, module_args, rdzv)[3:]]
 
 
 def describe_failure(failures: list[dict]) -> str:
@@ -249,16 +299,17 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
 
 def launch(nproc: int, module: str, module_args: list[str], regime: str, prog: str = "tpscope run",
            extra_env: Mapping[str, str] | None = None, out_dir: str | None = None,
-           command: list[str] | None = None) -> int:
+           command: list[str] | None = None, rdzv: Rendezvous = SINGLE_NODE) -> int:
     """Run the workers under torchrun on this node and return its exit code: 0, 2 when every
     failed rank exited 2 (a user error each printed), 128 + N when stopped by signal N (torchrun
     and every worker stopped first), else 1 after one line naming the rank that failed.
     `extra_env`: variables for these workers only, over this process's environment. `out_dir`:
-    the run folder, marked incomplete in its manifest when the run does not finish."""
+    the run folder, marked incomplete in its manifest when the run does not finish. `rdzv`: how
+    this node joins the others."""
     env = child_env(regime, {**os.environ, **(extra_env or {})})
     with tempfile.TemporaryDirectory(prefix="tpscope-launch-") as tmp:
         report = os.path.join(tmp, "failures.json")
-        rc, stop = run_supervised(supervised_command(nproc, module, module_args, report), env, out_dir)
+        rc, stop = run_supervised(supervised_command(nproc, module, module_args, report, rdzv), env, out_dir)
         if rc == 0 and stop is None:
             return 0
         try:

@@ -1,4 +1,4 @@
-"""The run folder's manifest, `tpscope_run.json` (DESIGN.md, "The run folder").
+"""The run folder's manifest, `tpscope_run.json` (docs/runtime.md).
 
 Fields: tpscope version, torch/NCCL/CUDA versions, GPU name and count, regime and its env, mode,
 chunks, tp, model shape, dtype, seq len, batch, steps, per-step wall times, tokens/s, peak memory;

@@ -189,7 +189,7 @@ def train(cfg: RunConfig, *, rank: int, tp: int, device: torch.device, plan: Fus
     timer = _StepTimer(device)
     losses, times = [], []
     # All batches are drawn before the first step: drawing them is CPU work that would fill the
-    # traces and delay the GPU (BENCHMARKS.md: time the training, not the data).
+    # traces and delay the GPU (docs/benchmarks.md: time the training, not the data).
     batches = [
         tuple(t.to(device) for t in sequence_major(
             synthetic_batch(cfg.model.vocab, cfg.batch, cfg.seq_len, cfg.seed, step)))

@@ -99,7 +99,7 @@ def _plan(cfg: RunConfig, tp: int, device: torch.device, regime: str, rank: int 
 
 def run_rank(cfg: RunConfig, command: list[str]) -> int:
     """Everything one rank does; rank 0 prints progress and writes the manifest."""
-    regime = resolve_regime(cfg.regime, os.environ)
+    regime = resolve_regime(cfg.regime, os.environ, cfg.device)
     if cfg.regime:
         apply_in_process(cfg.regime, os.environ)
     apply_defaults(os.environ)

@@ -63,6 +63,7 @@ class RunAnalysis:
     kernel_contention: list[KernelContention] = field(default_factory=list)
     comm_contention: list[CommContention] = field(default_factory=list)
     manifest: dict | None = None
+    cpu_run: bool = False  # every rank without GPU activity, analyzed from its CPU side (metrics.md §1)
     step_rule: dict[int, str] = field(default_factory=dict)  # per rank: the §3 rule its steps came from
     first_step_included: bool = False  # whether the summary's means hold the first profiled step
 
@@ -145,6 +146,7 @@ def analyze_run(run: Run, reference: Run | None = None, align: str = "auto",
         kernel_contention=cross["contention"].kernels,
         comm_contention=cross["contention"].collectives,
         manifest=run.manifest,
+        cpu_run=bool(run.ranks) and all(r.cpu_run for r in run.ranks),
         step_rule={r.rank: r.steps.source for r in run.ranks},
         first_step_included=include_first_step,
     )
@@ -182,7 +184,7 @@ def _fill_step(s: StepBreakdown, cross: dict, first_step: bool) -> StepBreakdown
 
 
 def as_json(analysis: RunAnalysis) -> dict:
-    """The JSON document of `tpscope analyze --json` (DESIGN.md): a plain dump of the dataclasses."""
+    """The JSON document of `tpscope analyze --json`: a plain dump of the dataclasses."""
     doc = {"tpscope_version": __version__}
     for f in dataclasses.fields(analysis):
         if f.name == "manifest":

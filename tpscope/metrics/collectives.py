@@ -365,7 +365,8 @@ def _validate(acts: RunActivities, idx: np.ndarray, keys: np.ndarray, checked: t
     members = np.bincount(inst, minlength=n)
     distinct = np.bincount(np.unique(np.stack([inst, pos], axis=1), axis=0)[:, 0], minlength=n)
     bad_field = np.where((bad_field < 0) & (distinct != members), len(_CHECKED), bad_field)
-    lonely = (members < 2) & (bad_field < 0)
+    # one rank alone: each of its collectives is an instance of its own (wait 0, metrics.md §5)
+    lonely = (members < 2) & (bad_field < 0) & (len(acts.rank_ids) > 1)
     good = (bad_field < 0) & ~lonely
     first_row = np.full(n, _I64_MAX, np.int64)
     np.minimum.at(first_row, inst, idx)
@@ -718,7 +719,7 @@ def exposed_ns(acts: RunActivities, compute_sets: list[iv.IntervalSet]) -> np.nd
 
 def collective_instances(acts: RunActivities, match: CollectiveMatch, timing: CollectiveTiming,
                          exposed: np.ndarray) -> list[CollectiveInstance]:
-    """The JSON rows of `collectives` (DESIGN.md), in step and key order."""
+    """The JSON rows of `collectives`, in step and key order."""
     n = match.n_instances
     if n == 0:
         return []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 from tpscope.errors import UserError
@@ -12,7 +13,8 @@ from tpscope.outputs import check_out_file, write_text
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_dir", nargs="?", help="run folder or trace file (default: the bundled sample run)")
+    p.add_argument("run_dir", nargs="?", help="run folder, trace file, or a folder of runs (one subfolder each, "
+                                              "as with tensorboard_trace_handler) (default: the bundled sample run)")
     p.add_argument("--json", action="store_true",
                    help="print the JSON document (fields: docs/metrics.md) instead of tables")
     p.add_argument("--reference", metavar="RUN_DIR", help="an unfused run: isolated kernel baselines and Flux E")
@@ -37,11 +39,14 @@ def analyze_folder(run_dir: Path, reference: Path | None, workers: int | None, u
     from tpscope.trace import load_run
 
     def compute():
-        if sys.stderr.isatty():
-            print(f"tpscope: reading {run_dir} ...", file=sys.stderr, flush=True)
-        run = load_run(run_dir, workers=workers)
-        ref = load_run(reference, workers=workers) if reference is not None else None
-        return analyze_run(run, reference=ref, align=align, include_first_step=include_first_step)
+        from tpscope.progress import working
+
+        with working(f"tpscope: reading {run_dir}"):
+            run = load_run(run_dir, workers=workers)
+        with working(f"tpscope: reading {reference}") if reference is not None else nullcontext():
+            ref = load_run(reference, workers=workers) if reference is not None else None
+        with working(f"tpscope: analyzing {run_dir}"):
+            return analyze_run(run, reference=ref, align=align, include_first_step=include_first_step)
 
     if not use_cache:
         return compute()
@@ -68,18 +73,49 @@ def main(args: argparse.Namespace) -> int:
         check_out_file(out, args.overwrite)
     run_dir = Path(args.run_dir) if args.run_dir else default_run()
     reference = Path(args.reference) if args.reference else None
+    from tpscope.trace import find_runs
+
+    runs = find_runs(run_dir) if run_dir.is_dir() else []
+    if len(runs) > 1 or (runs and runs[0] != run_dir):  # a folder of runs, one subfolder each
+        return _many(run_dir, runs, reference, args, out)
     analysis = analyze_folder(run_dir, reference, args.workers, use_cache=not args.no_cache, align=args.align,
                               include_first_step=args.include_first_step)
     if args.json:
         from tpscope.metrics import as_json
 
-        text = json.dumps(as_json(analysis), indent=1) + "\n"
-        if out is not None:
-            write_text(out, text)
-        else:
-            sys.stdout.write(text)
+        _write(json.dumps(as_json(analysis), indent=1) + "\n", out)
     else:
         from tpscope.report import terminal
 
         print(terminal.render(analysis))
+        print()
+        print(terminal.next_steps(str(run_dir)))
+    return 0
+
+
+def _write(text: str, out: Path | None) -> None:
+    if out is not None:
+        write_text(out, text)
+    else:
+        sys.stdout.write(text)
+
+
+def _many(root: Path, runs: list[Path], reference: Path | None, args: argparse.Namespace, out: Path | None) -> int:
+    """A folder of runs (a TensorBoard log directory): each run analyzed, then one line per run."""
+    analyses = [analyze_folder(r, reference, args.workers, use_cache=not args.no_cache, align=args.align,
+                               include_first_step=args.include_first_step) for r in runs]
+    if args.json:
+        from tpscope.metrics import as_json
+
+        doc = {"runs": {r.name: as_json(a) for r, a in zip(runs, analyses)}}
+        _write(json.dumps(doc, indent=1) + "\n", out)
+        return 0
+    from tpscope.report import terminal
+
+    for a in analyses:
+        print(terminal.render(a))
+        print()
+    print(terminal.runs_table(root, [r.name for r in runs], analyses))
+    print()
+    print(terminal.next_steps(str(root), many=True))
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from tpscope.report.build import KernelDelta, Report, RunInfo
 from tpscope.report.collective_table import CollectiveDelta
 from tpscope.report.compare import MetricComparison, Status
-from tpscope.report.metric_defs import format_delta, format_value, metric_def
+from tpscope.report.metric_defs import format_delta, format_value, metric_def, number
 from tpscope.text import md_code, md_text, printable
 
 STATUS_MARK = {
@@ -39,7 +39,7 @@ def change_text(c: MetricComparison) -> str:
     unit = metric_def(c.metric).unit
     text = format_delta(c.delta, unit)
     if c.delta_ratio is not None and unit != "ratio":
-        text += f" ({c.delta_ratio * 100:+.1f}%)"
+        text += f" ({number(c.delta_ratio, 'relative')})"
     return text
 
 
@@ -75,7 +75,7 @@ SIGNIFICANCE = {True: "yes", False: "no (noise)", None: "n/a"}
 
 
 def _us(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.1f}"
+    return number(value, "us", with_unit=False)
 
 
 def _pair(b: float | None, c: float | None, fmt=_us) -> str:
@@ -85,11 +85,11 @@ def _pair(b: float | None, c: float | None, fmt=_us) -> str:
 def kernel_rows(deltas: tuple[KernelDelta, ...], alone: bool) -> tuple[list[str], list[list[str]]]:
     """Headers and plain-text rows of the kernel table (first column: the kernel name)."""
     if alone:
-        return (["kernel", "class", "µs per rank and step"],
-                [[d.key, d.activity_class, _us(d.candidate_us)] for d in deltas])
-    return (["kernel", "class", "baseline µs", "candidate µs", "change µs", "outside noise"],
-            [[d.key, d.activity_class, _us(d.baseline_us), _us(d.candidate_us), f"{d.delta_us:+,.1f}",
-              SIGNIFICANCE[d.significant]] for d in deltas])
+        return (["kernel shape", "class", "µs per rank and step", "kernels"],
+                [[d.key, d.activity_class, _us(d.candidate_us), d.kernels] for d in deltas])
+    return (["kernel shape", "class", "baseline µs", "candidate µs", "change µs", "outside noise", "kernels"],
+            [[d.key, d.activity_class, _us(d.baseline_us), _us(d.candidate_us), number(d.delta_us, "us", signed=True, with_unit=False),
+              SIGNIFICANCE[d.significant], d.kernels] for d in deltas])
 
 
 def collective_rows(deltas: tuple[CollectiveDelta, ...], alone: bool) -> tuple[list[str], list[list[str]]]:
@@ -98,7 +98,7 @@ def collective_rows(deltas: tuple[CollectiveDelta, ...], alone: bool) -> tuple[l
         return getattr(s, name) if s is not None else None
 
     def gbps(v):
-        return "-" if v is None else f"{v:,.1f}"
+        return number(v, "gbps")
 
     if alone:
         return (["collective", "messages per step", "exposed µs", "transfer µs", "wait µs", "busbw GB/s"],
@@ -108,7 +108,7 @@ def collective_rows(deltas: tuple[CollectiveDelta, ...], alone: bool) -> tuple[l
                "wait µs", "busbw GB/s"]
     rows = [[d.label, f"{get(d.baseline, 'messages') or '-'} → {get(d.candidate, 'messages') or '-'}",
              _pair(get(d.baseline, "exposed_us"), get(d.candidate, "exposed_us")),
-             "-" if d.delta_exposed_us is None else f"{d.delta_exposed_us:+,.1f}", SIGNIFICANCE[d.significant],
+             number(d.delta_exposed_us, "us", signed=True, with_unit=False), SIGNIFICANCE[d.significant],
              _pair(get(d.baseline, "transfer_us"), get(d.candidate, "transfer_us")),
              _pair(get(d.baseline, "wait_us"), get(d.candidate, "wait_us")),
              _pair(get(d.baseline, "busbw_gbps"), get(d.candidate, "busbw_gbps"), gbps)] for d in deltas]
@@ -133,14 +133,16 @@ def contention_rows(report: Report) -> tuple[list[str], list[list[str]]]:
 def name_table(headers: list[str], rows: list[list[str]], empty: str, limit: int = NAME_CHARS) -> str:
     if not rows:
         return empty
-    rows = [[md_code(short_name(r[0], limit)), *r[1:]] for r in rows]
-    return table(headers, rows, "l" + "".join("l" if h in ("class", "outside noise", "messages per step")
+    kernels = headers.index("kernels") if "kernels" in headers else -1  # names from traces: inert text
+    rows = [[md_code(short_name(r[0], limit)), *(md_text(c) if k + 1 == kernels else c for k, c in enumerate(r[1:]))]
+            for r in rows]
+    return table(headers, rows, "l" + "".join("l" if h in ("class", "outside noise", "messages per step", "kernels")
                                               else "r" for h in headers[1:]))
 
 
 def run_line(role: str, info: RunInfo) -> str:
     title = f" ({info.title})" if info.title != info.run_dir else ""
-    manifest = "" if info.has_manifest else ", no manifest"
+    manifest = ("" if info.has_manifest else ", no manifest") + (", CPU run (gloo, aten ops)" if info.cpu_run else "")
     return (f"- {role}: {md_code(info.run_dir)}{md_text(title)}: ranks {list(info.ranks)}, "
             f"{len(info.steps)} profiled step{'' if len(info.steps) == 1 else 's'}{manifest}")
 
@@ -202,7 +204,9 @@ def render(report: Report) -> str:
                  "medians; a change whose interval holds 0 is inside the step-to-step noise and never "
                  f"fails. Thresholds: `--fail-on {report.fail_on.spec}`."]
     body = [*loss_lines(report),
-            "", f"### Kernels {'by GPU time' if alone else 'that regressed most'} (µs per rank and step)", "",
+            "", f"### Kernels {'by GPU time' if alone else 'that regressed most'}, by shape (µs per rank and step)", "",
+            "A kernel's shape is the op that launched it and that op's input dims, so that a renamed "
+            "variant doing the same work is compared with what it replaced (metrics.md §9).", "",
             name_table(*kernel_rows(report.kernels, alone),
                        "No kernel took longer per step in the candidate." if not alone else "No kernels."),
             "", f"### Collectives {'by exposed time' if alone else 'whose exposed time grew most'} "

@@ -136,15 +136,26 @@ def check_comparable(report) -> None:
 def build(candidate: str | None, baseline: str | None, fail_on, loss_rtol: float | None = None):
     """Load, analyze and compare (trace -> metrics -> report)."""
     from tpscope.metrics import analyze_run
-    from tpscope.metrics.kernel_stats import by_collective, kernel_times
+    from tpscope.metrics.kernel_stats import by_collective, kernel_names, kernel_times
     from tpscope.report.build import RunResults, build_report
     from tpscope.samples import default_run
     from tpscope.trace import load_run
 
     def results(path) -> RunResults:
-        run = load_run(path)
-        return RunResults(analyze_run(run), kernel_times(run, "name"),
-                          by_collective(kernel_times(run, "collective")))
+        from tpscope.progress import working
+
+        with working(f"tpscope: reading {path}"):
+            run = load_run(path)
+        with working(f"tpscope: analyzing {path}"):
+            return RunResults(analyze_run(run), kernel_times(run, "shape"),  # metrics.md §9: renames compare
+                              by_collective(kernel_times(run, "collective")), kernel_names(run))
 
     cand = results(candidate or default_run())
-    return build_report(cand, fail_on, results(baseline) if baseline is not None else None, loss_rtol)
+    base = results(baseline) if baseline is not None else None
+    if base is not None and base.analysis.cpu_run != cand.analysis.cpu_run:
+        from tpscope.errors import UserError
+
+        cpu, gpu = (base, cand) if base.analysis.cpu_run else (cand, base)
+        raise UserError(f"{cpu.analysis.run_dir} is a CPU run and {gpu.analysis.run_dir} a GPU run: "
+                        "compare runs of one kind")
+    return build_report(cand, fail_on, base, loss_rtol)

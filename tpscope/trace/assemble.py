@@ -7,17 +7,26 @@ External id), classes, collective metadata, kernel signatures and step windows.
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import msgspec
 import numpy as np
 
-from tpscope.trace.classify import ActivityClass, classify
+from tpscope.trace.classify import ActivityClass, ActivityKind, classify
 from tpscope.trace.columns import MISSING, SymbolTable, lookup
+from tpscope.trace.cpu_activities import cpu_activities, has_cpu_activity
 from tpscope.trace.extract import COLLECTIVE_COLUMNS, RawColumns
 from tpscope.trace.schema import TraceFile
 from tpscope.trace.steps import launch_steps, step_windows
-from tpscope.trace.tables import CpuCalls, GpuActivities, Ranges, RankTrace, StreamWaits
+from tpscope.trace.tables import (
+    CPU_LANE_DEVICE,
+    CpuCalls,
+    GpuActivities,
+    Ranges,
+    RankTrace,
+    StreamWaits,
+)
 
 _DROPPED_WHAT = {"gpu": "GPU activities", "launch": "launch calls", "cpu_op": "CPU ops", "cpu_range": "CPU annotations",
                  "gpu_range": "GPU annotations", "sync": "cuda_sync events"}
@@ -59,7 +68,12 @@ def assemble(path: Path, trace: TraceFile, raw: RawColumns, rank: int, warnings:
     symbols = SymbolTable.from_symbols(raw.symbols)
     lanes = _Lanes()
     overlong = _drop_overlong(raw)
-    gpu = _gpu_table(raw, symbols, lanes)
+    di = trace.distributedInfo
+    cpu_run = len(raw.groups["gpu"]["start_ns"]) == 0 and has_cpu_activity(raw)
+    if cpu_run:  # metrics.md §1, "CPU runs"
+        gpu = _cpu_table(raw, symbols, lanes, _only_group_size(di))
+    else:
+        gpu = _gpu_table(raw, symbols, lanes)
     annotations = _ranges(raw, lanes)
     waits = _waits(raw, lanes)
     launch_step = launch_steps(gpu.launch_start_ns, annotations, symbols.symbols)
@@ -73,7 +87,6 @@ def assemble(path: Path, trace: TraceFile, raw: RawColumns, rank: int, warnings:
     if overlong:
         notes.append(f"{path}: {overlong} GPU activities lasting longer than the whole trace (a wrapped-around "
                      "duration) were dropped (metrics.md §1)")
-    di = trace.distributedInfo
     return RankTrace(
         rank=rank,
         path=path,
@@ -89,6 +102,52 @@ def assemble(path: Path, trace: TraceFile, raw: RawColumns, rank: int, warnings:
         runtime=_calls(raw.groups["launch"]),
         warnings=tuple(notes),
         info=info,
+        cpu_run=cpu_run,
+    )
+
+
+def _only_group_size(di) -> int | None:
+    """The size of the trace's process group when it has one (the world), else None."""
+    if di is None or not isinstance(di.world_size, int):
+        return None
+    try:
+        groups = json.loads(bytes(di.pg_config)) if len(di.pg_config) else []
+    except ValueError:
+        groups = []
+    return di.world_size if not isinstance(groups, list) or len(groups) <= 1 else None
+
+
+def _cpu_table(raw: RawColumns, symbols: SymbolTable, lanes: _Lanes, group_size: int | None) -> GpuActivities:
+    """The activity table of a CPU run (trace.cpu_activities): each activity is issued at its own
+    start, on its own thread, with no launch call to wait for (metrics.md §1, §7)."""
+    c = cpu_activities(raw, symbols, group_size)
+    n = len(c)
+    missing = np.full(n, MISSING, np.int64)
+    return GpuActivities(
+        start_ns=c.start_ns,
+        end_ns=c.end_ns,
+        name_id=c.name_id,
+        kind=np.full(n, ActivityKind.KERNEL, np.int8),
+        cls=c.cls,
+        lane=lanes.add(np.full(n, CPU_LANE_DEVICE, np.int64), c.tid),
+        correlation=missing,
+        launch_start_ns=c.start_ns,
+        launch_end_ns=missing.copy(),  # no launch call: a CPU op's readiness is its thread's and its peers
+        launch_tid=c.tid,
+        step=missing.copy(),
+        external_id=c.external_id,
+        signature_id=_cpu_signatures(symbols, c.name_id, c.dims_id),
+        coll_name_id=c.coll_name_id,
+        pg_name_id=c.pg_name_id,
+        seq=missing.copy(),
+        in_nelems=c.in_nelems,
+        out_nelems=c.out_nelems,
+        dtype_id=c.dtype_id,
+        group_size=c.group_size,
+        pg_ranks_id=np.full(n, MISSING, np.int32),  # gloo's collectives name no group ranks
+        pg_desc_id=np.full(n, MISSING, np.int32),
+        peer=missing.copy(),
+        p2p_id=np.full(n, MISSING, np.int32),
     )
 
 
@@ -223,6 +282,16 @@ def _signatures(symbols: SymbolTable, name_id, grid, block, dims_id) -> np.ndarr
         f"{sym[r[0]]}|grid={list(r[1:4])}|block={list(r[4:7])}|dims={sym[r[7]] if r[7] >= 0 else ''}"
         for r in uniq.tolist()
     ]
+    return symbols.ids(strings)[inverse.ravel()]
+
+
+def _cpu_signatures(symbols: SymbolTable, name_id, dims_id) -> np.ndarray:
+    """CPU ops' signature ids (metrics.md §8): "name|dims=input dims", once per distinct pair."""
+    if len(name_id) == 0:
+        return np.zeros(0, np.int32)
+    uniq, inverse = np.unique(np.column_stack([name_id, dims_id]).astype(np.int64), axis=0, return_inverse=True)
+    sym = symbols.symbols
+    strings = [f"{sym[a]}|dims={sym[b] if b >= 0 else ''}" for a, b in uniq.tolist()]
     return symbols.ids(strings)[inverse.ravel()]
 
 

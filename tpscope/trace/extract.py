@@ -36,7 +36,8 @@ GROUP_OF_CATEGORY: dict[str, str] = {
 }
 KIND_OF_CATEGORY = {**GPU_CATEGORIES, "memcpy": GPU_CATEGORIES["gpu_memcpy"], "memset": GPU_CATEGORIES["gpu_memset"]}
 # columns that hold ids into RawColumns.symbols (remapped by `merge`)
-SYMBOL_COLUMNS = frozenset({"name_id", "dims_id", "coll_name_id", "pg_name_id", "dtype_id", "pg_ranks_id", "pg_desc_id"})
+SYMBOL_COLUMNS = frozenset({"name_id", "dims_id", "types_id", "coll_name_id", "pg_name_id", "dtype_id", "pg_ranks_id",
+                            "pg_desc_id"})
 COLLECTIVE_COLUMNS = ("coll_name_id", "pg_name_id", "seq", "in_nelems", "out_nelems", "dtype_id", "group_size",
                       "pg_ranks_id", "pg_desc_id", "peer")
 _EMPTY_ARGS = Args()
@@ -245,6 +246,11 @@ def extract(events: list[Event], base_ns: int = 0) -> RawColumns:
         cols["name_id"] = x.names(evs)
         if group == "cpu_range":
             cols["tid"] = int_column([lane_number(e.tid) for e in evs])
+            # a CPU run's gloo collectives are CPU ranges: their tensor shapes and types give
+            # the collective's size (trace.cpu_activities)
+            args = _args(evs)
+            cols["dims_id"] = x.symbols.ids([bytes(a.input_dims).decode("utf-8", "replace") for a in args])
+            cols["types_id"] = x.symbols.ids([bytes(a.input_type).decode("utf-8", "replace") for a in args])
         else:
             cols.update(x.lanes(evs, _args(evs)))
         groups[group] = cols

@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from tpscope.errors import TraceError, UserError
 from tpscope.trace import parallel
 from tpscope.trace.assemble import assemble
+from tpscope.trace.columns import MISSING
 from tpscope.trace.decode import base_time_ns, decode_trace, read_bytes
-from tpscope.trace.extract import extract
+from tpscope.trace.extract import extract, merge
 from tpscope.trace.manifest import check_manifest
 from tpscope.trace.tables import RankTrace
 
 MANIFEST_NAME = "tpscope_run.json"
+_ID_COLUMNS = frozenset({"correlation", "external_id", "wait_on_event_corr"})  # join keys within one file
 TRACE_SUFFIXES = (".json", ".json.gz")
 
 
@@ -44,17 +49,46 @@ def find_trace_files(path: Path) -> list[Path]:
         entries = sorted(path.iterdir())
     except OSError as exc:
         raise UserError(f"{path}: cannot be listed ({exc.strerror or exc})") from None
-    files = [
-        p
-        for p in entries
-        if p.name != MANIFEST_NAME and p.name.endswith(TRACE_SUFFIXES) and _is_regular_file(p)
-    ]
+    files = _trace_files(entries)
     if not files:
+        runs = find_runs(path)
+        if runs:
+            names = ", ".join(r.name for r in runs[:4]) + (", ..." if len(runs) > 4 else "")
+            raise UserError(f"{path}: a folder of {len(runs)} runs ({names}), not one run: name one of them "
+                            "(analyze and dash open them all)")
         manifest, _ = read_manifest(path)
         stopped = (f"; its manifest says the run did not finish ({manifest.get('stopped') or 'no reason recorded'})"
                    if manifest is not None and manifest.get("complete") is False else "")
         raise UserError(f"{path}: no trace files (*.json or *.json.gz from torch.profiler) in this folder{stopped}")
     return files
+
+
+def _trace_files(entries: list[Path]) -> list[Path]:
+    return [p for p in entries
+            if p.name != MANIFEST_NAME and p.name.endswith(TRACE_SUFFIXES) and _is_regular_file(p)]
+
+
+def find_runs(path: str | Path) -> list[Path]:
+    """The run folders `path` stands for, sorted by name: itself when it holds trace files (or is
+    one), else its subfolders that do, one run each, as `tensorboard_trace_handler` users keep
+    them (one log directory, one subfolder per run). Empty when there is neither."""
+    path = Path(path)
+    if path.is_file():
+        return [path]
+    try:
+        entries = sorted(path.iterdir())
+    except OSError:
+        return []
+    if _trace_files(entries):
+        return [path]
+    runs = []
+    for sub in entries:
+        try:
+            if sub.is_dir() and not sub.name.startswith(".") and _trace_files(sorted(sub.iterdir())):
+                runs.append(sub)
+        except OSError:
+            continue
+    return runs
 
 
 def _is_regular_file(p: Path) -> bool:
@@ -87,6 +121,43 @@ def load_rank_file(path: Path, fallback_rank: int | None = None, workers: int = 
 
     With `workers > 1`, a big file is decoded in that many processes (`parallel.py`).
     """
+    trace, raw, warnings = _read_raw(path, workers)
+    return assemble(path, trace, raw, _rank_of(path, trace, fallback_rank, warnings), tuple(warnings))
+
+
+def load_rank_cycles(paths: list[Path]) -> RankTrace:
+    """One rank written in several files, one per profiling cycle (`schedule(repeat=N)`): their
+    events as one trace, so that the cycles' steps follow one another (metrics.md §3)."""
+    read = [_read_raw(p, 1) for p in paths]
+    warnings = [w for _, _, ws in read for w in ws]
+    trace = read[0][0]
+    rank = _rank_of(paths[0], trace, None, warnings)
+    raws = [raw for _, raw, _ in read]
+    offset = 0
+    for raw in raws:  # ids restart in each file: keep each cycle's launches joined to its own kernels
+        top = 0
+        for cols in raw.groups.values():
+            for name in _ID_COLUMNS.intersection(cols):
+                has = cols[name] != MISSING
+                cols[name] = np.where(has, cols[name] + offset, MISSING)
+                top = max(top, int(cols[name].max()) + 1 if has.any() else 0)
+        offset = max(offset, top)
+    return assemble(paths[0], trace, merge(raws), rank, tuple(warnings))
+
+
+def _rank_of(path: Path, trace, fallback_rank: int | None, warnings: list[str]) -> int:
+    di = trace.distributedInfo
+    rank = di.rank if di is not None and isinstance(di.rank, int) and di.rank >= 0 else None
+    if rank is None:
+        if fallback_rank is None:
+            fallback_rank = 0
+        warnings.append(f"{path}: no distributedInfo.rank; taken as rank {fallback_rank} from its place in the folder")
+        rank = fallback_rank
+    return rank
+
+
+def _read_raw(path: Path, workers: int):
+    """(header, raw columns with absolute times, warnings) of one trace file."""
     data = read_bytes(path)
     parts = None
     if workers > 1 and len(data) >= parallel.SPLIT_MIN_BYTES and parallel.can_fork():
@@ -107,14 +178,7 @@ def load_rank_file(path: Path, fallback_rank: int | None = None, workers: int = 
             raise TraceError(path, "no trace events (empty traceEvents)")
         raw = extract(trace.traceEvents, base_time_ns(path, trace))
         trace.traceEvents = []
-    di = trace.distributedInfo
-    rank = di.rank if di is not None and isinstance(di.rank, int) and di.rank >= 0 else None
-    if rank is None:
-        if fallback_rank is None:
-            fallback_rank = 0
-        warnings.append(f"{path}: no distributedInfo.rank; taken as rank {fallback_rank} from its place in the folder")
-        rank = fallback_rank
-    return assemble(path, trace, raw, rank, tuple(warnings))
+    return trace, raw, warnings
 
 
 def _load_one(job: tuple[Path, int, int]) -> RankTrace | TraceError:
@@ -138,7 +202,8 @@ def load_run(path: str | Path, workers: int | None = None) -> Run:
         jobs = [(files[0], 0, workers)]
         results = [_load_one(jobs[0])]
     else:
-        results = parallel.map_files(_load_one, [(f, i, 1) for i, f in enumerate(files)], workers)
+        results = parallel.map_files(_load_one, [(f, i, 1) for f, i in zip(files, _worker_positions(files))],
+                                     workers)
     warnings: list[str] = []
     ranks = [r for r in results if isinstance(r, RankTrace)]
     refused = [str(r) for r in results if isinstance(r, TraceError)]
@@ -148,9 +213,7 @@ def load_run(path: str | Path, workers: int | None = None) -> Run:
         raise UserError(f"{path}: no readable trace among {len(files)} files (first: {refused[0]})")
     warnings.extend(f"skipped {r}" for r in refused)
     by_rank: dict[int, RankTrace] = {}
-    for r in ranks:
-        if r.rank in by_rank:
-            raise UserError(f"{by_rank[r.rank].path} and {r.path} both claim rank {r.rank}")
+    for r in _join_cycles(ranks):
         by_rank[r.rank] = r
         warnings.extend(r.warnings)
     ordered = tuple(by_rank[k] for k in sorted(by_rank))
@@ -166,7 +229,7 @@ def load_run(path: str | Path, workers: int | None = None) -> Run:
 MIXED_RUNS_GAP_NS = 600 * 10**9
 
 
-def _span(r: RankTrace) -> tuple[int, int] | None:
+def _gpu_span(r: RankTrace) -> tuple[int, int] | None:
     if len(r.gpu) == 0:
         return None
     return int(r.gpu.start_ns.min()), int(r.gpu.end_ns.max())
@@ -183,7 +246,7 @@ def _refuse_mixed_runs(path: Path, ranks: tuple[RankTrace, ...]) -> None:
         (a, ra), (b, rb) = sorted(sizes.items())[:2]
         raise UserError(f"{path}: rank files of different runs: {ra.path.name} has world size {a}, "
                         f"{rb.path.name} world size {b}")
-    spans = [(s, r) for r in ranks if (s := _span(r)) is not None]
+    spans = [(s, r) for r in ranks if (s := _gpu_span(r)) is not None]
     if len(spans) < 2:
         return
     first = min(spans, key=lambda x: x[0][0])
@@ -192,6 +255,48 @@ def _refuse_mixed_runs(path: Path, ranks: tuple[RankTrace, ...]) -> None:
     if gap > MIXED_RUNS_GAP_NS:
         raise UserError(f"{path}: rank files of different runs: {last[1].path.name} (rank {last[1].rank}) starts "
                         f"{gap / 1e9:,.0f} s after {first[1].path.name} (rank {first[1].rank}) ends")
+
+
+_HANDLER_NAME = re.compile(r"^(.*)\.\d+\.pt\.trace\.json(\.gz)?$")  # WORKER.TIMESTAMP.pt.trace.json
+
+
+def _worker_positions(files: list[Path]) -> list[int]:
+    """Per file: the place of its worker among the folder's (tensorboard_trace_handler names files
+    WORKER.TIMESTAMP.pt.trace.json[.gz]; one worker's cycles share a place), the rank a file
+    without distributedInfo.rank is taken as."""
+    names = [m.group(1) if (m := _HANDLER_NAME.match(f.name)) else f.name for f in files]
+    order = {n: k for k, n in enumerate(dict.fromkeys(names))}
+    return [order[n] for n in names]
+
+
+def _span(r: RankTrace) -> tuple[int, int]:
+    """First start and last end of a rank's activity (its steps' windows when it has any)."""
+    if len(r.steps):
+        return int(r.steps.start_ns.min()), int(r.steps.end_ns.max())
+    if len(r.gpu):
+        return int(r.gpu.start_ns.min()), int(r.gpu.end_ns.max())
+    return 0, 0
+
+
+def _join_cycles(ranks: list[RankTrace]) -> list[RankTrace]:
+    """One trace per rank: files claiming the same rank whose steps do not overlap in time are
+    that rank's profiling cycles (`schedule(repeat=N)`), read again as one; files that overlap
+    are two runs in one folder, refused."""
+    groups: dict[int, list[RankTrace]] = {}
+    for r in ranks:
+        groups.setdefault(r.rank, []).append(r)
+    out = []
+    for rank, group in groups.items():
+        if len(group) == 1:
+            out.append(group[0])
+            continue
+        group.sort(key=_span)
+        for a, b in zip(group, group[1:]):
+            if _span(b)[0] < _span(a)[1] or _span(a) == (0, 0):
+                raise UserError(f"{a.path} and {b.path} both claim rank {rank} at the same time: "
+                                "two runs in one folder? Give each run its own folder")
+        out.append(load_rank_cycles([r.path for r in group]))
+    return out
 
 
 def _consistency_warnings(ranks: tuple[RankTrace, ...]) -> list[str]:
@@ -211,6 +316,6 @@ def _consistency_warnings(ranks: tuple[RankTrace, ...]) -> list[str]:
     if len(set(steps.values())) > 1:
         out.append("ranks have different steps: " + "; ".join(f"rank {k}: {list(v)}" for k, v in steps.items()))
     for r in ranks:
-        if len(r.gpu) == 0:
+        if len(r.gpu) == 0 and not r.cpu_run:
             out.append(f"{r.path}: no GPU activity (kernels, memcpys, memsets); its metrics are empty")
     return out

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+CPU_LANE_DEVICE = -1  # the device of a CPU run's lanes, one per CPU thread (metrics.md §1)
+
 
 @dataclass(frozen=True, slots=True)
 class GpuActivities:
@@ -133,7 +135,10 @@ class RankTrace:
     runtime: CpuCalls  # cuda_runtime / cuda_driver calls: launches, syncs, event records
     warnings: tuple[str, ...] = ()
     info: dict = field(default_factory=dict)  # nccl_version, device_name, distributed backend ...
+    cpu_run: bool = False  # no GPU activity: `gpu` holds CPU threads' activities (metrics.md §1)
 
     def lane_label(self, lane: int) -> str:
         device, stream = self.lanes[lane]
+        if device == CPU_LANE_DEVICE:
+            return f"rank {self.rank} cpu thread {stream}"
         return f"rank {self.rank} gpu {device} stream {stream}"
