@@ -22,11 +22,16 @@ from tpscope.metrics.collectives import (
 )
 from tpscope.metrics.contention import (
     CommContention,
+    GemmBudget,
+    GemmContention,
     KernelContention,
+    TaxPart,
     contention,
     isolated_baselines,
+    reference_gemm_samples,
 )
 from tpscope.metrics.critical_path import CriticalPath, critical_paths, gap_covers, path_graph
+from tpscope.metrics.gemm import Samples
 from tpscope.trace import Run
 
 
@@ -60,6 +65,10 @@ class RunAnalysis:
     clock_offsets_us: dict[int, float] = field(default_factory=dict)
     kernel_contention: list[KernelContention] = field(default_factory=list)
     comm_contention: list[CommContention] = field(default_factory=list)
+    gemm_contention: list[GemmContention] = field(default_factory=list)
+    gemm_budget: GemmBudget | None = None
+    contention_by_layer: list[TaxPart] = field(default_factory=list)
+    contention_by_kernel: list[TaxPart] = field(default_factory=list)
     manifest: dict | None = None
 
 
@@ -95,14 +104,16 @@ def _tokens_per_s(manifest: dict | None) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None
 
 
-def analyze_run(run: Run, reference: Run | None = None, align: str = "auto") -> RunAnalysis:
+def analyze_run(run: Run, reference: Run | None = None, align: str = "auto",
+                calibration: Samples | None = None) -> RunAnalysis:
     """Every metric of `run` (metrics.md §4-§9); `reference`, an unfused run, supplies isolated
-    kernel baselines (§8) and the baseline of Flux overlap efficiency and attained saving (§9)."""
+    kernel baselines (§8) and the baseline of Flux overlap efficiency and attained saving (§9);
+    `calibration` (from `tpscope calibrate`) isolated GEMM times by shape and SM margin (§8)."""
     sets = [class_sets(rank) for rank in run.ranks]
     steps: list[StepBreakdown] = []
     for rank, rank_sets in zip(run.ranks, sets):
         steps.extend(rank_breakdown(rank, rank_sets))
-    cross = _cross_rank(run, sets, reference, align)
+    cross = _cross_rank(run, sets, reference, align, calibration)
     steps = [_fill_step(s, cross) for s in steps]
     summary = summarize(steps, run.manifest)
     paths = cross["paths"]
@@ -131,11 +142,16 @@ def analyze_run(run: Run, reference: Run | None = None, align: str = "auto") -> 
         clock_offsets_us=cross["offsets_us"],
         kernel_contention=cross["contention"].kernels,
         comm_contention=cross["contention"].collectives,
+        gemm_contention=cross["contention"].gemms or [],
+        gemm_budget=cross["contention"].budget,
+        contention_by_layer=cross["contention"].by_layer or [],
+        contention_by_kernel=cross["contention"].by_kernel or [],
         manifest=run.manifest,
     )
 
 
-def _cross_rank(run: Run, sets: list[ClassSets], reference: Run | None, align: str) -> dict:
+def _cross_rank(run: Run, sets: list[ClassSets], reference: Run | None, align: str,
+                calibration: Samples | None = None) -> dict:
     """§5-§8 over all ranks at once: matching, clocks, wait/transfer, critical path, contention."""
     acts = run_activities(run)
     match = match_collectives(acts)
@@ -145,14 +161,29 @@ def _cross_rank(run: Run, sets: list[ClassSets], reference: Run | None, align: s
     graph = path_graph(acts, match, timing, clocks.offsets_ns, [r.waits for r in run.ranks],
                        [len(r.lanes) for r in run.ranks])
     baselines = isolated_baselines(run_activities(reference)) if reference is not None else None
+    ref_samples, ref_gemm_us = reference_gemm_samples(reference) if reference is not None else ({}, None)
+    found = contention(run, acts, match, timing, compute, baselines, [ref_samples, calibration or {}],
+                       _sm_margin(run.manifest))
+    if found.budget is not None and ref_gemm_us is not None:
+        found = dataclasses.replace(found, budget=dataclasses.replace(found.budget, reference_gemm_us=ref_gemm_us))
     return {
         "wait_transfer": wait_transfer_by_step(acts, timing),
         "collectives": collective_instances(acts, match, timing, exposed_ns(acts, compute)),
         "offsets_us": clocks.as_us(acts.rank_ids),
         "paths": critical_paths(acts, graph, gap_covers(sets, clocks.offsets_ns)),
-        "contention": contention(acts, match, timing, compute, baselines),
+        "contention": found,
         "warnings": list(match.warnings) + list(clocks.warnings),
     }
+
+
+def _sm_margin(manifest: dict | None) -> int | None:
+    """The SM margin the run's fused GEMMs left free, when the manifest names exactly one (§8)."""
+    if not manifest:
+        return None
+    layers = manifest.get("fusion_by_layer") or {}
+    margins = {v.get("sm_margin") for v in layers.values() if isinstance(v, dict)} or {manifest.get("sm_margin")}
+    margins = {m for m in margins if isinstance(m, int) and m > 0}
+    return margins.pop() if len(margins) == 1 else None
 
 
 def _fill_step(s: StepBreakdown, cross: dict) -> StepBreakdown:

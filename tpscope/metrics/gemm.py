@@ -1,0 +1,280 @@
+"""GEMMs by shape (metrics.md §8): which GPU kernels are GEMMs, their (batch, M, K, N, dtype) from the
+launching CPU op's `Input Dims` and `Input type`, their layer label, and their isolated baselines.
+
+A baseline is never invented: it is the median of isolated samples of the same shape (from the run,
+its reference run or a calibration), else a linear interpolation between isolated shapes that share
+two of the three dims and bracket the third; else there is none.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+
+from tpscope.metrics.collectives import RunActivities
+from tpscope.trace import ActivityClass, Run
+
+# metrics.md §8: GEMM ops -> (index of A in `Input Dims`, index of B, B is stored [N, K] as in linear)
+GEMM_OPERANDS: dict[str, tuple[int, int, bool]] = {
+    "aten::mm": (0, 1, False),
+    "aten::addmm": (1, 2, False),
+    "aten::_addmm_activation": (1, 2, False),
+    "aten::bmm": (0, 1, False),
+    "aten::baddbmm": (1, 2, False),
+    "aten::matmul": (0, 1, False),
+    "aten::linear": (0, 1, True),
+    "aten::_scaled_mm": (0, 1, False),
+}
+MIN_SAMPLES = 3  # §8: isolated samples a baseline needs
+RULES = ("none", "same shape", "interpolated along M", "interpolated along K", "interpolated along N")
+SOURCES = ("run", "reference", "calibration")
+LAYER_PREFIX = "tpscope/"  # CPU ranges `tpscope/<layer>/<op>` name a GEMM's layer
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class GemmShape:
+    """One GEMM class: C[batch, M, N] = A[batch, M, K] · B[batch, K, N] in `dtype`."""
+
+    batch: int
+    m: int
+    k: int
+    n: int
+    dtype: str
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.batch * self.m * self.k * self.n
+
+    @property
+    def label(self) -> str:
+        b = f"{self.batch}×" if self.batch != 1 else ""
+        return f"{b}{self.m}×{self.k}×{self.n} {self.dtype}"
+
+
+def parse_shape(op: str, dims: str, types: str) -> GemmShape | None:
+    """The shape of one GEMM op from its raw `Input Dims` / `Input type` JSON; None when `op` is no
+    GEMM or its dims do not describe one."""
+    rule = GEMM_OPERANDS.get(op)
+    if rule is None:
+        return None
+    ia, ib, b_is_nk = rule
+    try:
+        d = json.loads(dims)
+        a, b = [int(x) for x in d[ia]], [int(x) for x in d[ib]]
+        t = json.loads(types) if types else []
+        dtype = str(t[ia]).removeprefix("c10::") if len(t) > ia else "?"
+    except (ValueError, TypeError, IndexError):
+        return None
+    if len(a) < 2 or len(b) < 1 or min(a + b) <= 0:
+        return None
+    if b_is_nk:
+        if len(b) != 2 or b[1] != a[-1]:
+            return None
+        return GemmShape(1, int(np.prod(a[:-1])), a[-1], b[0], dtype)
+    if len(b) < 2 or b[-2] != a[-1]:
+        return None
+    if len(b) == 2:
+        return GemmShape(1, int(np.prod(a[:-1])), a[-1], b[-1], dtype)
+    batch = max(int(np.prod(a[:-2])), int(np.prod(b[:-2])))
+    return GemmShape(batch, a[-2], a[-1], b[-1], dtype)
+
+
+@dataclass(frozen=True, slots=True)
+class Gemms:
+    """Every GEMM kernel of a run: one row each, with ids into the tuples."""
+
+    act: np.ndarray  # int64 row of RunActivities
+    shape: np.ndarray  # int64 index into shapes
+    grid: np.ndarray  # int64 index into grids
+    kernel: np.ndarray  # int64 index into kernels (the kernel's name: its class)
+    layer: np.ndarray  # int64 index into layers, -1 outside a `tpscope/<layer>/<op>` range
+    shapes: tuple[GemmShape, ...]
+    grids: tuple[tuple[int, int, int], ...]
+    kernels: tuple[str, ...]
+    layers: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return len(self.act)
+
+
+def _ids(values: list, table: dict) -> np.ndarray:
+    return np.array([table.setdefault(v, len(table)) for v in values], np.int64)
+
+
+def _layers(rank, launch_ns: np.ndarray, tid: np.ndarray, table: dict) -> np.ndarray:
+    """Per launch: the `tpscope/<layer>/<op>` CPU range of its thread that holds it (latest start),
+    as an id into `table` ("<layer>/<op>"); -1 outside one."""
+    out = np.full(len(launch_ns), -1, np.int64)
+    a, sym = rank.annotations, rank.symbols
+    names = [sym[i] if i >= 0 else "" for i in a.name_id.tolist()]
+    keep = [i for i, s in enumerate(names) if s.startswith(LAYER_PREFIX) and s.count("/") == 2 and not a.on_gpu[i]]
+    if not keep or not len(launch_ns):
+        return out
+    keep = np.array(keep)
+    for t in np.unique(tid).tolist():  # a loop over CPU threads
+        rows = keep[a.tid[keep] == t]
+        if not len(rows):
+            continue
+        rows = rows[np.argsort(a.start_ns[rows], kind="stable")]
+        mine = np.flatnonzero(tid == t)
+        pos = np.searchsorted(a.start_ns[rows], launch_ns[mine], side="right") - 1
+        ok = pos >= 0
+        hit = rows[np.maximum(pos, 0)]
+        ok &= a.end_ns[hit] >= launch_ns[mine]
+        label = _ids([names[i].removeprefix(LAYER_PREFIX) for i in hit.tolist()], table)
+        out[mine[ok]] = label[ok]
+    return out
+
+
+def find_gemms(run: Run, acts: RunActivities) -> Gemms:
+    """The run's GEMM kernels: compute kernels whose launching CPU op is a GEMM op with parseable
+    dims (metrics.md §8). Parsing runs once per distinct (op, dims, type), not per kernel."""
+    shapes: dict[GemmShape, int] = {}
+    grids: dict[tuple[int, int, int], int] = {}
+    kernels: dict[str, int] = {}
+    layers: dict[str, int] = {}
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("act", "shape", "grid", "kernel", "layer")}
+    for pos, r in enumerate(run.ranks):
+        g, sym = r.gpu, r.symbols
+        cand = np.flatnonzero((g.cls == ActivityClass.COMPUTE) & (g.op_name_id >= 0) & (g.dims_id >= 0))
+        if not len(cand):
+            continue
+        triples = np.stack([g.op_name_id[cand], g.dims_id[cand], np.maximum(g.types_id[cand], -1)], axis=1)
+        uniq, inverse = np.unique(triples, axis=0, return_inverse=True)
+        parsed = [parse_shape(sym[o], sym[d], sym[t] if t >= 0 else "") for o, d, t in uniq.tolist()]
+        sid = np.array([shapes.setdefault(p, len(shapes)) if p is not None else -1 for p in parsed], np.int64)
+        row_shape = sid[inverse.reshape(-1)]
+        rows = cand[row_shape >= 0]
+        if not len(rows):
+            continue
+        parts["act"].append(acts.rank_bounds[pos] + rows)
+        parts["shape"].append(row_shape[row_shape >= 0])
+        guniq, ginv = np.unique(g.grid[rows], axis=0, return_inverse=True)
+        parts["grid"].append(_ids([tuple(x) for x in guniq.tolist()], grids)[ginv.reshape(-1)])
+        kuniq, kinv = np.unique(g.name_id[rows], return_inverse=True)
+        parts["kernel"].append(_ids([sym[k] for k in kuniq.tolist()], kernels)[kinv.reshape(-1)])
+        parts["layer"].append(_layers(r, g.launch_start_ns[rows], g.launch_tid[rows], layers))
+    cols = {k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in parts.items()}
+    return Gemms(**cols, shapes=_keys(shapes), grids=_keys(grids), kernels=_keys(kernels), layers=_keys(layers))
+
+
+def _keys(table: dict) -> tuple:
+    out = [None] * len(table)
+    for k, i in table.items():
+        out[i] = k
+    return tuple(out)
+
+
+# ---- isolated samples and baselines ------------------------------------------------------------
+
+Samples = dict[tuple[GemmShape, tuple[int, int, int] | int], np.ndarray]
+"""(shape, grid) -> isolated durations in ns; calibrations key by (shape, SM margin) instead."""
+
+
+def isolated_samples(gemms: Gemms, dur_ns: np.ndarray, isolated: np.ndarray) -> Samples:
+    """Durations of the isolated GEMMs (`isolated`: per GEMM row) by (shape, grid)."""
+    rows = np.flatnonzero(isolated)
+    out: Samples = {}
+    if not len(rows):
+        return out
+    keys = np.stack([gemms.shape[rows], gemms.grid[rows]], axis=1)
+    uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    order = np.argsort(inverse, kind="stable")
+    bounds = np.searchsorted(inverse[order], np.arange(len(uniq) + 1))
+    d = dur_ns[rows][order]
+    for j, (s, gr) in enumerate(uniq.tolist()):  # a loop over distinct (shape, grid)
+        out[(gemms.shapes[s], gemms.grids[gr])] = d[bounds[j]:bounds[j + 1]]
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Baseline:
+    """The isolated time of one shape (metrics.md §8)."""
+
+    full_ns: float  # isolated, with every SM (the grid with the most CTAs among the samples)
+    rule: int  # index into RULES
+    source: int  # index into SOURCES (of the samples; interpolations: of the first bracket)
+    n_samples: int
+    noise: float | None  # relative half-width of the samples' [p10, p90]; None when interpolated
+    grid: tuple[int, int, int] | None  # the grid of the samples, None for calibrations/interpolations
+
+
+def _ctas(grid) -> int:
+    return int(np.prod(grid)) if isinstance(grid, tuple) and min(grid) > 0 else -1
+
+
+def _noise(x: np.ndarray) -> float:
+    p10, p50, p90 = np.percentile(x, [10, 50, 90])
+    return float((p90 - p10) / 2 / p50) if p50 > 0 else 0.0
+
+
+def exact_baseline(shape: GemmShape, pools: list[Samples]) -> Baseline | None:
+    """Rule 1: isolated samples of the same shape, first source that has them (run, reference,
+    calibration); within a source the grid with the most CTAs (calibrations: SM margin 0)."""
+    for source, pool in enumerate(pools):
+        if source == 2:
+            x = pool.get((shape, 0))
+            if x is not None and len(x) >= MIN_SAMPLES:
+                return Baseline(float(np.median(x)), 1, source, len(x), _noise(x), None)
+            continue
+        best = None
+        for (s, grid), x in pool.items():
+            if s == shape and len(x) >= MIN_SAMPLES and (best is None or _ctas(grid) > _ctas(best[0])):
+                best = (grid, x)
+        if best is not None:
+            return Baseline(float(np.median(best[1])), 1, source, len(best[1]), _noise(best[1]), best[0])
+    return None
+
+
+def interpolated_baseline(shape: GemmShape, known: dict[GemmShape, Baseline]) -> Baseline | None:
+    """Rule 2: shapes with an exact baseline that share batch, dtype and two of the three dims, one
+    below and one above along the third: linear in that dim between the nearest two. Never beyond
+    them, never from shapes that differ in two dims."""
+    dims = ("m", "k", "n")
+    for axis, name in enumerate(dims):
+        others = [d for d in dims if d != name]
+        line = sorted((getattr(s, name), b) for s, b in known.items()
+                      if s.batch == shape.batch and s.dtype == shape.dtype
+                      and all(getattr(s, o) == getattr(shape, o) for o in others))
+        x = getattr(shape, name)
+        lo = [p for p in line if p[0] < x]
+        hi = [p for p in line if p[0] > x]
+        if lo and hi:
+            (x0, b0), (x1, b1) = lo[-1], hi[0]
+            t = (x - x0) / (x1 - x0)
+            return Baseline(b0.full_ns + t * (b1.full_ns - b0.full_ns), 2 + axis, b0.source,
+                            b0.n_samples + b1.n_samples, None, None)
+    return None
+
+
+def baselines(shapes: tuple[GemmShape, ...], pools: list[Samples]) -> list[Baseline | None]:
+    """Per shape: its baseline by the first rule that gives one (metrics.md §8)."""
+    exact = {s: b for s in shapes if (b := exact_baseline(s, pools)) is not None}
+    every = {s for pool in pools for s, _ in pool}
+    known = dict(exact)
+    for s in every - set(exact):  # shapes only isolated elsewhere still anchor interpolations
+        b = exact_baseline(s, pools)
+        if b is not None:
+            known[s] = b
+    return [exact.get(s) or interpolated_baseline(s, known) for s in shapes]
+
+
+def same_grid_ns(shape: GemmShape, grid: tuple[int, int, int], base: Baseline | None, pools: list[Samples],
+                 margin: int | None) -> float | None:
+    """The isolated time of `shape` on as many SMs as the overlapped GEMM had: isolated samples at its
+    own grid (run, then reference), else a calibration at the run's SM margin; the full baseline
+    itself when its grid is this grid. None when unknown."""
+    if base is not None and base.rule == 1 and base.grid == grid:
+        return base.full_ns
+    for pool in pools[:2]:
+        x = pool.get((shape, grid))
+        if x is not None and len(x) >= MIN_SAMPLES:
+            return float(np.median(x))
+    if margin and len(pools) > 2:
+        x = pools[2].get((shape, margin))
+        if x is not None and len(x) >= MIN_SAMPLES:
+            return float(np.median(x))
+    return None
