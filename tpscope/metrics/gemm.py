@@ -278,3 +278,31 @@ def same_grid_ns(shape: GemmShape, grid: tuple[int, int, int], base: Baseline | 
         if x is not None and len(x) >= MIN_SAMPLES:
             return float(np.median(x))
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class GemmCall:
+    """One distinct GEMM call of a run as its CPU op recorded it: what `tpscope calibrate` replays."""
+
+    op: str
+    dims: str  # raw `Input Dims` JSON
+    strides: str  # raw `Input Strides` JSON ("" when the trace has none)
+    types: str  # raw `Input type` JSON
+    shape: GemmShape
+
+
+def gemm_calls(run: Run) -> list[GemmCall]:
+    """The distinct GEMM calls (op, dims, strides, type) of every rank, in shape order."""
+    seen: dict[tuple[str, str, str, str], GemmCall] = {}
+    for r in run.ranks:
+        g, sym = r.gpu, r.symbols
+        rows = np.flatnonzero((g.cls == ActivityClass.COMPUTE) & (g.op_name_id >= 0) & (g.dims_id >= 0))
+        if not len(rows):
+            continue
+        cols = np.stack([g.op_name_id[rows], g.dims_id[rows], g.strides_id[rows], g.types_id[rows]], axis=1)
+        for o, d, s, t in np.unique(cols, axis=0).tolist():  # a loop over distinct calls
+            key = tuple(sym[i] if i >= 0 else "" for i in (o, d, s, t))
+            shape = parse_shape(key[0], key[1], key[3])
+            if shape is not None and key not in seen:
+                seen[key] = GemmCall(*key, shape=shape)
+    return sorted(seen.values(), key=lambda c: (c.shape, c.op, c.dims, c.strides))

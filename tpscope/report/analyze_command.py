@@ -29,14 +29,18 @@ def analyze_folder(run_dir: Path, reference: Path | None, workers: int | None, u
                    align: str = "auto"):
     """The analysis of `run_dir`, from the disk cache when the folder and the code are unchanged."""
     from tpscope.metrics import analyze_run
+    from tpscope.metrics.calibration import calibration_path, read_calibration
     from tpscope.trace import load_run
+
+    calibration = calibration_path(run_dir)  # from `tpscope calibrate`, used when present (§8)
 
     def compute():
         if sys.stderr.isatty():
             print(f"tpscope: reading {run_dir} ...", file=sys.stderr, flush=True)
+        samples = read_calibration(calibration)[0] if calibration.exists() else None
         run = load_run(run_dir, workers=workers)
         ref = load_run(reference, workers=workers) if reference is not None else None
-        return analyze_run(run, reference=ref, align=align)
+        return analyze_run(run, reference=ref, align=align, calibration=samples)
 
     if not use_cache:
         return compute()
@@ -44,6 +48,8 @@ def analyze_folder(run_dir: Path, reference: Path | None, workers: int | None, u
 
     cache = DiskCache()
     kind = f"analysis-{align}" if reference is None else f"analysis-{align}-vs-{cache.key('reference', reference)}"
+    if calibration.exists():
+        kind += f"-cal-{cache.key('calibration', calibration)}"
     if not run_dir.exists() or (reference is not None and not reference.exists()):
         return compute()  # the loader names what is missing
     return cache.get_or_compute(kind, run_dir, compute)

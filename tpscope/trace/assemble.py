@@ -125,6 +125,7 @@ def _gpu_table(raw: RawColumns, symbols: SymbolTable, lanes: _Lanes) -> GpuActiv
         op_name_id=lookup(ops["external_id"], ops["name_id"], ext).astype(np.int32),
         dims_id=dims.astype(np.int32),
         types_id=lookup(ops["external_id"], ops["types_id"], ext).astype(np.int32),
+        strides_id=lookup(ops["external_id"], ops["strides_id"], ext).astype(np.int32),
         **{f: coll[f].astype(np.int32 if f.endswith("_id") else np.int64) for f in COLLECTIVE_COLUMNS},
     )
     return table.take(np.argsort(table.start_ns, kind="stable"))

@@ -36,7 +36,7 @@ GROUP_OF_CATEGORY: dict[str, str] = {
 }
 KIND_OF_CATEGORY = {**GPU_CATEGORIES, "memcpy": GPU_CATEGORIES["gpu_memcpy"], "memset": GPU_CATEGORIES["gpu_memset"]}
 # columns that hold ids into RawColumns.symbols (remapped by `merge`)
-SYMBOL_COLUMNS = frozenset({"name_id", "dims_id", "types_id", "coll_name_id", "pg_name_id", "dtype_id"})
+SYMBOL_COLUMNS = frozenset({"name_id", "dims_id", "types_id", "strides_id", "coll_name_id", "pg_name_id", "dtype_id"})
 COLLECTIVE_COLUMNS = ("coll_name_id", "pg_name_id", "seq", "in_nelems", "out_nelems", "dtype_id", "group_size")
 _EMPTY_ARGS = Args()
 _NAMED_LANE_BASE = 1 << 40  # lanes named by strings (old traces) get ids far from real streams
@@ -215,6 +215,7 @@ def extract(events: list[Event], base_ns: int = 0) -> RawColumns:
         external_id=int_column(_values(args, "external_id")),
         dims_id=x.symbols.ids([bytes(a.input_dims).decode("utf-8", "replace") for a in args]),
         types_id=x.symbols.ids([bytes(a.input_type).decode("utf-8", "replace") for a in args]),
+        strides_id=x.symbols.ids([bytes(a.input_strides).decode("utf-8", "replace") for a in args]),
         **x.collectives(args),
     )
     groups["cpu_op"] = cols

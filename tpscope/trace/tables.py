@@ -35,6 +35,7 @@ class GpuActivities:
     op_name_id: np.ndarray  # int32, e.g. "aten::mm"
     dims_id: np.ndarray  # int32, its raw `Input Dims` JSON
     types_id: np.ndarray  # int32, its raw `Input type` JSON
+    strides_id: np.ndarray  # int32, its raw `Input Strides` JSON
     # collective metadata (metrics.md §5), from the kernel's args or its launching CPU op
     coll_name_id: np.ndarray  # int32, -1 when not a described collective
     pg_name_id: np.ndarray  # int32
