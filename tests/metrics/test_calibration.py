@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from tests.kineto import Collective, RankTrace, write_run
@@ -35,9 +37,16 @@ def _fused(tmp_path, dur: float = 140.0):
 
 
 def test_round_trip_and_place(tmp_path):
-    path = calibration_path(tmp_path / "run", cache_dir=tmp_path / "cache")
+    run = _fused(tmp_path).path
+    path = calibration_path(run, cache_dir=tmp_path / "cache")
     assert path.parent == tmp_path / "cache" / "calibrations"
-    assert calibration_path(tmp_path / "run" / ".." / "run", cache_dir=tmp_path / "cache") == path
+    copy = tmp_path / "elsewhere" / "copy"
+    shutil.copytree(run, copy)  # a copied folder (other path, other mtimes) keeps its calibration
+    assert calibration_path(copy, cache_dir=tmp_path / "cache") == path
+    (copy / "tpscope_run.json").write_text("{}")  # not a trace file: no matter
+    assert calibration_path(copy, cache_dir=tmp_path / "cache") == path
+    other = write_run(tmp_path / "other", [RankTrace(0, world_size=1)])
+    assert calibration_path(other, cache_dir=tmp_path / "cache") != path
     write_calibration(path, tmp_path / "run", "H200", [_entry(0, [100.0, 101.0, 99.0]), _entry(16, [112.0] * 3)])
     samples, device = read_calibration(path)
     assert device == "H200"

@@ -7,7 +7,13 @@ import json
 import numpy as np
 import pytest
 
-from tpscope.metrics.gemm import GemmShape, baselines, exact_baseline, interpolated_baseline, parse_shape
+from tpscope.metrics.gemm import (
+    GemmShape,
+    baselines,
+    exact_baseline,
+    interpolated_baseline,
+    parse_shape,
+)
 
 BF = json.dumps(["c10::BFloat16"] * 3)
 

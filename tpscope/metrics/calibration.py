@@ -2,8 +2,9 @@
 they become baseline samples.
 
 A calibration of a run folder is one JSON file in the user's cache folder (beside the analysis
-cache, $TPSCOPE_CACHE_DIR else ~/.cache/tpscope), named by the folder's resolved path; nothing is
-written into the run folder or its traces. Each entry is one GEMM call of the run replayed alone at
+cache, $TPSCOPE_CACHE_DIR else ~/.cache/tpscope), named by the names and sizes of the folder's trace
+files, so that it still applies after the folder is copied to another machine; nothing is written
+into the run folder or its traces. Each entry is one GEMM call of the run replayed alone at
 one SM margin:
 `{"op", "dims", "strides", "types", "batch", "m", "k", "n", "dtype", "sm_margin", "times_us": [...]}`.
 """
@@ -21,13 +22,20 @@ import numpy as np
 from tpscope.cache import default_cache_dir
 from tpscope.errors import UserError
 from tpscope.metrics.gemm import GemmShape, Samples
+from tpscope.trace.run_folder import find_trace_files
 
 CALIBRATION_VERSION = 1
 
 
 def calibration_path(run_dir: Path, cache_dir: Path | None = None) -> Path:
-    """Where the calibration of `run_dir` lives (whether or not it exists)."""
-    key = hashlib.sha256(str(Path(run_dir).resolve()).encode()).hexdigest()[:32]
+    """Where the calibration of `run_dir` lives (whether or not it exists): named by its trace
+    files' names and sizes (a missing folder: by its path)."""
+    try:
+        files = find_trace_files(Path(run_dir))
+        text = "\n".join(f"{f.name}:{f.stat().st_size}" for f in files)
+    except (UserError, OSError):
+        text = str(Path(run_dir).resolve())
+    key = hashlib.sha256(text.encode()).hexdigest()[:32]
     return Path(cache_dir or default_cache_dir()) / "calibrations" / f"{key}.json"
 
 
