@@ -25,6 +25,7 @@ from tpscope.report.compare import (
     median_difference_ci,
     verdict,
 )
+from tpscope.report.gemm_contention import GemmView, gemm_view
 from tpscope.report.metric_defs import METRICS
 from tpscope.report.step_samples import RunSamples, run_samples
 
@@ -120,6 +121,7 @@ class Report:
     flux_overlap_efficiency: float | None = None  # candidate against the baseline (metrics.md §9)
     attained_saving: float | None = None
     contention: tuple[ContendedKernel, ...] = ()  # the candidate's compute slowed most beside comm (§8)
+    gemm: GemmView | None = None  # the candidate's GEMM budget, taxed shapes and layers (§8)
 
     @property
     def exit_code(self) -> int:
@@ -226,7 +228,7 @@ def build_report(candidate: RunResults, fail_on: FailOn, baseline: RunResults | 
         return Report(cinfo, None, fail_on, (), summaries, None, kernel_totals(candidate.kernels),
                       collective_deltas((), c_coll), (),
                       ((), tuple(cs.get("step_time_us").tolist())), (breakdown(cs),),
-                      contention=contended_kernels(candidate.analysis))
+                      contention=contended_kernels(candidate.analysis), gemm=gemm_view(candidate.analysis))
     bs = run_samples(baseline.analysis)
     binfo = run_info(baseline.analysis, bs)
     comparisons = compare_runs(bs, cs, fail_on)
@@ -246,4 +248,5 @@ def build_report(candidate: RunResults, fail_on: FailOn, baseline: RunResults | 
         breakdown_us=(breakdown(bs), breakdown(cs)),
         flux_overlap_efficiency=flux, attained_saving=saving,
         contention=contended_kernels(c_an),
+        gemm=gemm_view(c_an),
     )

@@ -111,16 +111,23 @@ def check_comparable(report) -> None:
 
 def build(candidate: str | None, baseline: str | None, fail_on):
     """Load, analyze and compare (trace -> metrics -> report)."""
+    from pathlib import Path
+
     from tpscope.metrics import analyze_run
+    from tpscope.metrics.calibration import calibration_path, read_calibration
     from tpscope.metrics.kernel_stats import by_collective, kernel_times
     from tpscope.report.build import RunResults, build_report
     from tpscope.samples import default_run
     from tpscope.trace import load_run
 
-    def results(path) -> RunResults:
-        run = load_run(path)
-        return RunResults(analyze_run(run), kernel_times(run, "name"),
+    def results(run, reference=None) -> RunResults:
+        # the candidate's GEMM baselines (metrics.md §8) also come from the baseline run and from
+        # a `tpscope calibrate` of the candidate, when there is one
+        cal = calibration_path(Path(run.path))
+        samples = read_calibration(cal)[0] if cal.exists() else None
+        return RunResults(analyze_run(run, reference=reference, calibration=samples), kernel_times(run, "name"),
                           by_collective(kernel_times(run, "collective")))
 
-    cand = results(candidate or default_run())
-    return build_report(cand, fail_on, results(baseline) if baseline is not None else None)
+    base_run = load_run(baseline) if baseline is not None else None
+    cand = results(load_run(candidate or default_run()), base_run)
+    return build_report(cand, fail_on, results(base_run) if base_run is not None else None)
