@@ -20,9 +20,13 @@ from tpscope.trace import ActivityClass, Run
 GEMM_OPERANDS: dict[str, tuple[int, int, bool]] = {
     "aten::mm": (0, 1, False),
     "aten::addmm": (1, 2, False),
+    "aten::addmm_": (1, 2, False),  # in place: gradient accumulation into a weight's .grad
     "aten::_addmm_activation": (1, 2, False),
     "aten::bmm": (0, 1, False),
     "aten::baddbmm": (1, 2, False),
+    "aten::baddbmm_": (1, 2, False),
+    "aten::addbmm": (1, 2, False),  # Σ over the batch of A[b]·B[b]: batch × M × K × N as well
+    "aten::addbmm_": (1, 2, False),
     "aten::matmul": (0, 1, False),
     "aten::linear": (0, 1, True),
     "aten::_scaled_mm": (0, 1, False),
