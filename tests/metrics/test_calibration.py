@@ -77,3 +77,29 @@ def test_calibration_gives_the_baseline_and_the_sm_part(tmp_path):
 def test_without_calibration_the_fused_run_has_no_baseline(tmp_path):
     a = analyze_run(_fused(tmp_path))
     assert a.summary.contention_coverage == 0.0 and a.gemm_contention[0].rule == "none"
+
+
+def test_calibrated_sm_ratio_scales_the_runs_own_baseline(tmp_path):
+    """The run's own isolated GEMMs take 100 µs on every SM; the calibration measures 90 µs at margin 0
+    and 108 µs at margin 16 (20% more). The same-SM time is 100 x 1.2 = 120 µs, not the calibration's
+    own 108: its clock never mixes with the trace's kernel durations."""
+    ranks = []
+    for rank in (0, 1):
+        r = RankTrace(rank)
+        for i in range(3):
+            r.kernel("nvjet", 200.0 * i, 100, grid=(132, 1, 1), input_dims=[[1024, 4096], [4096, 4096]],
+                     input_type=["c10::BFloat16", "c10::BFloat16"])
+        r.kernel("ncclDevKernel_AllGather", 1000, 3 * 150, stream=14, collective=AG)
+        for i in range(3):
+            r.kernel("nvjet", 1001 + 150.0 * i, 140, grid=(116, 1, 1), input_dims=[[1024, 4096], [4096, 4096]],
+                     input_type=["c10::BFloat16", "c10::BFloat16"])
+        ranks.append(r)
+    run = load_run(write_run(tmp_path / "run", ranks, manifest={"sm_margin": 16}))
+    path = tmp_path / "cal.json"
+    write_calibration(path, tmp_path, "H200", [_entry(0, [90.0] * 3), _entry(16, [108.0] * 3)])
+    a = analyze_run(run, calibration=read_calibration(path)[0])
+    (g,) = a.gemm_contention
+    assert (g.source, g.baseline_us, g.same_sm_us) == ("run", 100.0, pytest.approx(120.0))
+    b = a.gemm_budget
+    assert (b.tax_us, b.sm_us, b.interference_us) == pytest.approx((120.0, 60.0, 60.0))
+    assert analyze_run(run).gemm_budget.unsplit_us == pytest.approx(120.0)  # without it: not split

@@ -26,6 +26,7 @@ from tpscope.metrics.contention import (
     GemmContention,
     KernelContention,
     TaxPart,
+    comm_overlap_fraction,
     contention,
     isolated_baselines,
     reference_gemm_samples,
@@ -160,8 +161,12 @@ def _cross_rank(run: Run, sets: list[ClassSets], reference: Run | None, align: s
     compute = [s.compute for s in sets]
     graph = path_graph(acts, match, timing, clocks.offsets_ns, [r.waits for r in run.ranks],
                        [len(r.lanes) for r in run.ranks])
-    baselines = isolated_baselines(run_activities(reference)) if reference is not None else None
-    ref_samples, ref_gemm_us = reference_gemm_samples(reference) if reference is not None else ({}, None)
+    baselines, ref_samples, ref_gemm_us = None, {}, None
+    if reference is not None:
+        ref_acts = run_activities(reference)
+        ref_f = comm_overlap_fraction(ref_acts)
+        baselines = isolated_baselines(ref_acts, ref_f)
+        ref_samples, ref_gemm_us = reference_gemm_samples(reference, ref_acts, ref_f)
     found = contention(run, acts, match, timing, compute, baselines, [ref_samples, calibration or {}],
                        _sm_margin(run.manifest))
     if found.budget is not None and ref_gemm_us is not None:

@@ -15,7 +15,6 @@ from tpscope.metrics.collectives import (
     RunActivities,
     busbw_factor,
     collective_kind,
-    run_activities,
 )
 from tpscope.metrics.gemm import (
     RULES,
@@ -416,11 +415,10 @@ def contention(run: Run, acts: RunActivities, match: CollectiveMatch, timing: Co
     return dataclasses.replace(g, kernels=kernels, collectives=comm_contention(acts, match, timing, compute_sets))
 
 
-def reference_gemm_samples(run: Run) -> tuple[Samples, float | None]:
-    """The isolated GEMM samples of a reference run, and its measured GEMM time per rank and step."""
-    acts = run_activities(run)
+def reference_gemm_samples(run: Run, acts: RunActivities, f: np.ndarray) -> tuple[Samples, float | None]:
+    """The isolated GEMM samples of a reference run (its activities and their `f`), and its measured
+    GEMM time per rank and step."""
     gemms = find_gemms(run, acts)
-    f = comm_overlap_fraction(acts)
     dur = (acts.end_ns - acts.start_ns)[gemms.act]
     step = acts.step[gemms.act]
     in_step = step >= 0

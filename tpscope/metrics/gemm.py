@@ -112,11 +112,11 @@ def _layers(rank, launch_ns: np.ndarray, tid: np.ndarray, table: dict) -> np.nda
     as an id into `table` ("<layer>/<op>"); -1 outside one."""
     out = np.full(len(launch_ns), -1, np.int64)
     a, sym = rank.annotations, rank.symbols
-    names = [sym[i] if i >= 0 else "" for i in a.name_id.tolist()]
-    keep = [i for i, s in enumerate(names) if s.startswith(LAYER_PREFIX) and s.count("/") == 2 and not a.on_gpu[i]]
-    if not keep or not len(launch_ns):
+    ids = np.unique(a.name_id[a.name_id >= 0])  # a loop over distinct names, not over ranges
+    layer_ids = [i for i in ids.tolist() if sym[i].startswith(LAYER_PREFIX) and sym[i].count("/") == 2]
+    keep = np.flatnonzero(np.isin(a.name_id, layer_ids) & ~a.on_gpu)
+    if not len(keep) or not len(launch_ns):
         return out
-    keep = np.array(keep)
     for t in np.unique(tid).tolist():  # a loop over CPU threads
         rows = keep[a.tid[keep] == t]
         if not len(rows):
@@ -127,7 +127,8 @@ def _layers(rank, launch_ns: np.ndarray, tid: np.ndarray, table: dict) -> np.nda
         ok = pos >= 0
         hit = rows[np.maximum(pos, 0)]
         ok &= a.end_ns[hit] >= launch_ns[mine]
-        label = _ids([names[i].removeprefix(LAYER_PREFIX) for i in hit.tolist()], table)
+        uniq, inverse = np.unique(a.name_id[hit], return_inverse=True)
+        label = _ids([sym[i].removeprefix(LAYER_PREFIX) for i in uniq.tolist()], table)[inverse.reshape(-1)]
         out[mine[ok]] = label[ok]
     return out
 
@@ -269,18 +270,19 @@ def baselines(shapes: tuple[GemmShape, ...], pools: list[Samples]) -> list[Basel
 def same_grid_ns(shape: GemmShape, grid: tuple[int, int, int], base: Baseline | None, pools: list[Samples],
                  margin: int | None) -> float | None:
     """The isolated time of `shape` on as many SMs as the overlapped GEMM had: isolated samples at its
-    own grid (run, then reference), else a calibration at the run's SM margin; the full baseline
-    itself when its grid is this grid. None when unknown."""
+    own grid (run, then reference), else the baseline times the calibrated ratio (time at the run's
+    SM margin / time at margin 0), so that no event-timed figure mixes with kernel durations; the
+    full baseline itself when its grid is this grid. None when unknown."""
     if base is not None and base.rule == 1 and base.grid == grid:
         return base.full_ns
     for pool in pools[:2]:
         x = pool.get((shape, grid))
         if x is not None and len(x) >= MIN_SAMPLES:
             return float(np.median(x))
-    if margin and len(pools) > 2:
-        x = pools[2].get((shape, margin))
-        if x is not None and len(x) >= MIN_SAMPLES:
-            return float(np.median(x))
+    if margin and base is not None and len(pools) > 2:  # calibrated: the ratio margin / no margin
+        x, x0 = pools[2].get((shape, margin)), pools[2].get((shape, 0))
+        if x is not None and x0 is not None and min(len(x), len(x0)) >= MIN_SAMPLES:
+            return base.full_ns * float(np.median(x)) / float(np.median(x0))
     return None
 
 
