@@ -47,6 +47,8 @@ def test_round_trip_and_place(tmp_path):
     assert calibration_path(copy, cache_dir=tmp_path / "cache") == path
     other = write_run(tmp_path / "other", [RankTrace(0, world_size=1)])
     assert calibration_path(other, cache_dir=tmp_path / "cache") != path
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")  # no folder to read: a path, never an error
+    assert calibration_path(tmp_path / "loop", cache_dir=tmp_path / "cache").parent == path.parent
     write_calibration(path, tmp_path / "run", "H200", [_entry(0, [100.0, 101.0, 99.0]), _entry(16, [112.0] * 3)])
     samples, device = read_calibration(path)
     assert device == "H200"

@@ -29,12 +29,13 @@ CALIBRATION_VERSION = 1
 
 def calibration_path(run_dir: Path, cache_dir: Path | None = None) -> Path:
     """Where the calibration of `run_dir` lives (whether or not it exists): named by its trace
-    files' names and sizes (a missing folder: by its path)."""
+    files' names and sizes (a folder without readable traces: by its path, and the loader then
+    names the problem)."""
     try:
         files = find_trace_files(Path(run_dir))
         text = "\n".join(f"{f.name}:{f.stat().st_size}" for f in files)
-    except (UserError, OSError):
-        text = str(Path(run_dir).resolve())
+    except (UserError, OSError, RuntimeError):  # missing, unreadable, a symlink loop: never an error here
+        text = os.path.abspath(run_dir)
     key = hashlib.sha256(text.encode()).hexdigest()[:32]
     return Path(cache_dir or default_cache_dir()) / "calibrations" / f"{key}.json"
 
