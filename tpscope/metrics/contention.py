@@ -109,14 +109,8 @@ class GemmBudget:
     noise_band: float | None  # median relative half-width of the isolated samples' [p10, p90]
     overlapped_us: float  # GEMMs beside a transfer, with or without a baseline
     coverage: float | None  # share of overlapped_us with a baseline
+    closes: bool | None  # |residual| <= noise band x predicted (None without a noise band)
     reference_gemm_us: float | None = None  # the reference run's GEMM time per rank-step, measured
-
-    @property
-    def closes(self) -> bool | None:
-        """|residual| within the noise band of the predicted time (None without a noise band)."""
-        if self.noise_band is None:
-            return None
-        return abs(self.residual_us) <= self.noise_band * self.predicted_us
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,19 +259,23 @@ def gemm_contention(gemms: Gemms, acts: RunActivities, f: np.ndarray, pools: lis
     weights = np.bincount(gemms.shape[in_step & has], weights=full[in_step & has], minlength=len(base))
     noise = [(b.noise, w) for b, w in zip(base, weights.tolist()) if b is not None and b.noise is not None and w > 0]
     overlapped_ns = float(dur[beside].sum())
+    band = float(np.average([x for x, _ in noise], weights=[w for _, w in noise])) if noise else None
+    predicted_ns = float(full[in_step & has].sum())
+    residual_ns = float((dur - full)[in_step & has & (fr == 0)].sum())
     budget = GemmBudget(
         rank_steps=len(rank_steps),
         gemm_us=_us(dur[in_step].sum(), n),
         uncovered_us=_us(dur[in_step & ~has].sum(), n),
-        predicted_us=_us(full[in_step & has].sum(), n),
+        predicted_us=_us(predicted_ns, n),
         tax_us=_us(tax.sum(), n),
         sm_us=_us((same - full)[split].sum(), n),
         interference_us=_us((dur - same)[split].sum(), n),
         unsplit_us=_us(tax[taxed & ~split].sum(), n),
-        residual_us=_us((dur - full)[in_step & has & (fr == 0)].sum(), n),
-        noise_band=float(np.average([x for x, _ in noise], weights=[w for _, w in noise])) if noise else None,
+        residual_us=_us(residual_ns, n),
+        noise_band=band,
         overlapped_us=_us(overlapped_ns, n),
         coverage=float(dur[taxed].sum()) / overlapped_ns if overlapped_ns > 0 else None,
+        closes=abs(residual_ns) <= band * predicted_ns if band is not None else None,
     )
     by_step: dict[tuple[int, int], tuple[float, float]] = {}
     if taxed.any():

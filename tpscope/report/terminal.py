@@ -107,6 +107,7 @@ def gemm_contention_tables(analysis: RunAnalysis) -> str | None:
         return None
     return "\n\n".join([table(*shape_rows(view), "GEMM contention by shape (metrics.md §8)"),
                         table(*part_rows(view.layers, "layer/op"), "GEMM tax by layer"),
+                        table(*part_rows(view.kernels, "kernel"), "GEMM tax by kernel"),
                         "\n".join(budget_lines(view))])
 
 
