@@ -62,9 +62,9 @@ def test_exact_baseline_prefers_the_grid_with_the_most_ctas_and_the_run_over_the
            (_shape(1024), (2, 66, 1)): np.array([100.0, 101, 99])}
     ref = {(_shape(1024), (132, 1, 1)): np.array([90.0, 90, 90])}
     b = exact_baseline(_shape(1024), [run, ref, {}])
-    assert (b.full_ns, b.grid, b.source, b.rule) == (100.0, (2, 66, 1), 0, 1)
+    assert (b.full_ns, b.grid, b.source, b.rule) == (100.0, (2, 66, 1), "run", 1)
     b = exact_baseline(_shape(1024), [{}, ref, {}])
-    assert (b.full_ns, b.source) == (90.0, 1)
+    assert (b.full_ns, b.source) == (90.0, "reference")
     short = {(_shape(1024), (132, 1, 1)): np.array([90.0, 90])}  # fewer than 3 samples: none
     assert exact_baseline(_shape(1024), [short, {}, {}]) is None
 
@@ -81,3 +81,7 @@ def test_interpolation_between_brackets_only_along_one_dim():
     assert k_mid is None
     got = baselines((_shape(2000), _shape(4000)), [pool, {}, {}])
     assert got[0].full_ns == pytest.approx(200.0) and got[1] is None
+    ref = {(_shape(3000), (132, 1, 1)): np.array([300.0] * 3)}  # the upper bracket only in the reference
+    low = {(_shape(1000), (132, 1, 1)): np.array([100.0] * 3)}
+    (mixed,) = baselines((_shape(2000),), [low, ref, {}])
+    assert mixed.full_ns == pytest.approx(200.0) and mixed.source == "run+reference"

@@ -18,7 +18,6 @@ from tpscope.metrics.collectives import (
 )
 from tpscope.metrics.gemm import (
     RULES,
-    SOURCES,
     Gemms,
     Samples,
     baselines,
@@ -71,7 +70,8 @@ class GemmContention:
     batch: int
     dtype: str
     rule: str  # RULES: which rule gave the baseline ("none" without one)
-    source: str | None  # SOURCES: where its isolated samples come from
+    source: str | None  # SOURCES entry where its isolated samples come from ("run+reference": interpolated
+    # between one shape of each)
     n_isolated: int  # isolated samples behind the baseline
     n_overlapped: int  # GEMMs of this shape beside a transfer (f > 0)
     baseline_us: float | None  # isolated, every SM
@@ -315,7 +315,7 @@ def _shape_rows(gemms: Gemms, base: list, dur: np.ndarray, fr: np.ndarray, besid
         slow = ovl_med[k] / b.full_ns - 1 if b is not None and ovl_n[k] >= MIN_INSTANCES else None
         rows.append(GemmContention(
             shape=s.label, m=s.m, k=s.k, n=s.n, batch=s.batch, dtype=s.dtype,
-            rule=RULES[b.rule] if b else RULES[0], source=SOURCES[b.source] if b else None,
+            rule=RULES[b.rule] if b else RULES[0], source=b.source if b else None,
             n_isolated=b.n_samples if b else 0, n_overlapped=int(n_beside[k]),
             baseline_us=b.full_ns / NS_PER_US if b else None,
             same_sm_us=float(np.median(same[mine])) / NS_PER_US if mine.any() else None,

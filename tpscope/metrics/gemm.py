@@ -201,7 +201,7 @@ class Baseline:
 
     full_ns: float  # isolated, with every SM (the grid with the most CTAs among the samples)
     rule: int  # index into RULES
-    source: int  # index into SOURCES (of the samples; interpolations: of the first bracket)
+    source: str  # SOURCES entry of the samples; interpolations: both brackets' ("run+reference") when they differ
     n_samples: int
     noise: float | None  # relative half-width of the samples' [p10, p90]; None when interpolated
     grid: tuple[int, int, int] | None  # the grid of the samples, None for calibrations/interpolations
@@ -223,14 +223,14 @@ def exact_baseline(shape: GemmShape, pools: list[Samples]) -> Baseline | None:
         if source == 2:
             x = pool.get((shape, 0))
             if x is not None and len(x) >= MIN_SAMPLES:
-                return Baseline(float(np.median(x)), 1, source, len(x), _noise(x), None)
+                return Baseline(float(np.median(x)), 1, SOURCES[source], len(x), _noise(x), None)
             continue
         best = None
         for (s, grid), x in pool.items():
             if s == shape and len(x) >= MIN_SAMPLES and (best is None or _ctas(grid) > _ctas(best[0])):
                 best = (grid, x)
         if best is not None:
-            return Baseline(float(np.median(best[1])), 1, source, len(best[1]), _noise(best[1]), best[0])
+            return Baseline(float(np.median(best[1])), 1, SOURCES[source], len(best[1]), _noise(best[1]), best[0])
     return None
 
 
@@ -250,7 +250,8 @@ def interpolated_baseline(shape: GemmShape, known: dict[GemmShape, Baseline]) ->
         if lo and hi:
             (x0, b0), (x1, b1) = lo[-1], hi[0]
             t = (x - x0) / (x1 - x0)
-            return Baseline(b0.full_ns + t * (b1.full_ns - b0.full_ns), 2 + axis, b0.source,
+            source = b0.source if b0.source == b1.source else f"{b0.source}+{b1.source}"
+            return Baseline(b0.full_ns + t * (b1.full_ns - b0.full_ns), 2 + axis, source,
                             b0.n_samples + b1.n_samples, None, None)
     return None
 
