@@ -24,6 +24,7 @@ from tpscope.metrics.gemm import (
     find_gemms,
     isolated_samples,
     same_grid_ns,
+    unique_rows,
 )
 from tpscope.trace import ActivityClass, Run
 
@@ -243,7 +244,7 @@ def gemm_contention(gemms: Gemms, acts: RunActivities, f: np.ndarray, pools: lis
     base = baselines(gemms.shapes, pools)
     full_by_shape = np.array([b.full_ns if b else np.nan for b in base] + [np.nan])
     full = full_by_shape[gemms.shape] if len(gemms) else np.zeros(0)
-    pairs, pair = np.unique(np.stack([gemms.shape, gemms.grid], axis=1), axis=0, return_inverse=True)
+    pairs, pair = unique_rows(gemms.shape, gemms.grid)
     same_by_pair = np.array([_or_nan(same_grid_ns(gemms.shapes[s], gemms.grids[g], base[s], pools, margin))
                              for s, g in pairs.tolist()] + [np.nan])
     same = same_by_pair[pair.reshape(-1)] if len(gemms) else np.zeros(0)
@@ -254,7 +255,7 @@ def gemm_contention(gemms: Gemms, acts: RunActivities, f: np.ndarray, pools: lis
     taxed = beside & has
     split = taxed & np.isfinite(same)
     tax = np.where(taxed, dur - full, 0.0)
-    rank_steps = np.unique(np.stack([rank[in_step], step[in_step]], axis=1), axis=0) if in_step.any() else []
+    rank_steps = unique_rows(rank[in_step], step[in_step])[0]
     n = max(len(rank_steps), 1)
     weights = np.bincount(gemms.shape[in_step & has], weights=full[in_step & has], minlength=len(base))
     noise = [(b.noise, w) for b, w in zip(base, weights.tolist()) if b is not None and b.noise is not None and w > 0]
@@ -279,7 +280,7 @@ def gemm_contention(gemms: Gemms, acts: RunActivities, f: np.ndarray, pools: lis
     )
     by_step: dict[tuple[int, int], tuple[float, float]] = {}
     if taxed.any():
-        keys, inverse = np.unique(np.stack([rank[taxed], step[taxed]], axis=1), axis=0, return_inverse=True)
+        keys, inverse = unique_rows(rank[taxed], step[taxed])
         inverse = inverse.reshape(-1)
         t = np.bincount(inverse, weights=tax[taxed], minlength=len(keys))
         b = np.bincount(inverse, weights=full[taxed], minlength=len(keys))
@@ -309,16 +310,17 @@ def _shape_rows(gemms: Gemms, base: list, dur: np.ndarray, fr: np.ndarray, besid
     ovl_n, ovl_med = _per_key(gemms.shape[ovl], dur[ovl], len(gemms.shapes))
     n_beside = np.bincount(gemms.shape[beside], minlength=len(gemms.shapes))
     tax_by = np.bincount(gemms.shape, weights=tax, minlength=len(gemms.shapes))
+    known = beside & np.isfinite(same)
+    _, same_med = _per_key(gemms.shape[known], same[known], len(gemms.shapes))
     rows = []
     for k, (s, b) in enumerate(zip(gemms.shapes, base)):  # a loop over shapes
-        mine = beside & (gemms.shape == k) & np.isfinite(same)
         slow = ovl_med[k] / b.full_ns - 1 if b is not None and ovl_n[k] >= MIN_INSTANCES else None
         rows.append(GemmContention(
             shape=s.label, m=s.m, k=s.k, n=s.n, batch=s.batch, dtype=s.dtype,
             rule=RULES[b.rule] if b else RULES[0], source=b.source if b else None,
             n_isolated=b.n_samples if b else 0, n_overlapped=int(n_beside[k]),
             baseline_us=b.full_ns / NS_PER_US if b else None,
-            same_sm_us=float(np.median(same[mine])) / NS_PER_US if mine.any() else None,
+            same_sm_us=float(same_med[k]) / NS_PER_US if np.isfinite(same_med[k]) else None,
             overlapped_median_us=float(ovl_med[k]) / NS_PER_US if ovl_n[k] else None,
             slowdown=float(slow) if slow is not None else None,
             tax_us_per_step=float(tax_by[k]) / NS_PER_US / n,
@@ -420,6 +422,6 @@ def reference_gemm_samples(run: Run, acts: RunActivities, f: np.ndarray) -> tupl
     dur = (acts.end_ns - acts.start_ns)[gemms.act]
     step = acts.step[gemms.act]
     in_step = step >= 0
-    rank_steps = len(np.unique(np.stack([acts.rank[gemms.act][in_step], step[in_step]], axis=1), axis=0))
+    rank_steps = len(unique_rows(acts.rank[gemms.act][in_step], step[in_step])[0])
     per_step = float(dur[in_step].sum()) / NS_PER_US / rank_steps if rank_steps else None
     return isolated_samples(gemms, dur, f[gemms.act] == 0), per_step
