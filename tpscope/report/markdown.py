@@ -206,7 +206,7 @@ def render(report: Report) -> str:
                  "stream; the cost is what the slowdown adds per rank and step."]
     if report.gemm is not None:
         body += ["", f"### GEMMs slowed beside transfers ({'run' if alone else 'candidate'}, metrics.md §8)", "",
-                 *budget_lines(report.gemm), "", table_md(*shape_rows(report.gemm)), "",
+                 *(f"- {line}" for line in budget_lines(report.gemm)), "", table_md(*shape_rows(report.gemm)), "",
                  table_md(*part_rows(report.gemm.layers, "layer/op"))]
     warnings = [*(report.baseline.warnings if report.baseline else ()), *report.candidate.warnings]
     if warnings:
