@@ -8,7 +8,7 @@ import time
 import torch
 
 from tpscope.fusion.resources import gemm_sm_margin
-from tpscope.metrics.gemm import GEMM_OPERANDS, GemmCall
+from tpscope.gemm_shapes import GEMM_OPERANDS, GemmCall
 
 # `Input type` names -> torch dtypes that a GEMM can be replayed in
 DTYPES = {"BFloat16": torch.bfloat16, "Half": torch.float16, "Float": torch.float32, "Double": torch.float64}

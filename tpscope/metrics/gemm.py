@@ -8,81 +8,20 @@ two of the three dims and bracket the third; else there is none.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import numpy as np
 
+from tpscope.gemm_shapes import GEMM_OPERANDS, GemmCall, GemmShape, parse_shape
 from tpscope.metrics.collectives import RunActivities
 from tpscope.trace import ActivityClass, Run
 
-# metrics.md §8: GEMM ops -> (index of A in `Input Dims`, index of B, B is stored [N, K] as in linear)
-GEMM_OPERANDS: dict[str, tuple[int, int, bool]] = {
-    "aten::mm": (0, 1, False),
-    "aten::addmm": (1, 2, False),
-    "aten::addmm_": (1, 2, False),  # in place: gradient accumulation into a weight's .grad
-    "aten::_addmm_activation": (1, 2, False),
-    "aten::bmm": (0, 1, False),
-    "aten::baddbmm": (1, 2, False),
-    "aten::baddbmm_": (1, 2, False),
-    "aten::addbmm": (1, 2, False),  # Σ over the batch of A[b]·B[b]: batch × M × K × N as well
-    "aten::addbmm_": (1, 2, False),
-    "aten::matmul": (0, 1, False),
-    "aten::linear": (0, 1, True),
-    "aten::_scaled_mm": (0, 1, False),
-}
+__all__ = ["GEMM_OPERANDS", "GemmCall", "GemmShape", "parse_shape"]  # re-exported: §8's shape rules
+
 MIN_SAMPLES = 3  # §8: isolated samples a baseline needs
 RULES = ("none", "same shape", "interpolated along M", "interpolated along K", "interpolated along N")
 SOURCES = ("run", "reference", "calibration")
 LAYER_PREFIX = "tpscope/"  # CPU ranges `tpscope/<layer>/<op>` name a GEMM's layer
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class GemmShape:
-    """One GEMM class: C[batch, M, N] = A[batch, M, K] · B[batch, K, N] in `dtype`."""
-
-    batch: int
-    m: int
-    k: int
-    n: int
-    dtype: str
-
-    @property
-    def flops(self) -> int:
-        return 2 * self.batch * self.m * self.k * self.n
-
-    @property
-    def label(self) -> str:
-        b = f"{self.batch}×" if self.batch != 1 else ""
-        return f"{b}{self.m}×{self.k}×{self.n} {self.dtype}"
-
-
-def parse_shape(op: str, dims: str, types: str) -> GemmShape | None:
-    """The shape of one GEMM op from its raw `Input Dims` / `Input type` JSON; None when `op` is no
-    GEMM or its dims do not describe one."""
-    rule = GEMM_OPERANDS.get(op)
-    if rule is None:
-        return None
-    ia, ib, b_is_nk = rule
-    try:
-        d = json.loads(dims)
-        a, b = [int(x) for x in d[ia]], [int(x) for x in d[ib]]
-        t = json.loads(types) if types else []
-        dtype = str(t[ia]).removeprefix("c10::") if len(t) > ia else "?"
-    except (ValueError, TypeError, IndexError):
-        return None
-    if len(a) < 2 or len(b) < 1 or min(a + b) <= 0:
-        return None
-    if b_is_nk:
-        if len(b) != 2 or b[1] != a[-1]:
-            return None
-        return GemmShape(1, int(np.prod(a[:-1])), a[-1], b[0], dtype)
-    if len(b) < 2 or b[-2] != a[-1]:
-        return None
-    if len(b) == 2:
-        return GemmShape(1, int(np.prod(a[:-1])), a[-1], b[-1], dtype)
-    batch = max(int(np.prod(a[:-2])), int(np.prod(b[:-2])))
-    return GemmShape(batch, a[-2], a[-1], b[-1], dtype)
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,17 +263,6 @@ def same_grid_ns(shape: GemmShape, grid: tuple[int, int, int], base: Baseline | 
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class GemmCall:
-    """One distinct GEMM call of a run as its CPU op recorded it: what `tpscope calibrate` replays."""
-
-    op: str
-    dims: str  # raw `Input Dims` JSON
-    strides: str  # raw `Input Strides` JSON ("" when the trace has none)
-    types: str  # raw `Input type` JSON
-    shape: GemmShape
-
-
 def gemm_calls(run: Run) -> list[GemmCall]:
     """The distinct GEMM calls (op, dims, strides, type) of every rank, in shape order."""
     seen: dict[tuple[str, str, str, str], GemmCall] = {}
@@ -346,7 +274,7 @@ def gemm_calls(run: Run) -> list[GemmCall]:
         uniq, _ = unique_rows(g.op_name_id[rows], g.dims_id[rows], g.strides_id[rows], g.types_id[rows])
         for o, d, s, t in uniq.tolist():  # a loop over distinct calls
             key = tuple(sym[i] if i >= 0 else "" for i in (o, d, s, t))
-            shape = parse_shape(key[0], key[1], key[3])
-            if shape is not None and key not in seen:
-                seen[key] = GemmCall(*key, shape=shape)
+            call = GemmCall.of(*key)
+            if call is not None and key not in seen:
+                seen[key] = call
     return sorted(seen.values(), key=lambda c: (c.shape, c.op, c.dims, c.strides))
