@@ -66,6 +66,15 @@ def _values(items: list, attr: str) -> list:
     return list(map(attrgetter(attr), items))
 
 
+def tid_column(events: list[Event]) -> np.ndarray:
+    """The events' `tid` as int64: integers in C, string tids through `lane_number`."""
+    values = _values(events, "tid")
+    try:
+        return np.array([MISSING if v is None else v for v in values], dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        return int_column([lane_number(v) for v in values])
+
+
 def _args(events: list[Event]) -> list[Args]:
     return [a if a is not None else _EMPTY_ARGS for a in map(attrgetter("args"), events)]
 
@@ -199,7 +208,7 @@ def extract(events: list[Event], base_ns: int = 0) -> RawColumns:
     args = _args(launch)
     cols.update(
         name_id=x.names(launch),
-        tid=int_column([lane_number(e.tid) for e in launch]),
+        tid=tid_column(launch),
         correlation=int_column(_values(args, "correlation")),
         external_id=int_column(_values(args, "external_id")),
     )
@@ -211,7 +220,7 @@ def extract(events: list[Event], base_ns: int = 0) -> RawColumns:
     args = _args(ops)
     cols.update(
         name_id=x.names(ops),
-        tid=int_column([lane_number(e.tid) for e in ops]),
+        tid=tid_column(ops),
         external_id=int_column(_values(args, "external_id")),
         dims_id=x.symbols.ids([bytes(a.input_dims).decode("utf-8", "replace") for a in args]),
         types_id=x.symbols.ids([bytes(a.input_type).decode("utf-8", "replace") for a in args]),
