@@ -8,6 +8,7 @@ interconnect (BENCHMARKS.md). No torch here: the CLI parses options without impo
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 
@@ -148,8 +149,16 @@ class RunConfig:
     """Profiler schedule: steps traced but discarded."""
     profile_active: int = 2
     """Profiler schedule: steps written to the traces (0 turns the profiler off)."""
-    lr: float = 1e-3
-    """AdamW learning rate."""
+    lr: float = 3e-4
+    """AdamW peak learning rate (after the warm-up, before the cosine decay)."""
+    warmup_steps: int | None = None
+    """Linear learning-rate warm-up; None: a tenth of the steps, at least 1."""
+    decay_to: float = 0.1
+    """The cosine decay ends at `lr * decay_to` on the last step."""
+    grad_clip: float = 1.0
+    """Clip the global gradient norm to this (0 turns clipping off)."""
+    weight_decay: float = 0.1
+    """AdamW's decoupled weight decay."""
     seed: int = 0
     """Seed of weights and synthetic tokens (the same on every rank)."""
     timeout_s: float = 300.0
@@ -194,8 +203,15 @@ class RunConfig:
                 f"steps={self.steps} is fewer than the profiler schedule needs "
                 f"(wait {self.profile_wait} + warmup {self.profile_warmup} + active {self.profile_active})"
             )
-        if self.timeout_s <= 0:
-            raise ValueError(f"timeout_s must be > 0, not {self.timeout_s}")
+        for name in ("timeout_s", "lr"):  # `not > 0` also refuses NaN
+            value = getattr(self, name)
+            if not (value > 0 and math.isfinite(value)):
+                raise ValueError(f"{name} must be a finite number > 0, not {value}")
+        if self.warmup_steps is not None and not 0 <= self.warmup_steps <= self.steps:
+            raise ValueError(f"warmup_steps must be between 0 and steps={self.steps}, not {self.warmup_steps}")
+        if not (self.lr > 0 and 0 <= self.decay_to <= 1 and self.grad_clip >= 0 and self.weight_decay >= 0):
+            raise ValueError(f"need lr > 0, 0 <= decay_to <= 1, grad_clip >= 0 and weight_decay >= 0; got lr={self.lr}, "
+                             f"decay_to={self.decay_to}, grad_clip={self.grad_clip}, weight_decay={self.weight_decay}")
         check_resources(self.sm_margin, self.comm_ctas)
 
     @property

@@ -65,6 +65,7 @@ class RunAnalysis:
     critical_path: list[CriticalPath] = field(default_factory=list)
     collectives: list[CollectiveInstance] = field(default_factory=list)
     clock_offsets_us: dict[int, float] = field(default_factory=dict)
+    clock_residual_us: dict[int, float | None] = field(default_factory=dict)  # metrics.md §6
     kernel_contention: list[KernelContention] = field(default_factory=list)
     comm_contention: list[CommContention] = field(default_factory=list)
     gemm_contention: list[GemmContention] = field(default_factory=list)
@@ -151,6 +152,7 @@ def analyze_run(run: Run, reference: Run | None = None, align: str = "auto",
         critical_path=paths,
         collectives=cross["collectives"],
         clock_offsets_us=cross["offsets_us"],
+        clock_residual_us=cross["residual_us"],
         kernel_contention=cross["contention"].kernels,
         comm_contention=cross["contention"].collectives,
         gemm_contention=cross["contention"].gemms or [],
@@ -186,6 +188,7 @@ def _cross_rank(run: Run, sets: list[ClassSets], reference: Run | None, align: s
         "wait_transfer": wait_transfer_by_step(acts, timing),
         "collectives": collective_instances(acts, match, timing, exposed_ns(acts, compute)),
         "offsets_us": clocks.as_us(acts.rank_ids),
+        "residual_us": clocks.residual_us(acts.rank_ids),
         "paths": critical_paths(acts, graph, run.ranks),
         "contention": found,
         "warnings": list(match.warnings) + list(clocks.warnings),
@@ -220,7 +223,7 @@ def as_json(analysis: RunAnalysis) -> dict:
         if f.name == "manifest":
             continue
         value = getattr(analysis, f.name)
-        if f.name in ("clock_offsets_us", "step_rule"):
+        if f.name in ("clock_offsets_us", "clock_residual_us", "step_rule"):
             value = {str(k): v for k, v in value.items()}
         doc[f.name] = _plain(value)
     return doc

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from tpscope.errors import UserError
+from tpscope.outputs import check_out_file, write_text
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -65,11 +66,13 @@ def analyze_folder(run_dir: Path, reference: Path | None, workers: int | None, u
 def main(args: argparse.Namespace) -> int:
     from tpscope.samples import default_run
 
+    if args.workers is not None and args.workers < 1:
+        raise UserError(f"--workers must be >= 1, not {args.workers}")
     if args.out and not args.json:
         raise UserError("--out writes the JSON document: add --json")
     out = Path(args.out) if args.out else None
-    if out is not None and out.exists() and not args.overwrite:
-        raise UserError(f"{out}: already exists; pass --overwrite to replace it")
+    if out is not None:
+        check_out_file(out, args.overwrite)
     run_dir = Path(args.run_dir) if args.run_dir else default_run()
     reference = Path(args.reference) if args.reference else None
     analysis = analyze_folder(run_dir, reference, args.workers, use_cache=not args.no_cache, align=args.align,
@@ -79,7 +82,7 @@ def main(args: argparse.Namespace) -> int:
 
         text = json.dumps(as_json(analysis), indent=1) + "\n"
         if out is not None:
-            out.write_text(text)
+            write_text(out, text)
         else:
             sys.stdout.write(text)
     else:

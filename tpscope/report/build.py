@@ -26,6 +26,8 @@ from tpscope.report.compare import (
     verdict,
 )
 from tpscope.report.gemm_contention import GemmView, gemm_view
+from tpscope.report.kernel_families import by_family, names_differ
+from tpscope.report.loss_check import LossCheck, loss_check, with_loss
 from tpscope.report.metric_defs import METRICS
 from tpscope.report.step_samples import RunSamples, run_samples
 
@@ -122,6 +124,7 @@ class Report:
     attained_saving: float | None = None
     contention: tuple[ContendedKernel, ...] = ()  # the candidate's compute slowed most beside comm (§8)
     gemm: GemmView | None = None  # the candidate's GEMM budget, taxed shapes and layers (§8)
+    loss: LossCheck | None = None  # the loss curves (None: the candidate records no losses)
 
     @property
     def exit_code(self) -> int:
@@ -217,8 +220,11 @@ class RunResults:
     collective_kernels: tuple[KernelTime, ...] = ()  # by_collective(kernel_times(run, "collective"))
 
 
-def build_report(candidate: RunResults, fail_on: FailOn, baseline: RunResults | None = None) -> Report:
-    """Compare `candidate` with `baseline` (or describe it alone)."""
+def build_report(candidate: RunResults, fail_on: FailOn, baseline: RunResults | None = None,
+                 loss_rtol: float | None = None) -> Report:
+    """Compare `candidate` with `baseline` (or describe it alone). `loss_rtol`: the loss curves'
+    tolerance (None: by dtype; negative: not compared; tpscope.report.loss_check)."""
+    losses = loss_check(baseline.analysis.manifest if baseline else None, candidate.analysis.manifest, loss_rtol)
     cs = run_samples(candidate.analysis)
     cinfo = run_info(candidate.analysis, cs)
     summaries = tuple(summarize_metric(m.name, cs) for m in METRICS
@@ -228,25 +234,33 @@ def build_report(candidate: RunResults, fail_on: FailOn, baseline: RunResults | 
         return Report(cinfo, None, fail_on, (), summaries, None, kernel_totals(candidate.kernels),
                       collective_deltas((), c_coll), (),
                       ((), tuple(cs.get("step_time_us").tolist())), (breakdown(cs),),
-                      contention=contended_kernels(candidate.analysis), gemm=gemm_view(candidate.analysis))
+                      contention=contended_kernels(candidate.analysis), gemm=gemm_view(candidate.analysis),
+                      loss=losses)
     bs = run_samples(baseline.analysis)
     binfo = run_info(baseline.analysis, bs)
     comparisons = compare_runs(bs, cs, fail_on)
     b_an, c_an = baseline.analysis, candidate.analysis
     changes = config_changes(binfo, cinfo)
     flux = saving = None
+    kb, kc = baseline.kernels, candidate.kernels
+    if names_differ(kb, kc):  # metrics.md §9: another vendor's kernels, compared by family
+        kb, kc = by_family(kb), by_family(kc)
     if all(k in FUSION_KEYS or k.startswith(RECORDED_PREFIXES) for k, _, _ in changes):  # §9: one experiment
-        flux, saving = flux_compare(run_times(c_an.critical_path, c_an.steps),
-                                    run_times(b_an.critical_path, b_an.steps))
+        flux, saving = flux_compare(run_times(*_steady(c_an)), run_times(*_steady(b_an)))
     return Report(
         candidate=cinfo, baseline=binfo, fail_on=fail_on, comparisons=comparisons,
-        summaries=summaries, verdict=verdict(comparisons),
-        kernels=kernel_deltas(baseline.kernels, candidate.kernels),
+        summaries=summaries, verdict=with_loss(verdict(comparisons), losses),
+        kernels=kernel_deltas(kb, kc),
         collectives=collective_deltas(collective_stats(b_an, baseline.collective_kernels), c_coll),
         config_changes=changes,
         step_times_us=(tuple(bs.get("step_time_us").tolist()), tuple(cs.get("step_time_us").tolist())),
         breakdown_us=(breakdown(bs), breakdown(cs)),
         flux_overlap_efficiency=flux, attained_saving=saving,
-        contention=contended_kernels(c_an),
-        gemm=gemm_view(c_an),
+        contention=contended_kernels(c_an), gemm=gemm_view(c_an), loss=losses,
     )
+
+
+def _steady(analysis) -> tuple[list, list]:
+    """The critical paths and per-rank steps of a run without its first profiled step (metrics.md §3)."""
+    return ([p for p in analysis.critical_path if not p.first_step],
+            [s for s in analysis.steps if not s.first_step])

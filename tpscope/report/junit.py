@@ -58,6 +58,13 @@ def render(report: Report) -> str:
             skipped += 1
             ET.SubElement(case, "skipped", message=f"{metric_def(c.metric).short} unknown: {c.reason}")
     n = len(gates)
+    if report.loss is not None and report.loss.agreement is not None:  # the loss gate, where it applies
+        n += 1
+        case = ET.SubElement(suite, "testcase", classname=CLASS_NAME, name="loss curve within tolerance", time="0")
+        ET.SubElement(case, "system-out").text = report.loss.line
+        if report.loss.failed:
+            failures += 1
+            ET.SubElement(case, "failure", message=report.loss.line, type="regression").text = report.loss.line
     for el in (suites, suite):
         el.set("tests", str(n))
         el.set("failures", str(failures))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tpscope.metrics import RunAnalysis
+from tpscope.text import printable
 
 
 def fmt(value: float | None, kind: str = "us") -> str:
@@ -20,6 +21,7 @@ def fmt(value: float | None, kind: str = "us") -> str:
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str = "") -> str:
     """A right-aligned text table (first column left-aligned)."""
+    rows = [[printable(c) for c in r] for r in rows]  # names from traces: no escape sequence reaches the terminal
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
 
     def line(cells: Sequence[str]) -> str:
@@ -68,14 +70,20 @@ def critical_path_table(analysis: RunAnalysis) -> str:
 def collectives_table(analysis: RunAnalysis, top: int = 8) -> str:
     """The collective instances that expose the most time, with their wait and transfer (§5)."""
     worst = sorted(analysis.collectives, key=lambda c: c.exposed_us, reverse=True)[:top]
-    headers = ["step/key", "MiB", "ranks", "exposed_us", "wait_us", "skew_us", "transfer_us", "busbw_GB/s"]
+    headers = ["step/key", "group", "MiB", "ranks", "exposed_us", "wait_us", "skew_us", "transfer_us", "busbw_GB/s"]
     rows = [
-        [f"{c.step}/{c.key}", fmt(c.bytes / 2**20) if c.bytes is not None else "-", ",".join(map(str, c.ranks)),
+        [f"{c.step}/{c.key}", _group_text(c), fmt(c.bytes / 2**20) if c.bytes is not None else "-",
+         ",".join(map(str, c.ranks)),
          fmt(c.exposed_us), fmt(c.wait_us), fmt(c.skew_us), fmt(c.transfer_us), fmt(c.busbw_gbps)]
         for c in worst
     ]
     title = f"Collectives exposing the most time ({len(worst)} of {len(analysis.collectives)} matched; §5)"
     return table(headers, rows, title)
+
+
+def _group_text(c) -> str:
+    """The process group of a collective row ("inferred" when matched by order alone, metrics.md §5)."""
+    return "inferred" if c.inferred else _shorten(c.group, 32) or "-"
 
 
 def _shorten(text: str, width: int) -> str:
@@ -154,9 +162,14 @@ def render(analysis: RunAnalysis, extra_sections: Sequence[str] = ()) -> str:
     if gemm:
         parts.append(gemm)
     if any(analysis.clock_offsets_us.values()):
-        parts.append("clock offsets (us, metrics.md §6): "
-                     + ", ".join(f"rank {r}: {fmt(o)}" for r, o in analysis.clock_offsets_us.items()))
+        residual = getattr(analysis, "clock_residual_us", {}) or {}
+
+        def offset(r, o):
+            res = residual.get(r)
+            return f"rank {r}: {fmt(o)}" + (f" ± {fmt(res)}" if res is not None else "")
+        parts.append("clock offsets (us, ± the residual, metrics.md §6): "
+                     + ", ".join(offset(r, o) for r, o in analysis.clock_offsets_us.items()))
     parts += [*extra_sections, summary_table(analysis)]
     if analysis.warnings:
         parts.append("warnings:\n" + "\n".join(f"  - {w}" for w in analysis.warnings))
-    return "\n\n".join(parts)
+    return printable("\n\n".join(parts), keep_newlines=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import msgspec
 import numpy as np
 
 from tpscope.trace.classify import ActivityClass, classify
@@ -57,6 +58,7 @@ def assemble(path: Path, trace: TraceFile, raw: RawColumns, rank: int, warnings:
     """The `RankTrace` of one file from its raw columns and its header."""
     symbols = SymbolTable.from_symbols(raw.symbols)
     lanes = _Lanes()
+    overlong = _drop_overlong(raw)
     gpu = _gpu_table(raw, symbols, lanes)
     annotations = _ranges(raw, lanes)
     waits = _waits(raw, lanes)
@@ -68,6 +70,9 @@ def assemble(path: Path, trace: TraceFile, raw: RawColumns, rank: int, warnings:
     for group, count in raw.dropped.items():
         what = _DROPPED_WHAT.get(group, group)
         notes.append(f"{path}: {count} {what} without a usable ts/dur (missing, NaN or negative) were dropped")
+    if overlong:
+        notes.append(f"{path}: {overlong} GPU activities lasting longer than the whole trace (a wrapped-around "
+                     "duration) were dropped (metrics.md §1)")
     di = trace.distributedInfo
     return RankTrace(
         rank=rank,
@@ -85,6 +90,25 @@ def assemble(path: Path, trace: TraceFile, raw: RawColumns, rank: int, warnings:
         warnings=tuple(notes),
         info=info,
     )
+
+
+OVERLONG_MIN_NS = 10 * 10**9  # a trace of a few events still keeps a kernel of up to 10 s
+
+
+def _drop_overlong(raw: RawColumns) -> int:
+    """metrics.md §1: drop the GPU activities that end later after the trace's last start than the
+    whole trace lasts (the extent of every event's start, at least 10 s): a wrapped-around duration. Returns the count."""
+    starts = [c["start_ns"] for c in raw.groups.values() if len(c.get("start_ns", ())) > 0]
+    g = raw.groups["gpu"]
+    if not starts or len(g["start_ns"]) == 0:
+        return 0
+    first = min(int(s.min()) for s in starts)
+    last = max(int(s.max()) for s in starts)
+    keep = g["end_ns"] <= last + max(last - first, OVERLONG_MIN_NS)
+    if keep.all():
+        return 0
+    raw.groups["gpu"] = {k: v[keep] for k, v in g.items()}
+    return int((~keep).sum())
 
 
 def _gpu_table(raw: RawColumns, symbols: SymbolTable, lanes: _Lanes) -> GpuActivities:
@@ -106,6 +130,7 @@ def _gpu_table(raw: RawColumns, symbols: SymbolTable, lanes: _Lanes) -> GpuActiv
     not_comm = cls != ActivityClass.COMM
     for f in COLLECTIVE_COLUMNS:
         coll[f] = np.where(not_comm, MISSING, coll[f])
+    p2p_id = _p2p_join(symbols, g["name_id"], ~not_comm, launch_tid, launch_start, coll, ops)
     dims = lookup(ops["external_id"], ops["dims_id"], ext)
     table = GpuActivities(
         start_ns=g["start_ns"],
@@ -127,8 +152,68 @@ def _gpu_table(raw: RawColumns, symbols: SymbolTable, lanes: _Lanes) -> GpuActiv
         types_id=lookup(ops["external_id"], ops["types_id"], ext).astype(np.int32),
         strides_id=lookup(ops["external_id"], ops["strides_id"], ext).astype(np.int32),
         **{f: coll[f].astype(np.int32 if f.endswith("_id") else np.int64) for f in COLLECTIVE_COLUMNS},
+        p2p_id=p2p_id,
     )
     return table.take(np.argsort(table.start_ns, kind="stable"))
+
+
+def _p2p_join(symbols: SymbolTable, name_id: np.ndarray, comm: np.ndarray, launch_tid: np.ndarray,
+              launch_start: np.ndarray, coll: dict[str, np.ndarray], ops: dict[str, np.ndarray]) -> np.ndarray:
+    """metrics.md §5 "Point-to-point": the `send`/`recv` CPU ops each point-to-point kernel carries.
+
+    A send/recv op belongs to the first p2p kernel (`SendRecv` in its name, or described as a send
+    or recv) launched on its thread at or after the op's start: the kernel an op launches itself, or
+    the one kernel that `batch_isend_irecv` launches after its ops. Per kernel, the global peers as
+    "s<peer> r<peer> ..." (sorted); the kernel takes the ops' group, dtype and, as `In msg nelems`,
+    the elements it sends. `coll` is updated in place.
+    """
+    out = np.full(len(name_id), MISSING, np.int32)
+    sym = symbols.symbols
+    is_p2p_name = {i: s in ("send", "recv") for i, s in enumerate(sym) if s in ("send", "recv")}
+    op_coll = ops["coll_name_id"]
+    op_rows = np.flatnonzero(np.isin(op_coll, list(is_p2p_name)) & (ops["peer"] != MISSING))
+    if len(op_rows) == 0 or not comm.any():
+        return out
+    named = np.isin(coll["coll_name_id"], list(is_p2p_name))
+    uniq, inverse = np.unique(name_id, return_inverse=True)
+    sendrecv = np.array(["sendrecv" in sym[u].lower() for u in uniq.tolist()], bool)[inverse.ravel()]
+    kern = np.flatnonzero(comm & (sendrecv | named) & (launch_start != MISSING))
+    owner = np.full(len(op_rows), -1, np.int64)
+    for tid in np.unique(ops["tid"][op_rows]).tolist():  # one pass per CPU thread
+        k = kern[launch_tid[kern] == tid]
+        k = k[np.argsort(launch_start[k], kind="stable")]
+        on = np.flatnonzero(ops["tid"][op_rows] == tid)
+        at = np.searchsorted(launch_start[k], ops["start_ns"][op_rows[on]], side="left")
+        ok = at < len(k)
+        owner[on[ok]] = k[at[ok]]
+    keep = owner >= 0
+    op_rows, owner = op_rows[keep], owner[keep]
+    if len(op_rows) == 0:
+        return out
+    ranks_of = {}
+    for r in np.unique(ops["pg_ranks_id"][op_rows]).tolist():
+        text = sym[r] if r >= 0 else ""
+        ranks_of[r] = [int(x) for x in text.split(",")] if text else None
+    send_id = symbols.id("send")
+    tokens: dict[int, list[str]] = {}
+    sent: dict[int, int] = {}
+    for row, k in zip(op_rows.tolist(), owner.tolist()):  # one per send/recv op
+        local = int(ops["peer"][row])
+        members = ranks_of[int(ops["pg_ranks_id"][row])]
+        peer = members[local] if members is not None and 0 <= local < len(members) else local
+        is_send = int(op_coll[row]) == send_id
+        tokens.setdefault(k, []).append(f"{'s' if is_send else 'r'}{peer}")
+        if is_send:
+            sent[k] = sent.get(k, 0) + max(int(ops["in_nelems"][row]), 0)
+        if coll["pg_name_id"][k] == MISSING or not named[k]:
+            for f in ("pg_name_id", "pg_ranks_id", "pg_desc_id", "dtype_id", "group_size"):
+                coll[f][k] = ops[f][row]
+    for k, toks in tokens.items():
+        kinds = {t[0] for t in toks}
+        coll["coll_name_id"][k] = symbols.id("send" if kinds == {"s"} else "recv" if kinds == {"r"} else "send_recv")
+        coll["in_nelems"][k] = sent.get(k, 0)
+        out[k] = symbols.id(" ".join(sorted(set(toks))))
+    return out
 
 
 def _signatures(symbols: SymbolTable, name_id, grid, block, dims_id) -> np.ndarray:
@@ -187,11 +272,34 @@ def _waits(raw: RawColumns, lanes: _Lanes) -> StreamWaits:
     )
 
 
+def _process_groups(raw: msgspec.Raw) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """`distributedInfo.pg_config` as {pg_name: (pg_desc, ranks)}; entries it cannot read are left out."""
+    if not raw:
+        return {}
+    try:
+        config = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return {}
+    items = config.values() if isinstance(config, dict) else config if isinstance(config, list) else []
+    out = {}
+    for pg in items:
+        listed = pg.get("ranks") if isinstance(pg, dict) else None
+        if isinstance(listed, str):  # '[0, 1]' in some torch versions
+            listed = [int(x) for x in listed.strip("[] ").split(",") if x.strip().lstrip("-").isdigit()]
+        if isinstance(pg, dict) and "pg_name" in pg and isinstance(listed, list):
+            ranks = tuple(r for r in listed if isinstance(r, int))
+            out[str(pg["pg_name"])] = (str(pg.get("pg_desc", "")), ranks)
+    return out
+
+
 def _info(trace: TraceFile, raw: RawColumns) -> dict:
     info: dict = {}
     di = trace.distributedInfo
     if di is not None:
         info.update({k: v for k, v in (("backend", di.backend), ("nccl_version", di.nccl_version)) if v})
+    groups = _process_groups(di.pg_config) if di is not None else {}
+    if groups:
+        info["process_groups"] = groups
     if trace.hostname:
         info["hostname"] = trace.hostname
     elif raw.hostnames:

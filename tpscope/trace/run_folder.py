@@ -9,8 +9,9 @@ from pathlib import Path
 from tpscope.errors import TraceError, UserError
 from tpscope.trace import parallel
 from tpscope.trace.assemble import assemble
-from tpscope.trace.decode import decode_trace, read_bytes
+from tpscope.trace.decode import base_time_ns, decode_trace, read_bytes
 from tpscope.trace.extract import extract
+from tpscope.trace.manifest import check_manifest
 from tpscope.trace.tables import RankTrace
 
 MANIFEST_NAME = "tpscope_run.json"
@@ -49,7 +50,10 @@ def find_trace_files(path: Path) -> list[Path]:
         if p.name != MANIFEST_NAME and p.name.endswith(TRACE_SUFFIXES) and _is_regular_file(p)
     ]
     if not files:
-        raise UserError(f"{path}: no trace files (*.json or *.json.gz from torch.profiler) in this folder")
+        manifest, _ = read_manifest(path)
+        stopped = (f"; its manifest says the run did not finish ({manifest.get('stopped') or 'no reason recorded'})"
+                   if manifest is not None and manifest.get("complete") is False else "")
+        raise UserError(f"{path}: no trace files (*.json or *.json.gz from torch.profiler) in this folder{stopped}")
     return files
 
 
@@ -66,11 +70,16 @@ def read_manifest(folder: Path) -> tuple[dict | None, list[str]]:
         return None, []
     try:
         manifest = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         return None, [f"{path}: manifest ignored ({exc})"]
     if not isinstance(manifest, dict):
         return None, [f"{path}: manifest ignored (not a JSON object)"]
-    return manifest, []
+    manifest, warnings = check_manifest(manifest, str(path))
+    if manifest.get("complete") is False:
+        why = manifest.get("stopped")
+        warnings.append(f"{path}: the run did not finish ({why if isinstance(why, str) else 'no reason recorded'}); "
+                        "its traces may miss steps")
+    return manifest, warnings
 
 
 def load_rank_file(path: Path, fallback_rank: int | None = None, workers: int = 1) -> RankTrace:
@@ -89,14 +98,14 @@ def load_rank_file(path: Path, fallback_rank: int | None = None, workers: int = 
             data = read_bytes(path)
     if parts is not None:
         trace, raw, warnings = parts.header, parts.raw, []
-        raw.shift_times(int(trace.baseTimeNanoseconds or 0))
+        raw.shift_times(base_time_ns(path, trace))
     else:
         decoded = decode_trace(path, data)
         del data
         trace, warnings = decoded.trace, list(decoded.warnings)
         if not trace.traceEvents:
             raise TraceError(path, "no trace events (empty traceEvents)")
-        raw = extract(trace.traceEvents, int(trace.baseTimeNanoseconds or 0))
+        raw = extract(trace.traceEvents, base_time_ns(path, trace))
         trace.traceEvents = []
     di = trace.distributedInfo
     rank = di.rank if di is not None and isinstance(di.rank, int) and di.rank >= 0 else None
@@ -147,19 +156,56 @@ def load_run(path: str | Path, workers: int | None = None) -> Run:
     ordered = tuple(by_rank[k] for k in sorted(by_rank))
     manifest, manifest_warnings = read_manifest(path if path.is_dir() else path.parent)
     warnings.extend(manifest_warnings)
+    _refuse_mixed_runs(path, ordered)
     warnings.extend(_consistency_warnings(ordered))
     return Run(path=path, ranks=ordered, manifest=manifest, warnings=tuple(warnings))
+
+
+# metrics.md §1 "Combining ranks": the clocks of one job's hosts never disagree by this much, and a
+# profiler window lasts seconds; rank files this far apart come from different runs.
+MIXED_RUNS_GAP_NS = 600 * 10**9
+
+
+def _span(r: RankTrace) -> tuple[int, int] | None:
+    if len(r.gpu) == 0:
+        return None
+    return int(r.gpu.start_ns.min()), int(r.gpu.end_ns.max())
+
+
+def _refuse_mixed_runs(path: Path, ranks: tuple[RankTrace, ...]) -> None:
+    """One line and exit 2 when the folder holds rank files of different runs: ranks that disagree on
+    the world size, or whose traces lie more than MIXED_RUNS_GAP_NS apart."""
+    sizes = {}
+    for r in ranks:
+        if r.world_size is not None:
+            sizes.setdefault(r.world_size, r)
+    if len(sizes) > 1:
+        (a, ra), (b, rb) = sorted(sizes.items())[:2]
+        raise UserError(f"{path}: rank files of different runs: {ra.path.name} has world size {a}, "
+                        f"{rb.path.name} world size {b}")
+    spans = [(s, r) for r in ranks if (s := _span(r)) is not None]
+    if len(spans) < 2:
+        return
+    first = min(spans, key=lambda x: x[0][0])
+    last = max(spans, key=lambda x: x[0][0])
+    gap = last[0][0] - first[0][1]
+    if gap > MIXED_RUNS_GAP_NS:
+        raise UserError(f"{path}: rank files of different runs: {last[1].path.name} (rank {last[1].rank}) starts "
+                        f"{gap / 1e9:,.0f} s after {first[1].path.name} (rank {first[1].rank}) ends")
 
 
 def _consistency_warnings(ranks: tuple[RankTrace, ...]) -> list[str]:
     out: list[str] = []
     sizes = {r.world_size for r in ranks if r.world_size is not None}
-    if len(sizes) > 1:
-        out.append(f"ranks disagree on the world size ({sorted(sizes)}): files from different runs?")
-    elif sizes:
-        (size,) = sizes
-        missing = sorted(set(range(size)) - {r.rank for r in ranks})
-        if missing and len(ranks) < size:
+    if sizes:
+        size = max(sizes)
+        present = {r.rank for r in ranks}
+        missing = sorted(set(range(size)) - present)
+        beyond = sorted(k for k in present if k >= size)
+        if beyond:
+            out.append(f"rank(s) {beyond} beyond the world size {size} (ranks are 0 to {size - 1}): "
+                       "a file from another run, or a wrong distributedInfo")
+        if missing:
             out.append(f"world size {size} but no trace for rank(s) {missing}")
     steps = {r.rank: tuple(r.steps.step.tolist()) for r in ranks}
     if len(set(steps.values())) > 1:
