@@ -175,8 +175,11 @@ def register_callbacks(app, store: RunStore) -> None:
         note = f"Run contention slowdown: {fmt_ratio(slowdown)}"
         note += f" (isolated medians from baseline {baseline_id} where the run has none)." if compared else "."
         if coverage is not None:
-            note += f" It covers {fmt_ratio(coverage)} of the overlapped compute time (metrics.md §8)."
-        return (contention.contention_figure(results.contention_rows(analysis)),
+            note += f" It covers {fmt_ratio(coverage)} of the overlapped GEMM time (metrics.md §8)."
+        note += results.gemm_budget_text(analysis)
+        gemms = results.gemm_contention_rows(analysis)
+        return (contention.gemm_contention_figure(gemms) if gemms
+                else contention.contention_figure(results.contention_rows(analysis)),
                 contention.comm_contention_figure(results.comm_contention_rows(analysis)),
                 contention.tax_figure(results.step_rows(doc, ranks or [])), note)
 

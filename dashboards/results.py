@@ -121,6 +121,28 @@ def contention_rows(analysis: Any) -> list[dict]:
     return rows
 
 
+def gemm_contention_rows(analysis: Any) -> list[dict]:
+    """Per GEMM shape with a baseline and GEMMs beside a transfer: alone, same-SM and overlapped
+    medians, the most taxed first (metrics.md §8)."""
+    return [plain(g) for g in getattr(analysis, "gemm_contention", None) or []
+            if g.baseline_us is not None and g.overlapped_median_us is not None]
+
+
+def gemm_budget_text(analysis: Any) -> str:
+    """The GEMM time budget per rank and step in one sentence (§8), '' without one."""
+    b = getattr(analysis, "gemm_budget", None)
+    if b is None or not b.overlapped_us:
+        return ""
+    band = f"±{b.noise_band * 100:.1f}%" if b.noise_band is not None else "unknown"
+    text = (f" GEMM time per rank and step: {b.gemm_us:,.0f} µs = {b.predicted_us:,.0f} alone + {b.tax_us:,.0f} "
+            f"tax ({b.sm_us:,.0f} fewer SMs, {b.interference_us:,.0f} interference, {b.unsplit_us:,.0f} not split) "
+            f"+ {b.uncovered_us:,.0f} without a baseline + {b.residual_us:,.0f} unexplained (noise band {band}).")
+    layers = getattr(analysis, "contention_by_layer", None) or []
+    if layers:
+        text += " Most taxed: " + ", ".join(f"{p.name} {p.tax_us:,.0f} µs" for p in layers[:3]) + "."
+    return text
+
+
 def comm_contention_rows(analysis: Any) -> list[dict]:
     """Per collective shape with both sides: transfer isolated versus beside compute (§8)."""
     return [plain(c) for c in getattr(analysis, "comm_contention", None) or []

@@ -27,6 +27,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "run": ("tpscope.fusion.run_command", "instrumented fused-TP training; writes a run folder"),
     "bench": ("tpscope.fusion.bench_command", "fused AG-GEMM / GEMM-RS microbenchmark (GPU)"),
     "sweep": ("tpscope.fusion.sweep_command", "one change at a time against an unfused baseline"),
+    "calibrate": ("tpscope.calibrate.calibrate_command", "replay a run's GEMMs alone on this GPU (contention baselines)"),
 }
 
 

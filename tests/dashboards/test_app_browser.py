@@ -305,11 +305,18 @@ def test_collectives_and_contention_views_show_json_or_say_not_available(page, e
     wait_until(page, lambda d: f"Run contention slowdown: {want}." in text_of(d, "contention-note"))
     coverage = doc["summary"]["contention_coverage"]
     if coverage is not None:
-        assert f"It covers {coverage * 100:.1f}% of the overlapped compute time" in text_of(page, "contention-note")
+        assert f"It covers {coverage * 100:.1f}% of the overlapped GEMM time" in text_of(page, "contention-note")
+    gemms = [g for g in expected[run_id]["analysis"].gemm_contention
+             if g.baseline_us is not None and g.overlapped_median_us is not None]
     kernels = [k for k in expected[run_id]["analysis"].kernel_contention
                if k.isolated_median_us is not None and k.overlapped_median_us is not None]
     fig = wait_figure(page, "contention-graph")
-    if kernels:
+    if gemms:  # GEMMs by shape: alone (the baseline) and beside a transfer
+        np.testing.assert_allclose(np.sort(values(trace(fig, "isolated (median)")["x"]).astype(float)),
+                                   np.sort([g.baseline_us for g in gemms]))
+        np.testing.assert_allclose(np.sort(values(trace(fig, "overlapped (median)")["x"]).astype(float)),
+                                   np.sort([g.overlapped_median_us for g in gemms]))
+    elif kernels:
         iso = trace(fig, "isolated (median)")
         np.testing.assert_allclose(np.sort(values(iso["x"]).astype(float)),
                                    np.sort([k.isolated_median_us for k in kernels]))

@@ -227,3 +227,28 @@ def dataclass_like(ns: SimpleNamespace):
 
     cls = make_dataclass("K", list(vars(ns)))
     return cls(**vars(ns))
+
+
+def test_gemm_contention_rows_figure_and_budget_text(tmp_path):
+    """Three isolated 100 µs GEMMs and three of 150 µs beside an all-gather, per rank."""
+    ranks = []
+    for rank in (0, 1):
+        r = RankTrace(rank)
+        for i in range(3):
+            r.kernel("nvjet", 200.0 * i, 100, input_dims=[[1024, 4096], [4096, 4096]])
+        r.kernel("ncclDevKernel_AllGather", 1000, 600, stream=14, collective=AG)
+        for i in range(3):
+            r.kernel("nvjet", 1001 + 200.0 * i, 150, input_dims=[[1024, 4096], [4096, 4096]])
+        ranks.append(r)
+    analysis = analyze_run(load_run(write_run(tmp_path / "run", ranks)))
+    rows = results.gemm_contention_rows(analysis)
+    assert [(r["m"], r["k"], r["n"]) for r in rows] == [(1024, 4096, 4096)]
+    fig = contention.gemm_contention_figure(rows)
+    assert [t.name for t in fig.data] == ["isolated (median)", "isolated, same SMs", "overlapped (median)"]
+    assert [t.x[0] for t in fig.data] == [100.0, 100.0, 150.0]
+    text = results.gemm_budget_text(analysis)  # per rank and step: 3 x 100 + 3 x 150 µs
+    assert "GEMM time per rank and step: 750 µs = 600 alone + 150 tax (0 fewer SMs, 150 interference" in text
+    for r in ranks:  # the same GEMMs with nothing beside them: no budget to show
+        r.events = [e for e in r.events if not e["name"].startswith("ncclDevKernel")]
+    alone = analyze_run(load_run(write_run(tmp_path / "alone", ranks)))
+    assert results.gemm_budget_text(alone) == "" and results.gemm_contention_rows(alone) == []

@@ -36,17 +36,22 @@ def analyze_folder(run_dir: Path, reference: Path | None, workers: int | None, u
                    align: str = "auto", include_first_step: bool = False):
     """The analysis of `run_dir`, from the disk cache when the folder and the code are unchanged."""
     from tpscope.metrics import analyze_run
+    from tpscope.metrics.calibration import calibration_path, read_calibration
     from tpscope.trace import load_run
+
+    calibration = calibration_path(run_dir)  # from `tpscope calibrate`, used when present (§8)
 
     def compute():
         from tpscope.progress import working
 
+        samples = read_calibration(calibration)[0] if calibration.exists() else None
         with working(f"tpscope: reading {run_dir}"):
             run = load_run(run_dir, workers=workers)
         with working(f"tpscope: reading {reference}") if reference is not None else nullcontext():
             ref = load_run(reference, workers=workers) if reference is not None else None
         with working(f"tpscope: analyzing {run_dir}"):
-            return analyze_run(run, reference=ref, align=align, include_first_step=include_first_step)
+            return analyze_run(run, reference=ref, align=align, include_first_step=include_first_step,
+                               calibration=samples)
 
     if not use_cache:
         return compute()
@@ -56,6 +61,8 @@ def analyze_folder(run_dir: Path, reference: Path | None, workers: int | None, u
     kind = f"analysis-{align}{'-first' if include_first_step else ''}"
     if reference is not None:
         kind += f"-vs-{cache.key('reference', reference)}"
+    if calibration.exists():
+        kind += f"-cal-{cache.key('calibration', calibration)}"
     if not run_dir.exists() or (reference is not None and not reference.exists()):
         return compute()  # the loader names what is missing
     return cache.get_or_compute(kind, run_dir, compute)
