@@ -170,6 +170,15 @@ class RunStore:
                 return e.run_id
         return None
 
+    def incomparable(self, run_id: object, baseline_id: object) -> str | None:
+        """Why `baseline_id` is no baseline for `run_id` (their manifests name different regimes,
+        models, ...: `regime nvlink vs shm`), or None. Reads manifests only."""
+        from tpscope.dashboards.results import comparable
+
+        mine, _ = read_manifest(self.entry(run_id).path)
+        base, _ = read_manifest(self.entry(baseline_id).path)
+        return comparable(mine, base, EXPERIMENT_KEYS)
+
     def compared(self, run_id: object, baseline_id: object) -> RunAnalysis:
         """The run analyzed against a baseline run (`reference`: isolated medians, Flux E)."""
         loaded = self.load(run_id)

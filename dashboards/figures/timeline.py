@@ -52,11 +52,15 @@ def _segments_trace(seg: Segments, name: str, color: str, width: int, hover: boo
 def timeline_figure(data: TimelineData | None, waits: Segments | None = None,
                     links: tuple[np.ndarray, np.ndarray] | None = None,
                     path: tuple[np.ndarray, np.ndarray, np.ndarray, list] | None = None,
-                    title: str | None = None) -> go.Figure:
-    """Activities coloured by class, labels, waits, collective links and the critical path."""
+                    title: str | None = None, selected: Segments | None = None,
+                    selection: str | None = None) -> go.Figure:
+    """Activities coloured by class, labels, waits, collective links and the critical path; the
+    activities a click selected (`selection` names it) outlined beneath them."""
     if data is None or not data.lanes:
         return not_available("no GPU activity in this step on the chosen ranks")
     traces = []
+    if selected is not None and len(selected):
+        traces.append(_segments_trace(selected, "selected", COLORS["selected"], BAR_PX + 10))
     for cls, seg in data.activities.items():
         if len(seg):
             traces.append(_segments_trace(seg, cls, COLORS[cls], BAR_PX))
@@ -82,7 +86,8 @@ def timeline_figure(data: TimelineData | None, waits: Segments | None = None,
                      showgrid=True, zeroline=False)
     fig.update_layout(hovermode="closest", dragmode="zoom", margin=dict(l=150, t=40),
                       legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0),
-                      meta={"total": data.total, "drawn": data.drawn, "step": data.step})
+                      meta={"total": data.total, "drawn": data.drawn, "step": data.step,
+                            "selection": selection, "selected": len(selected) if selected is not None else 0})
     return fig
 
 

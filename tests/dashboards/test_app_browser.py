@@ -17,6 +17,8 @@ from selenium.common.exceptions import TimeoutException
 
 from tests.dashboards.browser import (
     choose,
+    console,
+    slowest_step,
     figure,
     open_tab,
     table_rows,
@@ -70,12 +72,16 @@ def served(expected, sample_root, not_a_run, tmp_path_factory):
     mp.undo()
 
 
+EXPECTED_CONSOLE = ()
+"""Console messages a test may leave (texts they hold); any other message, of any level, fails."""
+
+
 @pytest.fixture(autouse=True)
-def no_console_errors(browser):
+def no_console_messages(browser):
     browser.get_log("browser")  # drop what earlier tests left
     yield
-    errors = [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
-    assert errors == [], errors
+    messages = console(browser, EXPECTED_CONSOLE)
+    assert messages == [], messages
 
 
 @pytest.fixture
@@ -100,6 +106,14 @@ def _step_window_counts(run, step, ranks):
             for cls in ("compute", "comm", "memory"):
                 counts[cls] += int((m & (r.gpu.cls == ActivityClass[cls.upper()])).sum())
     return counts
+
+
+def _binary(n: int) -> str:
+    """Bytes as `ls -h` writes them (8388608 -> 8.0 MiB)."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} B" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
 
 
 def _segments(fig, name):
@@ -165,10 +179,11 @@ def test_breakdown_bars_are_the_analyzer_json(page, expected):
 
 
 def _timeline_of_first_step(page, expected):
-    """The chosen run's trace tables, analyzer JSON, first step, and the Timeline drawn for it."""
+    """The chosen run's trace tables, analyzer JSON, the step it opens on (the slowest), and the
+    Timeline drawn for it."""
     run_id = page.find_element("id", "run-select").text.strip()
     run, doc = expected[run_id]["run"], expected[run_id]["doc"]
-    step = min(s["step"] for s in doc["steps"])
+    step = slowest_step(doc)
     open_tab(page, "Timeline")
     fig = wait_figure(page, "timeline-graph", lambda f: (f["layout"].get("meta") or {}).get("step") == step)
     return run, doc, step, fig
@@ -237,10 +252,11 @@ def test_timeline_zoom_redraws_the_window(page, expected):
 def test_switching_step_and_rank_updates_figures(page, expected):
     run_id = page.find_element("id", "run-select").text.strip()
     run, doc = expected[run_id]["run"], expected[run_id]["doc"]
-    steps = sorted({s["step"] for s in doc["steps"]})
+    all_steps = sorted({s["step"] for s in doc["steps"]})
+    steps = [s for s in all_steps if s != slowest_step(doc)]  # it opens on the slowest: pick another
     open_tab(page, "Timeline")
-    wait_figure(page, "timeline-graph", lambda f: (f["layout"].get("meta") or {}).get("step") == steps[0])
-    choose(page, "step-select", f"step {steps[1]}")
+    wait_figure(page, "timeline-graph", lambda f: (f["layout"].get("meta") or {}).get("step") == slowest_step(doc))
+    choose(page, "step-select", f"step {steps[1]} · ", prefix=True)
     fig = wait_figure(page, "timeline-graph", lambda f: (f["layout"].get("meta") or {}).get("step") == steps[1])
     assert _segments(fig, "comm") == _step_window_counts(run, steps[1], doc["ranks"])["comm"]
     toggle(page, "rank-select", "rank 1")
@@ -248,11 +264,11 @@ def test_switching_step_and_rank_updates_figures(page, expected):
                       lambda f: all(t.startswith("rank 0") for t in f["layout"]["yaxis"]["ticktext"]))
     assert _segments(fig, "compute") == _step_window_counts(run, steps[1], [0])["compute"]
     open_tab(page, "Breakdown")
-    only0 = [f"rank 0 · step {s}" for s in steps]
+    only0 = [f"rank 0 · step {s}" for s in all_steps]
     wait_figure(page, "breakdown-graph",
                 lambda f: trace(f, "idle") is not None and list(values(trace(f, "idle")["x"])) == only0)
     toggle(page, "rank-select", "rank 1")
-    wait_figure(page, "breakdown-graph", lambda f: len(values(trace(f, "idle")["x"])) == 2 * len(steps))
+    wait_figure(page, "breakdown-graph", lambda f: len(values(trace(f, "idle")["x"])) == 2 * len(all_steps))
 
 
 def test_switching_run_updates_every_view(page, expected):
@@ -266,7 +282,7 @@ def test_switching_run_updates_every_view(page, expected):
         values(trace(f, "exposed comm")["y"]).astype(float), [r["exposed_comm_us"] for r in rows]))
     np.testing.assert_allclose(values(trace(fig, "idle")["y"]).astype(float), [r["idle_us"] for r in rows])
     open_tab(page, "Timeline")
-    first = min(r["step"] for r in rows)
+    first = slowest_step(doc)
     want = _step_window_counts(expected[other]["run"], first, doc["ranks"])
     wait_figure(page, "timeline-graph", lambda f: (f["layout"].get("meta") or {}).get("step") == first
                 and all(_segments(f, cls) == n for cls, n in want.items()))
@@ -275,7 +291,7 @@ def test_switching_run_updates_every_view(page, expected):
 def test_collectives_and_contention_views_show_json_or_say_not_available(page, expected):
     run_id = page.find_element("id", "run-select").text.strip()
     doc = expected[run_id]["doc"]
-    step = min(s["step"] for s in doc["steps"])
+    step = slowest_step(doc)
     open_tab(page, "Collectives")
     wait_until(page, lambda d: f"Step {step}" in text_of(d, "collectives-note"))
     mine = [c for c in doc["collectives"] if c["step"] == step]
@@ -286,7 +302,7 @@ def test_collectives_and_contention_views_show_json_or_say_not_available(page, e
             for header, key in (("skew (µs)", "skew_us"), ("wait (µs)", "wait_us"), ("transfer (µs)", "transfer_us")):
                 shown = sorted(float(r[header].replace(",", "")) for r in rows)
                 assert shown == pytest.approx(sorted(c[key] for c in mine), abs=5e-4), header
-            assert sorted(int(r["bytes"].replace(",", "")) for r in rows) == sorted(c["bytes"] for c in mine)
+            assert sorted(r["bytes"] for r in rows) == sorted(_binary(c["bytes"]) for c in mine)
         skew = wait_figure(page, "skew-graph", lambda f: len(f["data"]) > 0)
         got = np.sort(np.concatenate([values(t["y"]).astype(float) for t in skew["data"]]))
         np.testing.assert_allclose(got, np.sort([c["skew_us"] for c in mine if c["skew_us"] is not None]))
@@ -369,12 +385,13 @@ def test_urls_and_inputs_reach_only_the_given_folders(browser, served, expected)
         assert "root:" not in body and "traceEvents" not in body, raw
     store = served.app.server.config["TPSCOPE_STORE"]
     for forged in ("/etc", "../../etc", str(CHUNKED.parent), str(CHUNKED)):
-        body = {"output": "..step-select.options...step-select.value...rank-select.options..."
-                          "rank-select.value...run-warnings.children...run-error.children..",
-                "outputs": [{"id": i, "property": p} for i, p in (
-                    ("step-select", "options"), ("step-select", "value"), ("rank-select", "options"),
-                    ("rank-select", "value"), ("run-warnings", "children"), ("run-error", "children"))],
+        outs = (("step-select", "options"), ("step-select", "value"), ("rank-select", "options"),
+                ("rank-select", "value"), ("baseline-select", "value"), ("step-strip", "figure"),
+                ("run-warnings", "children"), ("run-error", "children"))
+        body = {"output": ".." + "...".join(f"{i}.{p}" for i, p in outs) + "..",
+                "outputs": [{"id": i, "property": p} for i, p in outs],
                 "inputs": [{"id": "run-select", "property": "value", "value": forged}],
+                "state": [{"id": "want", "property": "data", "value": None}],
                 "changedPropIds": ["run-select.value"]}
         r = requests.post(served.url + "_dash-update-component", json=body, timeout=10)
         assert r.status_code == 200
@@ -409,6 +426,7 @@ def test_a_slow_run_shows_progress_and_the_page_stays_live(browser, tmp_path):
         wait_until(browser, lambda d: d.execute_script(
             "return document.querySelectorAll('.dash-spinner').length === 0"), timeout=10)
     finally:
+        browser.get("about:blank")  # the page's requests end before its server does
         server.stop()
 
 
@@ -435,4 +453,5 @@ def test_a_fused_run_opens_against_its_unfused_run(browser, tmp_path):
         choose(browser, "run-select", "unfused")  # the unfused run itself: no baseline
         wait_until(browser, lambda d: "pick an unfused run" in d.find_element("id", "baseline-select").text)
     finally:
+        browser.get("about:blank")  # the page's requests end before its server does
         server.stop()
