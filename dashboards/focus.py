@@ -25,12 +25,13 @@ MIN_PAD_US = 1.0
 
 
 def instance_rows(detail, step: int, key: str) -> np.ndarray:
-    """Rows of `detail` (every rank's kernel) of the collective instance `key` in `step`."""
-    keys = getattr(detail, "instance_key", ()) if detail is not None else ()
-    if key not in keys:
+    """Rows of `detail` (every rank's kernel) of the collective instance `key` in `step` (a key
+    such as `0/_allgather_base/3` names the fourth such call of each step)."""
+    keys = np.asarray(getattr(detail, "instance_key", ()) if detail is not None else (), dtype=object)
+    named = np.flatnonzero(keys == key)
+    if not len(named):
         return np.zeros(0, np.int64)
-    inst = keys.index(key)
-    return np.flatnonzero((detail.instance == inst) & (detail.step == step))
+    return np.flatnonzero(np.isin(detail.instance, named) & (detail.step == step))
 
 
 def collective_window(run, detail, step: int, ranks: list[int], offsets_us: dict,

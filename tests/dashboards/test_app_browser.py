@@ -7,7 +7,6 @@ tables, or from HTA, all computed here; never from the dashboard's own code.
 from __future__ import annotations
 
 import http.client
-import logging
 import time
 
 import numpy as np
@@ -18,9 +17,9 @@ from selenium.common.exceptions import TimeoutException
 from tests.dashboards.browser import (
     choose,
     console,
-    slowest_step,
     figure,
     open_tab,
+    slowest_step,
     table_rows,
     text_of,
     toggle,
@@ -30,46 +29,12 @@ from tests.dashboards.browser import (
     wait_until,
 )
 from tests.dashboards.conftest import CHUNKED, UNFUSED, Served
-from tpscope.metrics import analyze_run, as_json
+from tpscope.metrics import analyze_run
 from tpscope.trace import ActivityClass, load_run
 
 pytestmark = pytest.mark.timeout(120)
 STACK = {"hidden comm": "hidden_comm_us", "exposed comm": "exposed_comm_us", "memory": "memory_us",
          "idle": "idle_us"}
-
-
-@pytest.fixture(scope="module")
-def expected(sample_root):
-    """Per run id: the analyzer JSON, the loaded run, and HTA's temporal breakdown."""
-    from hta.trace_analysis import TraceAnalysis
-
-    out = {}
-    for folder in (CHUNKED, UNFUSED):
-        run = load_run(sample_root / folder.name)
-        hta = TraceAnalysis(trace_files={r.rank: str(r.path.resolve()) for r in run.ranks},
-                            include_last_profiler_step=True)
-        analysis = analyze_run(run)
-        out[folder.name] = {"doc": as_json(analysis), "analysis": analysis, "run": run,
-                            "hta_temporal": hta.get_temporal_breakdown(visualize=False)}
-    return out
-
-
-@pytest.fixture(scope="module")
-def served(expected, sample_root, not_a_run, tmp_path_factory):
-    """`tpscope dash`'s app over the default input (the sample runs) plus a folder that is no run."""
-    from tpscope.dashboards.app import create_app
-    from tpscope.dashboards.dash_command import resolve_run_dirs
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    mp = pytest.MonkeyPatch()
-    mp.setenv("TPSCOPE_SAMPLE_TRACES", str(sample_root))
-    runs = resolve_run_dirs([])
-    assert [p.name for p in runs] == sorted([CHUNKED.name, UNFUSED.name])
-    app = create_app(runs + [not_a_run], cache_dir=tmp_path_factory.mktemp("cache"))
-    server = Served(app)
-    yield server
-    server.stop()
-    mp.undo()
 
 
 EXPECTED_CONSOLE = ()
