@@ -404,17 +404,22 @@ def test_a_fused_run_opens_against_its_unfused_run(browser, tmp_path):
     from tpscope.dashboards.app import create_app
 
     common = {"regime": "shm", "tp": 2, "model": {"layers": 2}, "dtype": "bfloat16", "seq_len": 8192, "batch": 1}
-    fused, unfused = tmp_path / "fused", tmp_path / "unfused"
-    for src, dst, mode in ((CHUNKED, fused, "chunked"), (UNFUSED, unfused, "none")):
+    fused, unfused, nvlink = tmp_path / "fused", tmp_path / "unfused", tmp_path / "nvlink"
+    for src, dst, extra in ((CHUNKED, fused, {"mode": "chunked"}), (UNFUSED, unfused, {"mode": "none"}),
+                            (UNFUSED, nvlink, {"mode": "none", "regime": "nvlink"})):
         shutil.copytree(src, dst)
-        (dst / "tpscope_run.json").write_text(json.dumps({**common, "mode": mode}))
-    server = Served(create_app([unfused, fused], use_cache=False))
+        (dst / "tpscope_run.json").write_text(json.dumps({**common, **extra}))
+    server = Served(create_app([unfused, fused, nvlink], use_cache=False))
     try:
         browser.get(server.url + "?run=fused")
         wait_until(browser, lambda d: "unfused" in d.find_element("id", "baseline-select").text, timeout=60)
         summary = analyze_run(load_run(fused), reference=load_run(unfused)).summary
         want = f"fused against baseline unfused: Flux overlap efficiency {_fmt_ratio(summary.flux_overlap_efficiency)}"
         wait_until(browser, lambda d: want in text_of(d, "baseline-note"), timeout=60)
+        choose(browser, "baseline-select", "nvlink")  # an unfused run of another regime: no Flux E
+        wait_until(browser, lambda d: "different experiments (regime shm vs nvlink)" in text_of(d, "baseline-note"))
+        rows = {r["run"]: r for r in table_rows(browser, "overview-table")}
+        assert rows["fused"]["Flux E vs baseline"] == "" and rows["fused"]["attained saving vs baseline"] == ""
         choose(browser, "run-select", "unfused")  # the unfused run itself: no baseline
         wait_until(browser, lambda d: "pick an unfused run" in d.find_element("id", "baseline-select").text)
     finally:

@@ -227,3 +227,17 @@ def dataclass_like(ns: SimpleNamespace):
 
     cls = make_dataclass("K", list(vars(ns)))
     return cls(**vars(ns))
+
+
+def test_a_kernel_of_a_few_microseconds_does_not_fill_the_contention_axis():
+    from tpscope.dashboards.figures.contention import comm_contention_figure, contention_figure
+
+    row = {"signature": "tiny_kernel", "isolated_median_us": 1.2, "overlapped_median_us": 1.5, "slowdown": 0.25,
+           "n_isolated": 3, "n_overlapped": 3, "baseline": "own"}
+    lo, hi = contention_figure([row]).layout.xaxis.range
+    assert lo == 0 and 1.5 / hi <= 0.15  # the bar is the short bar it is
+    big = {**row, "isolated_median_us": 400.0, "overlapped_median_us": 500.0}
+    assert contention_figure([big]).layout.xaxis.range[1] >= 500.0  # and a long one still fits
+    comm = {"collective": "all_gather", "bytes": 1024, "isolated_transfer_us": 2.0, "overlapped_transfer_us": 2.5,
+            "isolated_busbw_gbps": 1.0, "overlapped_busbw_gbps": 0.8, "slowdown": 0.25}
+    assert 2.5 / comm_contention_figure([comm]).layout.xaxis.range[1] <= 0.25
