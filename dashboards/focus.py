@@ -8,7 +8,6 @@ are the Timeline's: µs after the step's first activity over the chosen ranks, c
 from __future__ import annotations
 
 import numpy as np
-
 from tpscope.dashboards.overlays import Overlay
 from tpscope.dashboards.timeline_data import (
     CLASS_NAMES,
