@@ -7,9 +7,10 @@ message, so one broken folder never stops the app from serving the others.
 from __future__ import annotations
 
 import functools
+import json
 import logging
 
-from dash import ClientsideFunction, Input, Output, State, ctx, no_update
+from dash import ClientsideFunction, Input, Output, State, ctx, dcc, no_update
 from dash.exceptions import PreventUpdate
 from tpscope.dashboards import focus, overlays, results, views
 from tpscope.dashboards.figures import breakdown, collectives, contention, hta, overview, timeline
@@ -24,6 +25,7 @@ from tpscope.dashboards.timeline_data import (
 )
 
 from tpscope.errors import UserError
+from tpscope.export.chrome_trace import step_trace
 
 log = logging.getLogger("tpscope.dash")
 
@@ -143,12 +145,13 @@ def register_callbacks(app, store: RunStore) -> None:
         Input("overview-table", "cellClicked"), Input("step-strip", "clickData"),
         Input("collectives-table", "cellClicked"), Input("breakdown-graph", "clickData"),
         Input("critical-path-graph", "clickData"), Input("contention-graph", "clickData"),
+        Input("timeline-search", "value"),
         State("run-select", "value"), State("step-select", "value"), State("rank-select", "value"),
-        State("collectives-table", "rowData"),
+        State("collectives-table", "rowData"), State("zoom", "data"),
         prevent_initial_call=True,
     )
-    def drill(run_click, strip_click, coll_click, breakdown_click, path_click, contention_click,
-              run_id, step, ranks, coll_rows):
+    def drill(run_click, strip_click, coll_click, breakdown_click, path_click, contention_click, search,
+              run_id, step, ranks, coll_rows, zoom):
         """A click on a run, step, rank, collective, class or kernel: its place on the Timeline."""
         source = ctx.triggered_id
         want = {"run": run_id, "step": step, "ranks": ranks, "tab": "timeline"}
@@ -180,6 +183,12 @@ def register_callbacks(app, store: RunStore) -> None:
             point = _point(contention_click)
             signature = point["customdata"][0] if isinstance(point["customdata"], list) else point["customdata"]
             want["sel"] = {"kind": "kernel", "key": str(signature)}
+        elif source == "timeline-search":
+            zoom = views.pinned(zoom, run_id, step)
+            if zoom:
+                want["zoom"] = zoom["x"]  # a search outlines what the view holds; it keeps the zoom
+            if (search or "").strip():
+                want["sel"] = {"kind": "search", "key": search.strip()}
         else:
             raise PreventUpdate
         return want
@@ -203,27 +212,45 @@ def register_callbacks(app, store: RunStore) -> None:
     @app.callback(
         Output("timeline-graph", "figure"), Output("timeline-note", "children"),
         Input("run-select", "value"), Input("step-select", "value"), Input("rank-select", "value"),
-        Input("zoom", "data"), Input("selection", "data"),
+        Input("zoom", "data"), Input("selection", "data"), Input("timeline-options", "value"), Input("tabs", "value"),
     )
     @guarded(2, (0,))
-    def on_timeline(run_id, step, ranks, zoom, selection):
+    def on_timeline(run_id, step, ranks, zoom, selection, options, tab):
+        _only_on(tab, "timeline")
         loaded = store.load(run_id)
         if step is None or not ranks:
             return not_available("pick a step and at least one rank"), ""
         offsets = {int(k): v for k, v in (loaded.doc.get("clock_offsets_us") or {}).items()}
         zoom = views.pinned(zoom, run_id, step)  # zoomed: draw what the window holds (cap, label names)
         window = tuple(zoom["x"]) if zoom else None
-        data = timeline_data(loaded.run, step, ranks, window_us=window, offsets_us=offsets)
+        data = timeline_data(loaded.run, step, ranks, window_us=window, offsets_us=offsets,
+                             launches="launches" in (options or []))
         fig, note = _timeline(store, run_id, data, step, views.pinned(selection, run_id, step))
         fig.update_layout(uirevision=f"{run_id}|{step}|{sorted(ranks)}|{window}")
         return fig, note
 
+    @app.callback(Output("perfetto-download", "data"), Output("timeline-note", "children", allow_duplicate=True),
+                  Input("perfetto-button", "n_clicks"), State("run-select", "value"), State("step-select", "value"),
+                  State("rank-select", "value"), prevent_initial_call=True)
+    @guarded(2)
+    def to_perfetto(clicks, run_id, step, ranks):
+        """The chosen step on the chosen ranks as a Chrome/Kineto trace JSON (tpscope.export)."""
+        if not clicks or step is None:
+            raise PreventUpdate
+        loaded = store.load(run_id)
+        trace = step_trace(loaded.run, store.activity_detail(run_id), step, ranks or None,
+                           loaded.doc.get("clock_offsets_us"), loaded.analysis.kernel_contention)
+        name = f"{run_id}-step-{step}.json"
+        return (dcc.send_string(json.dumps(trace, allow_nan=False, separators=(",", ":")), name),
+                f"Wrote {name}: open it at ui.perfetto.dev (Open trace file) or in chrome://tracing.")
+
     @app.callback(
         Output("breakdown-graph", "figure"), Output("critical-path-graph", "figure"),
-        Input("run-select", "value"), Input("rank-select", "value"),
+        Input("run-select", "value"), Input("rank-select", "value"), Input("tabs", "value"),
     )
     @guarded(2, (0, 1))
-    def on_breakdown(run_id, ranks):
+    def on_breakdown(run_id, ranks, tab):
+        _only_on(tab, "breakdown")
         doc = store.load(run_id).doc
         return (breakdown.breakdown_figure(results.step_rows(doc, ranks or [])),
                 breakdown.critical_path_figure(results.critical_path_rows(doc)))
@@ -231,10 +258,11 @@ def register_callbacks(app, store: RunStore) -> None:
     @app.callback(
         Output("collectives-table", "rowData"), Output("collectives-table", "columnDefs"),
         Output("skew-graph", "figure"), Output("arrival-graph", "figure"), Output("collectives-note", "children"),
-        Input("run-select", "value"), Input("step-select", "value"),
+        Input("run-select", "value"), Input("step-select", "value"), Input("tabs", "value"),
     )
     @guarded(5, (2, 3))
-    def on_collectives(run_id, step):
+    def on_collectives(run_id, step, tab):
+        _only_on(tab, "collectives")
         loaded = store.load(run_id)
         rows = results.collective_rows(loaded.doc, step)
         note = (f"Step {step}: {len(rows)} matched collective instance(s)." if rows else
@@ -249,9 +277,11 @@ def register_callbacks(app, store: RunStore) -> None:
         Output("contention-graph", "figure"), Output("comm-contention-graph", "figure"),
         Output("tax-graph", "figure"), Output("contention-note", "children"),
         Input("run-select", "value"), Input("baseline-select", "value"), Input("rank-select", "value"),
+        Input("tabs", "value"),
     )
     @guarded(4, (0, 1, 2))
-    def on_contention(run_id, baseline_id, ranks):
+    def on_contention(run_id, baseline_id, ranks, tab):
+        _only_on(tab, "contention")
         loaded = store.load(run_id)
         compared = bool(baseline_id) and baseline_id != run_id
         analysis = store.compared(run_id, baseline_id) if compared else loaded.analysis
@@ -280,6 +310,13 @@ def register_callbacks(app, store: RunStore) -> None:
         note = ("Computed by Holistic Trace Analysis over the whole trace (every step, every stream), "
                 "so its totals differ from tpscope's per-step windows.")
         return hta.temporal_figure(result.temporal), hta.idle_figure(result.idle), note
+
+
+def _only_on(tab: str | None, name: str) -> None:
+    """A view computes only while its tab is open: a run still being read then holds one request
+    per open view, not one per view (a browser has six connections to the server)."""
+    if tab != name:
+        raise PreventUpdate
 
 
 def _slowest(summaries: list[dict]) -> int | None:

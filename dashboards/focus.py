@@ -13,6 +13,7 @@ from tpscope.dashboards.timeline_data import (
     CLASS_NAMES,
     Segments,
     TimelineData,
+    concat_segments,
     empty_segments,
     overlay_segments,
     short_names,
@@ -63,11 +64,12 @@ def selected_segments(data: TimelineData, detail, selection: dict | None) -> Seg
         return overlay_segments(data, overlay)
     if kind == "class" and key in CLASS_NAMES.values():
         return data.activities[key]
+    if kind == "search":
+        parts = [seg for seg in data.activities.values() if len(seg)]
+        hits = [s.take(np.char.find(np.char.lower(s.text.astype(str)), key.lower()) >= 0) for s in parts]
+        return concat_segments(hits)
     if kind == "kernel":
         name = short_names((key,))[0]
         parts = [seg for seg in data.activities.values() if len(seg)]
-        hits = [Segments(s.start_us[m], s.end_us[m], s.y[m], s.text[m]) for s in parts
-                for m in [s.text == name] if m.any()]
-        if hits:
-            return Segments(*(np.concatenate([getattr(h, f) for h in hits]) for f in Segments.__slots__))
+        return concat_segments([s.take(s.text == name) for s in parts])
     return empty_segments()

@@ -56,7 +56,15 @@ def _tab_children(name: str) -> list:
             _graph("overview-graph"),
         ], type="default")]
     if name == "timeline":
-        return [html.Div(id="timeline-note", className="note"),
+        return [html.Div([
+            dcc.Input(id="timeline-search", type="search", debounce=True, placeholder="search activities by name",
+                      className="search"),
+            dcc.Checklist(id="timeline-options", options=[{"label": "CPU launch calls", "value": "launches"}],
+                          value=[], inline=True),
+            html.Button("Open in Perfetto (download this step)", id="perfetto-button", n_clicks=0),
+            dcc.Download(id="perfetto-download"),
+        ], className="toolbar"),
+                html.Div(id="timeline-note", className="note"),
                 dcc.Loading(_graph("timeline-graph", scrollZoom=True))]
     if name == "breakdown":
         return [dcc.Loading([_graph("breakdown-graph"), _graph("critical-path-graph")])]

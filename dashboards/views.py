@@ -12,9 +12,10 @@ from urllib.parse import parse_qs
 from tpscope.errors import UserError
 
 TAB_NAMES = ("overview", "timeline", "breakdown", "collectives", "contention", "hta")
-SELECTION_KINDS = ("collective", "kernel", "class")
+SELECTION_KINDS = ("collective", "kernel", "class", "search")
 """What a selection names: a collective instance (its JSON `key`), a kernel (its signature, as the
-contention table names it), or a class of activity (compute, comm, memory, filler)."""
+contention table names it), a class of activity (compute, comm, memory, filler), or the text a
+search looks for in activity names."""
 
 
 def _one(query: dict, name: str) -> str | None:

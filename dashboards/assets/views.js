@@ -1,3 +1,7 @@
+/* Back or forward into a page the browser kept in its cache shows it as it was left, not as its
+   URL says: read the URL again instead. */
+window.addEventListener("pageshow", function (e) { if (e.persisted) { window.location.reload(); } });
+
 /* The page's view in the URL: written after every change once the page has settled (one history
    entry per view, so back and forward step through views), read back by the server (views.py). */
 window.dash_clientside = Object.assign({}, window.dash_clientside, {

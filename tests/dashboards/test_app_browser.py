@@ -161,8 +161,10 @@ def test_timeline_draws_each_class_of_the_step(page, expected):
         assert _segments(fig, cls) == n, cls
     ticks = fig["layout"]["yaxis"]["ticktext"]
     for r in run.ranks:
-        for _device, stream in r.lanes.tolist():
-            assert f"rank {r.rank} · stream {stream}" in ticks
+        for _device, stream in r.lanes.tolist():  # every stream, named by its role
+            (tick,) = [t for t in ticks if t.startswith(f"rank {r.rank} · stream {stream} · ")]
+            comm = (r.gpu.cls == ActivityClass.COMM) & (r.lanes[r.gpu.lane][:, 1] == stream)
+            assert ("NCCL" in tick) == bool(comm.any()), tick
     labels = set(values(trace(fig, "label names")["text"]))
     assert {"ag_gemm", "gemm_rs"} <= labels  # the instrumentation names of the runtime's ops
     note = text_of(page, "timeline-note")

@@ -94,6 +94,7 @@ def test_from_the_worst_run_to_the_collective_that_exposes_most_and_back_by_url(
     top = max(mine, key=lambda c: c["exposed_us"])
     open_tab(page, "Collectives")
     wait_until(page, lambda d: f"Step {step}" in text_of(d, "collectives-note"))
+    wait_until(page, lambda d: "tab=collectives" in d.current_url)  # a view of its own in the history
     cell(page, "collectives-table", top["key"], "key").click()
     wait_until(page, lambda d: _selected_tab(d) == "Timeline")
     fig = _timeline(page, lambda f: f["layout"]["meta"].get("selection") == f"collective:{top['key']}")
@@ -115,11 +116,17 @@ def test_from_the_worst_run_to_the_collective_that_exposes_most_and_back_by_url(
     assert page.find_element(By.ID, "run-select").text.strip() == worst
     assert again["layout"]["xaxis"]["range"] == pytest.approx([x0, x1], abs=2e-3)
     assert again["layout"]["meta"]["total"] == fig["layout"]["meta"]["total"]
-    # back: the view before the collective was clicked (the whole step, nothing selected)
+    # back: the view before the collective was clicked (its table, nothing selected), then the
+    # Timeline of the whole step before that
     page.back()
-    wait_until(page, lambda d: "sel=" not in d.current_url)
+    wait_until(page, lambda d: "sel=" not in d.current_url and "zoom=" not in d.current_url)
+    wait_until(page, lambda d: _selected_tab(d) == "Collectives")
+    assert f"step={step}" in page.current_url and f"run={worst}" in page.current_url
+    page.back()
+    wait_until(page, lambda d: _selected_tab(d) == "Timeline")
     before = _timeline(page, lambda f: f["layout"]["meta"].get("selection") is None)
     assert before["layout"]["meta"]["step"] == step
+    assert before["layout"]["meta"]["total"] > fig["layout"]["meta"]["total"]  # the whole step
 
 
 def test_a_step_bar_a_breakdown_bar_and_a_contention_bar_open_the_timeline(page, expected):
@@ -224,3 +231,66 @@ def test_unknown_url_values_say_so_in_one_line(browser, served):
     browser.get(served.url + "?run=h200-shm-chunked4&tab=nowhere")
     wait_until(browser, lambda d: "tab='nowhere'" in text_of(d, "url-error"))
     assert "tab=nowhere" in browser.current_url  # a link that fails is left as given, to correct
+
+
+def test_search_outlines_what_it_names_and_launch_calls_show_on_demand(page, expected):
+    run_id = page.find_element(By.ID, "run-select").text.strip()
+    run, doc = expected[run_id]["run"], expected[run_id]["doc"]
+    step = slowest_step(doc)
+    open_tab(page, "Timeline")
+    _timeline(page, lambda f: f["layout"]["meta"]["step"] == step)
+    box = page.find_element(By.ID, "timeline-search")
+    box.send_keys("nccl", Keys.ENTER)
+    fig = _timeline(page, lambda f: f["layout"]["meta"].get("selection") == "search:nccl")
+    want = 0
+    for r in run.ranks:
+        m = r.steps.step == step
+        lo, hi = r.steps.start_ns[m].min(), r.steps.end_ns[m].max()  # the step's activities...
+        named = np.array(["nccl" in s.lower() for s in r.symbols])[r.gpu.name_id]  # ...whose name holds it
+        want += int((named & (r.gpu.start_ns < hi) & (r.gpu.end_ns > lo)).sum())
+    assert fig["layout"]["meta"]["selected"] == want > 0
+    wait_until(page, lambda d: "sel=search%3Anccl" in d.current_url or "sel=search:nccl" in d.current_url)
+    page.find_element(By.XPATH, "//*[@id='timeline-options']//label[normalize-space()='CPU launch calls']").click()
+    fig = _timeline(page, lambda f: trace(f, "launch calls") is not None)
+    ticks = fig["layout"]["yaxis"]["ticktext"]
+    assert [t for t in ticks if t.endswith("CPU launch calls")] == [f"rank {r.rank} · CPU launch calls" for r in run.ranks]
+    off = {r.rank: round((doc["clock_offsets_us"] or {}).get(str(r.rank), 0) * 1000) for r in run.ranks}
+    t0 = min(r.steps.start_ns[r.steps.step == step].min() - off[r.rank] for r in run.ranks)  # the view: the
+    t1 = max(r.steps.end_ns[r.steps.step == step].max() - off[r.rank] for r in run.ranks)  # step on all ranks
+    launched = sum(int(((r.gpu.launch_start_ns >= 0) & (r.gpu.start_ns - off[r.rank] < t1)
+                        & (r.gpu.end_ns - off[r.rank] > t0)).sum()) for r in run.ranks)
+    assert int(np.isnan(values(trace(fig, "launch calls")["x"]).astype(float)).sum()) == launched
+    arrows = values(trace(fig, "launch arrows")["x"]).astype(float).reshape(-1, 3)
+    assert len(arrows) == launched and (arrows[:, 1] >= arrows[:, 0] - 1e-3).all()  # launch before the kernel
+
+
+def test_open_in_perfetto_gives_the_step_as_a_trace(page, served, expected):
+    import json
+
+    import requests
+
+    run_id = page.find_element(By.ID, "run-select").text.strip()
+    run, doc = expected[run_id]["run"], expected[run_id]["doc"]
+    step = slowest_step(doc)
+    body = {"outputs": [{"id": "perfetto-download", "property": "data"},
+                        {"id": "timeline-note", "property": "children"}],
+            "inputs": [{"id": "perfetto-button", "property": "n_clicks", "value": 1}],
+            "state": [{"id": "run-select", "property": "value", "value": run_id},
+                      {"id": "step-select", "property": "value", "value": step},
+                      {"id": "rank-select", "property": "value", "value": [0]}],
+            "changedPropIds": ["perfetto-button.n_clicks"]}
+    open_tab(page, "Timeline")
+    page.find_element(By.ID, "perfetto-button")  # the button is on the page; its callback, as it calls it:
+    body["output"] = next(k for k in served.app.callback_map if k.startswith("..perfetto-download.data"))
+    r = requests.post(served.url + "_dash-update-component", json=body, timeout=30)
+    assert r.status_code == 200, r.text[:300]
+    out = r.json()["response"]
+    assert out["perfetto-download"]["data"]["filename"] == f"{run_id}-step-{step}.json"
+    trace = json.loads(out["perfetto-download"]["data"]["content"])
+    (r0,) = [x for x in run.ranks if x.rank == 0]
+    m = r0.steps.step == step
+    lo, hi = r0.steps.start_ns[m].min(), r0.steps.end_ns[m].max()
+    kernels = [e for e in trace["traceEvents"] if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    assert len(kernels) == int(((r0.gpu.start_ns < hi) & (r0.gpu.end_ns > lo)).sum())
+    assert {e["pid"] for e in kernels} == {0}
+    assert "ui.perfetto.dev" in out["timeline-note"]["children"]
