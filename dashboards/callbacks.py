@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+from pathlib import Path
 
 from dash import ClientsideFunction, Input, Output, State, ctx, dcc, no_update
 from dash.exceptions import PreventUpdate
@@ -195,19 +196,31 @@ def register_callbacks(app, store: RunStore) -> None:
 
     @app.callback(
         Output("overview-table", "rowData"), Output("overview-graph", "figure"), Output("baseline-note", "children"),
-        Input("run-select", "value"), Input("baseline-select", "value"),
+        Output("overview-poll", "disabled"),
+        Input("run-select", "value"), Input("baseline-select", "value"), Input("overview-poll", "n_intervals"),
     )
-    @guarded(3, (1,))
-    def on_overview(run_id, baseline_id):
-        rows = []
+    @guarded(4, (1,))
+    def on_overview(run_id, baseline_id, _tick):
+        """Every run's line as its analysis arrives (read one by one in the background); the page
+        asks again while some are still being read."""
+        store.read_all_in_background()
+        rows, pending = [], 0
         for run in store.run_ids:
-            try:
-                loaded = store.load(run)
-                row = results.overview_row(run, loaded.doc, loaded.run.manifest)
-                rows.append(results.with_baseline(row, _compared_summary(store, run, baseline_id)))
-            except UserError as exc:
-                rows.append(results.error_row(run, str(exc)))
-        return rows, overview.ratios_figure(rows), _baseline_note(store, run_id, baseline_id)
+            got = store.ready(run)
+            if got is None:
+                rows.append(results.pending_row(run))
+                pending += 1
+            elif isinstance(got, Exception):
+                rows.append(results.error_row(run, str(got)))
+            else:
+                row = results.overview_row(run, got.doc, got.run.manifest)
+                ready = store.ready(baseline_id) if baseline_id else None
+                compared = _compared_summary(store, run, baseline_id) if ready is not None else None
+                rows.append(results.with_baseline(row, compared))
+        base_ready = bool(run_id) and store.ready(run_id) is not None and (
+            not baseline_id or store.ready(baseline_id) is not None)
+        note = _baseline_note(store, run_id, baseline_id) if base_ready else ""
+        return rows, overview.ratios_figure(rows), note, pending == 0
 
     @app.callback(
         Output("timeline-graph", "figure"), Output("timeline-note", "children"),
@@ -295,6 +308,18 @@ def register_callbacks(app, store: RunStore) -> None:
         return (contention.contention_figure(results.contention_rows(analysis)),
                 contention.comm_contention_figure(results.comm_contention_rows(analysis)),
                 contention.tax_figure(results.step_rows(doc, ranks or [])), note)
+
+    @app.callback(Output("hta-status", "children"), Input("run-select", "value"), Input("tabs", "value"))
+    def hta_status(run_id, tab):
+        """Says at once, while HTA works, what it is doing and that it is done only once per run."""
+        if tab != "hta" or store.ready(run_id) is None or isinstance(store.ready(run_id), Exception):
+            return ""
+        if store.hta_cached(run_id):
+            return ""
+        size = sum(Path(r.path).stat().st_size for r in store.load(run_id).run.ranks if Path(r.path).exists())
+        return (f"HTA is parsing the {size / 1e6:,.1f} MB of trace files of {run_id} with its own parser (tpscope's "
+                "parse is not shared); this happens once per run: its results are then cached on disk like the "
+                "analyzer's.")
 
     @app.callback(
         Output("hta-temporal-graph", "figure"), Output("hta-idle-graph", "figure"), Output("hta-note", "children"),

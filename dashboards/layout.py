@@ -50,11 +50,11 @@ def _graph(graph_id: str, style: dict | None = None, **config) -> dcc.Graph:
 
 def _tab_children(name: str) -> list:
     if name == "overview":
-        return [dcc.Loading([
-            _grid("overview-table", _overview_columns(), row_id="run"),
-            html.Div(id="baseline-note", className="note"),
-            _graph("overview-graph"),
-        ], type="default")]
+        # no spinner: a run still being read shows as "reading…" in its row until it arrives
+        return [dcc.Interval(id="overview-poll", interval=700, disabled=False),
+                _grid("overview-table", _overview_columns(), row_id="run"),
+                html.Div(id="baseline-note", className="note"),
+                _graph("overview-graph")]
     if name == "timeline":
         return [html.Div([
             dcc.Input(id="timeline-search", type="search", debounce=True, placeholder="search activities by name",
@@ -78,7 +78,8 @@ def _tab_children(name: str) -> list:
         return [dcc.Loading([html.Div(id="contention-note", className="note"),
                              _graph("contention-graph"), _graph("comm-contention-graph"),
                              _graph("tax-graph")])]
-    return [dcc.Loading([html.Div(id="hta-note", className="note"), _graph("hta-temporal-graph"),
+    return [html.Div(id="hta-status", className="note"),
+            dcc.Loading([html.Div(id="hta-note", className="note"), _graph("hta-temporal-graph"),
                          _graph("hta-idle-graph")])]
 
 

@@ -77,6 +77,17 @@ def with_baseline(row: dict, summary: dict | None) -> dict:
             "attained_saving": summary.get("attained_saving")}
 
 
+PENDING = "reading…"
+"""The Overview's status of a run whose analysis has not arrived yet."""
+
+
+def pending_row(run_id: str) -> dict:
+    row: dict = {key: None for key, _ in OVERVIEW_COLUMNS}
+    row["run"] = run_id
+    row["status"] = PENDING
+    return row
+
+
 def error_row(run_id: str, message: str) -> dict:
     row: dict = {key: None for key, _ in OVERVIEW_COLUMNS}
     row["run"] = run_id

@@ -119,3 +119,9 @@ def cell(browser, table_id: str, row_id: str, col_id: str):
     """A grid's cell element by row id and column id (to click or hover)."""
     return wait_until(browser, lambda d: next(iter(d.find_elements(
         By.CSS_SELECTOR, f"#{table_id} .ag-row[row-id='{row_id}'] .ag-cell[col-id='{col_id}']")), False))
+
+
+def overview_ready(browser, n_runs: int) -> bool:
+    """The Overview lists `n_runs` runs and none is still being read."""
+    rows = table_rows(browser, "overview-table")
+    return len(rows) == n_runs and not any(r.get("status") == "reading…" for r in rows)

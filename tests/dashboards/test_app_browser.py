@@ -19,6 +19,7 @@ from tests.dashboards.browser import (
     console,
     figure,
     open_tab,
+    overview_ready,
     slowest_step,
     table_rows,
     text_of,
@@ -52,7 +53,7 @@ def no_console_messages(browser):
 @pytest.fixture
 def page(browser, served):
     browser.get(served.url)
-    wait_until(browser, lambda d: len(table_rows(d, "overview-table")) == 3)
+    wait_until(browser, lambda d: overview_ready(d, 3))
     return browser
 
 

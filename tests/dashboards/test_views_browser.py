@@ -21,6 +21,7 @@ from tests.dashboards.browser import (
     cell,
     console,
     open_tab,
+    overview_ready,
     slowest_step,
     table_rows,
     text_of,
@@ -45,7 +46,7 @@ def no_console_messages(browser):
 @pytest.fixture
 def page(browser, served):
     browser.get(served.url)
-    wait_until(browser, lambda d: len(table_rows(d, "overview-table")) == 3)
+    wait_until(browser, lambda d: overview_ready(d, 3))
     return browser
 
 
@@ -294,3 +295,40 @@ def test_open_in_perfetto_gives_the_step_as_a_trace(page, served, expected):
     assert len(kernels) == int(((r0.gpu.start_ns < hi) & (r0.gpu.end_ns > lo)).sum())
     assert {e["pid"] for e in kernels} == {0}
     assert "ui.perfetto.dev" in out["timeline-note"]["children"]
+
+
+def test_the_overview_shows_each_run_as_it_arrives(browser, expected, sample_root):
+    """One run is held back while being read: the other shows, the held one says it is being
+    read, then shows its numbers once let go."""
+    import threading
+
+    from tests.dashboards.conftest import CHUNKED, UNFUSED, Served
+    from tpscope.dashboards.app import create_app
+
+    app = create_app([sample_root / UNFUSED.name, sample_root / CHUNKED.name], use_cache=False)
+    store = app.server.config["TPSCOPE_STORE"]
+    read = store._load
+    let_go = threading.Event()
+
+    def slow_read(entry, version):
+        if entry.run_id == CHUNKED.name:
+            let_go.wait(60)
+        return read(entry, version)
+
+    store._load = slow_read
+    server = Served(app)
+    try:
+        browser.get(server.url)
+        fast = expected[UNFUSED.name]["doc"]["summary"]["step_time_us"]
+        wait_until(browser, lambda d: {r["run"]: r for r in table_rows(d, "overview-table")}
+                   .get(UNFUSED.name, {}).get("step time (µs)") == f"{fast:,.1f}", timeout=30)
+        rows = {r["run"]: r for r in table_rows(browser, "overview-table")}
+        assert rows[CHUNKED.name]["status"] == "reading…" and rows[CHUNKED.name]["step time (µs)"] == ""
+        let_go.set()
+        slow = expected[CHUNKED.name]["doc"]["summary"]["step_time_us"]
+        wait_until(browser, lambda d: {r["run"]: r for r in table_rows(d, "overview-table")}
+                   [CHUNKED.name]["step time (µs)"] == f"{slow:,.1f}", timeout=30)
+    finally:
+        let_go.set()
+        browser.get("about:blank")
+        server.stop()
