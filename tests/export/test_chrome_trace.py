@@ -117,6 +117,15 @@ def test_tpscope_reads_it_back_with_the_added_tracks(exported):
     kernels = [e for e in exported["trace"]["traceEvents"] if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
     assert len(r.gpu) == len(kernels)
     assert exported["step"] in r.steps.step.tolist()
+    # to the ns: each activity where the tables put it, on the aligned clock (metrics.md §6)
+    offsets = exported["doc"]["clock_offsets_us"] or {}
+    want = []
+    for x in exported["run"].ranks:
+        m = x.steps.step == exported["step"]
+        lo, hi = x.steps.start_ns[m].min(), x.steps.end_ns[m].max()
+        keep = (x.gpu.start_ns < hi) & (x.gpu.end_ns > lo)
+        want.append(x.gpu.start_ns[keep] - round(offsets.get(str(x.rank), 0) * 1000))
+    np.testing.assert_array_equal(np.sort(r.gpu.start_ns), np.sort(np.concatenate(want)))
     names = {r.symbols[i] for i in np.unique(r.annotations.name_id)}
     assert "transfer" in names
     assert ("wait" in names) == any(e["name"] == "wait" for e in exported["trace"]["traceEvents"])

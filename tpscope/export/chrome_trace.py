@@ -34,15 +34,26 @@ LAUNCH_TID = TRACK_TID - 1  # the launch calls' thread
 ANNOTATION = "gpu_user_annotation"
 
 
-def _us(ns) -> np.ndarray:
-    return np.round(np.asarray(ns, dtype=np.float64) / 1000.0, 3)
-
-
 def _complete(name, cat, pid, tid, start_ns, end_ns, args) -> list[dict]:
-    """Complete events (`ph: X`) from parallel arrays; `args` a list of dicts."""
-    ts, dur = _us(start_ns), _us(np.asarray(end_ns) - np.asarray(start_ns))
-    return [{"ph": "X", "cat": cat, "name": str(n), "pid": pid, "tid": int(t), "ts": float(a), "dur": float(d),
-             "args": ar} for n, t, a, d, ar in zip(name, tid, ts, dur, args)]
+    """Complete events (`ph: X`) from parallel arrays; `args` a list of dicts. Times stay integer
+    ns (aligned clock) until `_to_us` writes them relative to the file's base."""
+    start = np.asarray(start_ns, dtype=np.int64)
+    dur = np.asarray(end_ns, dtype=np.int64) - start
+    return [{"ph": "X", "cat": cat, "name": str(n), "pid": pid, "tid": int(t), "ts": a, "dur": d,
+             "args": ar} for n, t, a, d, ar in zip(name, tid, start.tolist(), dur.tolist(), args)]
+
+
+def _to_us(events: list[dict]) -> int:
+    """Every timed event's ts as µs after the earliest (3 decimals: the ns the trace holds), its dur
+    in µs; the base, in ns, is returned for the header's `baseTimeNanoseconds` (as Kineto writes it,
+    ts + base is the time on the clock). Absolute µs would not fit a double to the ns."""
+    timed = [e for e in events if e["ph"] != "M"]
+    base = min((e["ts"] for e in timed), default=0) // 1000 * 1000
+    for e in timed:  # once per event written, not in the analyzer's path
+        e["ts"] = round((e["ts"] - base) / 1000.0, 3)
+        if "dur" in e:
+            e["dur"] = round(e["dur"] / 1000.0, 3)
+    return int(base)
 
 
 def _meta(pid: int, tid: int | None, what: str, name: str, sort: int | None = None) -> list[dict]:
@@ -94,7 +105,8 @@ def step_trace(run: Run, detail: ActivityDetail | None, step: int | None, ranks:
             events += _path_events(run, detail, step, r.rank, pid)
             events += _wait_events(run, detail, step, r.rank, pid)
         events += _contention_events(r, rows, pid, off, isolated)
-    return {"schemaVersion": 1, "displayTimeUnit": "ns", "traceName": f"tpscope step {step}",
+    base = _to_us(events)
+    return {"schemaVersion": 1, "displayTimeUnit": "ns", "traceName": f"tpscope step {step}", "baseTimeNanoseconds": base,
             "distributedInfo": {"rank": ranks[0] if ranks else 0, "world_size": len(run.ranks)},
             "traceEvents": events}
 
@@ -145,11 +157,11 @@ def _launches(r, rows, pid, streams, off) -> list[dict]:
     events += _complete(["cudaLaunchKernel"] * len(rows), "cuda_runtime", pid, [LAUNCH_TID] * len(rows),
                         g.launch_start_ns[rows] - off, end - off,
                         [{"correlation": int(c)} for c in g.correlation[rows].tolist()])
-    ts_launch, ts_gpu = _us(g.launch_start_ns[rows] - off), _us(g.start_ns[rows] - off)
+    ts_launch, ts_gpu = (g.launch_start_ns[rows] - off).tolist(), (g.start_ns[rows] - off).tolist()
     for c, a, b, t in zip(g.correlation[rows].tolist(), ts_launch, ts_gpu, streams[g.lane[rows]].tolist()):
         flow = {"cat": "ac2g", "name": "ac2g", "id": int(c) * 1000 + pid, "pid": pid}
-        events.append({**flow, "ph": "s", "tid": LAUNCH_TID, "ts": float(a)})
-        events.append({**flow, "ph": "f", "bp": "e", "tid": int(t), "ts": float(b)})
+        events.append({**flow, "ph": "s", "tid": LAUNCH_TID, "ts": int(a)})
+        events.append({**flow, "ph": "f", "bp": "e", "tid": int(t), "ts": int(b)})
     return events
 
 
