@@ -371,12 +371,15 @@ def test_a_slow_run_shows_progress_and_the_page_stays_live(browser, tmp_path):
     """A run that takes seconds to read: spinners show at once, tabs still switch, then the figures."""
     from tpscope.dashboards.app import create_app
 
+    import threading
+
     app = create_app([CHUNKED], use_cache=False)
     store = app.server.config["TPSCOPE_STORE"]
     read = store._load
+    let_go = threading.Event()
 
     def slow_read(*args):
-        time.sleep(4.0)
+        let_go.wait(60)  # held until the test has looked at the page while the run is being read
         return read(*args)
 
     store._load = slow_read
@@ -390,10 +393,12 @@ def test_a_slow_run_shows_progress_and_the_page_stays_live(browser, tmp_path):
             "return document.querySelector('.tab--selected').textContent.trim()") == "Breakdown"
         early = figure(browser, "breakdown-graph")
         assert early is None or trace(early, "idle") is None  # still reading: no bars yet
+        let_go.set()
         wait_figure(browser, "breakdown-graph", lambda f: trace(f, "idle") is not None, timeout=30)
         wait_until(browser, lambda d: d.execute_script(
             "return document.querySelectorAll('.dash-spinner').length === 0"), timeout=10)
     finally:
+        let_go.set()
         browser.get("about:blank")  # the page's requests end before its server does
         server.stop()
 
