@@ -369,9 +369,9 @@ def test_urls_and_inputs_reach_only_the_given_folders(browser, served, expected)
 
 def test_a_slow_run_shows_progress_and_the_page_stays_live(browser, tmp_path):
     """A run that takes seconds to read: spinners show at once, tabs still switch, then the figures."""
-    from tpscope.dashboards.app import create_app
-
     import threading
+
+    from tpscope.dashboards.app import create_app
 
     app = create_app([CHUNKED], use_cache=False)
     store = app.server.config["TPSCOPE_STORE"]
