@@ -68,6 +68,9 @@ def main(args: argparse.Namespace) -> int:
 
         raise UserError(f"--port {args.port}: not a port number")
     app, runs = build_app(args.run_dirs, args.cache_dir, not args.no_cache)
+    from tpscope.dashboards.host_check import install_host_check
+
+    install_host_check(app.server, args.host)  # Host must be one of our names: no DNS rebinding
     check_port_free(args.host, args.port)
     print(f"tpscope dash: serving {len(runs)} run folder(s) on http://{args.host}:{args.port}/ (Ctrl-C to stop)")
     if args.host not in ("127.0.0.1", "localhost", "::1"):

@@ -71,6 +71,8 @@ def arrival_us(members: Overlay) -> np.ndarray:
 def critical_path(x: ActivityDetail, step: int) -> Overlay:
     """The segments of `step`'s critical path in time order, each on the lane of its activity."""
     seg = path_segments(x, step)
+    gpu = seg.row >= 0  # the Timeline draws GPU lanes; CPU segments have no lane there
+    seg = type(seg)(*(getattr(seg, f)[gpu] for f in type(seg).__dataclass_fields__))
     if len(seg.row) == 0:
         return _empty_overlay()
     kinds = np.array(KIND_NAMES, dtype=object)[seg.category]

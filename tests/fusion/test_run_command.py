@@ -81,3 +81,39 @@ def test_run_joins_a_torchrun_started_by_the_user(tmp_path):
     done = _tpscope("run", "--mode", "ring", "--out", str(out), *SMALL, launcher=launcher)
     assert done.returncode == 0, done.stderr[-3000:]
     _check_run_folder(out, 2, "ring")
+
+
+@pytest.mark.parametrize("option, value, words", [
+    ("--chunks", "0", "--chunks must be >= 1, not 0"),
+    ("--timeout-s", "nan", "--timeout-s must be a finite number > 0, not nan"),
+    ("--lr", "-1", "--lr must be a finite number > 0, not -1.0"),
+    # 2 blocks of H=65536, F=262144, vocab 512, float32: 4 copies of 4 bytes per parameter
+    ("--hidden", "65536", f"needs at least {(2 * 512 * 65536 + 2 * (4 * 65536**2 + 2 * 65536 * 262144 + 2 * 65536) + 65536) * 16 / 2**30:.1f} GiB"),
+])
+def test_senseless_options_are_refused_not_replaced(tmp_path, capsys, option, value, words):
+    from tpscope.cli import main
+
+    args = ["run", "--device", "cpu", "--out", str(tmp_path / "run"), "--heads", "4", "--ffn", "262144"]
+    assert main([*args, option, value]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and words in err, err
+    assert not (tmp_path / "run").exists()  # refused before any process or folder
+
+
+def test_a_model_larger_than_memory_is_one_line_per_rank_and_exit_2(tmp_path):
+    """The workers run out of memory (an address space of 4 GB for the whole process tree):
+    each rank says so in one line, no traceback, exit 2."""
+    import resource
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (4_000_000_000, 4_000_000_000))
+
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-m", "tpscope.cli", "run", "--device", "cpu", "--vocab", "500000",
+                           "--hidden", "512", "--heads", "4", "--ffn", "512", "--layers", "1", "--steps", "2",
+                           "--profile-steps", "0", "--seq-len", "16", "--batch", "2", "--out", str(tmp_path / "r")],
+                          env=env, capture_output=True, text=True, timeout=150, cwd=REPO, preexec_fn=limit)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert lines and all("out of memory" in line and line.startswith("tpscope run: error: rank ") for line in lines), lines

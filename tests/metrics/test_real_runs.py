@@ -20,13 +20,21 @@ def brute_force(path: Path) -> dict[int, dict[str, float]]:
     base = doc.get("baseTimeNanoseconds", 0)
     ns = lambda us: base + int(round(us * 1000))  # noqa: E731
     events = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+    # metrics.md §3 rule 1: the GPU activities whose launch call lies in the CPU ProfilerStep#N
+    cpu_steps = [(int(e["name"].split("#")[1]), e["ts"], e["ts"] + e["dur"]) for e in events
+                 if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")]
+    launch_ts = {e["args"]["correlation"]: e["ts"] for e in events
+                 if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
     steps = {}
     for e in events:
-        if e.get("cat") == "gpu_user_annotation" and e["name"].startswith("ProfilerStep#"):
-            n = int(e["name"].split("#")[1])
-            lo, hi = ns(e["ts"]), ns(e["ts"]) + int(round(e["dur"] * 1000))
-            old = steps.get(n, (lo, hi))
-            steps[n] = (min(lo, old[0]), max(hi, old[1]))
+        if e.get("cat") not in ("kernel", "gpu_memcpy", "gpu_memset"):
+            continue
+        t = launch_ts.get(e["args"].get("correlation"))
+        for n, a, b in cpu_steps:
+            if t is not None and a <= t <= b:
+                lo, hi = ns(e["ts"]), ns(e["ts"]) + int(round(e["dur"] * 1000))
+                old = steps.get(n, (lo, hi))
+                steps[n] = (min(lo, old[0]), max(hi, old[1]))
     out = {}
     for n, (lo, hi) in steps.items():
         cells = {c: np.zeros(hi - lo, bool) for c in ("compute", "comm", "memory")}

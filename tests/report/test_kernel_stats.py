@@ -58,3 +58,29 @@ def test_collectives_by_shape_and_merged_by_name(run):
 def test_bad_grouping_is_refused(run):
     with pytest.raises(ValueError):
         kernel_times(run, "grid")
+
+
+def test_a_huge_kernel_name_costs_its_size_not_its_size_per_kernel(tmp_path):
+    """200 kernels and one named by 8 MiB: a fixed-width label array would pad all 201 labels to
+    8 Mi characters (6.7 GB); the report must run in a 3 GiB address space, in a process of its own."""
+    import resource
+    import subprocess
+    import sys
+
+    r = RankTrace(0, world_size=1)
+    r.gpu_annotation("ProfilerStep#1", 0, 1000)
+    for k in range(200):
+        r.kernel(f"kernel_{k}", k * 4, 2)
+    huge = "k" * (8 << 20)
+    r.kernel(huge, 900, 50)
+    run = write_run(tmp_path / "run", [r])
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
+    done = subprocess.run([sys.executable, "-c", (
+        "import sys; from tpscope.metrics.kernel_stats import kernel_times; from tpscope.trace import load_run;"
+        "k = kernel_times(load_run(sys.argv[1])); print(len(k), max(len(x.key) for x in k))"), str(run)],
+        capture_output=True, text=True, timeout=120, preexec_fn=limit)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["201", str(len(huge))]

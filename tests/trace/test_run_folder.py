@@ -104,3 +104,13 @@ def test_single_file_path(tmp_path):
     shutil.copytree("tests/data/h200-nvlink-unfused", tmp_path / "run")
     (one,) = sorted((tmp_path / "run").glob("rank0*"))
     assert load_run(one).rank_ids == [0]
+
+
+def test_a_folder_of_a_run_stopped_before_its_traces_says_so(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "tpscope_run.json").write_text(json.dumps({"complete": False, "stopped": "stopped by SIGTERM"}))
+    with pytest.raises(UserError) as exc:
+        load_run(run)
+    assert str(exc.value) == (f"{run}: no trace files (*.json or *.json.gz from torch.profiler) in this folder; "
+                              "its manifest says the run did not finish (stopped by SIGTERM)")

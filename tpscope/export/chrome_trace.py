@@ -165,16 +165,37 @@ def _launches(r, rows, pid, streams, off) -> list[dict]:
     return events
 
 
+def _path_ranks(run, detail, seg) -> np.ndarray:
+    """The rank of each path segment: its activity's, or (a CPU segment, row -1) its rank_pos's."""
+    rank = np.where(seg.row >= 0, detail.rank[np.maximum(seg.row, 0)], -1)
+    pos = getattr(seg, "rank_pos", None)
+    if pos is not None:
+        numbers = np.array([r.rank for r in run.ranks], dtype=np.int64)
+        cpu = seg.row < 0
+        rank[cpu] = numbers[np.asarray(pos)[cpu]]
+    return rank
+
+
 def _path_events(run, detail, step, rank, pid) -> list[dict]:
+    from tpscope.metrics import critical_path as cp
+
+    edges = np.asarray(getattr(cp, "EDGES", ()), dtype=object)
     steps = [step] if step is not None else sorted(set(np.unique(detail.step[detail.step >= 0]).tolist()))
     out = []
     for s in steps:
         seg = path_segments(detail, s)
-        mine = detail.rank[seg.row] == rank
+        mine = _path_ranks(run, detail, seg) == rank
         if not mine.any():
             continue
         kinds = np.asarray(PATH_KINDS, dtype=object)[seg.category[mine]]
         args = [{"kind": k, "step": int(s), "order": int(i)} for i, k in zip(np.flatnonzero(mine).tolist(), kinds)]
+        edge, inferred = getattr(seg, "edge", None), getattr(seg, "inferred", None)
+        for a, i in zip(args, np.flatnonzero(mine).tolist()):  # the fields a segment has (§7)
+            if edge is not None and len(edges) > int(edge[i]):
+                a["edge"] = str(edges[int(edge[i])])
+            if inferred is not None:
+                a["inferred"] = bool(inferred[i])
+            a["on"] = "GPU" if seg.row[i] >= 0 else "CPU"
         out += _complete(kinds, ANNOTATION, pid, [TRACK_TID] * int(mine.sum()), seg.start_ns[mine],
                          seg.end_ns[mine], args)
     return out

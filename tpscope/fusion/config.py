@@ -8,6 +8,7 @@ interconnect (BENCHMARKS.md). No torch here: the CLI parses options without impo
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 
@@ -194,8 +195,10 @@ class RunConfig:
                 f"steps={self.steps} is fewer than the profiler schedule needs "
                 f"(wait {self.profile_wait} + warmup {self.profile_warmup} + active {self.profile_active})"
             )
-        if self.timeout_s <= 0:
-            raise ValueError(f"timeout_s must be > 0, not {self.timeout_s}")
+        for name in ("timeout_s", "lr"):  # `not > 0` also refuses NaN
+            value = getattr(self, name)
+            if not (value > 0 and math.isfinite(value)):
+                raise ValueError(f"{name} must be a finite number > 0, not {value}")
         check_resources(self.sm_margin, self.comm_ctas)
 
     @property

@@ -62,6 +62,7 @@ def build_manifest(*, cfg: RunConfig, regime: str, regime_env: dict[str, str], t
     return {
         "schema_version": SCHEMA_VERSION,
         "tpscope_version": __version__,
+        "complete": True,  # the launcher sets it false (with "stopped": why) when a run does not finish
         "torch_version": torch.__version__,
         "nccl_version": compat.nccl_version() if backend == "nccl" else None,
         "python_version": sys.version.split()[0],

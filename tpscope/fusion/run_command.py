@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import replace
 
 from tpscope.errors import UserError
 from tpscope.fusion.config import (
@@ -84,7 +85,7 @@ def config_from_args(args: argparse.Namespace, device: str, out_dir: str) -> Run
                             vocab=args.vocab)
         return RunConfig(
             out_dir=out_dir, mode=args.mode,
-            chunks=args.chunks or (4 if args.mode in ("chunked", "auto") else 1), regime=args.regime, device=device,
+            chunks=default_chunks(args.mode) if args.chunks is None else args.chunks, regime=args.regime, device=device,
             dtype=args.dtype or ("bfloat16" if device == "cuda" else "float32"), model=model,
             seq_len=args.seq_len, batch=args.batch, steps=args.steps,
             profile_wait=1 if args.profile_steps else 0, profile_warmup=1 if args.profile_steps else 0,
@@ -94,7 +95,22 @@ def config_from_args(args: argparse.Namespace, device: str, out_dir: str) -> Run
             embed_overlap=args.embed_overlap, ring_all_gather=args.ring_all_gather,
         )
     except ValueError as exc:
-        raise UserError(str(exc)) from None
+        raise UserError(option_message(str(exc))) from None
+
+
+def default_chunks(mode: str) -> int:
+    return 4 if mode in ("chunked", "auto") else 1
+
+
+# RunConfig's field names -> the options that set them, so that a refusal names the option
+OPTION_OF_FIELD = {"chunks": "--chunks", "timeout_s": "--timeout-s", "lr": "--lr", "seq_len": "--seq-len",
+                   "batch": "--batch", "steps": "--steps", "profile_active": "--profile-steps"}
+
+
+def option_message(message: str) -> str:
+    """RunConfig's message with its leading field name spelled as the option (`--chunks must ...`)."""
+    field_name = message.split(" ", 1)[0]
+    return OPTION_OF_FIELD[field_name] + message[len(field_name):] if field_name in OPTION_OF_FIELD else message
 
 
 def _device(args: argparse.Namespace) -> str:
@@ -136,13 +152,24 @@ def preflight(cfg: RunConfig, nproc: int) -> None:
         cfg.check_world(nproc)
     except ValueError as exc:
         raise UserError(str(exc)) from None
+    from tpscope.fusion.fits import check_fits
+
+    check_fits(cfg, nproc)
 
 
 def main(args: argparse.Namespace) -> int:
-    from tpscope.fusion.launch import exit_now, inside_torchrun, launch, prepare_out_dir
+    from tpscope.fusion.launch import (
+        claim_out_dir,
+        exit_now,
+        inside_torchrun,
+        launch,
+        prepare_out_dir,
+        unique_out_dir,
+    )
 
     device = _device(args)
-    out_dir = args.out or os.path.join("runs", f"{time.strftime('%Y%m%d-%H%M%S')}-{args.mode}")
+    default_stem = f"{time.strftime('%Y%m%d-%H%M%S')}-{args.mode}"
+    out_dir = args.out or os.path.join("runs", default_stem)
     command = ["tpscope", *sys.argv[1:]] if sys.argv and sys.argv[0].endswith(("tpscope", "cli.py")) else sys.argv
     if inside_torchrun(os.environ):
         cfg = config_from_args(args, device, out_dir)
@@ -155,7 +182,11 @@ def main(args: argparse.Namespace) -> int:
     nproc = _nproc(args, device)
     cfg = config_from_args(args, device, out_dir)
     preflight(cfg, nproc)
-    prepare_out_dir(out_dir, args.overwrite)
-    worker_args = ["--config-json", config_to_json(cfg), "--command-json", json.dumps(command)]
-    rc = launch(nproc, "tpscope.fusion.worker", worker_args, cfg.regime)
-    return rc  # 0, 1 or 2; on failure launch() printed the rank that failed
+    if not args.out:  # the default name, made unique when another run took it in the same second
+        cfg = replace(cfg, out_dir=unique_out_dir("runs", default_stem))
+    claim = claim_out_dir(cfg.out_dir, args.overwrite)  # held until the workers are done
+    try:
+        worker_args = ["--config-json", config_to_json(cfg), "--command-json", json.dumps(command)]
+        return launch(nproc, "tpscope.fusion.worker", worker_args, cfg.regime, out_dir=cfg.out_dir, command=command)
+    finally:  # 0, 1, 2 or 128+N; on failure launch() printed why and marked the folder incomplete
+        claim.release()

@@ -195,7 +195,9 @@ def main(args: argparse.Namespace) -> int:
         command = ["tpscope", "sweep", *sys.argv[2:]] if len(sys.argv) > 1 else []
         rc = launch(nproc, "tpscope.fusion.worker",
                     ["--config-json", config_to_json(cfg), "--command-json", json.dumps(command)], cfg.regime,
-                    extra_env=dict(v.env))
+                    extra_env=dict(v.env), out_dir=str(run_dir), command=command)
+        if rc > 128:  # stopped by a signal (launch printed which): the sweep stops too
+            return rc
         if rc != 0:
             if i == 0:
                 raise UserError(f"{run_dir}: the baseline run failed (exit {rc}); see its output above")

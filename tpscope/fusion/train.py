@@ -125,15 +125,30 @@ def _profiler(cfg: RunConfig, rank: int, device: torch.device):
     from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
 
     activities = [ProfilerActivity.CPU]
+    extra = {}
     if device.type == "cuda":
         activities.append(ProfilerActivity.CUDA)
+        extra["experimental_config"] = cuda_sync_events_config()
     return profile(
         activities=activities,
+        **{k: v for k, v in extra.items() if v is not None},
         schedule=schedule(wait=cfg.profile_wait, warmup=cfg.profile_warmup,
                           active=cfg.profile_active, repeat=1),
         on_trace_ready=tensorboard_trace_handler(cfg.out_dir, worker_name=f"rank{rank}", use_gzip=True),
         record_shapes=True,
     )
+
+
+def cuda_sync_events_config():
+    """The profiler setting that records `cuda_sync` events (cudaStreamWaitEvent and the CPU's
+    synchronizations), the analyzer's real cross-stream edges (docs/metrics.md §7); None where this
+    torch lacks it."""
+    try:
+        from torch._C._profiler import _ExperimentalConfig
+
+        return _ExperimentalConfig(enable_cuda_sync_events=True)
+    except (ImportError, TypeError):
+        return None
 
 
 def profiled_steps(cfg: RunConfig) -> list[int]:

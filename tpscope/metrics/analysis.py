@@ -1,4 +1,5 @@
-"""One entry point over a loaded run: every metric, as small frozen dataclasses (DESIGN.md JSON)."""
+"""One entry point over a loaded run: every metric, as small frozen dataclasses (the JSON of
+`tpscope analyze --json`, docs/metrics.md)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from tpscope.metrics.contention import (
     contention,
     isolated_baselines,
 )
-from tpscope.metrics.critical_path import CriticalPath, critical_paths, gap_covers, path_graph
+from tpscope.metrics.critical_path import CriticalPath, critical_paths, path_graph
 from tpscope.trace import Run
 
 
@@ -61,6 +62,8 @@ class RunAnalysis:
     kernel_contention: list[KernelContention] = field(default_factory=list)
     comm_contention: list[CommContention] = field(default_factory=list)
     manifest: dict | None = None
+    step_rule: dict[int, str] = field(default_factory=dict)  # per rank: the §3 rule its steps came from
+    first_step_included: bool = False  # whether the summary's means hold the first profiled step
 
 
 def _sum(steps: list[StepBreakdown], attr: str) -> float:
@@ -95,28 +98,36 @@ def _tokens_per_s(manifest: dict | None) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None
 
 
-def analyze_run(run: Run, reference: Run | None = None, align: str = "auto") -> RunAnalysis:
+def analyze_run(run: Run, reference: Run | None = None, align: str = "auto",
+                include_first_step: bool = False) -> RunAnalysis:
     """Every metric of `run` (metrics.md §4-§9); `reference`, an unfused run, supplies isolated
-    kernel baselines (§8) and the baseline of Flux overlap efficiency and attained saving (§9)."""
+    kernel baselines (§8) and the baseline of Flux overlap efficiency and attained saving (§9).
+
+    The first profiled step (the lowest step number, when there are several) is marked and left
+    out of the summary's means unless `include_first_step` (§3)."""
     sets = [class_sets(rank) for rank in run.ranks]
     steps: list[StepBreakdown] = []
     for rank, rank_sets in zip(run.ranks, sets):
         steps.extend(rank_breakdown(rank, rank_sets))
+    numbers = sorted({s.step for s in steps})
+    first = numbers[0] if len(numbers) > 1 else None
     cross = _cross_rank(run, sets, reference, align)
-    steps = [_fill_step(s, cross) for s in steps]
-    summary = summarize(steps, run.manifest)
+    steps = [_fill_step(s, cross, s.step == first) for s in steps]
+    steady = [s for s in steps if include_first_step or not s.first_step]
+    summary = summarize(steady, run.manifest)
     paths = cross["paths"]
-    length = sum(p.length_us for p in paths)
+    steady_paths = [p for p in paths if include_first_step or not p.first_step]
+    length = sum(p.length_us for p in steady_paths)
     summary = dataclasses.replace(
         summary,
-        critical_path_exposed_comm_ratio=sum(p.comm_us for p in paths) / length if length > 0 else None,
+        critical_path_exposed_comm_ratio=sum(p.comm_us for p in steady_paths) / length if length > 0 else None,
         contention_slowdown=cross["contention"].slowdown,
         contention_coverage=cross["contention"].coverage,
     )
     warnings = list(run.warnings) + cross["warnings"]
     if reference is not None:
         ref = analyze_run(reference, align=align)
-        flux, saving = across_runs.compare(across_runs.run_times(paths, steps),
+        flux, saving = across_runs.compare(across_runs.run_times(steady_paths, steady),
                                            across_runs.run_times(ref.critical_path, ref.steps))
         summary = dataclasses.replace(summary, flux_overlap_efficiency=flux, attained_saving=saving)
         warnings += [f"reference {reference.path}: {w}" for w in ref.warnings]
@@ -132,6 +143,8 @@ def analyze_run(run: Run, reference: Run | None = None, align: str = "auto") -> 
         kernel_contention=cross["contention"].kernels,
         comm_contention=cross["contention"].collectives,
         manifest=run.manifest,
+        step_rule={r.rank: r.steps.source for r in run.ranks},
+        first_step_included=include_first_step,
     )
 
 
@@ -142,27 +155,26 @@ def _cross_rank(run: Run, sets: list[ClassSets], reference: Run | None, align: s
     clocks = clock_offsets(acts, match, align)
     timing = collective_timing(acts, match, clocks.offsets_ns)
     compute = [s.compute for s in sets]
-    graph = path_graph(acts, match, timing, clocks.offsets_ns, [r.waits for r in run.ranks],
-                       [len(r.lanes) for r in run.ranks])
+    graph = path_graph(acts, match, timing, clocks.offsets_ns, run.ranks)
     baselines = isolated_baselines(run_activities(reference)) if reference is not None else None
     return {
         "wait_transfer": wait_transfer_by_step(acts, timing),
         "collectives": collective_instances(acts, match, timing, exposed_ns(acts, compute)),
         "offsets_us": clocks.as_us(acts.rank_ids),
-        "paths": critical_paths(acts, graph, gap_covers(sets, clocks.offsets_ns)),
+        "paths": critical_paths(acts, graph, run.ranks),
         "contention": contention(acts, match, timing, compute, baselines),
         "warnings": list(match.warnings) + list(clocks.warnings),
     }
 
 
-def _fill_step(s: StepBreakdown, cross: dict) -> StepBreakdown:
+def _fill_step(s: StepBreakdown, cross: dict, first_step: bool) -> StepBreakdown:
     """The §5 and §8 fields of one rank's step: wait and transfer are 0 without comm; the
     contention fields stay None without an overlapped kernel that has a baseline."""
     wait, transfer = cross["wait_transfer"].get((s.rank, s.step), (0.0, 0.0))
     tax, base = cross["contention"].by_step.get((s.rank, s.step), (None, None))
     return dataclasses.replace(
         s, comm_wait_us=wait, comm_transfer_us=transfer, contention_tax_us=tax,
-        contention_slowdown=tax / base if tax is not None and base else None,
+        contention_slowdown=tax / base if tax is not None and base else None, first_step=first_step,
     )
 
 
@@ -173,7 +185,7 @@ def as_json(analysis: RunAnalysis) -> dict:
         if f.name == "manifest":
             continue
         value = getattr(analysis, f.name)
-        if f.name == "clock_offsets_us":
+        if f.name in ("clock_offsets_us", "step_rule"):
             value = {str(k): v for k, v in value.items()}
         doc[f.name] = _plain(value)
     return doc

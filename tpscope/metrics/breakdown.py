@@ -30,6 +30,7 @@ class StepBreakdown:
     comm_transfer_us: float | None = None
     contention_tax_us: float | None = None
     contention_slowdown: float | None = None
+    first_step: bool = False  # the first profiled step: shown, left out of means (metrics.md §3)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tpscope.metrics import intervals as iv
-from tpscope.trace import ActivityClass, Run, StepWindows, is_sync
+from tpscope.trace import ActivityClass, Run, is_sync
 
 NS_PER_US = 1000.0
 _I64_MIN = np.iinfo(np.int64).min
@@ -107,14 +107,6 @@ class RunActivities:
         return len(self.start_ns)
 
 
-def activity_steps(starts: np.ndarray, windows: StepWindows) -> np.ndarray:
-    """Step number of the window [start, end) that holds each start (metrics.md §3), else -1."""
-    idx = iv.containing(windows.start_ns, windows.end_ns, starts)
-    if len(windows) == 0:
-        return idx  # every start outside: all -1
-    return np.where(idx >= 0, windows.step[idx], -1).astype(np.int64)
-
-
 def _global_ids(local: np.ndarray, symbols: tuple[str, ...], table: dict[str, int]) -> np.ndarray:
     """Per-rank symbol ids -> run-wide ids: one dict lookup per distinct id, not per event."""
     out = np.full(len(local), -1, np.int64)
@@ -147,7 +139,7 @@ def run_activities(run: Run) -> RunActivities:
             "cls": g.cls,
             "sync": is_sync(g.name_id, r.symbols) & (g.cls == ActivityClass.COMM),
             "lane": g.lane.astype(np.int64) + len(lane_labels),
-            "step": activity_steps(g.start_ns, r.steps),
+            "step": g.step,
             "seq": g.seq,
             "in_nelems": g.in_nelems,
             "out_nelems": g.out_nelems,

@@ -94,7 +94,8 @@ def kernel_times(run: Run, by: str = "name") -> tuple[KernelTime, ...]:
         global_step = np.array([step_pos[int(s)] for s in rank.steps.step.tolist()], dtype=np.int64)
         ranks_per_step[global_step] += 1
         parts.append((np.asarray(labels, dtype=object), group, global_step[step_idx[keep]], dur_ns[keep]))
-    all_labels = np.unique(np.concatenate([p[0] for p in parts]).astype(str))
+    # object arrays: a fixed-width str array pads every label to the longest (a 64 MiB name, GiBs)
+    all_labels = np.array(sorted({str(lab) for p in parts for lab in p[0].tolist()}), dtype=object)
     if len(all_labels) == 0:
         return ()
     total_ns = np.zeros((len(all_labels), len(steps)))
@@ -102,7 +103,7 @@ def kernel_times(run: Run, by: str = "name") -> tuple[KernelTime, ...]:
     for labels, group, gstep, dur in parts:
         if len(group) == 0:
             continue
-        row = np.searchsorted(all_labels, labels.astype(str))[group]
+        row = np.searchsorted(all_labels, np.array([str(lab) for lab in labels.tolist()], dtype=object))[group]
         np.add.at(total_ns, (row, gstep), dur)
         np.add.at(count, row, 1)
     by_step_us = total_ns / np.maximum(ranks_per_step, 1) / NS_PER_US

@@ -17,7 +17,6 @@ from tpscope.metrics.clocks import clock_offsets
 from tpscope.metrics.collectives import collective_timing, match_collectives, run_activities
 from tpscope.metrics.critical_path import (
     CATEGORIES,
-    GAP,
     PathGraph,
     PathSegments,
     path_graph,
@@ -25,8 +24,8 @@ from tpscope.metrics.critical_path import (
 )
 from tpscope.trace import Run
 
-PATH_KINDS = (*CATEGORIES, "gap")
-"""Names of a critical-path segment's category, by its index (the last is a gap between activities)."""
+PATH_KINDS = CATEGORIES
+"""Names of a critical-path segment's category, by its index."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,8 +55,7 @@ def activity_detail(run: Run, align: str = "auto") -> ActivityDetail | None:
     match = match_collectives(acts)
     clocks = clock_offsets(acts, match, align)
     timing = collective_timing(acts, match, clocks.offsets_ns)
-    graph = path_graph(acts, match, timing, clocks.offsets_ns, [r.waits for r in run.ranks],
-                       [len(r.lanes) for r in run.ranks])
+    graph = path_graph(acts, match, timing, clocks.offsets_ns, run.ranks)
     lane = np.empty(len(acts), np.int64)
     for pos, r in enumerate(run.ranks):  # once per rank
         lo, hi = acts.rank_bounds[pos], acts.rank_bounds[pos + 1]
@@ -70,13 +68,13 @@ def activity_detail(run: Run, align: str = "auto") -> ActivityDetail | None:
 def path_segments(detail: ActivityDetail, step: int) -> PathSegments:
     """The critical path of `step` (metrics.md §7): the walk `critical_paths` makes for it, from
     the latest end down to the earliest start, returned in time order (rows of ActivityDetail,
-    `category` an index into PATH_KINDS)."""
-    empty = np.zeros(0, np.int64)
+    `category` an index into PATH_KINDS; CPU segments have row -1)."""
     rows = np.flatnonzero(detail.step == step)
     if len(rows) == 0:
-        return PathSegments(empty, empty, empty, empty)
+        empty = np.zeros(0, np.int64)
+        return PathSegments(empty, empty, empty, empty.astype(np.int8), empty.astype(np.int8), empty.astype(bool),
+                            empty, empty)
     last = int(rows[np.argmax(detail.graph.end_ns[rows])])
     seg = walk_step(detail.graph, last, int(detail.graph.start_ns[rows].min()), len(rows))
     order = np.argsort(seg.start_ns, kind="stable")
-    return PathSegments(seg.row[order], seg.start_ns[order], seg.end_ns[order],
-                        np.minimum(seg.category[order], GAP))
+    return PathSegments(*(getattr(seg, f)[order] for f in PathSegments.__dataclass_fields__))

@@ -8,11 +8,13 @@ import sys
 from pathlib import Path
 
 from tpscope.errors import UserError
+from tpscope.outputs import check_out_file, write_text
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", nargs="?", help="run folder or trace file (default: the bundled sample run)")
-    p.add_argument("--json", action="store_true", help="print the JSON document (DESIGN.md) instead of tables")
+    p.add_argument("--json", action="store_true",
+                   help="print the JSON document (fields: docs/metrics.md) instead of tables")
     p.add_argument("--reference", metavar="RUN_DIR", help="an unfused run: isolated kernel baselines and Flux E")
     p.add_argument("--out", metavar="FILE", help="write the JSON to FILE instead of stdout (with --json)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
@@ -21,12 +23,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "none trusts the trace clocks, all aligns every rank")
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="processes that decode traces (default: every usable core)")
+    p.add_argument("--include-first-step", action="store_true",
+                   help="count the first profiled step in the summary's means (it is a warm-up: left out by "
+                        "default, metrics.md §3)")
     p.add_argument("--no-cache", action="store_true",
                    help="analyze from the traces even if this folder was analyzed before")
 
 
 def analyze_folder(run_dir: Path, reference: Path | None, workers: int | None, use_cache: bool,
-                   align: str = "auto"):
+                   align: str = "auto", include_first_step: bool = False):
     """The analysis of `run_dir`, from the disk cache when the folder and the code are unchanged."""
     from tpscope.metrics import analyze_run
     from tpscope.trace import load_run
@@ -36,14 +41,16 @@ def analyze_folder(run_dir: Path, reference: Path | None, workers: int | None, u
             print(f"tpscope: reading {run_dir} ...", file=sys.stderr, flush=True)
         run = load_run(run_dir, workers=workers)
         ref = load_run(reference, workers=workers) if reference is not None else None
-        return analyze_run(run, reference=ref, align=align)
+        return analyze_run(run, reference=ref, align=align, include_first_step=include_first_step)
 
     if not use_cache:
         return compute()
     from tpscope.cache import DiskCache
 
     cache = DiskCache()
-    kind = f"analysis-{align}" if reference is None else f"analysis-{align}-vs-{cache.key('reference', reference)}"
+    kind = f"analysis-{align}{'-first' if include_first_step else ''}"
+    if reference is not None:
+        kind += f"-vs-{cache.key('reference', reference)}"
     if not run_dir.exists() or (reference is not None and not reference.exists()):
         return compute()  # the loader names what is missing
     return cache.get_or_compute(kind, run_dir, compute)
@@ -52,20 +59,23 @@ def analyze_folder(run_dir: Path, reference: Path | None, workers: int | None, u
 def main(args: argparse.Namespace) -> int:
     from tpscope.samples import default_run
 
+    if args.workers is not None and args.workers < 1:
+        raise UserError(f"--workers must be >= 1, not {args.workers}")
     if args.out and not args.json:
         raise UserError("--out writes the JSON document: add --json")
     out = Path(args.out) if args.out else None
-    if out is not None and out.exists() and not args.overwrite:
-        raise UserError(f"{out}: already exists; pass --overwrite to replace it")
+    if out is not None:
+        check_out_file(out, args.overwrite)
     run_dir = Path(args.run_dir) if args.run_dir else default_run()
     reference = Path(args.reference) if args.reference else None
-    analysis = analyze_folder(run_dir, reference, args.workers, use_cache=not args.no_cache, align=args.align)
+    analysis = analyze_folder(run_dir, reference, args.workers, use_cache=not args.no_cache, align=args.align,
+                              include_first_step=args.include_first_step)
     if args.json:
         from tpscope.metrics import as_json
 
         text = json.dumps(as_json(analysis), indent=1) + "\n"
         if out is not None:
-            out.write_text(text)
+            write_text(out, text)
         else:
             sys.stdout.write(text)
     else:

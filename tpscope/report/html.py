@@ -17,6 +17,7 @@ from tpscope.report.markdown import (
     short_name,
 )
 from tpscope.report.metric_defs import format_value, metric_def
+from tpscope.text import printable
 
 STATUS_CLASS = {Status.REGRESSED: "bad", Status.WORSE: "warn", Status.IMPROVED: "good",
                 Status.UNCHANGED: "same", Status.UNKNOWN: "unknown"}
@@ -35,6 +36,7 @@ code{font-size:12px}.fig{height:380px}
 
 def _name_cell(name: str) -> str:
     """A kernel or collective name: shortened, the whole name on hover."""
+    name = printable(name)
     return f'<code title="{escape(name)}">{escape(short_name(name, 120))}</code>'
 
 

@@ -6,6 +6,7 @@ from tpscope.report.build import KernelDelta, Report, RunInfo
 from tpscope.report.collective_table import CollectiveDelta
 from tpscope.report.compare import MetricComparison, Status
 from tpscope.report.metric_defs import format_delta, format_value, metric_def
+from tpscope.text import md_code, md_text, printable
 
 STATUS_MARK = {
     Status.REGRESSED: "❌ regressed",
@@ -18,8 +19,8 @@ NAME_CHARS = 90
 
 
 def cell(text: str) -> str:
-    """Text safe inside a Markdown table cell."""
-    return text.replace("|", "\\|").replace("\n", " ")
+    """Text safe inside a Markdown table cell (no control characters, no unescaped pipe)."""
+    return printable(text.replace("\n", " ")).replace("|", "\\|")
 
 
 def short_name(name: str, limit: int = NAME_CHARS) -> str:
@@ -132,7 +133,7 @@ def contention_rows(report: Report) -> tuple[list[str], list[list[str]]]:
 def name_table(headers: list[str], rows: list[list[str]], empty: str, limit: int = NAME_CHARS) -> str:
     if not rows:
         return empty
-    rows = [[f"`{short_name(r[0], limit)}`", *r[1:]] for r in rows]
+    rows = [[md_code(short_name(r[0], limit)), *r[1:]] for r in rows]
     return table(headers, rows, "l" + "".join("l" if h in ("class", "outside noise", "messages per step")
                                               else "r" for h in headers[1:]))
 
@@ -140,7 +141,7 @@ def name_table(headers: list[str], rows: list[list[str]], empty: str, limit: int
 def run_line(role: str, info: RunInfo) -> str:
     title = f" ({info.title})" if info.title != info.run_dir else ""
     manifest = "" if info.has_manifest else ", no manifest"
-    return (f"- {role}: `{info.run_dir}`{title}: ranks {list(info.ranks)}, "
+    return (f"- {role}: {md_code(info.run_dir)}{md_text(title)}: ranks {list(info.ranks)}, "
             f"{len(info.steps)} profiled step{'' if len(info.steps) == 1 else 's'}{manifest}")
 
 
@@ -152,7 +153,7 @@ def render(report: Report) -> str:
     """The whole Markdown document."""
     alone = report.baseline is None
     if alone:
-        head = [f"## tpscope report: {report.candidate.title}",
+        head = [f"## tpscope report: {md_text(report.candidate.title)}",
                 "",
                 "**Report of one run: no baseline given, so no verdict.**",
                 "",
@@ -201,5 +202,5 @@ def render(report: Report) -> str:
     warnings = [*(report.baseline.warnings if report.baseline else ()), *report.candidate.warnings]
     if warnings:
         body += ["", "<details><summary>Warnings from the trace loader</summary>", ""]
-        body += [f"- {cell(w)}" for w in warnings] + ["", "</details>"]
+        body += [f"- {cell(md_text(w))}" for w in warnings] + ["", "</details>"]
     return "\n".join(head + body) + "\n"

@@ -45,10 +45,10 @@ def parse_formats(text: str | None, has_out: bool) -> list[str]:
 def output_paths(out: str, formats: list[str], overwrite: bool) -> dict[str, Path]:
     """Where each format goes; refuses to replace an existing report unless `overwrite`."""
     from tpscope.errors import UserError
+    from tpscope.outputs import check_out_folder
 
     folder = Path(out)
-    if folder.exists() and not folder.is_dir():
-        raise UserError(f"--out {folder}: exists and is not a folder")
+    check_out_folder(folder)
     paths = {f: folder / FORMATS[f] for f in formats}
     existing = [str(p) for p in paths.values() if p.exists()]
     if existing and not overwrite:
@@ -88,9 +88,11 @@ def main(args: argparse.Namespace) -> int:
     if not paths:
         sys.stdout.write(render(report, formats[0]))
         return report.exit_code
-    next(iter(paths.values())).parent.mkdir(parents=True, exist_ok=True)
+    from tpscope.outputs import make_folder, write_text
+
+    make_folder(next(iter(paths.values())).parent)
     for fmt, path in paths.items():
-        path.write_text(render(report, fmt), encoding="utf-8")
+        write_text(path, render(report, fmt))
     line = report.verdict.line if report.verdict else "report of one run (no baseline): no verdict"
     print(line)
     print("wrote " + ", ".join(str(p) for p in paths.values()))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tpscope.metrics import RunAnalysis
+from tpscope.text import printable
 
 
 def fmt(value: float | None, kind: str = "us") -> str:
@@ -20,6 +21,7 @@ def fmt(value: float | None, kind: str = "us") -> str:
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str = "") -> str:
     """A right-aligned text table (first column left-aligned)."""
+    rows = [[printable(c) for c in r] for r in rows]  # names from traces: no escape sequence reaches the terminal
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
 
     def line(cells: Sequence[str]) -> str:
@@ -36,7 +38,7 @@ def step_table(analysis: RunAnalysis) -> str:
                "idle_us", "exposed", "overlap", "overlap_eff", "wait_us", "transfer_us"]
     rows = [
         [
-            f"{s.rank}/{s.step}",
+            f"{s.rank}/{s.step}{'*' if s.first_step else ''}",
             fmt(s.step_time_us), fmt(s.compute_us), fmt(s.comm_us), fmt(s.hidden_comm_us),
             fmt(s.exposed_comm_us), fmt(s.memory_us), fmt(s.idle_us),
             fmt(s.exposed_comm_ratio, "pct"), fmt(s.overlap_ratio, "pct"), fmt(s.overlap_efficiency, "pct"),
@@ -50,13 +52,19 @@ def step_table(analysis: RunAnalysis) -> str:
 def critical_path_table(analysis: RunAnalysis) -> str:
     """The critical path of each step across ranks, by part (metrics.md §7)."""
     headers = ["step", "length_us", "span_us", "compute_us", "comm_us", "memory_us", "host_us", "idle_us",
-               "exposed", "ranks"]
+               "exposed", "inferred", "ranks"]
     rows = [
-        [str(p.step), fmt(p.length_us), fmt(p.span_us), fmt(p.compute_us), fmt(p.comm_us), fmt(p.memory_us),
-         fmt(p.host_us), fmt(p.idle_us), fmt(p.exposed_comm_ratio, "pct"), ",".join(map(str, p.ranks))]
+        [f"{p.step}{'*' if p.first_step else ''}", fmt(p.length_us), fmt(p.span_us), fmt(p.compute_us),
+         fmt(p.comm_us), fmt(p.memory_us), fmt(p.host_us), fmt(p.idle_us), fmt(p.exposed_comm_ratio, "pct"),
+         fmt(p.inferred_share, "pct"), ",".join(map(str, p.ranks))]
         for p in analysis.critical_path
     ]
-    return table(headers, rows, "Critical path across ranks per step (metrics.md §7)")
+    out = table(headers, rows, "Critical path across ranks per step (metrics.md §7)")
+    worst = max(analysis.critical_path, key=lambda p: p.host_us, default=None)
+    if worst is not None and worst.host_ops_us:
+        ops = ", ".join(f"{name} {fmt(us)}" for name, us in list(worst.host_ops_us.items())[:4])
+        out += f"\nhost time on the path of step {worst.step} by CPU op (us): {ops}"
+    return out
 
 
 def collectives_table(analysis: RunAnalysis, top: int = 8) -> str:
@@ -118,7 +126,12 @@ def summary_table(analysis: RunAnalysis) -> str:
 
 def render(analysis: RunAnalysis, extra_sections: Sequence[str] = ()) -> str:
     """The whole terminal report."""
-    parts = [f"run: {analysis.run_dir}   ranks: {analysis.ranks}", step_table(analysis)]
+    rules = sorted(set(analysis.step_rule.values()))
+    parts = [f"run: {analysis.run_dir}   ranks: {analysis.ranks}   steps from: {', '.join(rules) or '-'} "
+             f"(metrics.md §3)", step_table(analysis)]
+    if any(s.first_step for s in analysis.steps):
+        parts[-1] += ("\n* the first profiled step: shown, left out of the summary"
+                      + (" (included: --include-first-step)" if analysis.first_step_included else ""))
     if analysis.critical_path:
         parts.append(critical_path_table(analysis))
     if analysis.collectives:
@@ -132,4 +145,4 @@ def render(analysis: RunAnalysis, extra_sections: Sequence[str] = ()) -> str:
     parts += [*extra_sections, summary_table(analysis)]
     if analysis.warnings:
         parts.append("warnings:\n" + "\n".join(f"  - {w}" for w in analysis.warnings))
-    return "\n\n".join(parts)
+    return printable("\n\n".join(parts), keep_newlines=True)

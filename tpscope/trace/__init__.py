@@ -2,11 +2,19 @@
 
 from tpscope.trace.classify import ActivityClass, ActivityKind, is_sync
 from tpscope.trace.run_folder import Run, find_trace_files, load_rank_file, load_run
-from tpscope.trace.tables import GpuActivities, Ranges, RankTrace, StepWindows, StreamWaits
+from tpscope.trace.tables import (
+    CpuCalls,
+    GpuActivities,
+    Ranges,
+    RankTrace,
+    StepWindows,
+    StreamWaits,
+)
 
 __all__ = [
     "ActivityClass",
     "ActivityKind",
+    "CpuCalls",
     "GpuActivities",
     "Ranges",
     "RankTrace",

@@ -6,6 +6,7 @@ External id), classes, collective metadata, kernel signatures and step windows.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -14,10 +15,10 @@ from tpscope.trace.classify import ActivityClass, classify
 from tpscope.trace.columns import MISSING, SymbolTable, lookup
 from tpscope.trace.extract import COLLECTIVE_COLUMNS, RawColumns
 from tpscope.trace.schema import TraceFile
-from tpscope.trace.steps import step_windows
-from tpscope.trace.tables import GpuActivities, Ranges, RankTrace, StreamWaits
+from tpscope.trace.steps import launch_steps, step_windows
+from tpscope.trace.tables import CpuCalls, GpuActivities, Ranges, RankTrace, StreamWaits
 
-_DROPPED_WHAT = {"gpu": "GPU activities", "launch": "launch calls", "cpu_range": "CPU annotations",
+_DROPPED_WHAT = {"gpu": "GPU activities", "launch": "launch calls", "cpu_op": "CPU ops", "cpu_range": "CPU annotations",
                  "gpu_range": "GPU annotations", "sync": "cuda_sync events"}
 
 
@@ -59,7 +60,9 @@ def assemble(path: Path, trace: TraceFile, raw: RawColumns, rank: int, warnings:
     gpu = _gpu_table(raw, symbols, lanes)
     annotations = _ranges(raw, lanes)
     waits = _waits(raw, lanes)
-    steps = step_windows(gpu, annotations, symbols.symbols)
+    launch_step = launch_steps(gpu.launch_start_ns, annotations, symbols.symbols)
+    steps, step_of_activity = step_windows(gpu.start_ns, gpu.end_ns, launch_step, annotations, symbols.symbols)
+    gpu = dataclasses.replace(gpu, step=step_of_activity)
     info = _info(trace, raw)
     notes = list(warnings)
     for group, count in raw.dropped.items():
@@ -77,6 +80,8 @@ def assemble(path: Path, trace: TraceFile, raw: RawColumns, rank: int, warnings:
         annotations=annotations,
         waits=waits,
         steps=steps,
+        cpu_ops=_calls(raw.groups["cpu_op"]),
+        runtime=_calls(raw.groups["launch"]),
         warnings=tuple(notes),
         info=info,
     )
@@ -87,6 +92,7 @@ def _gpu_table(raw: RawColumns, symbols: SymbolTable, lanes: _Lanes) -> GpuActiv
     corr = g["correlation"]
     launch_start = lookup(launch["correlation"], launch["start_ns"], corr)
     launch_end = lookup(launch["correlation"], launch["end_ns"], corr)
+    launch_tid = lookup(launch["correlation"], launch["tid"], corr)
     ext = lookup(launch["correlation"], launch["external_id"], corr)
 
     # Collective metadata: the kernel's own args (newer torch), else its launching CPU op's.
@@ -111,6 +117,8 @@ def _gpu_table(raw: RawColumns, symbols: SymbolTable, lanes: _Lanes) -> GpuActiv
         correlation=corr,
         launch_start_ns=launch_start,
         launch_end_ns=launch_end,
+        launch_tid=launch_tid,
+        step=np.full(len(corr), MISSING, np.int64),
         external_id=ext,
         signature_id=_signatures(symbols, g["name_id"], g["grid"], g["block"], dims),
         **{f: coll[f].astype(np.int32 if f.endswith("_id") else np.int64) for f in COLLECTIVE_COLUMNS},
@@ -131,6 +139,15 @@ def _signatures(symbols: SymbolTable, name_id, grid, block, dims_id) -> np.ndarr
         for r in uniq.tolist()
     ]
     return symbols.ids(strings)[inverse.ravel()]
+
+
+def _calls(cols: dict[str, np.ndarray]) -> CpuCalls:
+    """CPU ops or runtime calls, by start."""
+    order = np.argsort(cols["start_ns"], kind="stable")
+    n = len(order)
+    corr = cols.get("correlation", np.full(n, MISSING, np.int64))
+    return CpuCalls(start_ns=cols["start_ns"][order], end_ns=cols["end_ns"][order], name_id=cols["name_id"][order],
+                    tid=cols["tid"][order], external_id=cols["external_id"][order], correlation=corr[order])
 
 
 def _ranges(raw: RawColumns, lanes: _Lanes) -> Ranges:

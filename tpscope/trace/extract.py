@@ -66,6 +66,15 @@ def _values(items: list, attr: str) -> list:
     return list(map(attrgetter(attr), items))
 
 
+def tid_column(events: list[Event]) -> np.ndarray:
+    """The events' `tid` as int64: integers in C, string tids through `lane_number`."""
+    values = _values(events, "tid")
+    try:
+        return np.array([MISSING if v is None else v for v in values], dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        return int_column([lane_number(v) for v in values])
+
+
 def _args(events: list[Event]) -> list[Args]:
     return [a if a is not None else _EMPTY_ARGS for a in map(attrgetter("args"), events)]
 
@@ -198,20 +207,25 @@ def extract(events: list[Event], base_ns: int = 0) -> RawColumns:
     launch, cols = x.timed("launch", _select(events, rows["launch"]))
     args = _args(launch)
     cols.update(
+        name_id=x.names(launch),
+        tid=tid_column(launch),
         correlation=int_column(_values(args, "correlation")),
         external_id=int_column(_values(args, "external_id")),
     )
     groups["launch"] = cols
 
-    all_args = _args(_select(events, rows["cpu_op"]))
-    ext = int_column(_values(all_args, "external_id"))
-    has = ext != MISSING
-    args = [a for a, h in zip(all_args, has) if h]
-    groups["cpu_op"] = {
-        "external_id": ext[has],
-        "dims_id": x.symbols.ids([bytes(a.input_dims).decode("utf-8", "replace") for a in args]),
+    # CPU ops: the metadata of the kernels they launch (External id), and their place on their
+    # thread for the critical path's CPU side (metrics.md §7)
+    ops, cols = x.timed("cpu_op", _select(events, rows["cpu_op"]))
+    args = _args(ops)
+    cols.update(
+        name_id=x.names(ops),
+        tid=tid_column(ops),
+        external_id=int_column(_values(args, "external_id")),
+        dims_id=x.symbols.ids([bytes(a.input_dims).decode("utf-8", "replace") for a in args]),
         **x.collectives(args),
-    }
+    )
+    groups["cpu_op"] = cols
 
     for group in ("cpu_range", "gpu_range"):
         evs, cols = x.timed(group, _select(events, rows[group]))

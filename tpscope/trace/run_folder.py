@@ -9,8 +9,9 @@ from pathlib import Path
 from tpscope.errors import TraceError, UserError
 from tpscope.trace import parallel
 from tpscope.trace.assemble import assemble
-from tpscope.trace.decode import decode_trace, read_bytes
+from tpscope.trace.decode import base_time_ns, decode_trace, read_bytes
 from tpscope.trace.extract import extract
+from tpscope.trace.manifest import check_manifest
 from tpscope.trace.tables import RankTrace
 
 MANIFEST_NAME = "tpscope_run.json"
@@ -49,7 +50,10 @@ def find_trace_files(path: Path) -> list[Path]:
         if p.name != MANIFEST_NAME and p.name.endswith(TRACE_SUFFIXES) and _is_regular_file(p)
     ]
     if not files:
-        raise UserError(f"{path}: no trace files (*.json or *.json.gz from torch.profiler) in this folder")
+        manifest, _ = read_manifest(path)
+        stopped = (f"; its manifest says the run did not finish ({manifest.get('stopped') or 'no reason recorded'})"
+                   if manifest is not None and manifest.get("complete") is False else "")
+        raise UserError(f"{path}: no trace files (*.json or *.json.gz from torch.profiler) in this folder{stopped}")
     return files
 
 
@@ -66,11 +70,16 @@ def read_manifest(folder: Path) -> tuple[dict | None, list[str]]:
         return None, []
     try:
         manifest = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         return None, [f"{path}: manifest ignored ({exc})"]
     if not isinstance(manifest, dict):
         return None, [f"{path}: manifest ignored (not a JSON object)"]
-    return manifest, []
+    manifest, warnings = check_manifest(manifest, str(path))
+    if manifest.get("complete") is False:
+        why = manifest.get("stopped")
+        warnings.append(f"{path}: the run did not finish ({why if isinstance(why, str) else 'no reason recorded'}); "
+                        "its traces may miss steps")
+    return manifest, warnings
 
 
 def load_rank_file(path: Path, fallback_rank: int | None = None, workers: int = 1) -> RankTrace:
@@ -89,14 +98,14 @@ def load_rank_file(path: Path, fallback_rank: int | None = None, workers: int = 
             data = read_bytes(path)
     if parts is not None:
         trace, raw, warnings = parts.header, parts.raw, []
-        raw.shift_times(int(trace.baseTimeNanoseconds or 0))
+        raw.shift_times(base_time_ns(path, trace))
     else:
         decoded = decode_trace(path, data)
         del data
         trace, warnings = decoded.trace, list(decoded.warnings)
         if not trace.traceEvents:
             raise TraceError(path, "no trace events (empty traceEvents)")
-        raw = extract(trace.traceEvents, int(trace.baseTimeNanoseconds or 0))
+        raw = extract(trace.traceEvents, base_time_ns(path, trace))
         trace.traceEvents = []
     di = trace.distributedInfo
     rank = di.rank if di is not None and isinstance(di.rank, int) and di.rank >= 0 else None

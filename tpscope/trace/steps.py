@@ -1,4 +1,4 @@
-"""Step windows of one rank (metrics.md §3)."""
+"""Step windows of one rank, and the step of each GPU activity (metrics.md §3)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ import re
 import numpy as np
 
 from tpscope.trace.columns import MISSING, containing
-from tpscope.trace.tables import GpuActivities, Ranges, StepWindows
+from tpscope.trace.tables import Ranges, StepWindows
 
 _STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
+_MAX_STEP = 2**62  # larger step numbers are not numbers a profiler writes
 
 
 def _step_number_of_symbols(symbols: list[str]) -> np.ndarray:
@@ -18,7 +19,7 @@ def _step_number_of_symbols(symbols: list[str]) -> np.ndarray:
     for sid, name in enumerate(symbols):
         if name.startswith("ProfilerStep#"):
             m = _STEP_NAME.match(name)
-            if m:
+            if m and int(m.group(1)) < _MAX_STEP:
                 out[sid] = int(m.group(1))
     return out
 
@@ -32,32 +33,44 @@ def _windows_by_step(step: np.ndarray, start: np.ndarray, end: np.ndarray) -> tu
     return steps, lo, hi
 
 
-def step_windows(gpu: GpuActivities, ranges: Ranges, symbols: list[str]) -> StepWindows:
-    """Per step N: the GPU `ProfilerStep#N` span, else the span of the GPU work launched inside
-    the CPU `ProfilerStep#N`, else one window (step 0) over all GPU activity."""
-    step_of_symbol = _step_number_of_symbols(symbols)
-    step_of_range = step_of_symbol[ranges.name_id] if len(ranges) else np.zeros(0, np.int64)
+def launch_steps(launch_start_ns: np.ndarray, ranges: Ranges, symbols: list[str]) -> np.ndarray:
+    """Per GPU activity: N when its launch call lies inside the CPU `ProfilerStep#N` range (rule 1
+    of metrics.md §3), else -1. Nested `record_function` ranges inside the step do not matter."""
+    step_of_range = _step_number_of_symbols(symbols)[ranges.name_id] if len(ranges) else np.zeros(0, np.int64)
+    on_cpu = ~ranges.on_gpu & (step_of_range != MISSING)
+    out = np.full(len(launch_start_ns), MISSING, np.int64)
+    if not on_cpu.any() or len(launch_start_ns) == 0:
+        return out
+    idx = containing(ranges.start_ns[on_cpu], ranges.end_ns[on_cpu], launch_start_ns, closed=True)
+    inside = (launch_start_ns != MISSING) & (idx >= 0)
+    out[inside] = step_of_range[on_cpu][idx[inside]]
+    return out
 
+
+def step_windows(start_ns: np.ndarray, end_ns: np.ndarray, launch_step: np.ndarray, ranges: Ranges,
+                 symbols: list[str]) -> tuple[StepWindows, np.ndarray]:
+    """The step windows of a rank and the step of each of its GPU activities (metrics.md §3).
+
+    1. `cpu_launch`: step N spans the GPU activities launched inside the CPU `ProfilerStep#N`;
+    2. `gpu_annotation`: else the GPU-side `ProfilerStep#N` spans, an activity in the one holding
+       its start;
+    3. `whole_trace`: else one window, step 0, over all GPU activity.
+    """
+    if (launch_step != MISSING).any():
+        has = launch_step != MISSING
+        steps, lo, hi = _windows_by_step(launch_step[has], start_ns[has], end_ns[has])
+        return StepWindows(steps, lo, hi, "cpu_launch"), launch_step
+
+    step_of_range = _step_number_of_symbols(symbols)[ranges.name_id] if len(ranges) else np.zeros(0, np.int64)
     on_gpu = ranges.on_gpu & (step_of_range != MISSING)
     if on_gpu.any():
         steps, lo, hi = _windows_by_step(step_of_range[on_gpu], ranges.start_ns[on_gpu], ranges.end_ns[on_gpu])
-        return StepWindows(steps, lo, hi, "gpu_annotation")
+        idx = containing(lo, hi, start_ns)
+        return StepWindows(steps, lo, hi, "gpu_annotation"), np.where(idx >= 0, steps[np.maximum(idx, 0)], MISSING)
 
-    on_cpu = ~ranges.on_gpu & (step_of_range != MISSING)
-    if on_cpu.any() and len(gpu):
-        launch = gpu.launch_start_ns
-        idx = containing(ranges.start_ns[on_cpu], ranges.end_ns[on_cpu], launch, closed=True)
-        inside = (launch != MISSING) & (idx >= 0)
-        if inside.any():
-            steps, lo, hi = _windows_by_step(step_of_range[on_cpu][idx[inside]], gpu.start_ns[inside],
-                                             gpu.end_ns[inside])
-            return StepWindows(steps, lo, hi, "cpu_annotation")
-
-    if len(gpu):
-        return StepWindows(
-            np.zeros(1, np.int64),
-            np.array([gpu.start_ns.min()], np.int64),
-            np.array([gpu.end_ns.max()], np.int64),
-            "whole_trace",
-        )
-    return StepWindows(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), "whole_trace")
+    if len(start_ns):
+        window = StepWindows(np.zeros(1, np.int64), np.array([start_ns.min()], np.int64),
+                             np.array([end_ns.max()], np.int64), "whole_trace")
+        return window, np.zeros(len(start_ns), np.int64)
+    empty = np.zeros(0, np.int64)
+    return StepWindows(empty, empty, empty, "whole_trace"), empty

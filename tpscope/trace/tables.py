@@ -26,6 +26,8 @@ class GpuActivities:
     correlation: np.ndarray  # int64
     launch_start_ns: np.ndarray  # int64, the CPU launch call (cuda_runtime / cuda_driver)
     launch_end_ns: np.ndarray  # int64
+    launch_tid: np.ndarray  # int64, the CPU thread of the launch call (-1 when unknown)
+    step: np.ndarray  # int64, step number (metrics.md §3: the step that launched it), -1 if none
     external_id: np.ndarray  # int64, of the launching CPU op
     signature_id: np.ndarray  # int32, "name|grid|block|input dims" (metrics.md §8)
     # collective metadata (metrics.md §5), from the kernel's args or its launching CPU op
@@ -65,6 +67,22 @@ class Ranges:
 
 
 @dataclass(frozen=True, slots=True)
+class CpuCalls:
+    """CPU ops (`cpu_op`) or CUDA/HIP runtime and driver calls of one rank: one row each, sorted by
+    start. The critical path's CPU side (metrics.md §7) walks a thread's calls."""
+
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    name_id: np.ndarray  # int32
+    tid: np.ndarray  # int64 CPU thread (string tids hashed, trace.extract.lane_number)
+    external_id: np.ndarray  # int64, -1 when absent
+    correlation: np.ndarray  # int64 (runtime calls), -1 for CPU ops
+
+    def __len__(self) -> int:
+        return len(self.start_ns)
+
+
+@dataclass(frozen=True, slots=True)
 class StreamWaits:
     """`cuda_sync` events: a stream waiting for an event recorded on another stream."""
 
@@ -87,7 +105,7 @@ class StepWindows:
     step: np.ndarray  # int64 step number
     start_ns: np.ndarray
     end_ns: np.ndarray
-    source: str  # "gpu_annotation", "cpu_annotation" or "whole_trace"
+    source: str  # "cpu_launch", "gpu_annotation" or "whole_trace" (metrics.md §3)
 
     def __len__(self) -> int:
         return len(self.step)
@@ -107,6 +125,8 @@ class RankTrace:
     annotations: Ranges
     waits: StreamWaits
     steps: StepWindows
+    cpu_ops: CpuCalls
+    runtime: CpuCalls  # cuda_runtime / cuda_driver calls: launches, syncs, event records
     warnings: tuple[str, ...] = ()
     info: dict = field(default_factory=dict)  # nccl_version, device_name, distributed backend ...
 
