@@ -68,8 +68,8 @@ def selected_segments(data: TimelineData, detail, selection: dict | None) -> Seg
         parts = [seg for seg in data.activities.values() if len(seg)]
         hits = [s.take(np.char.find(np.char.lower(s.text.astype(str)), key.lower()) >= 0) for s in parts]
         return concat_segments(hits)
-    if kind == "kernel":
-        name = short_names((key,))[0]
+    if kind == "kernel":  # a signature is "name|grid=..|block=..|dims=..": its kernel's name
+        name = short_names((key.split("|", 1)[0],))[0]
         parts = [seg for seg in data.activities.values() if len(seg)]
         return concat_segments([s.take(s.text == name) for s in parts])
     return empty_segments()

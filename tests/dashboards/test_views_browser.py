@@ -30,6 +30,7 @@ from tests.dashboards.browser import (
     wait_figure,
     wait_until,
 )
+from tests.dashboards.conftest import CHUNKED
 from tpscope.metrics.collectives import match_collectives, run_activities
 from tpscope.metrics.per_activity import activity_detail
 
@@ -243,21 +244,19 @@ def test_search_outlines_what_it_names_and_launch_calls_show_on_demand(page, exp
     box = page.find_element(By.ID, "timeline-search")
     box.send_keys("nccl", Keys.ENTER)
     fig = _timeline(page, lambda f: f["layout"]["meta"].get("selection") == "search:nccl")
+    off = {r.rank: round((doc["clock_offsets_us"] or {}).get(str(r.rank), 0) * 1000) for r in run.ranks}
+    t0 = min(r.steps.start_ns[r.steps.step == step].min() - off[r.rank] for r in run.ranks)  # the view: the
+    t1 = max(r.steps.end_ns[r.steps.step == step].max() - off[r.rank] for r in run.ranks)  # step on all ranks
     want = 0
-    for r in run.ranks:
-        m = r.steps.step == step
-        lo, hi = r.steps.start_ns[m].min(), r.steps.end_ns[m].max()  # the step's activities...
-        named = np.array(["nccl" in s.lower() for s in r.symbols])[r.gpu.name_id]  # ...whose name holds it
-        want += int((named & (r.gpu.start_ns < hi) & (r.gpu.end_ns > lo)).sum())
+    for r in run.ranks:  # the activities in view whose name holds the text
+        named = np.array(["nccl" in s.lower() for s in r.symbols])[r.gpu.name_id]
+        want += int((named & (r.gpu.start_ns - off[r.rank] < t1) & (r.gpu.end_ns - off[r.rank] > t0)).sum())
     assert fig["layout"]["meta"]["selected"] == want > 0
     wait_until(page, lambda d: "sel=search%3Anccl" in d.current_url or "sel=search:nccl" in d.current_url)
     page.find_element(By.XPATH, "//*[@id='timeline-options']//label[normalize-space()='CPU launch calls']").click()
     fig = _timeline(page, lambda f: trace(f, "launch calls") is not None)
     ticks = fig["layout"]["yaxis"]["ticktext"]
     assert [t for t in ticks if t.endswith("CPU launch calls")] == [f"rank {r.rank} · CPU launch calls" for r in run.ranks]
-    off = {r.rank: round((doc["clock_offsets_us"] or {}).get(str(r.rank), 0) * 1000) for r in run.ranks}
-    t0 = min(r.steps.start_ns[r.steps.step == step].min() - off[r.rank] for r in run.ranks)  # the view: the
-    t1 = max(r.steps.end_ns[r.steps.step == step].max() - off[r.rank] for r in run.ranks)  # step on all ranks
     launched = sum(int(((r.gpu.launch_start_ns >= 0) & (r.gpu.start_ns - off[r.rank] < t1)
                         & (r.gpu.end_ns - off[r.rank] > t0)).sum()) for r in run.ranks)
     assert int(np.isnan(values(trace(fig, "launch calls")["x"]).astype(float)).sum()) == launched
@@ -333,3 +332,31 @@ def test_the_overview_shows_each_run_as_it_arrives(browser, expected, sample_roo
         let_go.set()
         browser.get("about:blank")
         server.stop()
+
+
+def test_a_contention_bar_outlines_its_kernels_on_the_timeline(page, expected):
+    run_id = CHUNKED.name  # its compute kernels run both alone and beside communication
+    page.get(page.current_url.split("?")[0] + f"?run={run_id}")
+    wait_until(page, lambda d: d.find_element(By.ID, "run-select").text.strip() == run_id)
+    run, doc = expected[run_id]["run"], expected[run_id]["doc"]
+    kernels = [k for k in expected[run_id]["analysis"].kernel_contention
+               if k.isolated_median_us is not None and k.overlapped_median_us is not None]
+    assert kernels  # the sample runs have compute kernels both isolated and overlapped
+    open_tab(page, "Contention")
+    fig = wait_figure(page, "contention-graph", lambda f: trace(f, "isolated (median)") is not None)
+    signature = values(trace(fig, "isolated (median)")["customdata"])[0]
+    bar = page.execute_script(
+        "const gd = document.querySelector('#contention-graph .js-plotly-plot');"
+        "return gd.querySelectorAll('.trace.bars')[0].querySelectorAll('.point path')[0];")
+    ActionChains(page).move_to_element(bar).pause(0.3).click().perform()
+    wait_until(page, lambda d: _selected_tab(d) == "Timeline")
+    step = slowest_step(doc)
+    got = _timeline(page, lambda f: f["layout"]["meta"].get("selection") == f"kernel:{signature}")
+    name = signature.split("|")[0]
+    off = {r.rank: round((doc["clock_offsets_us"] or {}).get(str(r.rank), 0) * 1000) for r in run.ranks}
+    t0 = min(r.steps.start_ns[r.steps.step == step].min() - off[r.rank] for r in run.ranks)
+    t1 = max(r.steps.end_ns[r.steps.step == step].max() - off[r.rank] for r in run.ranks)
+    want = sum(int((np.array([s == name for s in r.symbols])[r.gpu.name_id]
+                    & (r.gpu.start_ns - off[r.rank] < t1) & (r.gpu.end_ns - off[r.rank] > t0)).sum())
+               for r in run.ranks)
+    assert got["layout"]["meta"]["selected"] == want > 0
