@@ -6,6 +6,14 @@ import plotly.graph_objects as go
 from tpscope.dashboards.figures.common import COLORS, base_layout, not_available
 
 MAX_SIGNATURES = 30
+MIN_AXIS_US = 10.0
+"""The duration axes span at least this much from 0, so a kernel of a few µs shows as the short
+bar it is instead of filling the axis."""
+
+
+def _duration_axis(fig: go.Figure, values: list[float | None]) -> None:
+    top = max([v for v in values if v is not None] or [0.0])
+    fig.update_xaxes(range=[0.0, max(MIN_AXIS_US, 1.08 * top)], rangemode="tozero")
 
 
 def short_signature(sig: str, limit: int = 60) -> str:
@@ -34,6 +42,7 @@ def contention_figure(rows: list[dict]) -> go.Figure:
                 height=140 + 40 * len(rows))
     fig.update_layout(barmode="group", xaxis_title="µs", margin=dict(l=380))
     fig.update_yaxes(autorange="reversed")
+    _duration_axis(fig, [r["isolated_median_us"] for r in rows] + [r["overlapped_median_us"] for r in rows])
     return fig
 
 
@@ -80,6 +89,7 @@ def comm_contention_figure(rows: list[dict]) -> go.Figure:
     base_layout(fig, title="Collective transfer time isolated vs beside compute (µs)", height=140 + 50 * len(rows))
     fig.update_layout(barmode="group", xaxis_title="µs", margin=dict(l=380))
     fig.update_yaxes(autorange="reversed")
+    _duration_axis(fig, [r["isolated_transfer_us"] for r in rows] + [r["overlapped_transfer_us"] for r in rows])
     return fig
 
 
