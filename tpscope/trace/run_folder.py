@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tpscope.errors import TraceError, UserError
-from tpscope.trace import parallel
+from tpscope.trace import parallel, stream
 from tpscope.trace.assemble import assemble
 from tpscope.trace.decode import decode_trace, read_bytes
 from tpscope.trace.extract import extract
@@ -73,25 +73,28 @@ def read_manifest(folder: Path) -> tuple[dict | None, list[str]]:
     return manifest, []
 
 
-def load_rank_file(path: Path, fallback_rank: int | None = None, workers: int = 1) -> RankTrace:
+def load_rank_file(path: Path, fallback_rank: int | None = None, workers: int = 1,
+                   chunk_bytes: int = stream.CHUNK_BYTES) -> RankTrace:
     """Read one trace file. Without `distributedInfo.rank`, use `fallback_rank` (with a warning).
 
-    With `workers > 1`, a big file is decoded in that many processes (`parallel.py`).
+    With `workers > 1`, a big file is decoded in that many processes (`parallel.py`); otherwise in
+    one streaming pass whose memory is bounded by `chunk_bytes` of text (`stream.py`).
     """
-    data = read_bytes(path)
-    parts = None
-    if workers > 1 and len(data) >= parallel.SPLIT_MIN_BYTES and parallel.can_fork():
-        buf = bytearray(data)  # cut in place; the copy costs less than the cut documents would
-        del data
-        parts = parallel.decode_in_parts(buf, workers)
-        del buf
-        if parts is None:  # the cut fell inside an event: read the file in one piece
-            data = read_bytes(path)
+    parts = data = None
+    if workers > 1 and parallel.can_fork():
+        data = read_bytes(path)
+        if len(data) >= parallel.SPLIT_MIN_BYTES:
+            buf = bytearray(data)  # cut in place; the copy costs less than the cut documents would
+            data = None
+            parts = parallel.decode_in_parts(buf, workers)
+            del buf
+    else:
+        parts = _stream_file(path, chunk_bytes)
     if parts is not None:
         trace, raw, warnings = parts.header, parts.raw, []
         raw.shift_times(int(trace.baseTimeNanoseconds or 0))
-    else:
-        decoded = decode_trace(path, data)
+    else:  # an unusual layout, odd field types or a damaged file: one piece, precise errors
+        decoded = decode_trace(path, data if data is not None else read_bytes(path))
         del data
         trace, warnings = decoded.trace, list(decoded.warnings)
         if not trace.traceEvents:
@@ -106,6 +109,14 @@ def load_rank_file(path: Path, fallback_rank: int | None = None, workers: int = 
         warnings.append(f"{path}: no distributedInfo.rank; taken as rank {fallback_rank} from its place in the folder")
         rank = fallback_rank
     return assemble(path, trace, raw, rank, tuple(warnings))
+
+
+def _stream_file(path: Path, chunk_bytes: int):
+    try:
+        with path.open("rb") as fh:
+            return stream.decode_streaming(fh, chunk_bytes)
+    except OSError:
+        return None  # the one-piece reader names the problem
 
 
 def _load_one(job: tuple[Path, int, int]) -> RankTrace | TraceError:
