@@ -9,7 +9,7 @@ from pathlib import Path
 from tpscope.errors import TraceError, UserError
 from tpscope.trace import parallel, stream
 from tpscope.trace.assemble import assemble
-from tpscope.trace.decode import decode_trace, read_bytes
+from tpscope.trace.decode import decode_trace, gunzip, read_bytes
 from tpscope.trace.extract import extract
 from tpscope.trace.tables import RankTrace
 
@@ -21,7 +21,7 @@ TRACE_SUFFIXES = (".json", ".json.gz")
 class Run:
     """Every rank of one run folder, ordered by rank."""
 
-    path: Path
+    path: Path | str  # a str for an fsspec URL
     ranks: tuple[RankTrace, ...]
     manifest: dict | None
     warnings: tuple[str, ...]
@@ -73,7 +73,7 @@ def read_manifest(folder: Path) -> tuple[dict | None, list[str]]:
     return manifest, []
 
 
-def load_rank_file(path: Path, fallback_rank: int | None = None, workers: int = 1,
+def load_rank_file(path: Path | str, fallback_rank: int | None = None, workers: int = 1,
                    chunk_bytes: int = stream.CHUNK_BYTES) -> RankTrace:
     """Read one trace file. Without `distributedInfo.rank`, use `fallback_rank` (with a warning).
 
@@ -81,7 +81,7 @@ def load_rank_file(path: Path, fallback_rank: int | None = None, workers: int = 
     one streaming pass whose memory is bounded by `chunk_bytes` of text (`stream.py`).
     """
     parts = data = None
-    if workers > 1 and parallel.can_fork():
+    if workers > 1 and parallel.can_fork() and not is_url(path):
         data = read_bytes(path)
         if len(data) >= parallel.SPLIT_MIN_BYTES:
             buf = bytearray(data)  # cut in place; the copy costs less than the cut documents would
@@ -94,7 +94,9 @@ def load_rank_file(path: Path, fallback_rank: int | None = None, workers: int = 
         trace, raw, warnings = parts.header, parts.raw, []
         raw.shift_times(int(trace.baseTimeNanoseconds or 0))
     else:  # an unusual layout, odd field types or a damaged file: one piece, precise errors
-        decoded = decode_trace(path, data if data is not None else read_bytes(path))
+        if data is None:
+            data = _read_url(path) if is_url(path) else read_bytes(path)
+        decoded = decode_trace(path, data)
         del data
         trace, warnings = decoded.trace, list(decoded.warnings)
         if not trace.traceEvents:
@@ -111,12 +113,52 @@ def load_rank_file(path: Path, fallback_rank: int | None = None, workers: int = 
     return assemble(path, trace, raw, rank, tuple(warnings))
 
 
-def _stream_file(path: Path, chunk_bytes: int):
+def _stream_file(path: Path | str, chunk_bytes: int):
     try:
-        with path.open("rb") as fh:
+        with _open(path) as fh:
             return stream.decode_streaming(fh, chunk_bytes)
     except OSError:
         return None  # the one-piece reader names the problem
+
+
+def _open(path: Path | str):
+    if is_url(path):
+        import fsspec
+
+        return fsspec.open(str(path), "rb").open()
+    return Path(path).open("rb")
+
+
+def _read_url(url: str) -> bytes:
+    """A URL's bytes, gunzipped like `decode.read_bytes` does for a local file."""
+    try:
+        with _open(url) as fh:
+            raw = fh.read()
+    except (OSError, ValueError) as exc:
+        raise TraceError(url, f"cannot be read ({exc})") from None
+    return gunzip(url, raw)
+
+
+def find_url_files(url: str) -> list[str]:
+    """The trace files at an fsspec URL (a folder or one file), sorted by name."""
+    try:
+        import fsspec
+
+        fs, root = fsspec.core.url_to_fs(url)
+        if fs.isfile(root):
+            return [url]
+        names = sorted(fs.ls(root, detail=False)) if fs.isdir(root) else None
+    except ImportError:
+        raise UserError(f"{url}: reading URLs needs fsspec (pip install fsspec)") from None
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{url}: cannot be listed ({exc})") from None
+    if names is None:
+        raise UserError(f"{url}: no such file or folder")
+    files = [fs.unstrip_protocol(n) for n in names
+             if n.rsplit("/", 1)[-1] != MANIFEST_NAME and n.endswith(TRACE_SUFFIXES) and fs.isfile(n)]
+    if not files:
+        raise UserError(f"{url}: no trace files (*.json or *.json.gz from torch.profiler) in this folder")
+    return files
 
 
 def _load_one(job: tuple[Path, int, int]) -> RankTrace | TraceError:
@@ -127,20 +169,44 @@ def _load_one(job: tuple[Path, int, int]) -> RankTrace | TraceError:
         return exc
 
 
-def load_run(path: str | Path, workers: int | None = None) -> Run:
-    """Load every rank of a run folder (or a single trace file).
+ENGINES = ("local", "ray")
 
-    `workers` processes (default: every usable core) share the work: one big file is decoded in
-    parts, several files are loaded side by side.
+
+def is_url(path: str | Path) -> bool:
+    """An fsspec URL (`s3://`, `gs://`, `file://`, `memory://` ...) rather than a local path."""
+    return "://" in str(path)
+
+
+def load_run(path: str | Path, workers: int | None = None, engine: str = "local",
+             address: str | None = None, progress=None) -> Run:
+    """Load every rank of a run folder (or a single trace file): a map over the rank files (each
+    file to its compact `RankTrace`), then a reduce on this process (ranks in order, warnings).
+
+    engine "local": `workers` processes (default: every usable core) share the work: one big
+    file is decoded in parts, several files are loaded side by side. engine "ray": one Ray task
+    per file on the cluster at `address` (`ray_engine.py`); `progress(done, total)` is called as
+    ranks finish. `path` may be an fsspec URL (object storage) for either engine.
     """
-    path = Path(path)
-    files = find_trace_files(path)
+    if engine not in ENGINES:
+        raise UserError(f"--engine {engine}: unknown (choose from {', '.join(ENGINES)})")
+    url = is_url(path)
+    if not url:
+        path = Path(path)
+    files = find_url_files(str(path)) if url else find_trace_files(path)
     workers = parallel.usable_cores() if workers is None else max(1, workers)
-    if len(files) == 1:
-        jobs = [(files[0], 0, workers)]
-        results = [_load_one(jobs[0])]
+    if engine == "ray":
+        from tpscope.trace.ray_engine import map_ray
+
+        results = map_ray(_load_one, [(f, i, 1) for i, f in enumerate(files)], address, progress)
+    elif len(files) == 1:
+        results = [_load_one((files[0], 0, workers))]
     else:
         results = parallel.map_files(_load_one, [(f, i, 1) for i, f in enumerate(files)], workers)
+    return reduce_ranks(path, files, results)
+
+
+def reduce_ranks(path: str | Path, files: list, results: list) -> Run:
+    """The `Run` from the map's results (a `RankTrace` or the `TraceError` of each file)."""
     warnings: list[str] = []
     ranks = [r for r in results if isinstance(r, RankTrace)]
     refused = [str(r) for r in results if isinstance(r, TraceError)]
@@ -156,7 +222,10 @@ def load_run(path: str | Path, workers: int | None = None) -> Run:
         by_rank[r.rank] = r
         warnings.extend(r.warnings)
     ordered = tuple(by_rank[k] for k in sorted(by_rank))
-    manifest, manifest_warnings = read_manifest(path if path.is_dir() else path.parent)
+    if is_url(path):
+        manifest, manifest_warnings = None, []
+    else:
+        manifest, manifest_warnings = read_manifest(path if path.is_dir() else path.parent)
     warnings.extend(manifest_warnings)
     warnings.extend(_consistency_warnings(ordered))
     return Run(path=path, ranks=ordered, manifest=manifest, warnings=tuple(warnings))

@@ -126,13 +126,17 @@ def _decode(text: BinaryIO, chunk_bytes: int) -> DecodedParts | None:
         if cut < 0:
             continue
         buf[cut] = ord("]")
-        parts.append(_decode_part(buf, cut + 1))
+        try:
+            parts.append(_decode_part(buf, cut + 1))
+        except msgspec.DecodeError:  # the cut may lie past the array, in the keys after it
+            buf[cut] = ord(",")
+            break
         buf[cut] = ord("[")
         del buf[:cut]
     end, last = _array_end(buf)
     if end < 0:
         return None
-    suffix = bytes(buf[end + 1 :])
+    suffix = bytes(buf[end + 1 :]) + text.read()  # the keys after the array: small
     if last is not None:
         parts.append(last)
     del buf
