@@ -24,8 +24,9 @@ def _ray():
 
 
 def map_ray(function: Callable, jobs: Sequence, address: str | None = None,
-            progress: Progress | None = None) -> list:
-    """`function(job)` for every job as Ray tasks (one CPU each), results in job order.
+            progress: Progress | None = None, cpus_per_task: float = 1) -> list:
+    """`function(job)` for every job as Ray tasks (`cpus_per_task` CPUs each: one by default),
+    results in job order.
 
     Connects to the cluster at `address` (`ray://...`, `host:port` or "auto"), or starts a local
     one when `address` is None and this process has none yet; a cluster this call started is
@@ -41,7 +42,7 @@ def map_ray(function: Callable, jobs: Sequence, address: str | None = None,
             where = address or "a local cluster"
             raise UserError(f"--address {where}: cannot connect to Ray ({str(exc).splitlines()[0]})") from None
     try:
-        task = ray.remote(num_cpus=1, max_retries=1)(function)
+        task = ray.remote(num_cpus=cpus_per_task, max_retries=1)(function)
         refs = [task.remote(job) for job in jobs]
         position = {ref: k for k, ref in enumerate(refs)}
         results: list = [None] * len(refs)
