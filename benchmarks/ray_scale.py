@@ -44,10 +44,10 @@ RANKS_PER_HOST = 8
 HOST_SKEW_SIGMA_NS = 200_000
 
 
-def write_folder(dst: Path, ranks: int, events: int, seed: int = 0) -> dict:
+def write_folder(dst: Path, ranks: int, events: int, seed: int = 0, source: Path = SOURCE) -> dict:
     """The tiled run folder (see the module docstring); returns what was written."""
     dst.mkdir(parents=True, exist_ok=True)
-    sources = sorted(p for p in SOURCE.glob("*.json.gz"))
+    sources = sorted(p for p in source.glob("*.json.gz"))
     bodies, heads, bases, counts = [], [], [], []
     for p in sources:
         doc = json.load(gzip.open(p))
@@ -80,9 +80,11 @@ def write_folder(dst: Path, ranks: int, events: int, seed: int = 0) -> dict:
 
 
 class WorkerMemory:
-    """Peak RSS of every Ray worker process on this machine, sampled in a thread."""
+    """Peak RSS of every worker process on this machine (Ray's, or this script's pool children),
+    sampled in a thread."""
 
-    def __init__(self, period_s: float = 0.05) -> None:
+    def __init__(self, marker: str, period_s: float = 0.05) -> None:
+        self.marker = marker
         self.peak: dict[int, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(period_s,), daemon=True)
@@ -93,7 +95,7 @@ class WorkerMemory:
         while not self._stop.is_set():
             for p in psutil.process_iter(["pid", "cmdline"]):
                 cmd = " ".join(p.info["cmdline"] or [])
-                if "default_worker.py" not in cmd:
+                if self.marker not in cmd or p.info["pid"] == os.getpid():
                     continue
                 try:
                     rss = p.memory_info().rss
@@ -120,6 +122,9 @@ def main() -> None:
     p.add_argument("--ranks", type=int, default=1024)
     p.add_argument("--events", type=int, default=100_000, help="events per rank file (about)")
     p.add_argument("--folder", type=Path, default=Path("/tmp/tpscope-ray-scale"))
+    p.add_argument("--source", type=Path, default=SOURCE, help="the real run folder to tile")
+    p.add_argument("--engine", choices=("ray", "local"), default="ray",
+                   help="local: the same measurements through the local process pool (no Ray)")
     p.add_argument("--address", default=None, help="Ray cluster (default: start a local one)")
     p.add_argument("--concurrency", type=int, nargs="+", default=[2],
                    help="tasks at a time, one run each (e.g. 1 2: how time falls with workers)")
@@ -127,30 +132,37 @@ def main() -> None:
     p.add_argument("--out", type=Path)
     a = p.parse_args()
 
-    import ray
-
     from tpscope.metrics import analyze_run, as_json
-    from tpscope.trace import run_folder
+    from tpscope.trace import parallel, run_folder
     from tpscope.trace.ray_engine import map_ray
 
     t0 = time.perf_counter()
-    folder = a.folder / f"r{a.ranks}-e{a.events}"
-    written = write_folder(folder, a.ranks, a.events)
+    folder = a.folder / f"{a.source.name}-r{a.ranks}-e{a.events}"
+    written = write_folder(folder, a.ranks, a.events, source=a.source)
     result = {"command": " ".join(sys.argv), "machine": platform.node(), "cpus": os.cpu_count(),
-              "python": platform.python_version(), "ray": ray.__version__, "folder": written,
+              "python": platform.python_version(), "engine": a.engine, "folder": written,
               "write_s": time.perf_counter() - t0, "runs": []}
     print(json.dumps(result["folder"] | {"write_s": round(result["write_s"], 1)}), flush=True)
-    ray.init(address=a.address, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
-    cluster_cpus = int(ray.cluster_resources().get("CPU", 1))
+    if a.engine == "ray":
+        import ray
+
+        ray.init(address=a.address, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+        cluster_cpus = int(ray.cluster_resources().get("CPU", 1))
+        result["ray"] = ray.__version__
+    else:
+        cluster_cpus = os.cpu_count() or 1
     files = run_folder.find_trace_files(folder)
     jobs = [(f, i, 1) for i, f in enumerate(files)]
     analysis = None
     for conc in a.concurrency:
         before = rss_mb()
         t = time.perf_counter()
-        with WorkerMemory() as mem:
-            results = map_ray(run_folder._load_one, jobs, progress=None,
-                              cpus_per_task=cluster_cpus / max(1, conc))
+        with WorkerMemory("default_worker.py" if a.engine == "ray" else "ray_scale.py") as mem:
+            if a.engine == "ray":
+                results = map_ray(run_folder._load_one, jobs, progress=None,
+                                  cpus_per_task=cluster_cpus / max(1, conc))
+            else:
+                results = parallel.map_files(run_folder._load_one, jobs, conc)
         map_s = time.perf_counter() - t
         run = run_folder.reduce_ranks(folder, files, results)
         del results
@@ -168,7 +180,8 @@ def main() -> None:
                           "worker_peak_rss_mb_max": round(max(mem.peak.values(), default=0) / 2**20, 1)}),
               flush=True)
         del run
-    ray.shutdown()
+    if a.engine == "ray":
+        ray.shutdown()
     if a.compare_local:
         t = time.perf_counter()
         local = analyze_run(run_folder.load_run(folder, workers=cluster_cpus))

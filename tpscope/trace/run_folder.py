@@ -143,13 +143,15 @@ def find_url_files(url: str) -> list[str]:
     """The trace files at an fsspec URL (a folder or one file), sorted by name."""
     try:
         import fsspec
-
+    except ImportError:
+        raise UserError(f"{url}: reading URLs needs fsspec (pip install 'tpscope[ray]')") from None
+    try:
         fs, root = fsspec.core.url_to_fs(url)
         if fs.isfile(root):
             return [url]
         names = sorted(fs.ls(root, detail=False)) if fs.isdir(root) else None
-    except ImportError:
-        raise UserError(f"{url}: reading URLs needs fsspec (pip install fsspec)") from None
+    except ImportError as exc:  # the filesystem's own package (s3fs, gcsfs ...) is missing
+        raise UserError(f"{url}: {exc}") from None
     except (OSError, ValueError) as exc:
         raise UserError(f"{url}: cannot be listed ({exc})") from None
     if names is None:
