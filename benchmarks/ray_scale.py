@@ -80,10 +80,10 @@ def write_folder(dst: Path, ranks: int, events: int, seed: int = 0, source: Path
 
 
 class WorkerMemory:
-    """Peak RSS of every worker process on this machine (Ray's, or this script's pool children),
+    """Peak RSS of every Ray worker process on this machine (its command line holds `marker`),
     sampled in a thread."""
 
-    def __init__(self, marker: str, period_s: float = 0.05) -> None:
+    def __init__(self, marker: str = "default_worker.py", period_s: float = 0.05) -> None:
         self.marker = marker
         self.peak: dict[int, int] = {}
         self._stop = threading.Event()
@@ -93,10 +93,8 @@ class WorkerMemory:
         import psutil
 
         while not self._stop.is_set():
-            for p in psutil.process_iter(["pid", "cmdline"]):
-                cmd = " ".join(p.info["cmdline"] or [])
-                if self.marker not in cmd or p.info["pid"] == os.getpid():
-                    continue
+            procs = [p for p in psutil.process_iter(["cmdline"]) if self.marker in " ".join(p.info["cmdline"] or [])]
+            for p in procs:
                 try:
                     rss = p.memory_info().rss
                 except psutil.Error:
@@ -157,12 +155,15 @@ def main() -> None:
     for conc in a.concurrency:
         before = rss_mb()
         t = time.perf_counter()
-        with WorkerMemory("default_worker.py" if a.engine == "ray" else "ray_scale.py") as mem:
-            if a.engine == "ray":
+        if a.engine == "ray":
+            with WorkerMemory() as mem:
                 results = map_ray(run_folder._load_one, jobs, progress=None,
                                   cpus_per_task=cluster_cpus / max(1, conc))
-            else:
-                results = parallel.map_files(run_folder._load_one, jobs, conc)
+            workers_mb = sorted(v / 2**20 for v in mem.peak.values())
+        else:  # no sampling thread here: the pool forks only from a single-threaded process
+            results = parallel.map_files(run_folder._load_one, jobs, conc)
+            children_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+            workers_mb = [children_mb] if conc > 1 else []  # the largest reaped worker's peak
         map_s = time.perf_counter() - t
         run = run_folder.reduce_ranks(folder, files, results)
         del results
@@ -172,12 +173,12 @@ def main() -> None:
         pickled = sum(len(pickle.dumps(r, protocol=5)) for r in run.ranks)
         row = {"concurrency": conc, "map_s": map_s, "reduce_s": reduce_s, "total_s": map_s + reduce_s,
                "driver_peak_rss_mb": rss_mb(), "driver_rss_before_mb": before,
-               "worker_peak_rss_mb": sorted(v / 2**20 for v in mem.peak.values()),
+               "worker_peak_rss_mb": workers_mb,
                "map_results_bytes": pickled, "map_results_over_gz": pickled / written["gz_bytes_total"]}
         result["runs"].append(row)
         print(json.dumps({k: (round(v, 2) if isinstance(v, float) else v) for k, v in row.items()
-                          if k != "worker_peak_rss_mb"} | {"workers": len(mem.peak),
-                          "worker_peak_rss_mb_max": round(max(mem.peak.values(), default=0) / 2**20, 1)}),
+                          if k != "worker_peak_rss_mb"} | {"workers": len(workers_mb),
+                          "worker_peak_rss_mb_max": round(max(workers_mb, default=0), 1)}),
               flush=True)
         del run
     if a.engine == "ray":
