@@ -93,7 +93,9 @@ class WorkerMemory:
         import psutil
 
         while not self._stop.is_set():
-            procs = [p for p in psutil.process_iter(["cmdline"]) if self.marker in " ".join(p.info["cmdline"] or [])]
+            procs = [p for p in psutil.process_iter(["cmdline"])
+                     if self.marker in " ".join(p.info["cmdline"] or [])
+                     or (p.info["cmdline"] or [""])[0].startswith("ray::")]  # a worker renames itself
             for p in procs:
                 try:
                     rss = p.memory_info().rss
