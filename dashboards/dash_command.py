@@ -7,17 +7,19 @@ import socket
 import sys
 from pathlib import Path
 
-DEFAULT_HOST = "127.0.0.1"  # loopback only unless --host says otherwise (issue 9)
+DEFAULT_HOST = "127.0.0.1"  # loopback only unless --host says otherwise
 DEFAULT_PORT = 8050
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dirs", nargs="*", metavar="RUN_DIR",
-                   help="run folders to serve (default: the bundled sample runs); only these are served")
+                   help="run folders, or folders of runs (one subfolder each), to serve (default: the bundled "
+                        "sample runs); only these are served")
     p.add_argument("--host", default=DEFAULT_HOST, help=f"address to bind (default {DEFAULT_HOST}: this machine only)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
     p.add_argument("--cache-dir", metavar="DIR",
-                   help="where parsed runs are cached (default $TPSCOPE_CACHE_DIR or ~/.cache/tpscope/dash)")
+                   help="where parsed runs are cached (default $TPSCOPE_CACHE_DIR, else "
+                        "$XDG_CACHE_HOME/tpscope, else ~/.cache/tpscope)")
     p.add_argument("--no-cache", action="store_true", help="read every run afresh; write no cache")
 
 
@@ -29,10 +31,13 @@ def resolve_run_dirs(given: list[str]) -> list[Path]:
     if not given:
         runs = sample_runs()
         return runs if runs else [default_run()]  # default_run() raises the clear "none bundled" error
-    paths = [Path(g) for g in given]
-    for p in paths:
+    from tpscope.trace import find_runs
+
+    paths = []
+    for p in map(Path, given):
         if not p.exists():
             raise UserError(f"{p}: no such file or folder")
+        paths += find_runs(p) or [p]  # a folder of runs (one subfolder each) serves each of them
     return paths
 
 
@@ -65,6 +70,9 @@ def main(args: argparse.Namespace) -> int:
 
         raise UserError(f"--port {args.port}: not a port number")
     app, runs = build_app(args.run_dirs, args.cache_dir, not args.no_cache)
+    from tpscope.dashboards.host_check import install_host_check
+
+    install_host_check(app.server, args.host)  # Host must be one of our names: no DNS rebinding
     check_port_free(args.host, args.port)
     print(f"tpscope dash: serving {len(runs)} run folder(s) on http://{args.host}:{args.port}/ (Ctrl-C to stop)")
     if args.host not in ("127.0.0.1", "localhost", "::1"):

@@ -1,7 +1,7 @@
 """The run folders the dashboard was started with, and their parsed, analyzed contents.
 
 The browser only ever names a run by its id (the folder's name); `RunStore.entry` refuses any
-other string, so no URL or input can make the app read a path it was not given (issue 9).
+other string, so no URL or input can make the app read a path it was not given.
 Results come from `tpscope.trace.load_run` and `tpscope.metrics` only, cached on disk per
 (folder, modification time) and in memory for the life of the process.
 """

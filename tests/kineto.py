@@ -50,8 +50,9 @@ class RankTrace:
     """Events of one rank's trace."""
 
     def __init__(self, rank: int | None, world_size: int = 2, device: int | None = None,
-                 hostname: str | None = None) -> None:
+                 hostname: str | None = None, pg_config: list[dict] | None = None) -> None:
         self.rank = rank
+        self.pg_config = pg_config if pg_config is not None else [{"pg_name": "0", "ranks": list(range(world_size))}]
         self.world_size = world_size
         self.device = rank if device is None and rank is not None else (device or 0)
         self.hostname = hostname
@@ -93,6 +94,27 @@ class RankTrace:
                                 "args": {"correlation": corr, "External id": ext}})
         return corr
 
+    def p2p_batch(self, start_us: float, dur_us: float, ops: list[tuple[str, int, int]], ranks: list[int],
+                  pg: str = "0", stream: int = 20) -> int:
+        """One `ncclDevKernel_SendRecv` kernel launched after `record_param_comms` send/recv ops
+        `(\"send\" | \"recv\", group-local peer, nelems)`, as torch's batch_isend_irecv records them."""
+        launch = start_us - 20.0
+        for k, (kind, peer, nelems) in enumerate(ops):
+            self._ext += 1
+            args = {"External id": self._ext, "Collective name": kind, "Process Group Name": pg,
+                    "Process Group Ranks": str(ranks), "Group size": len(ranks), "dtype": "BFloat16",
+                    "In msg nelems": nelems, "Out msg nelems": nelems,
+                    ("Dst Rank" if kind == "send" else "Src Rank"): peer}
+            self.events.append({"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 100, "tid": 100,
+                                "ts": launch - 10.0 + k, "dur": 0.5, "args": args})
+        self._corr += 1
+        self.events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 100, "tid": 100,
+                            "ts": launch, "dur": 1.0, "args": {"correlation": self._corr, "External id": 1}})
+        self.events.append({"ph": "X", "cat": "kernel", "name": "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage)",
+                            "pid": self.device, "tid": stream, "ts": start_us, "dur": dur_us,
+                            "args": {"device": self.device, "stream": stream, "correlation": self._corr}})
+        return self._corr
+
     def memcpy(self, name: str, start_us: float, dur_us: float, stream: int = 7, **kw) -> int:
         return self.kernel(name, start_us, dur_us, stream, cat="gpu_memcpy", **kw)
 
@@ -132,7 +154,7 @@ class RankTrace:
             doc["baseTimeNanoseconds"] = BASE_NS
         if self.rank is not None:
             doc["distributedInfo"] = {"backend": "nccl", "rank": self.rank, "world_size": self.world_size,
-                                      "pg_config": [{"pg_name": "0", "ranks": list(range(self.world_size))}]}
+                                      "pg_config": self.pg_config}
         if self.hostname is not None:
             doc["hostname"] = self.hostname
         doc["traceEvents"] = events

@@ -58,9 +58,33 @@ def test_analyze_twice_reads_the_cache(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(tpscope.trace, "load_run", refuse)
     assert main(["analyze", str(run), "--json"]) == 0
     assert capsys.readouterr().out == first
-    try:  # the same command without the cache does read them
-        main(["analyze", str(run), "--json", "--no-cache"])
-    except AssertionError as exc:
-        assert "read again" in str(exc)
-    else:
-        raise AssertionError("--no-cache did not read the traces")
+    # the same command without the cache does read them (the refusal is an internal error, exit 3)
+    assert main(["analyze", str(run), "--json", "--no-cache"]) == 3
+    details = capsys.readouterr().err.strip().rsplit("details in ", 1)[1]
+    assert "AssertionError: the traces were read again" in Path(details).read_text()
+
+
+def test_a_trace_file_analyzed_alone_sees_a_later_change_of_its_folders_manifest(tmp_path, capsys, monkeypatch):
+    import json
+    import os
+
+    from tpscope.cli import main
+
+    monkeypatch.setenv("TPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    run = tmp_path / "run"
+    shutil.copytree(DATA / "h200-nvlink-unfused", run)
+    trace = sorted(run.glob("rank0.*"))[0]
+
+    def tokens_per_s() -> float | None:
+        assert main(["analyze", str(trace), "--json"]) == 0
+        return json.loads(capsys.readouterr().out)["summary"]["tokens_per_s"]
+
+    assert tokens_per_s() is None  # no manifest yet
+    manifest = run / "tpscope_run.json"
+    manifest.write_text(json.dumps({"tokens_per_s": 1000.0}))
+    assert tokens_per_s() == 1000.0
+    manifest.write_text(json.dumps({"tokens_per_s": 2000.0}))
+    st = manifest.stat()
+    os.utime(manifest, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))  # a later write, as a clock sees it
+    assert tokens_per_s() == 2000.0
+    assert len(list((tmp_path / "cache").glob("analysis-*.pkl"))) == 3  # three keys, three analyses

@@ -63,3 +63,37 @@ def test_analyze_json_follows_the_design_contract():
 def test_no_command_prints_help_and_exits_2():
     done = tpscope()
     assert done.returncode == 2 and "analyze" in done.stdout
+
+
+def test_an_internal_error_exits_3_with_one_line_and_the_traceback_in_a_file(monkeypatch, capsys, tmp_path):
+    """A bug of ours is neither a regression (1) nor the user's input (2)."""
+    from tpscope import cli
+    from tpscope.report import report_command
+
+    def broken(*args):
+        raise ZeroDivisionError("a bug in the comparison")
+
+    monkeypatch.setattr(report_command, "build", broken)
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    assert cli.main(["report", str(RUN)]) == 3
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "internal error" in err and "Traceback" not in err
+    details = Path(err.strip().rsplit("details in ", 1)[1])
+    assert details.parent == tmp_path
+    assert "ZeroDivisionError: a bug in the comparison" in details.read_text()
+
+
+def test_help_lists_the_exit_codes():
+    for command in ("analyze", "report", "run"):
+        done = tpscope(command, "--help")
+        text = " ".join(done.stdout.split())
+        assert "2 a mistake in the input or the options" in text and "3 an internal error" in text, command
+
+
+@pytest.mark.parametrize("workers", ["0", "-3"])
+def test_analyze_refuses_workers_below_one_instead_of_replacing_them(workers, capsys):
+    from tpscope.cli import main
+
+    assert main(["analyze", str(RUN), "--no-cache", "--workers", workers]) == 2
+    err = capsys.readouterr().err
+    assert err == f"tpscope analyze: error: --workers must be >= 1, not {workers}\n"

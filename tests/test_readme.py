@@ -13,10 +13,22 @@ def readme_commands() -> list[str]:
 
 
 def test_ci_runs_readme_test_command():
-    test_command = readme_commands()[1].split("&&")[-1].strip()
-    assert test_command.startswith("python3 -m pytest")
+    """README's test command is a script that installs what the tests need and runs them all, and
+    CI runs that script."""
+    install, test_command = (part.strip() for part in readme_commands()[1].split("&&"))
+    assert test_command == ".ci/test"
+    assert install == readme_commands()[0].split("&&")[0].strip()  # the same torch as the quick start
+    script = [line.strip() for line in (ROOT / ".ci" / "test").read_text().splitlines()]
+    assert 'python3 -m pip install -q -e ".[test]"' in script
+    assert any("apt-get install" in line and "chromium-driver" in line for line in script)
+    assert script[-1] == "python3 -m pytest -q -p no:cacheprovider"
     ci_lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
-    assert test_command in ci_lines
+    assert ci_lines[-1] == test_command
+
+
+def test_install_takes_pytorchs_cpu_wheel_index():
+    install = readme_commands()[0].split("&&")[0].strip()
+    assert install == "pip install torch --index-url https://download.pytorch.org/whl/cpu"
 
 
 def test_quick_start_analyze_runs_on_the_bundled_sample():

@@ -10,7 +10,7 @@ from pathlib import Path as _Path
 
 __version__ = "0.1.0"
 
-# The Dash app lives in the top-level `dashboards/` folder (DESIGN.md) and is installed as
+# The Dash app lives in the top-level `dashboards/` folder and is installed as
 # `tpscope.dashboards`. From a source checkout (PYTHONPATH=., or an editable install) the same
 # import resolves through the checkout's root.
 _checkout = _Path(__file__).resolve().parent.parent

@@ -1,9 +1,10 @@
 """Disk cache of analyzed runs, keyed by (folder, modification times, analyzer code).
 
 A folder analyzed before is read back from one pickle instead of being decoded and analyzed
-again (`tpscope analyze`, the dashboard). The key covers every trace file's name, size and mtime
-and the source of `tpscope.trace` and `tpscope.metrics`, so an edited trace or a changed analyzer
-never serves a stale result. The cache lives in the user's own folder ($TPSCOPE_CACHE_DIR, else
+again (`tpscope analyze`, the dashboard). The key covers the name, size and mtime of every file the
+loader reads (the traces and the manifest, also the manifest beside a trace file analyzed alone)
+and the source of `tpscope.trace` and `tpscope.metrics`, so an edited trace or manifest or a
+changed analyzer never serves a stale result. The cache lives in the user's own folder ($TPSCOPE_CACHE_DIR, else
 ~/.cache/tpscope); pickles are only read from there, never from a run folder, and nothing is ever
 written into a run folder.
 """
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 ENV_VAR = "TPSCOPE_CACHE_DIR"
+MANIFEST_NAME = "tpscope_run.json"  # as tpscope.trace.run_folder reads it
 MAX_ENTRIES = 64  # oldest pickles beyond this are removed after each write
 
 
@@ -30,7 +32,8 @@ def default_cache_dir() -> Path:
 
 
 def folder_fingerprint(path: Path) -> str:
-    """Name, size and mtime (ns) of the folder and of every file directly in it."""
+    """Name, size and mtime (ns) of the folder and of every file directly in it; for a trace
+    file, of the file and of the manifest beside it (everything the loader reads)."""
     path = path.resolve()
     parts = [str(path)]
     st = path.stat()
@@ -42,8 +45,14 @@ def folder_fingerprint(path: Path) -> str:
             except OSError:
                 continue
             parts.append(f"{entry.name}:{est.st_size}:{est.st_mtime_ns}")
-    else:
+    else:  # a trace file alone is analyzed with its folder's manifest: that is read too
         parts.append(f"{st.st_size}")
+        manifest = path.parent / MANIFEST_NAME
+        try:
+            mst = manifest.stat()
+            parts.append(f"{MANIFEST_NAME}:{mst.st_size}:{mst.st_mtime_ns}")
+        except OSError:
+            parts.append(f"{MANIFEST_NAME}:absent")
     return "\n".join(parts)
 
 

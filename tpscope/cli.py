@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+import tempfile
+import time
+import traceback
 
 from tpscope import __version__
 from tpscope.errors import UserError
+from tpscope.text import printable
 
 # subcommand -> (module that owns it, one-line help). The module provides
 # `add_arguments(parser)` and `main(args) -> int`; it must import nothing heavy at module level.
@@ -25,10 +30,17 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+EXIT_CODES = """exit status: 0 success (report: pass), 1 a regression (report) or a failed rank (run),
+2 a mistake in the input or the options (one line on stderr), 3 an internal error (one line on
+stderr naming the file that holds the details; never a verdict)"""
+EXIT_INTERNAL = 3
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tpscope",
         description="How much of a tensor-parallel training step is communication that nothing hides.",
+        epilog=EXIT_CODES,
     )
     parser.add_argument("--version", action="version", version=f"tpscope {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -39,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
             if exc.name and module_name.startswith(exc.name):
                 continue
             raise
-        p = sub.add_parser(name, help=help_text, description=help_text)
+        p = sub.add_parser(name, help=help_text, description=help_text, epilog=EXIT_CODES)
         module.add_arguments(p)
         p.set_defaults(_main=module.main)
     return parser
@@ -54,13 +66,30 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args._main(args) or 0)
     except UserError as exc:
-        print(f"tpscope {args.command}: error: {exc}", file=sys.stderr)
+        print(f"tpscope {args.command}: error: {printable(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"tpscope {args.command}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 0
+    except Exception:  # a bug of ours: one line and where the traceback went, never a verdict
+        details = write_details(args.command)
+        print(f"tpscope {args.command}: internal error ({sys.exc_info()[1]!r:.200}); details in {details}",
+              file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+def write_details(command: str) -> str:
+    """Write the current exception's traceback to a file in the system temp folder; its path."""
+    text = f"tpscope {command}, {time.strftime('%Y-%m-%dT%H:%M:%S%z')}\nargv: {sys.argv}\n\n{traceback.format_exc()}"
+    try:
+        fd, path = tempfile.mkstemp(prefix="tpscope-error-", suffix=".txt")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        return path
+    except OSError:
+        return "(none: the temp folder is not writable)"
 
 
 if __name__ == "__main__":

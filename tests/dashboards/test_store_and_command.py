@@ -168,3 +168,64 @@ def test_a_fused_run_suggests_the_unfused_run_of_its_experiment(tmp_path):
     assert store.suggested_baseline("bare") is None
     with pytest.raises(UnknownRun):
         store.suggested_baseline(str(fused))
+
+
+def _raw_get(port: int, host_header: str, path: str = "/_dash-layout") -> int:
+    """Status of a real HTTP request to 127.0.0.1:port carrying `host_header` as its Host."""
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.putrequest("GET", path, skip_host=True)
+    conn.putheader("Host", host_header)
+    conn.endheaders()
+    status = conn.getresponse().status
+    conn.close()
+    return status
+
+
+def test_tpscope_dash_answers_only_its_own_names_in_host(tmp_path):
+    """A page of another site, its name resolved to 127.0.0.1 (DNS rebinding), gets 403."""
+    samples = tmp_path / "sample_traces"
+    shutil.copytree(CHUNKED, samples / CHUNKED.name)
+    port = free_port()
+    env = {**os.environ, "TPSCOPE_SAMPLE_TRACES": str(samples), "TPSCOPE_CACHE_DIR": str(tmp_path / "cache"),
+           "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "tpscope.cli", "dash", "--port", str(port)], cwd=tmp_path,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                first = _raw_get(port, f"127.0.0.1:{port}")
+                break
+            except ConnectionError:
+                time.sleep(0.2)
+        else:
+            raise AssertionError(proc.stdout.read().decode() if proc.poll() is not None else "no answer")
+        assert first == 200
+        assert _raw_get(port, f"localhost:{port}") == 200
+        assert _raw_get(port, "localhost") == 200
+        assert _raw_get(port, f"[::1]:{port}") == 200
+        for foreign in (f"evil.example:{port}", "evil.example", f"127.0.0.1.evil.example:{port}", f"10.0.0.1:{port}"):
+            assert _raw_get(port, foreign) == 403, foreign
+            assert _raw_get(port, foreign, "/") == 403, foreign
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def test_host_names_bound_to_an_address_and_to_every_address():
+    from tpscope.dashboards.host_check import allowed_hosts, host_name
+
+    assert host_name("LocalHost:8050") == "localhost" and host_name("[::1]:8050") == "::1"
+    assert host_name("::1") == "::1" and host_name("10.1.2.3") == "10.1.2.3"
+    assert allowed_hosts("127.0.0.1") == {"localhost", "127.0.0.1", "::1"}
+    assert allowed_hosts("10.1.2.3") == {"localhost", "127.0.0.1", "::1", "10.1.2.3"}
+    everywhere = allowed_hosts("0.0.0.0")
+    import socket
+
+    assert socket.gethostname().lower() in everywhere and "0.0.0.0" not in everywhere

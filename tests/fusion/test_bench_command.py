@@ -46,3 +46,18 @@ def test_bench_refuses_bad_options():
         done = _bench("--device", "cpu", option, value)
         assert done.returncode == 2 and option in done.stderr, (option, done.stderr)
         assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_bench_refuses_more_ranks_than_gpus_in_one_line():
+    """A rank per GPU: with fewer GPUs than ranks (none on this CPU machine, one on a one-GPU one)
+    the bench says so before any rank starts, instead of a CUDA error from the second rank."""
+    import torch
+
+    seen = torch.cuda.device_count()
+    asked = max(2, seen + 1)
+    done = _bench("--nproc", str(asked), "--shape", "32,16,32")
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert f"needs {asked} GPUs" in done.stderr and f"torch sees {seen}" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    done = _bench("--device", "cpu", "--nproc", "1")
+    assert done.returncode == 2 and "2 or more" in done.stderr

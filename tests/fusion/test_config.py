@@ -79,3 +79,10 @@ def test_bad_options_are_refused():
 def test_json_round_trip():
     cfg = RunConfig(out_dir="o", mode="ring", model=ModelConfig(layers=3), seq_len=64)
     assert config_from_json(config_to_json(cfg)) == cfg
+
+
+@pytest.mark.parametrize("field, value", [("timeout_s", float("nan")), ("timeout_s", float("inf")),
+                                          ("timeout_s", -1.0), ("lr", -1.0), ("lr", 0.0), ("lr", float("nan"))])
+def test_non_finite_or_non_positive_timeout_and_lr_are_refused(field, value):
+    with pytest.raises(ValueError, match=f"{field} must be a finite number > 0"):
+        RunConfig(out_dir="x", **{field: value})

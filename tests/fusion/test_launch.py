@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import json
 import os
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from tpscope.errors import UserError
-from tpscope.fusion.launch import child_env, inside_torchrun, prepare_out_dir, torchrun_command
+from tpscope.fusion.launch import (
+    Rendezvous,
+    child_env,
+    inside_torchrun,
+    prepare_out_dir,
+    torchrun_command,
+)
 
 
 def test_out_folder_is_refused_unless_overwrite(tmp_path):
@@ -46,3 +56,94 @@ def test_torchrun_command_and_detection():
     assert "--nproc-per-node=3" in cmd and "--standalone" in cmd
     assert cmd[-2:] == ["tpscope.fusion.worker", "--x"]
     assert inside_torchrun({"RANK": "0", "WORLD_SIZE": "2"}) and not inside_torchrun({"RANK": "0"})
+
+
+def test_multi_node_options_replace_standalone():
+    rdzv = Rendezvous(nnodes="2", node_rank=1, rdzv_endpoint="10.0.0.1:29400", rdzv_backend="c10d", rdzv_id="job")
+    cmd = torchrun_command(4, "tpscope.fusion.worker", ["--x"], rdzv)
+    assert "--standalone" not in cmd
+    assert cmd[3:8] == ["--nnodes=2", "--node-rank=1", "--rdzv-endpoint=10.0.0.1:29400", "--rdzv-backend=c10d",
+                        "--rdzv-id=job"]
+    assert Rendezvous(nnodes="1:4", rdzv_endpoint="h:1").max_nodes == 4
+    with pytest.raises(UserError, match="--rdzv-endpoint"):
+        Rendezvous(nnodes="2")
+
+
+def test_a_folder_held_by_a_run_is_refused_and_freed_when_released(tmp_path):
+    from tpscope.fusion.launch import LOCK_NAME, claim_out_dir
+
+    first = claim_out_dir(str(tmp_path / "run"), overwrite=False)
+    with pytest.raises(UserError, match=rf"--out .*run: another tpscope run \(pid {os.getpid()}\) is writing"):
+        claim_out_dir(str(tmp_path / "run"), overwrite=True)  # --overwrite does not take a held folder
+    first.release()
+    assert not (tmp_path / "run" / LOCK_NAME).exists()
+    claim_out_dir(str(tmp_path / "run"), overwrite=False).release()  # free again (and still empty)
+
+
+def test_default_names_taken_in_the_same_second_never_collide(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tpscope.fusion.launch import unique_out_dir
+
+    with ThreadPoolExecutor(8) as pool:
+        names = list(pool.map(lambda _: unique_out_dir(str(tmp_path / "runs"), "20260101-120000-chunked"), range(8)))
+    assert len(set(names)) == 8 and all(Path(n).is_dir() for n in names)
+    assert sorted(Path(n).name for n in names)[:2] == ["20260101-120000-chunked", "20260101-120000-chunked-2"]
+
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = ["--device", "cpu", "--profile-steps", "1", "--layers", "1", "--hidden", "32", "--ffn", "64", "--heads", "2",
+        "--vocab", "32", "--seq-len", "16", "--batch", "2", "--timeout-s", "60"]
+
+
+def _start_run(out: Path, steps: int) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "tpscope.cli", "run", *TINY, "--steps", str(steps), "--out", str(out)],
+                            env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=REPO, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def test_two_runs_started_together_into_one_folder_one_runs_the_other_refuses(tmp_path):
+    out = tmp_path / "run"
+    procs = [_start_run(out, 4), _start_run(out, 4)]
+    done = [(p.wait(timeout=150), *p.communicate()) for p in procs]
+    codes = sorted(rc for rc, _, _ in done)
+    assert codes == [0, 2], [(rc, err[-500:]) for rc, _, err in done]
+    refused = next(err for rc, _, err in done if rc == 2)
+    assert refused.count("\n") == 1 and f"--out {out}: another tpscope run (pid " in refused
+    manifest = json.loads((out / "tpscope_run.json").read_text())
+    assert manifest["complete"] is True and len(manifest["step_times_ms"]) == 4
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "SIGKILL"])
+def test_a_stopped_run_stops_torchrun_and_every_worker_and_is_marked_incomplete(tmp_path, capsys, how):
+    import psutil
+
+    from tpscope.cli import main
+
+    out = tmp_path / "run"
+    proc = _start_run(out, 3000)
+    for line in proc.stdout:  # the profiled step (3) is written by then
+        if line.startswith("step 6/3000"):
+            break
+    else:
+        raise AssertionError(proc.stderr.read()[-3000:])
+    tree = psutil.Process(proc.pid).children(recursive=True)
+    assert len(tree) >= 3, tree  # torchrun's agent and two workers
+    start = time.monotonic()
+    os.kill(proc.pid, getattr(signal, how))
+    gone, alive = psutil.wait_procs(tree, timeout=10)
+    assert not alive, f"still running 10 s after {how}: {alive}"
+    rc = proc.wait(timeout=10)
+    assert time.monotonic() - start < 10
+    err = proc.stderr.read()
+    if how == "SIGKILL":
+        assert rc == -signal.SIGKILL
+    else:
+        assert rc == 128 + getattr(signal, how)
+        assert err.strip().splitlines()[-1] == (f"tpscope run: error: stopped by {how}; torchrun and every worker "
+                                                f"were stopped ({out} is marked incomplete)")
+    manifest = json.loads((out / "tpscope_run.json").read_text())
+    assert manifest["complete"] is False and how.replace("SIGKILL", "SIGTERM") in manifest["stopped"]
+    assert main(["analyze", str(out), "--json", "--no-cache"]) == 0  # the traces written before the stop
+    warnings = json.loads(capsys.readouterr().out)["warnings"]
+    assert any("the run did not finish (stopped by" in w for w in warnings), warnings

@@ -62,3 +62,52 @@ def test_layer_gradients_equal_single_process_world2():
 
 def test_layer_gradients_equal_single_process_world4():
     run_world(_layers, 4)
+
+
+def _cpu_fusions(rows: int) -> list[FusionChoice]:
+    """Every fusion a CPU (gloo) run can take: unfused, chunked and ring at several chunk counts,
+    own-shard-first or not, backward overlap on and off, the ring's all-gather exchange."""
+    fusions = [FusionChoice(mode="none"), FusionChoice(mode="chunked", chunks=1), FusionChoice(mode="chunked", chunks=2),
+               FusionChoice(mode="chunked", chunks=rows), FusionChoice(mode="chunked", chunks=2, own_first=False),
+               FusionChoice(mode="ring"), FusionChoice(mode="ring", chunks=2),
+               FusionChoice(mode="ring", chunks=2, ring_all_gather=True)]
+    return fusions + [replace(f, bwd_overlap=False) for f in fusions if f.mode != "none"]
+
+
+def _ops_against_autograd(rank: int, world: int) -> None:
+    """Each fused op alone against torch autograd through the unfused op, written with
+    torch.distributed.nn's differentiable all-reduce (an all-gather is the all-reduce of the
+    rows zero-padded to their place; a reduce-scatter, the all-reduce's own rows)."""
+    import torch.distributed.nn.functional as dnn
+
+    from tpscope.fusion.layers import AllGatherMatmulFn, MatmulReduceScatterFn
+
+    g = torch.Generator().manual_seed(10 + rank)  # each rank its own shard, weights and output weights
+    rows, k, n = S // world, H, FF // world
+    mine = slice(rank * rows, (rank + 1) * rows)
+    x, w_ag, r_ag = torch.randn(rows, k, generator=g), torch.randn(k, n, generator=g), torch.randn(S, n, generator=g)
+    y, w_rs, r_rs = torch.randn(S, n, generator=g), torch.randn(n, k, generator=g), torch.randn(rows, k, generator=g)
+
+    xr, wr = x.clone().requires_grad_(True), w_ag.clone().requires_grad_(True)
+    padded = torch.zeros(S, k).index_copy(0, torch.arange(S)[mine], xr)
+    ag_ref = dnn.all_reduce(padded) @ wr
+    (ag_ref * r_ag).sum().backward()
+    yr, wr2 = y.clone().requires_grad_(True), w_rs.clone().requires_grad_(True)
+    rs_ref = dnn.all_reduce(yr @ wr2)[mine]
+    (rs_ref * r_rs).sum().backward()
+
+    for fusion in _cpu_fusions(rows):
+        xf, wf = x.clone().requires_grad_(True), w_ag.clone().requires_grad_(True)
+        out = AllGatherMatmulFn.apply(xf, wf, None, fusion, "ag")
+        (out * r_ag).sum().backward()
+        yf, wf2 = y.clone().requires_grad_(True), w_rs.clone().requires_grad_(True)
+        out2 = MatmulReduceScatterFn.apply(yf, wf2, None, fusion, "rs")
+        (out2 * r_rs).sum().backward()
+        what = str(fusion)
+        for got, want in ((out, ag_ref), (xf.grad, xr.grad), (wf.grad, wr.grad),
+                          (out2, rs_ref), (yf.grad, yr.grad), (wf2.grad, wr2.grad)):
+            torch.testing.assert_close(got.detach(), want.detach(), rtol=1e-5, atol=1e-5, msg=what)
+
+
+def test_each_fused_op_has_the_gradients_of_the_unfused_op_world2():
+    run_world(_ops_against_autograd, 2)

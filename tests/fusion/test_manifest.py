@@ -45,3 +45,14 @@ def test_timed_steps_fall_back_when_every_step_is_traced():
     cfg = RunConfig(out_dir="x", steps=4, profile_wait=1, profile_warmup=1, profile_active=2)
     assert timed_steps(cfg, [2, 3]) == [1, 2, 3]
     assert timed_steps(RunConfig(out_dir="x", steps=1, profile_active=0), []) == [0]
+
+
+def test_the_loss_trend_is_the_first_and_last_tenth(tmp_path):
+    cfg = RunConfig(out_dir=str(tmp_path), steps=20, profile_active=0)
+    losses = [10.0, 8.0] + [5.0] * 16 + [2.0, 1.0]  # tenths of 20 steps: 2 steps each
+    m = build_manifest(cfg=cfg, regime="", regime_env={}, tp=1, world_size=1, backend="gloo",
+                       device=torch.device("cpu"), losses=losses, step_times_ms_by_rank=[[1.0] * 20],
+                       peak_memory_by_rank=[1], peak_memory_kind="process_max_rss", profiled=[],
+                       fusion_by_layer={}, auto=None, command=[])
+    assert m["loss_trend"] == {"window_steps": 2, "first_mean": 9.0, "last_mean": 1.5, "fell": True}
+    assert m["warmup_steps"] == 2 and m["grad_clip"] == 1.0 and m["data"].startswith("affine4")

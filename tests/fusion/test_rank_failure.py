@@ -4,6 +4,7 @@ Also: bad shapes and modes are refused before any process starts (no folder is w
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -23,7 +24,8 @@ TINY = ["--device", "cpu", "--nproc", "2", "--profile-steps", "0", "--layers", "
         "--ffn", "64", "--heads", "2", "--vocab", "32", "--seq-len", "16", "--batch", "2"]
 START_LIMIT_S = 120  # torch import and rendezvous of two workers on a loaded 2-core machine
 FINAL_LINE = re.compile(r"^tpscope run: error: rank (\d+) \(pid (\d+)\) "
-                        r"(died with signal \d+ \(\w+\)|exited with status \d+); the other ranks were stopped$")
+                        r"(died with signal \d+ \(\w+\)|exited with status \d+); the other ranks were stopped "
+                        r"\(.+ is marked incomplete\)$")
 
 
 class _Run:
@@ -133,7 +135,8 @@ def test_a_killed_rank_ends_the_run_at_once_with_one_line(tmp_path):
         last, _ = _check_end(run, rc_limit_s=60)
         took = time.monotonic() - killed_at
         assert last == (f"tpscope run: error: rank 1 (pid {victim.pid}) died with signal 9 (SIGKILL); "
-                        "the other ranks were stopped"), last
+                        f"the other ranks were stopped ({tmp_path / 'run'} is marked incomplete)"), last
+        assert json.loads((tmp_path / "run" / "tpscope_run.json").read_text())["complete"] is False
         assert took < 15 + 30, f"{took:.1f} s from the kill to the exit"  # measured ~1 s on 2 cores
         print(f"killed rank -> exit in {took:.2f} s")
     finally:

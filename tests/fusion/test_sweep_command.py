@@ -100,9 +100,11 @@ def test_a_failed_variant_is_reported_and_the_sweep_goes_on(tmp_path, monkeypatc
 
     launched = []
 
-    def fake_launch(nproc, module, args, regime, prog="tpscope run", extra_env=None):
+    def fake_launch(nproc, module, args, regime, prog="tpscope run", extra_env=None, out_dir=None, command=None,
+                    rdzv=None):
         cfg = json.loads(args[args.index("--config-json") + 1])
         launched.append(cfg["mode"])
+        assert out_dir == cfg["out_dir"]  # the folder launch marks incomplete when the run fails
         if cfg["mode"] == "ring":
             return 1
         manifest = {"regime": "nvlink", "tokens_per_s": 100.0 if cfg["mode"] == "none" else 120.0,
@@ -121,3 +123,28 @@ def test_a_failed_variant_is_reported_and_the_sweep_goes_on(tmp_path, monkeypatc
     assert [r["run"] for r in doc["runs"]] == ["00-none", "02-chunked-k2-margin16"] and doc["failed"] == ["ring-k2"]
     assert doc["runs"][1]["sm_margin"] == 16
     assert "variant ring-k2 failed (exit 1)" in capsys.readouterr().err
+
+
+def test_a_signal_that_stops_a_variant_stops_the_sweep(tmp_path, monkeypatch):
+    """Workers stubbed: the second run stopped by SIGTERM (launch returns 143): no run after it."""
+    import tpscope.fusion.launch as launch_mod
+    from tpscope.cli import main
+
+    launched = []
+
+    def fake_launch(nproc, module, args, regime, prog="tpscope run", extra_env=None, out_dir=None, command=None,
+                    rdzv=None):
+        cfg = json.loads(args[args.index("--config-json") + 1])
+        launched.append(cfg["mode"])
+        if cfg["mode"] == "ring":
+            return 143
+        manifest = {"regime": "nvlink", "tokens_per_s": 100.0, "median_step_time_ms": 1.0, "peak_memory_bytes": 1,
+                    "fusion_by_layer": {}}
+        Path(cfg["out_dir"], "tpscope_run.json").write_text(json.dumps(manifest))
+        return 0
+
+    monkeypatch.setattr(launch_mod, "launch", fake_launch)
+    code = main(["sweep", "--device", "cpu", "--no-analyze", "--variants", "ring:2,chunked:2",
+                 "--out", str(tmp_path / "sweep"), "--steps", "3", "--profile-steps", "1", "--layers", "1",
+                 "--hidden", "32", "--ffn", "64", "--heads", "2", "--vocab", "32", "--seq-len", "16", "--batch", "2"])
+    assert code == 143 and launched == ["none", "ring"]

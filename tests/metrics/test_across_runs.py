@@ -56,3 +56,15 @@ def test_reference_run_gives_flux_efficiency_and_attained_saving(tmp_path, gemm_
 def test_without_reference_both_are_null(tmp_path):
     a = analyze_run(_fused(tmp_path, 100))
     assert a.summary.flux_overlap_efficiency is None and a.summary.attained_saving is None
+
+
+def test_no_overlap_figures_unless_both_runs_communicate():
+    from tpscope.metrics.across_runs import RunTimes, compare
+
+    quiet = RunTimes(step_us=900.0, compute_us=800.0, comm_us=0.0)
+    busy = RunTimes(step_us=1000.0, compute_us=700.0, comm_us=400.0)
+    assert compare(quiet, RunTimes(step_us=1000.0, compute_us=800.0, comm_us=0.0)) == (None, None)
+    assert compare(quiet, busy) == (None, None)
+    assert compare(busy, quiet) == (None, None)
+    fused = RunTimes(step_us=800.0, compute_us=700.0, comm_us=400.0)
+    assert compare(fused, busy) == pytest.approx((1 - 100 / 300, 200 / 300))

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import gzip
+import json
+from pathlib import Path
+
 import pytest
 
 from tests.kineto import Collective, RankTrace, write_run
+from tests.metrics._jobs import tp_dp, tp_pp
 from tpscope.metrics import analyze_run
 from tpscope.trace import load_run
 
@@ -75,3 +80,83 @@ def test_ranks_of_one_host_share_its_offset(tmp_path):
     assert a.clock_offsets_us[0] == a.clock_offsets_us[1] == 0.0
     assert a.clock_offsets_us[2] == a.clock_offsets_us[3] == pytest.approx(SHIFT_US, abs=1.0)
     assert all(c.skew_us == pytest.approx(9.0, abs=1.0) for c in a.collectives)
+
+
+# ---- real ranks: skew recovered from the smallest collectives, clocks off on one host -----------
+
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
+
+
+def test_dp_skew_between_hosts_is_recovered_within_1us(tmp_path):
+    shift = 2345.678  # ranks 2 and 3 (node-b) are copies of 0 and 1 with clocks this far ahead
+    a = analyze_run(load_run(tp_dp(tmp_path / "job", shift_us=shift)))
+    assert a.clock_offsets_us[0] == a.clock_offsets_us[1] == 0.0
+    assert a.clock_offsets_us[2] == pytest.approx(shift, abs=1.0)
+    assert a.clock_offsets_us[3] == pytest.approx(shift, abs=1.0)
+    assert a.clock_residual_us[2] is not None and a.clock_residual_us[2] <= 1.0
+
+
+def _small_collective_end_gaps(run: Path) -> list[float]:
+    """Brute force from the JSON: |end on rank 1 - end on rank 0| of the k-th all-reduce, in µs."""
+    ends = {}
+    for p in run.iterdir():
+        if p.name.endswith(".json.gz"):
+            doc = json.loads(gzip.decompress(p.read_bytes()))
+            ks = sorted((e for e in doc["traceEvents"] if e.get("cat") == "kernel"
+                         and e["args"].get("Collective name") == "allreduce"), key=lambda e: e["ts"])
+            ends[doc["distributedInfo"]["rank"]] = [e["ts"] + e["dur"] for e in ks]
+    return [abs(b - a) for a, b in zip(ends[0], ends[1])]
+
+
+@pytest.mark.parametrize("run", ["h200x2-shm-none", "h200x2-nvlink-none"])
+def test_align_all_on_one_host_finds_about_zero(run):
+    """One host, one clock: the small all-reduces end within ~1 µs of each other, so the estimate
+    from the smallest collectives is within 1 µs of 0 (the largest collectives end up to 66 µs apart)."""
+    gaps = _small_collective_end_gaps(SAMPLES / run)
+    assert gaps and max(gaps) < 1.5
+    a = analyze_run(load_run(SAMPLES / run), align="all")
+    assert abs(a.clock_offsets_us[1]) <= 1.0
+    assert a.clock_residual_us[1] <= 1.0
+
+
+def _shifted_copy(src: Path, dst: Path, rank: int, shift_us: float) -> Path:
+    dst.mkdir()
+    for p in src.iterdir():
+        if p.name.endswith(".json.gz"):
+            doc = json.loads(gzip.decompress(p.read_bytes()))
+            if doc["distributedInfo"]["rank"] == rank:
+                for e in doc["traceEvents"]:
+                    if "ts" in e and e.get("ph") == "X":
+                        e["ts"] = float(e["ts"]) + shift_us
+            (dst / p.name).write_bytes(gzip.compress(json.dumps(doc).encode()))
+    return dst
+
+
+def test_a_clock_10s_off_on_one_host_is_aligned_with_a_warning(tmp_path):
+    run = load_run(_shifted_copy(SAMPLES / "h200x2-nvlink-none", tmp_path / "run", 1, 10e6))
+    a = analyze_run(run)
+    assert any("clocks disagree by more than a step" in w for w in a.warnings), a.warnings
+    assert a.clock_offsets_us[1] == pytest.approx(10e6, abs=1.0)
+    longest = max((r.gpu.end_ns.max() - r.gpu.start_ns.min()) / 1e3 for r in run.ranks)
+    assert a.critical_path and all(p.length_us <= longest for p in a.critical_path)
+
+
+def test_a_pipeline_stage_off_by_10s_is_aligned_through_send_recv(tmp_path):
+    """TP x PP: stage 1 (ranks 2, 3) shares no collective with rank 0 but send/recv; its clock 10 s
+    ahead is found from the send/recv ends (rank 2) and through rank 2 (rank 3)."""
+    folder = tp_pp(tmp_path / "job")
+    for p in folder.iterdir():
+        doc = json.loads(gzip.decompress(p.read_bytes()))
+        if doc["distributedInfo"]["rank"] >= 2:
+            for e in doc["traceEvents"]:
+                if "ts" in e and e.get("ph") == "X":
+                    e["ts"] = float(e["ts"]) + 10e6
+            p.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    run = load_run(folder)
+    a = analyze_run(run)
+    assert any("clocks disagree by more than a step" in w for w in a.warnings), a.warnings
+    for r in (2, 3):  # send and receive end within a transfer of each other: tens of µs
+        assert a.clock_offsets_us[r] == pytest.approx(10e6, abs=50.0)
+        assert a.clock_residual_us[r] is not None
+    longest = max((r.gpu.end_ns.max() - r.gpu.start_ns.min()) / 1e3 for r in run.ranks)
+    assert a.critical_path and all(p.length_us <= longest for p in a.critical_path)

@@ -58,3 +58,70 @@ def test_collectives_by_shape_and_merged_by_name(run):
 def test_bad_grouping_is_refused(run):
     with pytest.raises(ValueError):
         kernel_times(run, "grid")
+
+
+def _gemm_run(folder, kernel: str, us: float):
+    ranks = []
+    for rank in (0, 1):
+        r = RankTrace(rank)
+        for step in (1, 2, 3):
+            r.gpu_annotation(f"ProfilerStep#{step}", 1000 * step, 500)
+            r.kernel(kernel, 1000 * step, us, input_dims=[[64, 32], [32, 16]], cpu_op="aten::mm")
+            r.kernel("elementwise_kernel", 1000 * step + 200, 20, input_dims=[[64, 16]], cpu_op="aten::gelu")
+        ranks.append(r)
+    return load_run(write_run(folder, ranks))
+
+
+def test_a_renamed_kernel_is_compared_with_the_one_it_replaced(tmp_path):
+    """The GEMM of one aten::mm shape went from sm90_xmma_gemm (100 µs) to nvjet_gemm (112 µs): one
+    row of +12 µs naming both, not +112 from nothing with the old kernel left out."""
+    from tpscope.metrics.kernel_stats import kernel_names
+    from tpscope.report.build import kernel_deltas
+
+    base, cand = _gemm_run(tmp_path / "b", "sm90_xmma_gemm", 100), _gemm_run(tmp_path / "c", "nvjet_gemm", 112)
+    shapes = {k.key: k for k in kernel_times(cand, "shape")}
+    assert set(shapes) == {"aten::mm [M, 32] [32, 16]", "aten::gelu [M, 16]"}
+    assert shapes["aten::mm [M, 32] [32, 16]"].us_per_step == pytest.approx(112)
+    (delta,) = kernel_deltas(kernel_times(base, "shape"), kernel_times(cand, "shape"),
+                             names=(kernel_names(base), kernel_names(cand)))
+    assert delta.key == "aten::mm [M, 32] [32, 16]" and delta.activity_class == "compute"
+    assert (delta.baseline_us, delta.candidate_us, delta.delta_us) == pytest.approx((100, 112, 12))
+    assert delta.kernels == "sm90_xmma_gemm → nvjet_gemm"
+
+
+def test_row_chunks_of_one_gemm_keep_its_shape(tmp_path):
+    """A GEMM cut into 4 row chunks written into an output (as chunked fusion does) has the shape
+    of the whole GEMM."""
+    r = RankTrace(0, world_size=1)
+    r.gpu_annotation("ProfilerStep#1", 0, 1000)
+    r.kernel("gemm_whole", 0, 100, input_dims=[[64, 32], [32, 16]], cpu_op="aten::mm")  # mm.out: a third input
+    for k in range(4):
+        r.kernel("gemm_chunk", 200 + 50 * k, 30, input_dims=[[16, 32], [32, 16], [16, 16]], cpu_op="aten::mm")
+    (gemm,) = kernel_times(load_run(write_run(tmp_path / "run", [r])), "shape")
+    assert gemm.key == "aten::mm [M, 32] [32, 16]" and gemm.us_per_step == pytest.approx(100 + 4 * 30)
+
+
+def test_a_huge_kernel_name_costs_its_size_not_its_size_per_kernel(tmp_path):
+    """200 kernels and one named by 8 MiB: a fixed-width label array would pad all 201 labels to
+    8 Mi characters (6.7 GB); the report must run in a 3 GiB address space, in a process of its own."""
+    import resource
+    import subprocess
+    import sys
+
+    r = RankTrace(0, world_size=1)
+    r.gpu_annotation("ProfilerStep#1", 0, 1000)
+    for k in range(200):
+        r.kernel(f"kernel_{k}", k * 4, 2)
+    huge = "k" * (8 << 20)
+    r.kernel(huge, 900, 50)
+    run = write_run(tmp_path / "run", [r])
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
+    done = subprocess.run([sys.executable, "-c", (
+        "import sys; from tpscope.metrics.kernel_stats import kernel_times; from tpscope.trace import load_run;"
+        "k = kernel_times(load_run(sys.argv[1])); print(len(k), max(len(x.key) for x in k))"), str(run)],
+        capture_output=True, text=True, timeout=120, preexec_fn=limit)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["201", str(len(huge))]

@@ -144,7 +144,7 @@ def test_out_never_overwrites_an_existing_report(capsys, tmp_path):
     (["--format", "pdf"], "unknown format"),
     (["--format", "md,json"], "needs --out"),
     (["--baseline", "/nonexistent/run"], "/nonexistent/run"),
-    (["--baseline", str(DATA / "hta" / "cpu_only")], "no GPU activity"),  # nothing to compare with
+    (["--baseline", str(DATA / "hta" / "cpu_only")], "is a CPU run"),  # a GPU run against a CPU run
 ])
 def test_usage_and_input_errors_exit_2_with_one_line(capsys, argv, words):
     code, out, err = report(capsys, UNFUSED, *argv)

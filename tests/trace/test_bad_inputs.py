@@ -4,8 +4,11 @@ warnings; never a traceback, never a hang (docs/robustness.md lists the outcomes
 import gzip
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -133,7 +136,7 @@ def test_missing_rank(tmp_path, capsys):
 def test_rank_from_another_run(tmp_path, capsys):
     write(tmp_path / "run", "a.json", json.dumps(good_doc(0, 2)))
     write(tmp_path / "run", "b.json", json.dumps(good_doc(1, 8)))
-    expect_warning(tmp_path / "run", capsys, "disagree on the world size")
+    expect_refusal(tmp_path / "run", capsys, "rank files of different runs: a.json has world size 2, b.json world size 8")
 
 
 def test_collectives_that_do_not_match(tmp_path, capsys):
@@ -229,6 +232,103 @@ def test_fuzz_loader_never_crashes(tmp_path, evs, shape, junk):
         run = load_run(path)
     except UserError as exc:
         assert "\n" not in str(exc)
+    else:
+        from tpscope.metrics import analyze_run, as_json
+
+        json.dumps(as_json(analyze_run(run)))
+
+
+def test_base_time_past_int64_is_refused_in_one_line(tmp_path, capsys):
+    doc = good_doc()
+    doc["baseTimeNanoseconds"] = 2**64
+    write(tmp_path / "run", "r.json", json.dumps(doc))
+    expect_refusal(tmp_path / "run", capsys, "baseTimeNanoseconds")
+
+
+def test_a_twenty_digit_step_number_is_no_step(tmp_path, capsys):
+    r = RankTrace(0, world_size=1)
+    r.gpu_annotation("ProfilerStep#12345678901234567890", 0, 100)
+    r.kernel("gemm", 0, 50)
+    r.kernel(NCCL, 20, 50, stream=14)
+    write(tmp_path / "run", "r.json", json.dumps(r.document()))
+    code, out, err = analyze(tmp_path / "run", capsys)
+    assert code == 0, err
+    steps = json.loads(out)["steps"]
+    # not a step number int64 holds: the one window over all GPU activity (step 0), 20 µs hidden
+    assert [s["step"] for s in steps] == [0] and steps[0]["hidden_comm_us"] == 30
+
+
+@pytest.mark.parametrize("depth", [1_000, 100_000])
+def test_a_field_nested_deeply_is_refused_in_one_line(tmp_path, depth):
+    # in a process of its own: the outcome must not depend on the recursion limit a test runner sets
+    text = json.dumps(good_doc())
+    write(tmp_path / "run", "r.json", text[:-1] + ', "extra": ' + "[" * depth + "]" * depth + "}")
+    done = subprocess.run([sys.executable, "-m", "tpscope.cli", "analyze", str(tmp_path / "run"), "--no-cache"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "nested too deeply" in done.stderr and "r.json" in done.stderr
+
+
+# The decoder fuzzed from a real-shaped trace: random truncations, a field's value swapped for
+# another type, huge numbers, deep nesting; the loader and the analysis must give a result or
+# one UserError line, never anything else (docs/robustness.md).
+def _seed_doc() -> dict:
+    from tests.kineto import late_all_gather_ranks
+
+    return late_all_gather_ranks()[0].document()
+
+
+SEED = _seed_doc()
+SWAP_VALUES = (
+    st.none() | st.booleans() | st.text(max_size=6) | st.just([]) | st.just({}) | st.just([1, "x"])
+    | st.integers(-(2**200), 2**200) | st.sampled_from([2**63, -(2**63) - 1, 2**64, 10**40])
+    | st.floats(allow_nan=False) | st.sampled_from([1e308, -1e308, 5e-324, 9e15, -9e15])
+)
+FIELDS = ("ph", "cat", "name", "pid", "tid", "ts", "dur", "args")
+ARG_FIELDS = ("device", "stream", "correlation", "External id", "Collective name", "In msg nelems",
+              "Out msg nelems", "dtype", "Group size", "Seq", "grid", "block", "Input Dims")
+HEADER_FIELDS = ("baseTimeNanoseconds", "distributedInfo", "traceEvents", "deviceProperties", "hostname")
+
+
+@st.composite
+def mutated_traces(draw) -> bytes:
+    doc = json.loads(json.dumps(SEED))
+    events = doc["traceEvents"]
+    for _ in range(draw(st.integers(1, 4))):
+        kind = draw(st.sampled_from(["event", "arg", "header", "nest"]))
+        value = draw(SWAP_VALUES)
+        if kind == "header":
+            doc[draw(st.sampled_from(HEADER_FIELDS))] = value
+            events = doc["traceEvents"] if isinstance(doc.get("traceEvents"), list) else []
+        elif events:
+            event = events[draw(st.integers(0, len(events) - 1))]
+            if not isinstance(event, dict):
+                continue
+            if kind == "event":
+                event[draw(st.sampled_from(FIELDS))] = value
+            elif kind == "arg" and isinstance(event.get("args"), dict):
+                event["args"][draw(st.sampled_from(ARG_FIELDS))] = value
+            elif kind == "nest":  # a placeholder, replaced by the nested text below
+                event[draw(st.sampled_from(FIELDS))] = f"@nest{draw(st.sampled_from([10, 200, 3000]))}@"
+    text = json.dumps(doc)
+    for depth in (10, 200, 3000):
+        text = text.replace(f'"@nest{depth}@"', "[" * depth + "]" * depth)
+    data = text.encode()
+    if draw(st.booleans()):  # truncated somewhere
+        data = data[: draw(st.integers(0, len(data)))]
+    return data
+
+
+@settings(max_examples=int(os.environ.get("TPSCOPE_FUZZ_EXAMPLES", 150)), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(mutated_traces(), st.booleans())
+def test_fuzz_decoder_mutations_give_a_result_or_one_line(tmp_path, data, gz):
+    path = tmp_path / ("fuzz.json.gz" if gz else "fuzz.json")
+    path.write_bytes(gzip.compress(data) if gz else data)
+    try:
+        run = load_run(path)
+    except UserError as exc:
+        assert "\n" not in str(exc) and str(path) in str(exc)
     else:
         from tpscope.metrics import analyze_run, as_json
 

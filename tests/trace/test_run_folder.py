@@ -3,6 +3,7 @@
 import gzip
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -104,6 +105,96 @@ def test_single_file_path(tmp_path):
     shutil.copytree("tests/data/h200-nvlink-unfused", tmp_path / "run")
     (one,) = sorted((tmp_path / "run").glob("rank0*"))
     assert load_run(one).rank_ids == [0]
+
+
+# ---- combining ranks: files of different runs, ranks beyond the world size, wrapped durations ----
+
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
+
+
+def _rank_file(run: Path, rank: int) -> Path:
+    for p in run.iterdir():
+        if p.name.endswith(".json.gz") and json.loads(gzip.decompress(p.read_bytes()))["distributedInfo"]["rank"] == rank:
+            return p
+    raise AssertionError(rank)
+
+
+def test_files_of_two_runs_in_one_folder_are_refused_in_one_line(tmp_path):
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    a, b = _rank_file(SAMPLES / "h200x2-nvlink-none", 0), _rank_file(SAMPLES / "h200x2-shm-none", 1)
+    shutil.copy(a, folder / a.name)
+    shutil.copy(b, folder / b.name)
+    with pytest.raises(UserError) as exc:
+        load_run(folder)
+    message = str(exc.value)
+    assert "\n" not in message and "rank files of different runs" in message and b.name in message
+
+
+def test_rank_beyond_the_world_size_is_a_warning(tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    for rank, as_rank in ((0, 0), (1, 5)):
+        doc = json.loads(gzip.decompress(_rank_file(SAMPLES / "h200x2-nvlink-none", rank).read_bytes()))
+        doc["distributedInfo"]["rank"] = as_rank
+        (folder / f"r{as_rank}.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode()))
+    run = load_run(folder)
+    assert any("rank(s) [5] beyond the world size 2" in w for w in run.warnings), run.warnings
+    assert any("no trace for rank(s) [1]" in w for w in run.warnings), run.warnings
+
+
+def test_a_wrapped_around_duration_is_dropped_with_a_warning(tmp_path):
+    r0, r1 = two_ranks()
+    r0.kernel("gemm", 500, 9e12)  # 9·10^12 µs: an unsigned duration that wrapped around
+    run = load_run(write_run(tmp_path / "run", [r0, r1]))
+    assert any("lasting longer than the whole trace" in w for w in run.warnings), run.warnings
+    span = run.ranks[0].gpu.end_ns.max() - run.ranks[0].gpu.start_ns.min()
+    assert span < 10**9
+
+
+def _cycle(rank: int, step: int, start_us: float) -> RankTrace:
+    r = RankTrace(rank)
+    r.cpu_annotation(f"ProfilerStep#{step}", start_us, 400)
+    r.kernel("gemm", start_us + 10, 100, launch_us=(start_us + 5, 2))
+    r.kernel("gemm", start_us + 150, 100, launch_us=(start_us + 140, 2))
+    return r
+
+
+def test_profiling_cycles_of_one_rank_become_consecutive_steps(tmp_path):
+    """schedule(repeat=2) writes two files per rank (one per cycle), both with that rank: read as
+    one trace per rank whose steps are the two cycles' steps."""
+    for rank in (0, 1):
+        _cycle(rank, 2, 0).write(tmp_path / f"rank{rank}.100.pt.trace.json.gz")
+        _cycle(rank, 6, 5000).write(tmp_path / f"rank{rank}.200.pt.trace.json.gz")
+    run = load_run(tmp_path, workers=1)
+    assert run.rank_ids == [0, 1]
+    for r in run.ranks:
+        assert r.steps.step.tolist() == [2, 6]
+        assert len(r.gpu) == 4 and r.gpu.step.tolist() == [2, 2, 6, 6]
+        assert (r.steps.end_ns - r.steps.start_ns).tolist() == [240_000, 240_000]
+
+
+def test_a_folder_of_runs_is_found_and_named_when_one_run_is_expected(tmp_path):
+    from tpscope.trace import find_runs
+
+    for name in ("b-run", "a-run"):
+        write_run(tmp_path / "logs" / name, two_ranks())
+    (tmp_path / "logs" / "empty").mkdir()
+    assert [p.name for p in find_runs(tmp_path / "logs")] == ["a-run", "b-run"]
+    assert find_runs(tmp_path / "logs" / "a-run") == [tmp_path / "logs" / "a-run"]
+    assert find_runs(tmp_path / "logs" / "empty") == []
+    with pytest.raises(UserError, match=r"a folder of 2 runs \(a-run, b-run\)"):
+        load_run(tmp_path / "logs")
+
+
+def test_a_folder_of_a_run_stopped_before_its_traces_says_so(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "tpscope_run.json").write_text(json.dumps({"complete": False, "stopped": "stopped by SIGTERM"}))
+    with pytest.raises(UserError) as exc:
+        load_run(run)
+    assert str(exc.value) == (f"{run}: no trace files (*.json or *.json.gz from torch.profiler) in this folder; "
+                              "its manifest says the run did not finish (stopped by SIGTERM)")
 
 
 def test_an_fsspec_url_reads_like_the_folder(tmp_path):

@@ -14,7 +14,7 @@ faster in 90 % of the pairs. Otherwise unfused is kept, so that noise does not p
 that loses (on the `socket` regime a 1 % median rule alone picked chunking that lost 6 % end to
 end: docs/benchmarks.md). torch's symm_mem
 ops and copy_engine are left out of `shm` and `socket` because they copy over the GPUs' peer link whatever NCCL
-is told, which no cross-node link would do (BENCHMARKS.md).
+is told, which no cross-node link would do (docs/benchmarks.md).
 
 Rank 0 reads and writes the cache (JSON, readable; default ~/.cache/tpscope/auto_probe.json),
 keyed by GPU, tp, regime, torch, NCCL and its settings, dtype and the shapes, and broadcasts

@@ -1,4 +1,4 @@
-"""The fusion microbenchmark of BENCHMARKS.md, run on every rank of a torchrun.
+"""The fusion microbenchmark of docs/benchmarks.md, run on every rank of a torchrun.
 
 Per shape and side (AG-GEMM: `x [S/tp, H] -> [S, H] @ W1 [H, F/tp]`; GEMM-RS:
 `y [S, F/tp] @ W2 [F/tp, H] -> [S/tp, H]`) it times, in one process and side by side: the GEMM

@@ -1,4 +1,4 @@
-"""`tpscope bench`: the fused AG-GEMM / GEMM-RS microbenchmark (BENCHMARKS.md).
+"""`tpscope bench`: the fused AG-GEMM / GEMM-RS microbenchmark (docs/benchmarks.md).
 
 Starts torchrun on this node (or joins one the user started) and runs tpscope.fusion.bench on
 every rank; rank 0 prints the table and writes the JSON. No torch until `main` runs.
@@ -58,13 +58,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "not counted, as in training, where the CPU runs ahead (default 5; 0 counts it)")
     parser.add_argument("--reps", type=int, default=20, help="timed repetitions (>= 20 for results)")
     parser.add_argument("--warmup", type=int, default=5, help="untimed repetitions first")
-    parser.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16")
-    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    parser.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16",
+                        help="element type of the GEMMs and collectives (default bfloat16)")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                        help="cuda (default; one GPU per rank) or cpu (gloo; checks the modes run, times nothing "
+                             "worth comparing)")
     parser.add_argument("--nproc", type=int, default=2, help="ranks on this node (default 2)")
     parser.add_argument("--regime", choices=[r.value for r in Regime], default="",
                         help="NCCL environment (default: keep the inherited one)")
     parser.add_argument("--json", default="", help="write the results here")
     parser.add_argument("--timeout-s", type=float, default=300.0, help="collective timeout")
+
+
+def _check_gpus(device: str, nproc: int) -> None:
+    """One GPU per rank: refuse, before any rank starts, more ranks than GPUs torch sees."""
+    if nproc < 2:
+        raise UserError(f"--nproc {nproc}: the benchmark times collectives between ranks, so it needs 2 or more")
+    if device != "cuda":
+        return
+    import torch
+
+    seen = torch.cuda.device_count()
+    if nproc > seen:
+        raise UserError(f"--nproc {nproc} needs {nproc} GPUs (one per rank) but torch sees {seen}; "
+                        "run it where two GPUs are visible, or use --device cpu")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -114,6 +131,7 @@ def main(args: argparse.Namespace) -> int:
         from tpscope.fusion.bench import run_bench
 
         exit_now(run_bench(cfg, command))  # a rank of the user's torchrun ends here (launch.exit_now)
+    _check_gpus(args.device, args.nproc)
     rc = launch(args.nproc, "tpscope.fusion.bench",
                 ["--config-json", json.dumps(asdict(cfg)), "--command-json", json.dumps(command)], cfg.regime)
     return 0 if rc == 0 else 1

@@ -2,18 +2,19 @@
 
 Vocabulary: a *mode* is how a GEMM and its collective are fused; *chunks* is how many pieces the
 chunked mode cuts the local rows into; a *regime* is an NCCL environment that stands for an
-interconnect (BENCHMARKS.md). No torch here: the CLI parses options without importing it.
+interconnect (docs/benchmarks.md). No torch here: the CLI parses options without importing it.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 
 
 class Mode(str, Enum):
-    """How a GEMM and its collective are fused (DESIGN.md, issue 4)."""
+    """How a GEMM and its collective are fused."""
 
     NONE = "none"  # collective, then GEMM (AG side); GEMM, then collective (RS side)
     CHUNKED = "chunked"  # k collectives of row chunks pipelined with k GEMMs
@@ -32,7 +33,7 @@ ALL_MODES: tuple[str, ...] = tuple(m.value for m in Mode)
 
 
 class Regime(str, Enum):
-    """An NCCL environment standing for an interconnect; names fixed by BENCHMARKS.md."""
+    """An NCCL environment standing for an interconnect; names fixed by docs/benchmarks.md."""
 
     NVLINK = "nvlink"
     SHM = "shm"
@@ -130,7 +131,7 @@ class RunConfig:
     chunks: int = 4
     """Row chunks for `chunked` (`ring`: transfers per ring step; `copy_engine`: copies per peer)."""
     regime: str = ""
-    """NCCL environment (BENCHMARKS.md); '' keeps the inherited one (its regime is inferred)."""
+    """NCCL environment (docs/benchmarks.md); '' keeps the inherited one (its regime is inferred)."""
     device: str = "cuda"
     """`cuda` (NCCL) or `cpu` (gloo)."""
     dtype: str = "bfloat16"
@@ -148,8 +149,16 @@ class RunConfig:
     """Profiler schedule: steps traced but discarded."""
     profile_active: int = 2
     """Profiler schedule: steps written to the traces (0 turns the profiler off)."""
-    lr: float = 1e-3
-    """AdamW learning rate."""
+    lr: float = 3e-4
+    """AdamW peak learning rate (after the warm-up, before the cosine decay)."""
+    warmup_steps: int | None = None
+    """Linear learning-rate warm-up; None: a tenth of the steps, at least 1."""
+    decay_to: float = 0.1
+    """The cosine decay ends at `lr * decay_to` on the last step."""
+    grad_clip: float = 1.0
+    """Clip the global gradient norm to this (0 turns clipping off)."""
+    weight_decay: float = 0.1
+    """AdamW's decoupled weight decay."""
     seed: int = 0
     """Seed of weights and synthetic tokens (the same on every rank)."""
     timeout_s: float = 300.0
@@ -194,8 +203,15 @@ class RunConfig:
                 f"steps={self.steps} is fewer than the profiler schedule needs "
                 f"(wait {self.profile_wait} + warmup {self.profile_warmup} + active {self.profile_active})"
             )
-        if self.timeout_s <= 0:
-            raise ValueError(f"timeout_s must be > 0, not {self.timeout_s}")
+        for name in ("timeout_s", "lr"):  # `not > 0` also refuses NaN
+            value = getattr(self, name)
+            if not (value > 0 and math.isfinite(value)):
+                raise ValueError(f"{name} must be a finite number > 0, not {value}")
+        if self.warmup_steps is not None and not 0 <= self.warmup_steps <= self.steps:
+            raise ValueError(f"warmup_steps must be between 0 and steps={self.steps}, not {self.warmup_steps}")
+        if not (self.lr > 0 and 0 <= self.decay_to <= 1 and self.grad_clip >= 0 and self.weight_decay >= 0):
+            raise ValueError(f"need lr > 0, 0 <= decay_to <= 1, grad_clip >= 0 and weight_decay >= 0; got lr={self.lr}, "
+                             f"decay_to={self.decay_to}, grad_clip={self.grad_clip}, weight_decay={self.weight_decay}")
         check_resources(self.sm_margin, self.comm_ctas)
 
     @property

@@ -23,7 +23,7 @@ peer, and moves them with `copy_` between peer-mapped buffers, which CUDA runs o
   multiplied meanwhile; a barrier says all pushes have landed, and the slots are added in.
 
 Like `symm_mem`, this uses CUDA peer access whatever NCCL is told, so it belongs to the `nvlink`
-regime; `auto` offers it there only (BENCHMARKS.md). CUDA only: on CPU it refuses with a clear
+regime; `auto` offers it there only (docs/benchmarks.md). CUDA only: on CPU it refuses with a clear
 error (tpscope.fusion.validate).
 """
 

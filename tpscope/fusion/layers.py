@@ -19,7 +19,6 @@ output gradient is gathered. Unfused (`none`) never does: it is the baseline.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
@@ -95,12 +94,6 @@ def op_group(group: Any, fusion: FusionChoice) -> Any:
     return group
 
 
-def _init_weight(shape: tuple[int, int], fan_in: int, generator: torch.Generator | None) -> torch.Tensor:
-    bound = 1.0 / math.sqrt(fan_in)
-    device = generator.device if generator is not None else "cpu"
-    return (torch.rand(shape, generator=generator, device=device) * 2 - 1) * bound
-
-
 class ColumnParallelLinear(nn.Module):
     """`[S/tp, in] -> [S, out/tp]`: all-gather the row shards, multiply by this rank's columns.
 
@@ -129,7 +122,9 @@ class RowParallelLinear(nn.Module):
         return MatmulReduceScatterFn.apply(y, self.weight, self.group, self.fusion, self.label)
 
 
-def init_full_weight(in_features: int, out_features: int, generator: torch.Generator | None) -> torch.Tensor:
-    """A full `[in, out]` weight drawn like nn.Linear's; every rank draws the same one and keeps
+def init_full_weight(in_features: int, out_features: int, generator: torch.Generator | None,
+                     std: float) -> torch.Tensor:
+    """A full `[in, out]` weight drawn from N(0, std^2); every rank draws the same one and keeps
     its block, so a TP model and its single-process reference start equal."""
-    return _init_weight((in_features, out_features), in_features, generator)
+    device = generator.device if generator is not None else "cpu"
+    return torch.randn((in_features, out_features), generator=generator, device=device) * std

@@ -1,8 +1,9 @@
-"""The run folder's manifest, `tpscope_run.json` (DESIGN.md, "The run folder").
+"""The run folder's manifest, `tpscope_run.json` (docs/runtime.md).
 
 Fields: tpscope version, torch/NCCL/CUDA versions, GPU name and count, regime and its env, mode,
 chunks, tp, model shape, dtype, seq len, batch, steps, per-step wall times, tokens/s, peak memory;
-plus what the analyzer or a reader may want to know (profiled steps, losses, fusion per layer).
+plus what the analyzer or a reader may want to know (profiled steps, losses and their trend,
+the training recipe, fusion per layer).
 Unknown values are null, never a made-up 0.
 """
 
@@ -22,6 +23,9 @@ import torch
 from tpscope import __version__
 from tpscope.fusion import compat
 from tpscope.fusion.config import RunConfig
+from tpscope.fusion.data import TASK
+from tpscope.fusion.losses import loss_trend
+from tpscope.fusion.optim import warmup_steps
 from tpscope.fusion.regimes import nccl_env
 from tpscope.fusion.train import OPTIMIZER
 
@@ -62,6 +66,7 @@ def build_manifest(*, cfg: RunConfig, regime: str, regime_env: dict[str, str], t
     return {
         "schema_version": SCHEMA_VERSION,
         "tpscope_version": __version__,
+        "complete": True,  # the launcher sets it false (with "stopped": why) when a run does not finish
         "torch_version": torch.__version__,
         "nccl_version": compat.nccl_version() if backend == "nccl" else None,
         "python_version": sys.version.split()[0],
@@ -91,7 +96,12 @@ def build_manifest(*, cfg: RunConfig, regime: str, regime_env: dict[str, str], t
         "tokens_per_step": cfg.tokens_per_step,
         "steps": cfg.steps,
         "lr": cfg.lr,
+        "warmup_steps": warmup_steps(cfg.steps, cfg.warmup_steps),
+        "decay_to": cfg.decay_to,
+        "grad_clip": cfg.grad_clip,
+        "weight_decay": cfg.weight_decay,
         "optimizer": OPTIMIZER,
+        "data": TASK,
         "seed": cfg.seed,
         "profiler": {"wait": cfg.profile_wait, "warmup": cfg.profile_warmup,
                      "active": cfg.profile_active, "profiled_steps": profiled,
@@ -104,6 +114,7 @@ def build_manifest(*, cfg: RunConfig, regime: str, regime_env: dict[str, str], t
         "tokens_per_s": tokens_per_s,
         "tokens_per_s_per_gpu": tokens_per_s / tp if tokens_per_s and device.type == "cuda" else None,
         "losses": losses,
+        "loss_trend": asdict(trend) if (trend := loss_trend(losses)) else None,
         "peak_memory_bytes": max(peak_memory_by_rank) if peak_memory_by_rank else None,
         "peak_memory_bytes_by_rank": peak_memory_by_rank,
         "peak_memory_kind": peak_memory_kind,

@@ -10,12 +10,20 @@ gradients are summed over the ranks (`replicated_parameters`). Every rank return
 With `defer_embed_grad` the embedding's backward all-gather is still in flight when `backward`
 returns; `finish_backward` completes it (tpscope.fusion.vocab).
 
+Initialisation follows Megatron-LM's GPT (as torchtitan's Llama does with its depth-scaled
+output projections): every weight from N(0, 0.02^2), the projections that write into the
+residual stream (`attn.out`, `mlp.fc2`) from N(0, (0.02 / sqrt(2 * layers))^2) so that the
+residual's variance does not grow with depth, RMSNorm gains at 1. The LM head is not tied to the
+embedding here; it is drawn at std H^-1/2, as torchtitan's Llama draws its output layer, so the
+first logits have unit variance and the first loss is near ln(vocab).
+
 Weights are drawn in full from one seed (`full_state`) and each rank keeps its block
 (`TPTransformer.from_full`), so the TP model equals a single-process model of the same weights.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -31,6 +39,8 @@ FusionPlan = Callable[[str], FusionChoice]
 """Maps a layer label (`block0.mlp.fc1`) to the fusion its op uses."""
 
 RMS_EPS = 1e-6
+INIT_STD = 0.02
+"""Std of every weight but the residual-output projections and the head (Megatron-LM's GPT)."""
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -57,21 +67,22 @@ def full_state(cfg: ModelConfig, seed: int, device: torch.device | str = "cpu") 
     milliseconds where one CPU thread under torchrun takes tens of seconds)."""
     g = torch.Generator(device=device).manual_seed(seed)
     h, f, v = cfg.hidden, cfg.ffn, cfg.vocab
+    out_std = INIT_STD / math.sqrt(2 * cfg.layers)  # residual-output projections, depth-scaled
 
     def ones(n: int) -> torch.Tensor:
         return torch.ones(n, device=device)
 
-    state = {"embed": torch.randn(v, h, generator=g, device=device) * 0.02}
+    state = {"embed": torch.randn(v, h, generator=g, device=device) * INIT_STD}
     for i in range(cfg.layers):
         p = f"block{i}."
         state[p + "norm1"] = ones(h)
-        state[p + "attn.qkv"] = init_full_weight(h, 3 * h, g)  # columns: q | k | v
-        state[p + "attn.out"] = init_full_weight(h, h, g)
+        state[p + "attn.qkv"] = init_full_weight(h, 3 * h, g, INIT_STD)  # columns: q | k | v
+        state[p + "attn.out"] = init_full_weight(h, h, g, out_std)
         state[p + "norm2"] = ones(h)
-        state[p + "mlp.fc1"] = init_full_weight(h, f, g)
-        state[p + "mlp.fc2"] = init_full_weight(f, h, g)
+        state[p + "mlp.fc1"] = init_full_weight(h, f, g, INIT_STD)
+        state[p + "mlp.fc2"] = init_full_weight(f, h, g, out_std)
     state["norm_f"] = ones(h)
-    state["head"] = init_full_weight(h, v, g)
+    state["head"] = init_full_weight(h, v, g, h ** -0.5)
     return state
 
 

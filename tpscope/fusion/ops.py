@@ -4,13 +4,13 @@
 `all_gather(x_shard) @ weight` with rows in rank order; `matmul_reduce_scatter(y [S, K_local],
 weight [K_local, N]) -> [S/tp, N]` equals this rank's row block of `sum_ranks(y @ weight)`.
 
-Modes (issue 4): `none` (the collective and the GEMM one after the other), `chunked` (k
+Modes: `none` (the collective and the GEMM one after the other), `chunked` (k
 collectives of row chunks issued on a side stream, pipelined with k GEMMs; the reduce-scatter's
 chunks interleave rows so that each rank's shard stays contiguous), `ring` (tpscope.fusion.ring),
 `symm_mem` (torch's fused ops, tpscope.fusion.symm), `copy_engine` (peer copies on the copy
 engines beside the GEMMs, no SM for the transfer: tpscope.fusion.copy_engine). Every op is forward-only (no autograd graph);
 tpscope.fusion.layers wraps them in autograd functions. Each call is labelled
-`tpscope/<label>/ag_gemm` or `tpscope/<label>/gemm_rs`, and each chunk `.../chunk<i>` (DESIGN.md).
+`tpscope/<label>/ag_gemm` or `tpscope/<label>/gemm_rs`, and each chunk `.../chunk<i>` (docs/runtime.md).
 
 Two more inputs let a layer's backward hide its collective under work it has anyway:
 `all_gather_matmul(..., wgrad_lhs=y)` also returns the weight gradient `y^T @ AG(x)`, and the

@@ -1,4 +1,4 @@
-"""The NCCL environment of each interconnect regime (BENCHMARKS.md), the defaults the runtime
+"""The NCCL environment of each interconnect regime (docs/benchmarks.md), the defaults the runtime
 measured to win, and the safety variables.
 
 Every process the runtime starts or joins gets SAFETY_ENV: NVLink multicast can take a shared
@@ -34,6 +34,7 @@ REGIME_ENV: dict[str, dict[str, str]] = {
     "nvlink": {},
     "shm": {"NCCL_P2P_DISABLE": "1"},
     "socket": {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_SOCKET_IFNAME": "lo"},
+    "gloo": {},  # a CPU run (launch.CPU_REGIME): gloo over TCP, no NCCL variable applies
 }
 
 # Variables a regime may set; cleared from an inherited environment so that regimes do not mix.

@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import replace
 
 from tpscope.errors import UserError
 from tpscope.fusion.config import (
@@ -36,7 +37,13 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     m.add_argument("--batch", type=int, default=4, help="sequences per step, global (default 4)")
     m.add_argument("--dtype", choices=("bfloat16", "float32"), default=None,
                    help="default: bfloat16 on cuda, float32 on cpu")
-    m.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate")
+    m.add_argument("--lr", type=float, default=3e-4,
+                   help="AdamW peak learning rate (default 3e-4; linear warm-up, then cosine decay to a tenth)")
+    m.add_argument("--warmup-steps", type=int, default=None,
+                   help="learning-rate warm-up steps (default: a tenth of --steps, at least 1)")
+    m.add_argument("--grad-clip", type=float, default=1.0,
+                   help="clip the global gradient norm to this (default 1.0; 0: off, which lets the "
+                        "embedding gradient travel beside the optimizer on CUDA)")
     m.add_argument("--seed", type=int, default=0, help="weights and tokens seed")
 
 
@@ -47,7 +54,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chunks", type=int, default=None,
                         help="row chunks: chunked (default 4), ring transfers per step (default 1)")
     parser.add_argument("--regime", choices=[r.value for r in Regime], default="",
-                        help="NCCL environment of BENCHMARKS.md (default: keep the inherited one)")
+                        help="NCCL environment standing for an interconnect: nvlink (none), shm (NCCL_P2P_DISABLE=1), "
+                             "socket (also NCCL_SHM_DISABLE=1); docs/runtime.md (default: keep the inherited one)")
     parser.add_argument("--steps", type=int, default=8, help="training steps (default 8)")
     parser.add_argument("--profile-steps", type=int, default=2,
                         help="steps written to the traces after 1 wait and 1 warm-up step (0: no profiler)")
@@ -57,9 +65,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--overwrite", action="store_true", help="replace the run in an existing folder")
     parser.add_argument("--timeout-s", type=float, default=300.0,
                         help="collective timeout: a dead rank fails the others after this long")
-    parser.add_argument("--auto-cache", default="", help="file of --mode auto probes (default ~/.cache/tpscope)")
+    parser.add_argument("--auto-cache", default="", metavar="FILE",
+                        help="file of --mode auto probes (default $XDG_CACHE_HOME/tpscope/auto_probe.json, "
+                             "else ~/.cache/tpscope/auto_probe.json)")
     add_resource_arguments(parser)
+    add_node_arguments(parser)
     add_model_arguments(parser)
+
+
+def add_node_arguments(parser: argparse.ArgumentParser) -> None:
+    """torchrun's multi-node options, passed through (shared by `run` and `sweep`)."""
+    n = parser.add_argument_group("several nodes, as torchrun takes them (docs/runtime.md); run one launcher per node")
+    n.add_argument("--nnodes", default="1", help="nodes: N, or MIN:MAX for an elastic range (default 1: this node alone)")
+    n.add_argument("--node-rank", type=int, default=0, help="this node's rank, 0 to N-1 (default 0)")
+    n.add_argument("--rdzv-endpoint", default="", metavar="HOST:PORT",
+                   help="where the launchers meet: a host every node reaches and a free port")
+    n.add_argument("--rdzv-backend", default="", help="torchrun's rendezvous backend: c10d or static "
+                                                       "(default: torchrun's)")
+    n.add_argument("--rdzv-id", default="", help="a name shared by the launchers of one job (default: torchrun's)")
+
+
+def rendezvous_from_args(args: argparse.Namespace):
+    """The launch.Rendezvous of the multi-node options; a bad one is a UserError."""
+    from tpscope.fusion.launch import Rendezvous
+
+    return Rendezvous(nnodes=str(args.nnodes), node_rank=args.node_rank, rdzv_endpoint=args.rdzv_endpoint,
+                      rdzv_backend=args.rdzv_backend, rdzv_id=args.rdzv_id)
 
 
 def add_resource_arguments(parser: argparse.ArgumentParser) -> None:
@@ -84,17 +115,33 @@ def config_from_args(args: argparse.Namespace, device: str, out_dir: str) -> Run
                             vocab=args.vocab)
         return RunConfig(
             out_dir=out_dir, mode=args.mode,
-            chunks=args.chunks or (4 if args.mode in ("chunked", "auto") else 1), regime=args.regime, device=device,
+            chunks=default_chunks(args.mode) if args.chunks is None else args.chunks, regime=args.regime, device=device,
             dtype=args.dtype or ("bfloat16" if device == "cuda" else "float32"), model=model,
             seq_len=args.seq_len, batch=args.batch, steps=args.steps,
             profile_wait=1 if args.profile_steps else 0, profile_warmup=1 if args.profile_steps else 0,
             profile_active=args.profile_steps, lr=args.lr, seed=args.seed,
+            warmup_steps=args.warmup_steps, grad_clip=args.grad_clip,
             timeout_s=args.timeout_s, auto_cache=getattr(args, "auto_cache", ""),
             sm_margin=args.sm_margin, comm_ctas=args.comm_ctas, bwd_overlap=args.bwd_overlap,
             embed_overlap=args.embed_overlap, ring_all_gather=args.ring_all_gather,
         )
     except ValueError as exc:
-        raise UserError(str(exc)) from None
+        raise UserError(option_message(str(exc))) from None
+
+
+def default_chunks(mode: str) -> int:
+    return 4 if mode in ("chunked", "auto") else 1
+
+
+# RunConfig's field names -> the options that set them, so that a refusal names the option
+OPTION_OF_FIELD = {"chunks": "--chunks", "timeout_s": "--timeout-s", "lr": "--lr", "seq_len": "--seq-len",
+                   "batch": "--batch", "steps": "--steps", "profile_active": "--profile-steps"}
+
+
+def option_message(message: str) -> str:
+    """RunConfig's message with its leading field name spelled as the option (`--chunks must ...`)."""
+    field_name = message.split(" ", 1)[0]
+    return OPTION_OF_FIELD[field_name] + message[len(field_name):] if field_name in OPTION_OF_FIELD else message
 
 
 def _device(args: argparse.Namespace) -> str:
@@ -122,8 +169,21 @@ def _refuse_cuda_only_on_cpu(cfg: RunConfig) -> None:
         raise UserError(f"--mode {cfg.mode} needs --device cuda (torch's symmetric memory has no CPU path)")
 
 
-def preflight(cfg: RunConfig, nproc: int) -> None:
-    """Refuse, before any process starts, what would fail in every rank."""
+def claim_run_dir(out_dir: str, overwrite: bool, rdzv):
+    """The run folder of this node: node 0 holds it (launch.claim_out_dir: checked, cleared with
+    --overwrite, refused while another run holds it); the other nodes' ranks write into it beside
+    node 0's (one folder with every rank when the nodes share it) and hold nothing (None)."""
+    from tpscope.fusion.launch import claim_out_dir, prepare_out_dir
+
+    if rdzv.node_rank == 0:
+        return claim_out_dir(out_dir, overwrite)
+    prepare_out_dir(out_dir, True, clear=False)
+    return None
+
+
+def preflight(cfg: RunConfig, nproc: int, nodes: int = 1) -> None:
+    """Refuse, before any process starts, what would fail in every rank (`nodes` launchers of
+    `nproc` workers each)."""
     _refuse_cuda_only_on_cpu(cfg)
     if cfg.device == "cuda":
         import torch
@@ -133,16 +193,26 @@ def preflight(cfg: RunConfig, nproc: int) -> None:
         if nproc > torch.cuda.device_count():
             raise UserError(f"--nproc {nproc} but only {torch.cuda.device_count()} GPUs are visible")
     try:
-        cfg.check_world(nproc)
+        cfg.check_world(nproc * nodes)
     except ValueError as exc:
         raise UserError(str(exc)) from None
+    from tpscope.fusion.fits import check_fits
+
+    check_fits(cfg, nproc)
 
 
 def main(args: argparse.Namespace) -> int:
-    from tpscope.fusion.launch import exit_now, inside_torchrun, launch, prepare_out_dir
+    from tpscope.fusion.launch import (
+        exit_now,
+        inside_torchrun,
+        launch,
+        prepare_out_dir,
+        unique_out_dir,
+    )
 
     device = _device(args)
-    out_dir = args.out or os.path.join("runs", f"{time.strftime('%Y%m%d-%H%M%S')}-{args.mode}")
+    default_stem = f"{time.strftime('%Y%m%d-%H%M%S')}-{args.mode}"
+    out_dir = args.out or os.path.join("runs", default_stem)
     command = ["tpscope", *sys.argv[1:]] if sys.argv and sys.argv[0].endswith(("tpscope", "cli.py")) else sys.argv
     if inside_torchrun(os.environ):
         cfg = config_from_args(args, device, out_dir)
@@ -153,9 +223,16 @@ def main(args: argparse.Namespace) -> int:
 
         exit_now(run_rank(cfg, command))  # a rank of the user's torchrun ends here (launch.exit_now)
     nproc = _nproc(args, device)
+    rdzv = rendezvous_from_args(args)
     cfg = config_from_args(args, device, out_dir)
-    preflight(cfg, nproc)
-    prepare_out_dir(out_dir, args.overwrite)
-    worker_args = ["--config-json", config_to_json(cfg), "--command-json", json.dumps(command)]
-    rc = launch(nproc, "tpscope.fusion.worker", worker_args, cfg.regime)
-    return rc  # 0, 1 or 2; on failure launch() printed the rank that failed
+    preflight(cfg, nproc, rdzv.max_nodes)
+    if not args.out:  # the default name, made unique when another run took it in the same second
+        cfg = replace(cfg, out_dir=unique_out_dir("runs", default_stem))
+    claim = claim_run_dir(cfg.out_dir, args.overwrite, rdzv)  # held until the workers are done
+    try:
+        worker_args = ["--config-json", config_to_json(cfg), "--command-json", json.dumps(command)]
+        return launch(nproc, "tpscope.fusion.worker", worker_args, cfg.regime, out_dir=cfg.out_dir, command=command,
+                      rdzv=rdzv)
+    finally:  # 0, 1, 2 or 128+N; on failure launch() printed why and marked the folder incomplete
+        if claim is not None:
+            claim.release()

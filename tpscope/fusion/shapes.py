@@ -1,10 +1,10 @@
-"""The bench's problem shapes (BENCHMARKS.md), importable without torch so that the CLI checks
+"""The bench's problem shapes (docs/benchmarks.md), importable without torch so that the CLI checks
 `--shape` before starting anything."""
 
 from __future__ import annotations
 
 SHAPES: dict[str, tuple[int, int, int]] = {
-    "ref": (8192, 8192, 28672),  # 70B-class MLP at TP=2 (BENCHMARKS.md reference shape)
+    "ref": (8192, 8192, 28672),  # 70B-class MLP at TP=2 (docs/benchmarks.md reference shape)
     "s4096": (4096, 8192, 28672),
     "s16384": (16384, 8192, 28672),
     "8b": (8192, 4096, 14336),  # 8B-class MLP

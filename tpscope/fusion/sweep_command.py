@@ -22,6 +22,7 @@ from tpscope.fusion.config import ALL_MODES, CHUNKED_MODES, Regime, RunConfig, c
 from tpscope.fusion.regimes import RECORDED_PREFIXES, REGIME_KEYS, SAFETY_ENV
 from tpscope.fusion.run_command import (
     add_model_arguments,
+    add_node_arguments,
     add_resource_arguments,
     config_from_args,
     preflight,
@@ -127,16 +128,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "comma-separated (default chunked:2,chunked:4,ring,auto)")
     parser.add_argument("--nproc", type=int, default=None, help="workers (default: GPUs seen, 2 on cpu)")
     parser.add_argument("--regime", choices=[r.value for r in Regime], default="",
-                        help="NCCL environment of the baseline (default: inherited)")
-    parser.add_argument("--steps", type=int, default=8)
-    parser.add_argument("--profile-steps", type=int, default=2)
+                        help="NCCL environment of the baseline, as measured in docs/benchmarks.md "
+                             "(default: keep the inherited one)")
+    parser.add_argument("--steps", type=int, default=8, help="training steps of each run (default 8)")
+    parser.add_argument("--profile-steps", type=int, default=2,
+                        help="steps of each run written to its traces after 1 wait and 1 warm-up step (default 2)")
     parser.add_argument("--out", required=True, help="folder of the sweep (one run folder per variant)")
-    parser.add_argument("--device", choices=("cuda", "cpu"), default=None)
-    parser.add_argument("--overwrite", action="store_true")
-    parser.add_argument("--timeout-s", type=float, default=300.0)
-    parser.add_argument("--auto-cache", default="")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default=None,
+                        help="default: cuda if torch sees a GPU, else cpu (gloo, a small model)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace the runs in an existing sweep folder (other files stay)")
+    parser.add_argument("--timeout-s", type=float, default=300.0,
+                        help="collective timeout: a dead rank fails the others after this long (default 300)")
+    parser.add_argument("--auto-cache", default="", metavar="FILE",
+                        help="file of --mode auto probes (default $XDG_CACHE_HOME/tpscope/auto_probe.json, "
+                             "else ~/.cache/tpscope/auto_probe.json)")
     parser.add_argument("--no-analyze", action="store_true", help="skip `tpscope analyze` on each run")
     add_resource_arguments(parser)
+    add_node_arguments(parser)
     add_model_arguments(parser)
     parser.set_defaults(mode="none", chunks=1)
 
@@ -176,10 +185,12 @@ def compare(rows: list[dict]) -> str:
 
 def main(args: argparse.Namespace) -> int:
     from tpscope.fusion.launch import launch, prepare_out_dir
-    from tpscope.fusion.run_command import _device, _nproc
+    from tpscope.fusion.run_command import _device, _nproc, claim_run_dir, rendezvous_from_args
+    from tpscope.progress import working
 
     device = _device(args)
     nproc = _nproc(args, device)
+    rdzv = rendezvous_from_args(args)
     base_cfg: RunConfig = config_from_args(args, device, "")
     variants = [Variant(name="none", mode="none", chunks=1, regime=args.regime)]
     variants += parse_variants(args.variants, args.regime)
@@ -189,13 +200,17 @@ def main(args: argparse.Namespace) -> int:
         run_dir = root / f"{i:02d}-{v.name}"
         overrides = {f: getattr(v, f) for f in _OPTIONS.values() if getattr(v, f) is not None}
         cfg = replace(base_cfg, out_dir=str(run_dir), mode=v.mode, chunks=v.chunks, regime=v.regime, **overrides)
-        preflight(cfg, nproc)
-        prepare_out_dir(str(run_dir), args.overwrite)
+        preflight(cfg, nproc, rdzv.max_nodes)
+        claim = claim_run_dir(str(run_dir), args.overwrite, rdzv)
         print(f"tpscope sweep: [{i + 1}/{len(variants)}] {v.name} -> {run_dir}", flush=True)
         command = ["tpscope", "sweep", *sys.argv[2:]] if len(sys.argv) > 1 else []
         rc = launch(nproc, "tpscope.fusion.worker",
                     ["--config-json", config_to_json(cfg), "--command-json", json.dumps(command)], cfg.regime,
-                    extra_env=dict(v.env))
+                    extra_env=dict(v.env), out_dir=str(run_dir), command=command, rdzv=rdzv)
+        if claim is not None:
+            claim.release()
+        if rc > 128:  # stopped by a signal (launch printed which): the sweep stops too
+            return rc
         if rc != 0:
             if i == 0:
                 raise UserError(f"{run_dir}: the baseline run failed (exit {rc}); see its output above")
@@ -204,10 +219,14 @@ def main(args: argparse.Namespace) -> int:
             failed.append(v.name)
             continue
         runs.append((v, run_dir))
+    if rdzv.node_rank != 0:
+        print(f"tpscope sweep: node {rdzv.node_rank} done; node 0 analyzes and compares the runs", flush=True)
+        return 1 if failed else 0
     rows = []
     for v, run_dir in runs:
         manifest = json.loads((run_dir / "tpscope_run.json").read_text())
-        summary, why = (None, "skipped (--no-analyze)") if args.no_analyze else _analyze(run_dir)
+        with working(f"tpscope sweep: analyzing {run_dir}"):
+            summary, why = (None, "skipped (--no-analyze)") if args.no_analyze else _analyze(run_dir)
         rows.append({"run": run_dir.name, "mode": v.mode, "chunks": v.chunks, "regime": manifest["regime"],
                      "sm_margin": manifest.get("sm_margin"), "comm_ctas": manifest.get("comm_ctas"),
                      "bwd_overlap": manifest.get("bwd_overlap"), "embed_overlap": manifest.get("embed_overlap"),

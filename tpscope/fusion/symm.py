@@ -1,7 +1,7 @@
 """Mode `symm_mem`: torch's own fused ops over symmetric memory (CUDA and NCCL only).
 
 They copy over CUDA peer access whatever NCCL is told, so in the `shm` and `socket` regimes they
-are not a cross-node baseline (BENCHMARKS.md). A build without them gives a clear error.
+are not a cross-node baseline (docs/benchmarks.md). A build without them gives a clear error.
 """
 
 from __future__ import annotations

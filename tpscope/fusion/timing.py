@@ -1,5 +1,5 @@
 """Timing a region on every rank: CUDA events on GPU (wall clock on CPU), ranks aligned before
-each repetition, the per-repetition time being the slowest rank's (BENCHMARKS.md, "How to measure");
+each repetition, the per-repetition time being the slowest rank's (docs/benchmarks.md, "How to measure");
 several regions are timed in turn within each repetition (time_regions).
 """
 

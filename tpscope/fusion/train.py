@@ -1,5 +1,10 @@
 """The instrumented training loop: AdamW on synthetic tokens, torch.profiler, per-step timings.
 
+The recipe is torchtitan's Llama recipe: AdamW (betas 0.9, 0.95, weight decay 0.1), a linear
+learning-rate warm-up then cosine decay, the global gradient norm clipped to 1.0
+(tpscope.fusion.optim), and the initialisation of tpscope.fusion.model (std 0.02, residual
+projections depth-scaled).
+
 Each step is timed with CUDA events on GPU (wall time on CPU). The profiler follows a
 (wait, warmup, active) schedule and writes one gzipped Kineto trace per rank through
 `tensorboard_trace_handler(out_dir, worker_name=f"rank{r}")`; `record_shapes` gives the
@@ -20,6 +25,7 @@ import torch.distributed as dist
 from tpscope.fusion.config import RunConfig
 from tpscope.fusion.data import sequence_major, synthetic_batch
 from tpscope.fusion.model import FusionPlan, TPTransformer, full_state
+from tpscope.fusion.optim import clip_grads, lr_at, set_lr, warmup_steps
 
 DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
 
@@ -73,10 +79,13 @@ def defers_embed_grad(cfg: RunConfig, plan: FusionPlan, device: torch.device) ->
     """Whether the embedding's gradient travels beside the optimizer: asked for, the
     vocabulary-parallel head (the embedding's counterpart) is fused with backward overlap, and
     the run is on CUDA, where the all-gather runs on the side stream beside the optimizer's
-    kernels. A CPU (gloo) run would only put it on gloo's threads beside a CPU optimizer on the
-    same cores, and there, 4-rank test runs sometimes aborted at interpreter exit after all their
-    work (2 of 30 against 0 of 30 without), so CPU runs keep the plain order."""
-    return device.type == "cuda" and cfg.embed_overlap and plan("head").overlaps_backward
+    kernels, and gradients are not clipped (clipping needs the whole gradient's norm before any
+    parameter is updated, the embedding's included). A CPU (gloo) run would only put it on gloo's
+    threads beside a CPU optimizer on the same cores, and there, 4-rank test runs sometimes aborted
+    at interpreter exit after all their work (2 of 30 against 0 of 30 without), so CPU runs keep
+    the plain order."""
+    return (device.type == "cuda" and cfg.embed_overlap and cfg.grad_clip == 0
+            and plan("head").overlaps_backward)
 
 
 def build_model(cfg: RunConfig, rank: int, tp: int, plan: FusionPlan, device: torch.device,
@@ -88,7 +97,8 @@ def build_model(cfg: RunConfig, rank: int, tp: int, plan: FusionPlan, device: to
     return model.to(device=device, dtype=DTYPES[cfg.dtype])
 
 
-OPTIMIZER = "AdamW(weight_decay=0.01), fused kernel on CUDA"
+BETAS = (0.9, 0.95)
+OPTIMIZER = "AdamW(betas=(0.9, 0.95), eps=1e-8), fused kernel on CUDA"
 
 
 def make_optimizers(model: TPTransformer, cfg: RunConfig, device: torch.device) -> tuple[list, list]:
@@ -98,7 +108,8 @@ def make_optimizers(model: TPTransformer, cfg: RunConfig, device: torch.device) 
     CUDA AdamW's fused kernel instead of the foreach chain, which took about 16 ms per step in the
     sample runs of the reference model."""
     def adamw(params):
-        return torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.01, fused=device.type == "cuda")
+        return torch.optim.AdamW(params, lr=cfg.lr, betas=BETAS, eps=1e-8, weight_decay=cfg.weight_decay,
+                                 fused=device.type == "cuda")
 
     if not model.embed.defer_grad:
         return [], [adamw(model.parameters())]
@@ -172,10 +183,13 @@ def train(cfg: RunConfig, *, rank: int, tp: int, device: torch.device, plan: Fus
     cfg.check_world(tp)
     model = build_model(cfg, rank, tp, plan, device, group)
     first, last = make_optimizers(model, cfg, device)
+    replicated = model.replicated_parameters()
+    sharded = [p for p in model.parameters() if all(p is not r for r in replicated)]
+    warmup = warmup_steps(cfg.steps, cfg.warmup_steps)
     timer = _StepTimer(device)
     losses, times = [], []
     # All batches are drawn before the first step: drawing them is CPU work that would fill the
-    # traces and delay the GPU (BENCHMARKS.md: time the training, not the data).
+    # traces and delay the GPU (docs/benchmarks.md: time the training, not the data).
     batches = [
         tuple(t.to(device) for t in sequence_major(
             synthetic_batch(cfg.model.vocab, cfg.batch, cfg.seq_len, cfg.seed, step)))
@@ -188,6 +202,7 @@ def train(cfg: RunConfig, *, rank: int, tp: int, device: torch.device, plan: Fus
         for step in range(cfg.steps):
             inputs, targets = batches[step]
             timer.start()
+            set_lr(first + last, lr_at(step, peak=cfg.lr, steps=cfg.steps, warmup=warmup, decay_to=cfg.decay_to))
             for opt in first + last:
                 opt.zero_grad(set_to_none=True)
             loss = model(inputs, targets, cfg.batch)  # the same mean loss on every rank
@@ -196,10 +211,13 @@ def train(cfg: RunConfig, *, rank: int, tp: int, device: torch.device, plan: Fus
                 opt.step()
             sum_replicated_grads(model, group)
             model.finish_backward()
+            if cfg.grad_clip > 0:  # never with a deferred embedding gradient (defers_embed_grad)
+                clip_grads([p.grad for p in sharded if p.grad is not None],
+                           [p.grad for p in replicated if p.grad is not None], cfg.grad_clip, group)
             for opt in last:
                 opt.step()
             ms = timer.stop_ms()
-            losses.append(float(loss))
+            losses.append(float(loss.detach()))
             times.append(ms)
             if prof is not None:
                 prof.step()

@@ -11,6 +11,7 @@ import datetime
 import json
 import os
 import re
+import signal
 import sys
 
 import torch
@@ -19,6 +20,7 @@ import torch.distributed as dist
 from tpscope.errors import UserError
 from tpscope.fusion.config import FusionChoice, Mode, RunConfig, config_from_json
 from tpscope.fusion.launch import exit_now, resolve_regime
+from tpscope.fusion.lifetime import die_with_parent
 from tpscope.fusion.manifest import build_manifest, write_manifest
 from tpscope.fusion.regimes import apply_defaults, apply_in_process, regime_env
 from tpscope.fusion.train import StepRecord, train
@@ -57,6 +59,13 @@ def collective_failure(exc: BaseException) -> str | None:
     return f"a collective failed ({first}): a peer rank died, or hung past --timeout-s"
 
 
+def out_of_memory(exc: BaseException) -> bool:
+    """An allocation that failed: torch's OutOfMemoryError (CUDA), its CPU allocator's
+    RuntimeError, or Python's MemoryError."""
+    return isinstance(exc, (MemoryError, torch.OutOfMemoryError)) or (
+        isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc))
+
+
 def _print_step(steps: int, rec: StepRecord) -> None:
     print(f"step {rec.step + 1}/{steps}  loss {rec.loss:.4f}  {rec.step_time_ms:.1f} ms  "
           f"{rec.tokens_per_s:,.0f} tok/s", flush=True)
@@ -90,7 +99,7 @@ def _plan(cfg: RunConfig, tp: int, device: torch.device, regime: str, rank: int 
 
 def run_rank(cfg: RunConfig, command: list[str]) -> int:
     """Everything one rank does; rank 0 prints progress and writes the manifest."""
-    regime = resolve_regime(cfg.regime, os.environ)
+    regime = resolve_regime(cfg.regime, os.environ, cfg.device)
     if cfg.regime:
         apply_in_process(cfg.regime, os.environ)
     apply_defaults(os.environ)
@@ -119,16 +128,26 @@ def run_rank(cfg: RunConfig, command: list[str]) -> int:
                 embed_overlap=result.embed_overlap,
             )
             path = write_manifest(cfg.out_dir, manifest)
-            tps = manifest["tokens_per_s"]
+            tps, trend = manifest["tokens_per_s"], manifest["loss_trend"]
+            if trend:
+                print(f"tpscope run: loss {trend['first_mean']:.4f} -> {trend['last_mean']:.4f} (mean of the "
+                      f"first and last {trend['window_steps']} steps): "
+                      f"{'fell' if trend['fell'] else 'did NOT fall'}", flush=True)
             print(f"tpscope run: wrote {path.parent} ({tps:,.0f} tok/s median)" if tps else
                   f"tpscope run: wrote {path.parent}", flush=True)
         dist.barrier()
     except Exception as exc:
-        reason = collective_failure(exc)
-        if reason is None:
-            raise
-        print(f"tpscope run: error: rank {rank}: {reason}", file=sys.stderr, flush=True)
-        return 1
+        if not out_of_memory(exc):
+            reason = collective_failure(exc)
+            if reason is None:
+                raise
+            print(f"tpscope run: error: rank {rank}: {reason}", file=sys.stderr, flush=True)
+            return 1
+        # the model or batch is too large for this machine: the user's input
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        print(f"tpscope run: error: rank {rank}: out of memory ({first}); use a smaller model or --batch",
+              file=sys.stderr, flush=True)
+        return 2
     finally:
         dist.destroy_process_group()
     return 0
@@ -139,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config-json", required=True)
     parser.add_argument("--command-json", default="[]")
     args = parser.parse_args(argv)
+    die_with_parent(signal.SIGKILL)  # torchrun's agent gone (even by SIGKILL): no rank trains on
     try:
         return run_rank(config_from_json(args.config_json), json.loads(args.command_json))
     except UserError as exc:

@@ -59,9 +59,11 @@ class RunAnalysis:
     critical_path: list[CriticalPath] = field(default_factory=list)
     collectives: list[CollectiveInstance] = field(default_factory=list)
     clock_offsets_us: dict[int, float] = field(default_factory=dict)
+    clock_residual_us: dict[int, float | None] = field(default_factory=dict)  # metrics.md §6
     kernel_contention: list[KernelContention] = field(default_factory=list)
     comm_contention: list[CommContention] = field(default_factory=list)
     manifest: dict | None = None
+    cpu_run: bool = False  # every rank without GPU activity, analyzed from its CPU side (metrics.md §1)
     step_rule: dict[int, str] = field(default_factory=dict)  # per rank: the §3 rule its steps came from
     first_step_included: bool = False  # whether the summary's means hold the first profiled step
 
@@ -140,9 +142,11 @@ def analyze_run(run: Run, reference: Run | None = None, align: str = "auto",
         critical_path=paths,
         collectives=cross["collectives"],
         clock_offsets_us=cross["offsets_us"],
+        clock_residual_us=cross["residual_us"],
         kernel_contention=cross["contention"].kernels,
         comm_contention=cross["contention"].collectives,
         manifest=run.manifest,
+        cpu_run=bool(run.ranks) and all(r.cpu_run for r in run.ranks),
         step_rule={r.rank: r.steps.source for r in run.ranks},
         first_step_included=include_first_step,
     )
@@ -161,6 +165,7 @@ def _cross_rank(run: Run, sets: list[ClassSets], reference: Run | None, align: s
         "wait_transfer": wait_transfer_by_step(acts, timing),
         "collectives": collective_instances(acts, match, timing, exposed_ns(acts, compute)),
         "offsets_us": clocks.as_us(acts.rank_ids),
+        "residual_us": clocks.residual_us(acts.rank_ids),
         "paths": critical_paths(acts, graph, run.ranks),
         "contention": contention(acts, match, timing, compute, baselines),
         "warnings": list(match.warnings) + list(clocks.warnings),
@@ -179,13 +184,13 @@ def _fill_step(s: StepBreakdown, cross: dict, first_step: bool) -> StepBreakdown
 
 
 def as_json(analysis: RunAnalysis) -> dict:
-    """The JSON document of `tpscope analyze --json` (DESIGN.md): a plain dump of the dataclasses."""
+    """The JSON document of `tpscope analyze --json`: a plain dump of the dataclasses."""
     doc = {"tpscope_version": __version__}
     for f in dataclasses.fields(analysis):
         if f.name == "manifest":
             continue
         value = getattr(analysis, f.name)
-        if f.name in ("clock_offsets_us", "step_rule"):
+        if f.name in ("clock_offsets_us", "clock_residual_us", "step_rule"):
             value = {str(k): v for k, v in value.items()}
         doc[f.name] = _plain(value)
     return doc

@@ -7,12 +7,13 @@ matching and timing are a few sorts and grouped reductions, never a loop over ev
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from tpscope.metrics import intervals as iv
 from tpscope.trace import ActivityClass, Run, is_sync
+from tpscope.trace.classify import Rule, comm_rule
 
 NS_PER_US = 1000.0
 _I64_MIN = np.iinfo(np.int64).min
@@ -97,10 +98,16 @@ class RunActivities:
     out_nelems: np.ndarray
     group_size: np.ndarray
     signature: np.ndarray
+    name: np.ndarray  # the activity's name
+    group: np.ndarray  # process group "name [ranks]" (metrics.md §5 "Process groups"), -1 if none
+    pg_desc: np.ndarray
+    p2p: np.ndarray  # "s1 r3": the global peers a point-to-point kernel sends to / receives from
+    op: np.ndarray  # comm kernels without metadata: the `c10d::` CPU op around their launch (-1: none)
     strings: tuple[str, ...]
     lane_labels: tuple[str, ...]
     rank_ids: tuple[int, ...]
     hostnames: tuple[str | None, ...]
+    world_sizes: tuple[int | None, ...]
     rank_bounds: np.ndarray  # rows of rank_pos p are rank_bounds[p]:rank_bounds[p + 1]
 
     def __len__(self) -> int:
@@ -116,6 +123,86 @@ def _global_ids(local: np.ndarray, symbols: tuple[str, ...], table: dict[str, in
         ids = np.array([table.setdefault(symbols[u], len(table)) for u in uniq.tolist()], np.int64)
         out[has] = ids[inverse]
     return out
+
+
+def _group_symbols(r) -> tuple[str, ...]:
+    """Symbols of `_group_names`: the rank's symbols, then its groups' "name [ranks]" strings."""
+    return r.symbols + tuple(f"{name} [{ranks}]" for name, ranks in _group_table(r))
+
+
+def _group_table(r) -> list[tuple[str, str]]:
+    """(pg name, "0,1" or "") for each distinct (pg name, ranks) of the rank's described kernels."""
+    g = r.gpu
+    pairs = np.unique(np.stack([g.pg_name_id.astype(np.int64), g.pg_ranks_id.astype(np.int64)], axis=1), axis=0)
+    config = r.info.get("process_groups", {})
+    out = []
+    for pg, ranks in pairs.tolist():
+        name = r.symbols[pg] if pg >= 0 else ""
+        text = r.symbols[ranks] if ranks >= 0 else ""
+        if not text and name in config:  # metrics.md §5: pg_config where the kernel does not say
+            text = ",".join(map(str, config[name][1]))
+        out.append((name, text))
+    return out
+
+
+def _group_names(r) -> np.ndarray:
+    """Per activity: an index into `_group_symbols(r)` naming its process group; -1 without one."""
+    g = r.gpu
+    keys = np.stack([g.pg_name_id.astype(np.int64), g.pg_ranks_id.astype(np.int64)], axis=1)
+    if len(keys) == 0:
+        return np.zeros(0, np.int64)
+    _, inverse = np.unique(keys, axis=0, return_inverse=True)
+    out = len(r.symbols) + inverse.reshape(-1)
+    return np.where((g.pg_name_id >= 0) | (g.pg_ranks_id >= 0), out, -1)
+
+
+def _enclosing_c10d_op(r) -> np.ndarray:
+    """Per activity, for comm kernels without collective metadata: the name id of the `c10d::` CPU
+    op (`c10d::allreduce_`, `c10d::alltoall_base_`) whose time holds the launch, on the launch's
+    thread; -1 elsewhere. Older traces name their collectives only there."""
+    g, ops = r.gpu, r.cpu_ops
+    out = np.full(len(g), -1, np.int64)
+    want = np.flatnonzero((g.cls == ActivityClass.COMM) & (g.coll_name_id < 0) & (g.launch_start_ns >= 0))
+    if len(want) == 0 or len(ops) == 0:
+        return out
+    is_c10d = np.array([s.startswith("c10d::") for s in r.symbols], bool)
+    c10d = np.flatnonzero(is_c10d[np.maximum(ops.name_id, 0)] & (ops.name_id >= 0))
+    for tid in np.unique(ops.tid[c10d]).tolist():  # one pass per CPU thread
+        o = c10d[ops.tid[c10d] == tid]  # by start (CpuCalls rows are)
+        k = want[g.launch_tid[want] == tid]
+        at = np.searchsorted(ops.start_ns[o], g.launch_start_ns[k], side="right") - 1
+        ok = (at >= 0) & (ops.end_ns[o[np.maximum(at, 0)]] >= g.launch_start_ns[k])
+        out[k[ok]] = ops.name_id[o[at[ok]]]
+    return out
+
+
+def _descriptions(r) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Per activity, its group's description: the kernel's `Process Group Description`, else the
+    `pg_desc` that pg_config gives its group's name (ids into the returned symbols)."""
+    g = r.gpu
+    config = r.info.get("process_groups", {})
+    descs = sorted({d for d, _ in config.values() if d and d != "undefined"})
+    symbols = r.symbols + tuple(descs)
+    out = g.pg_desc_id.astype(np.int64)
+    blank = [i for i, t in enumerate(r.symbols) if t == ""]  # a missing arg is the "" symbol
+    missing = ((out < 0) | np.isin(out, blank)) & (g.pg_name_id >= 0)
+    if missing.any() and descs:
+        of_name = {i: config.get(n, ("", ()))[0] for i, n in enumerate(r.symbols) if n in config}
+        ids = _broadcast_ids(g.pg_name_id[missing], {i: len(r.symbols) + descs.index(d) if d in descs else -1
+                                                     for i, d in of_name.items()})
+        out[missing] = ids
+    return out, symbols
+
+
+def _broadcast_ids(ids: np.ndarray, values: dict[int, int]) -> np.ndarray:
+    uniq, inverse = np.unique(ids, return_inverse=True)
+    return np.array([values.get(u, -1) for u in uniq.tolist()], np.int64)[inverse.reshape(-1)]
+
+
+def group_ranks(label: str) -> tuple[int, ...] | None:
+    """"3 [0,2]" -> (0, 2); None when the ranks are unknown ("3 []")."""
+    inside = label[label.rfind("[") + 1 : -1] if label.endswith("]") else ""
+    return tuple(int(x) for x in inside.split(",")) if inside else None
 
 
 def run_activities(run: Run) -> RunActivities:
@@ -146,8 +233,11 @@ def run_activities(run: Run) -> RunActivities:
             "group_size": g.group_size,
         }
         for name, local in (("coll", g.coll_name_id), ("pg", g.pg_name_id), ("dtype", g.dtype_id),
-                            ("signature", g.signature_id)):
+                            ("signature", g.signature_id), ("name", g.name_id), ("p2p", g.p2p_id)):
             cols[name] = _global_ids(local, r.symbols, table)
+        cols["pg_desc"] = _global_ids(*_descriptions(r), table)
+        cols["group"] = _global_ids(_group_names(r), _group_symbols(r), table)
+        cols["op"] = _global_ids(_enclosing_c10d_op(r), r.symbols, table)
         for k, v in cols.items():
             parts.setdefault(k, []).append(v)
         lane_labels.extend(r.lane_label(i) for i in range(len(r.lanes)))
@@ -163,13 +253,15 @@ def run_activities(run: Run) -> RunActivities:
         lane_labels=tuple(lane_labels),
         rank_ids=tuple(r.rank for r in run.ranks),
         hostnames=tuple(r.hostname for r in run.ranks),
+        world_sizes=tuple(r.world_size for r in run.ranks),
         rank_bounds=np.array(bounds, np.int64),
     )
 
 
 @dataclass(frozen=True, slots=True)
 class CollectiveMatch:
-    """Which activity belongs to which collective instance (metrics.md §5)."""
+    """Which activity belongs to which collective instance (metrics.md §5). Point-to-point pairs
+    (and the rings of `batch_isend_irecv` kernels they link) are instances too, named `send_recv`."""
 
     instance: np.ndarray  # per RunActivities row: instance id, -1 when unmatched
     step: np.ndarray  # per instance
@@ -179,10 +271,27 @@ class CollectiveMatch:
     group_size: np.ndarray  # per instance: the Group size, else the number of matched ranks
     by_seq: bool
     warnings: tuple[str, ...]
+    group: tuple[str, ...] = ()  # per instance: "pg [ranks] description"; "" when inferred
+    inferred: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # per instance: by order alone
 
     @property
     def n_instances(self) -> int:
         return len(self.step)
+
+
+@dataclass(frozen=True, slots=True)
+class _Part:
+    """Matched instances of one family (collectives, inferred, point-to-point), ids local to it."""
+
+    rows: np.ndarray
+    inst: np.ndarray  # per row, local instance id (-1: left unmatched)
+    step: np.ndarray
+    key: list[str]
+    collective: list[str]
+    bytes: np.ndarray
+    group_size: np.ndarray
+    group: list[str]
+    inferred: bool
 
 
 def _group_starts(*cols: np.ndarray) -> np.ndarray:
@@ -204,6 +313,19 @@ def _ordinals(*cols: np.ndarray, by: np.ndarray) -> np.ndarray:
     return k
 
 
+def _per_string(ids: np.ndarray, strings: tuple[str, ...], rule, default) -> dict:
+    """`rule(strings[id])` for each distinct id (default for -1), as a dict id -> value."""
+    return {i: (rule(strings[i]) if i >= 0 else default) for i in np.unique(ids).tolist()}
+
+
+def _broadcast(ids: np.ndarray, values: dict, dtype) -> np.ndarray:
+    """values[id] per row, looked up once per distinct id."""
+    if len(ids) == 0:
+        return np.zeros(0, dtype)
+    uniq, inverse = np.unique(ids, return_inverse=True)
+    return np.array([values[u] for u in uniq.tolist()], dtype)[inverse.reshape(-1)]
+
+
 def _instance_bytes(acts: RunActivities, rows: np.ndarray) -> np.ndarray:
     out = np.full(len(rows), -1, np.int64)
     kinds: dict[int, str | None] = {}
@@ -219,27 +341,21 @@ def _instance_bytes(acts: RunActivities, rows: np.ndarray) -> np.ndarray:
     return out
 
 
-def match_collectives(acts: RunActivities) -> CollectiveMatch:
-    """Instances keyed by (pg, Seq) when every kernel carries Seq, else (step, pg, name, ordinal)."""
-    instance = np.full(len(acts), -1, np.int64)
-    idx = np.flatnonzero((acts.cls == ActivityClass.COMM) & (acts.coll >= 0) & (acts.step >= 0))
-    empty = CollectiveMatch(instance, np.zeros(0, np.int64), (), (), np.zeros(0, np.int64),
-                            np.zeros(0, np.int64), False, ())
-    if len(idx) == 0:
-        return empty
-    pos, step, pg, coll = acts.rank_pos[idx], acts.step[idx], acts.pg[idx], acts.coll[idx]
-    by_seq = bool((acts.seq[idx] >= 0).all())
-    if by_seq:
-        keys = np.stack([pg, acts.seq[idx]], axis=1)
-    else:
-        k = _ordinals(pos, step, pg, coll, by=acts.start_ns[idx])
-        keys = np.stack([step, pg, coll, k], axis=1)
+def _group_label(acts: RunActivities, row: int) -> str:
+    g, d = int(acts.group[row]), int(acts.pg_desc[row])
+    desc = acts.strings[d] if d >= 0 and acts.strings[d] != "undefined" else ""
+    return " ".join(x for x in (acts.strings[g] if g >= 0 else "", desc) if x)
+
+
+def _validate(acts: RunActivities, idx: np.ndarray, keys: np.ndarray, checked: tuple[str, ...]):
+    """Instances of `keys` (one row per kernel): (uniq keys, inverse, good mask, first row, bad field,
+    lonely mask, members), the §5 validation: fields agree, one kernel per rank, two ranks or more."""
     uniq, inst = np.unique(keys, axis=0, return_inverse=True)
     inst = inst.reshape(-1)
     n = len(uniq)
-
+    pos = acts.rank_pos[idx]
     bad_field = np.full(n, -1, np.int64)  # index into _CHECKED of the first field that differs
-    for f, name in enumerate(_CHECKED):
+    for f, name in enumerate(checked):
         col = getattr(acts, name)[idx]
         lo = np.full(n, _I64_MAX, np.int64)
         hi = np.full(n, _I64_MIN, np.int64)
@@ -249,34 +365,242 @@ def match_collectives(acts: RunActivities) -> CollectiveMatch:
     members = np.bincount(inst, minlength=n)
     distinct = np.bincount(np.unique(np.stack([inst, pos], axis=1), axis=0)[:, 0], minlength=n)
     bad_field = np.where((bad_field < 0) & (distinct != members), len(_CHECKED), bad_field)
-    lonely = (members < 2) & (bad_field < 0)
+    # one rank alone: each of its collectives is an instance of its own (wait 0, metrics.md §5)
+    lonely = (members < 2) & (bad_field < 0) & (len(acts.rank_ids) > 1)
     good = (bad_field < 0) & ~lonely
-
     first_row = np.full(n, _I64_MAX, np.int64)
     np.minimum.at(first_row, inst, idx)
-    inst_step = np.full(n, _I64_MAX, np.int64)
-    np.minimum.at(inst_step, inst, step)
-    warnings = _match_warnings(acts, uniq, first_row, bad_field, lonely, members, by_seq)
+    return uniq, inst, good, first_row, bad_field, lonely, members
 
+
+def _part(acts: RunActivities, idx: np.ndarray, inst: np.ndarray, good: np.ndarray, first_row: np.ndarray,
+          keys: list[str], collective: list[str], nbytes: np.ndarray, size: np.ndarray, group: list[str],
+          inferred: bool) -> _Part:
     new_id = np.cumsum(good) - 1
-    instance[idx] = np.where(good[inst], new_id[inst], -1)
-    g_rows = first_row[good]
-    g_keys = uniq[good]
+    step = np.full(len(good), _I64_MAX, np.int64)
+    np.minimum.at(step, inst, acts.step[idx])
+    sel = np.flatnonzero(good).tolist()
+    return _Part(idx, np.where(good[inst], new_id[inst], -1), step[good], [keys[i] for i in sel],
+                 [collective[i] for i in sel], nbytes[good], size[good], [group[i] for i in sel], inferred)
+
+
+def _described(acts: RunActivities, idx: np.ndarray, warnings: list[str]) -> tuple[_Part, bool]:
+    """Kernels with collective metadata: instances keyed by (group, Seq) when every kernel carries
+    Seq, else (step, group, name, ordinal); a group is (name, ranks) (metrics.md §5)."""
+    pos, step, grp, coll = acts.rank_pos[idx], acts.step[idx], acts.group[idx], acts.coll[idx]
+    by_seq = bool(len(idx)) and bool((acts.seq[idx] >= 0).all())
     if by_seq:
-        key = tuple(f"{acts.strings[p]}#{s}" for p, s in g_keys.tolist())
+        keys = np.stack([grp, acts.seq[idx]], axis=1)
     else:
-        key = tuple(f"{acts.strings[p]}/{acts.strings[c]}/{k}" for _, p, c, k in g_keys.tolist())
-    size = acts.group_size[g_rows]
+        k = _ordinals(pos, step, grp, coll, by=acts.start_ns[idx])
+        keys = np.stack([step, grp, coll, k], axis=1)
+    uniq, inst, good, first_row, bad_field, lonely, members = _validate(acts, idx, keys, _CHECKED)
+    s = acts.strings
+    if by_seq:
+        key = [f"{s[acts.pg[r]]}#{q}" for r, q in zip(first_row.tolist(), uniq[:, 1].tolist())]
+    else:
+        key = [f"{s[acts.pg[r]]}/{s[c]}/{kk}" for r, (_, _, c, kk) in zip(first_row.tolist(), uniq.tolist())]
+    warnings.extend(_match_warnings(acts, uniq, first_row, bad_field, lonely, by_seq))
+    rows = np.minimum(first_row, len(acts) - 1)
+    size = acts.group_size[rows]
+    return _part(acts, idx, inst, good, first_row, key, [s[c] for c in acts.coll[rows].tolist()],
+                 _instance_bytes(acts, rows), np.where(size >= 1, size, members),
+                 [_group_label(acts, r) for r in rows.tolist()], False), by_seq
+
+
+def _inferred(acts: RunActivities, idx: np.ndarray, kind_of: dict[int, str | None]) -> _Part:
+    """Kernels without metadata (older traces): the k-th kernel of one collective kind and size on
+    each rank within a step is one instance (metrics.md §5 "Inferred"). Sizes (the launching op's
+    input dims) are compared for every kind but all-to-all and send/recv, whose sizes differ by rank."""
+    kinds = sorted({k for k in kind_of.values() if k})
+    op_kind = _per_string(acts.op[idx], acts.strings, collective_kind, None)
+    kinds = sorted(set(kinds) | {k for k in op_kind.values() if k})
+    kind_id = _broadcast(acts.name[idx], {n: kinds.index(k) if k else -1 for n, k in kind_of.items()}, np.int64)
+    by_op = _broadcast(acts.op[idx], {o: kinds.index(k) if k else -1 for o, k in op_kind.items()}, np.int64)
+    kind_id = np.where(by_op >= 0, by_op, kind_id)  # the c10d op says all-to-all where NCCL says SendRecv
+    dims_of = _per_string(acts.signature[idx], acts.strings, lambda sig: sig.rpartition("|dims=")[2], "")
+    dims_table: dict[str, int] = {}
+    dims = _broadcast(acts.signature[idx], {g: dims_table.setdefault(d, len(dims_table)) for g, d in dims_of.items()},
+                      np.int64)
+    uneven = np.isin(kind_id, [kinds.index(k) for k in ("all_to_all", "send_recv") if k in kinds])
+    dims = np.where(uneven, -1, dims)
+    step, pos = acts.step[idx], acts.rank_pos[idx]
+    k = _ordinals(pos, step, kind_id, dims, by=acts.start_ns[idx])
+    keys = np.stack([step, kind_id, dims, k], axis=1)
+    uniq, inst, good, first_row, _, _, members = _validate(acts, idx, keys, ())
+    key = [f"inferred/{kinds[c]}/{kk}" for _, c, _, kk in uniq.tolist()]
+    return _part(acts, idx, inst, good, first_row, key, [kinds[c] for c in uniq[:, 1].tolist()],
+                 np.full(len(uniq), -1, np.int64), members, ["" for _ in key], True)
+
+
+def _components(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Connected components of n nodes joined by edges (a, b): the smallest node id of each."""
+    label = np.arange(n, dtype=np.int64)
+    while True:
+        m = np.minimum(label[a], label[b])
+        before = label.copy()
+        np.minimum.at(label, a, m)
+        np.minimum.at(label, b, m)
+        label = label[label]
+        if np.array_equal(label, before):
+            return label
+
+
+def _point_to_point(acts: RunActivities, idx: np.ndarray, warnings: list[str]) -> _Part:
+    """metrics.md §5 "Point-to-point": the k-th send from rank a to rank b in a step pairs with the
+    k-th receive of b from a in that step (same group); kernels linked by pairs are one instance."""
+    parsed = _per_string(acts.p2p[idx], acts.strings,
+                         lambda t: [(tok[0] == "s", int(tok[1:])) for tok in t.split()], [])
+    counts = np.array([len(parsed[p]) for p in acts.p2p[idx].tolist()], np.int64)
+    tok_row = np.repeat(idx, counts)
+    flat = [t for p in acts.p2p[idx].tolist() for t in parsed[p]]  # one per send/recv of a kernel
+    is_send = np.array([t[0] for t in flat], bool)
+    peer = np.array([t[1] for t in flat], np.int64)
+    me = acts.rank[tok_row]
+    src, dst = np.where(is_send, me, peer), np.where(is_send, peer, me)
+    step, grp = acts.step[tok_row], acts.group[tok_row]
+    k = _ordinals(me, step, grp, is_send.astype(np.int64), peer, by=acts.start_ns[tok_row])
+    keys = np.stack([step, grp, src, dst, k], axis=1)
+    order = np.lexsort(keys.T[::-1])
+    ks = keys[order]
+    start = _group_starts(*ks.T)
+    gid = np.cumsum(start) - 1
+    n_keys = int(gid[-1]) + 1 if len(gid) else 0
+    sends = np.bincount(gid, weights=is_send[order], minlength=n_keys)
+    sizes = np.bincount(gid, minlength=n_keys)
+    paired = (sends == 1) & (sizes == 2)
+    first = np.flatnonzero(start)
+    ok = first[paired[gid[first]]]
+    local = {int(r): i for i, r in enumerate(idx.tolist())}
+    a = np.array([local[int(r)] for r in tok_row[order][ok].tolist()], np.int64)
+    b = np.array([local[int(r)] for r in tok_row[order][ok + 1].tolist()], np.int64)
+    unpaired = int((~paired).sum())
+    if unpaired:
+        j = int(first[~paired[gid[first]]][0])
+        warnings.append(f"{unpaired} send/recv(s) have no counterpart (first: step {ks[j][0]} rank {ks[j][2]} -> "
+                        f"rank {ks[j][3]} #{ks[j][4]}); counted as transfer (metrics.md §5)")
+    label = _components(len(idx), a, b)
+    in_pair = np.zeros(len(idx), bool)
+    in_pair[a] = True
+    in_pair[b] = True
+    comp, inst = np.unique(np.where(in_pair, label, -1), return_inverse=True)
+    inst = inst.reshape(-1) - (1 if (comp < 0).any() else 0)
+    n = int(inst.max()) + 1 if len(inst) else 0
+    first_row = np.full(n, _I64_MAX, np.int64)
+    np.minimum.at(first_row, inst[inst >= 0], idx[inst >= 0])
+    ranks = [[] for _ in range(n)]
+    for i, r in zip(inst.tolist(), acts.rank[idx].tolist()):  # one per point-to-point kernel
+        if i >= 0:
+            ranks[i].append(r)
+    sel = inst >= 0
+    nbytes = np.zeros(n, np.int64)
+    np.add.at(nbytes, inst[sel], dtype_bytes_of(acts, idx)[sel])
+    step = np.full(n, _I64_MAX, np.int64)
+    np.minimum.at(step, inst[sel], acts.step[idx][sel])
+    base = [f"{acts.strings[acts.pg[r]]}/send_recv/{'-'.join(map(str, sorted(set(rk))))}"
+            for r, rk in zip(first_row.tolist(), ranks)]
+    seen: dict[tuple[int, str], int] = {}
+    key = []
+    for st, b in zip(step.tolist(), base):  # one per instance: the k-th exchange among these ranks in the step
+        k_of = seen[(st, b)] = seen.get((st, b), -1) + 1
+        key.append(f"{b}/{k_of}")
+    return _Part(idx, inst, step, key, ["send_recv"] * n, np.where(nbytes > 0, nbytes, -1),
+                 np.array([len(set(r)) for r in ranks], np.int64),
+                 [_group_label(acts, r) for r in first_row.tolist()], False)
+
+
+def dtype_bytes_of(acts: RunActivities, idx: np.ndarray) -> np.ndarray:
+    """Per row: In msg nelems times the dtype's size (0 when either is unknown)."""
+    size_of = _per_string(acts.dtype[idx], acts.strings, lambda d: dtype_bytes(d) or 0, 0)
+    size = np.array([size_of[d] for d in acts.dtype[idx].tolist()], np.int64)
+    return np.where(acts.in_nelems[idx] > 0, acts.in_nelems[idx], 0) * size
+
+
+def match_collectives(acts: RunActivities) -> CollectiveMatch:
+    """metrics.md §5: collectives within their process group, send/recv pairs, and (for kernels
+    without metadata) instances inferred from each rank's order of kernels."""
+    comm = (acts.cls == ActivityClass.COMM) & (acts.step >= 0)
+    kind_of = _per_string(acts.name, acts.strings, lambda n: (comm_rule(n) or _NO_RULE).collective, None) \
+        if len(acts) else {}
+    coll_kind = _per_string(acts.coll, acts.strings, collective_kind, None) if len(acts) else {}
+    is_p2p_name = _broadcast(acts.coll, {c: k == "send_recv" for c, k in coll_kind.items()}, bool)
+    warnings: list[str] = []
+    parts: list[_Part] = []
+    described = np.flatnonzero(comm & (acts.coll >= 0) & (acts.p2p < 0) & ~is_p2p_name)
+    by_seq = False
+    if len(described):
+        part, by_seq = _described(acts, described, warnings)
+        parts.append(part)
+    p2p = np.flatnonzero(comm & (acts.p2p >= 0))
+    if len(p2p):
+        parts.append(_point_to_point(acts, p2p, warnings))
+    known = _broadcast(acts.name, {n: k is not None for n, k in kind_of.items()}, bool)
+    bare = np.flatnonzero(comm & (acts.coll < 0) & (acts.p2p < 0) & ~acts.sync & known)
+    if len(bare) and len(acts.rank_ids) > 1:
+        parts.append(_inferred(acts, bare, kind_of))
+    instance = np.full(len(acts), -1, np.int64)
+    offset = 0
+    for part in parts:
+        instance[part.rows] = np.where(part.inst >= 0, part.inst + offset, -1)
+        offset += len(part.step)
+    warnings.extend(_group_warnings(acts, np.concatenate([described, p2p])))
+    if offset == 0 and comm.any():
+        warnings.append(_why_nothing_matched(acts, comm))
     return CollectiveMatch(
         instance=instance,
-        step=inst_step[good],
-        key=key,
-        collective=tuple(acts.strings[c] for c in acts.coll[g_rows].tolist()),
-        bytes=_instance_bytes(acts, g_rows),
-        group_size=np.where(size >= 1, size, members[good]),
+        step=np.concatenate([p.step for p in parts]) if parts else np.zeros(0, np.int64),
+        key=tuple(k for p in parts for k in p.key),
+        collective=tuple(c for p in parts for c in p.collective),
+        bytes=np.concatenate([p.bytes for p in parts]) if parts else np.zeros(0, np.int64),
+        group_size=np.concatenate([p.group_size for p in parts]) if parts else np.zeros(0, np.int64),
         by_seq=by_seq,
-        warnings=warnings,
+        warnings=tuple(warnings),
+        group=tuple(g for p in parts for g in p.group),
+        inferred=np.concatenate([np.full(len(p.step), p.inferred) for p in parts]) if parts else np.zeros(0, bool),
     )
+
+
+_NO_RULE = Rule(ActivityClass.COMPUTE, ())
+
+
+def _group_warnings(acts: RunActivities, rows: np.ndarray) -> list[str]:
+    """Process groups whose members are missing from the folder (metrics.md §5)."""
+    present = set(acts.rank_ids)
+    missing = []
+    for g in np.unique(acts.group[rows]).tolist() if len(rows) else []:
+        ranks = group_ranks(acts.strings[g]) if g >= 0 else None
+        lack = sorted(set(ranks) - present) if ranks else []
+        if lack:
+            missing.append(f"{acts.strings[g]} lacks rank(s) {_ranges_text(lack)}")
+    if not missing:
+        return []
+    shown = "; ".join(missing[:3]) + (f"; and {len(missing) - 3} more" if len(missing) > 3 else "")
+    return [f"{len(missing)} process group(s) have members missing from the folder ({shown}): their "
+            "collectives cannot be matched and count as transfer (metrics.md §5)"]
+
+
+def _ranges_text(ranks: list[int]) -> str:
+    """[1, 2, 3, 5] -> '1-3, 5'."""
+    out, i = [], 0
+    while i < len(ranks):
+        j = i
+        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
+            j += 1
+        out.append(f"{ranks[i]}-{ranks[j]}" if j > i else f"{ranks[i]}")
+        i = j + 1
+    return ", ".join(out)
+
+
+def _why_nothing_matched(acts: RunActivities, comm: np.ndarray) -> str:
+    n = int(comm.sum())
+    if len(acts.rank_ids) == 1:
+        size = acts.world_sizes[0]
+        of = f" of world size {size}" if size else ""
+        return (f"one rank{of} in the folder: its {n} communication activities cannot be matched without "
+                "their peers' traces; all of their time counts as transfer (metrics.md §5)")
+    return (f"none of the {n} communication activities could be matched across ranks (no collective "
+            "metadata and no kernel name that says which collective it is, or no counterpart on another "
+            "rank); all of their time counts as transfer (metrics.md §5)")
 
 
 _CHECKED = ("coll", "dtype", "in_nelems", "out_nelems")
@@ -284,14 +608,14 @@ _CHECKED_LABEL = ("Collective name", "dtype", "In msg nelems", "Out msg nelems",
 
 
 def _match_warnings(acts: RunActivities, uniq: np.ndarray, first_row: np.ndarray, bad_field: np.ndarray,
-                    lonely: np.ndarray, members: np.ndarray, by_seq: bool) -> tuple[str, ...]:
+                    lonely: np.ndarray, by_seq: bool) -> tuple[str, ...]:
     out: list[str] = []
 
     def describe(i: int) -> str:
         r = int(first_row[i])
         name = acts.strings[acts.coll[r]]
         where = f"seq {uniq[i][1]}" if by_seq else f"step {uniq[i][0]} {name} #{uniq[i][3]}"
-        return f"{where} on process group {acts.strings[acts.pg[r]]!r}"
+        return f"{where} on process group {_group_label(acts, r)!r}"
 
     bad = np.flatnonzero(bad_field >= 0)
     if len(bad):
@@ -380,6 +704,8 @@ class CollectiveInstance:
     exposed_us: float  # the most kernel time any rank spends without compute beside it
     algbw_gbps: float | None
     busbw_gbps: float | None
+    group: str = ""  # process group: "name [ranks] description" (empty when inferred)
+    inferred: bool = False  # matched by each rank's order of kernels alone (no collective metadata)
 
 
 def exposed_ns(acts: RunActivities, compute_sets: list[iv.IntervalSet]) -> np.ndarray:
@@ -393,7 +719,7 @@ def exposed_ns(acts: RunActivities, compute_sets: list[iv.IntervalSet]) -> np.nd
 
 def collective_instances(acts: RunActivities, match: CollectiveMatch, timing: CollectiveTiming,
                          exposed: np.ndarray) -> list[CollectiveInstance]:
-    """The JSON rows of `collectives` (DESIGN.md), in step and key order."""
+    """The JSON rows of `collectives`, in step and key order."""
     n = match.n_instances
     if n == 0:
         return []
@@ -413,13 +739,14 @@ def collective_instances(acts: RunActivities, match: CollectiveMatch, timing: Co
         nbytes = int(match.bytes[i]) if match.bytes[i] >= 0 else None
         span = int(timing.transfer_span_ns[i])
         algbw = nbytes / span if nbytes is not None and span > 0 else None  # bytes/ns = GB/s
-        factor = busbw_factor(kinds[match.collective[i]], int(match.group_size[i]))
+        factor = busbw_factor(kinds[match.collective[i]], int(match.group_size[i]))  # send/recv: 1
         out.append(CollectiveInstance(
             step=int(match.step[i]), key=match.key[i], collective=match.collective[i], bytes=nbytes,
             ranks=ranks_of[i].tolist(), skew_us=int(timing.skew_ns[i]) / NS_PER_US,
             wait_us=int(max_wait[i]) / NS_PER_US, transfer_us=span / NS_PER_US,
             exposed_us=int(max_exposed[i]) / NS_PER_US, algbw_gbps=algbw,
             busbw_gbps=algbw * factor if algbw is not None and factor is not None else None,
+            group=match.group[i] if match.group else "", inferred=bool(match.inferred[i]),
         ))
     out.sort(key=lambda c: (c.step, c.key))
     return out

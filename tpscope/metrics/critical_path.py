@@ -11,6 +11,7 @@ per GPU activity on the path; a CPU stretch is cut into segments by array slicin
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -234,15 +235,15 @@ def cpu_threads(acts: RunActivities, ranks: list[RankTrace], offsets_ns: np.ndar
     for pos, r in enumerate(ranks):
         rt, ops = r.runtime, r.cpu_ops
         n = len(rt)
-        sym = np.array(r.symbols + ("",), dtype=object)
         op_name_id = lookup(ops.external_id, ops.name_id.astype(np.int64), rt.external_id)
         own = np.where(op_name_id >= 0, op_name_id, rt.name_id.astype(np.int64))
-        names = sym[np.where(own >= 0, own, len(r.symbols))]
-        uniq, inverse = np.unique(names.astype(str), return_inverse=True) if n else (np.zeros(0, str), np.zeros(0, int))
-        ids = np.array([strings.setdefault(u, len(strings)) for u in uniq.tolist()], np.int64)
-        call_names = sym[np.where(rt.name_id >= 0, rt.name_id, len(r.symbols))]
-        sync_name = np.array([is_sync_call(str(x)) for x in np.unique(call_names.astype(str)).tolist()], bool)
-        is_sync = sync_name[np.unique(call_names.astype(str), return_inverse=True)[1]] if n else np.zeros(0, bool)
+        # per distinct symbol id, not per call: the run-wide string id and whether it synchronizes
+        uniq, inverse = np.unique(own, return_inverse=True)
+        ids = np.array([strings.setdefault(r.symbols[k] if k >= 0 else "", len(strings)) for k in uniq.tolist()],
+                       np.int64)
+        call_ids, call_inverse = np.unique(rt.name_id, return_inverse=True)
+        sync_name = np.array([k >= 0 and is_sync_call(r.symbols[k]) for k in call_ids.tolist()], bool)
+        is_sync = sync_name[call_inverse.ravel()] if n else np.zeros(0, bool)
         shift = int(offsets_ns[pos])
         start, end = rt.start_ns - shift, rt.end_ns - shift
         # the activity of this rank whose end a blocking call waited for: the latest ending inside it
@@ -256,7 +257,7 @@ def cpu_threads(acts: RunActivities, ranks: list[RankTrace], offsets_ns: np.ndar
             inside = is_sync & (j >= 0) & (ends[jc] >= start)
             waited[inside] = lo + order[jc[inside]]
         for k, v in (("start", start), ("end", end), ("pos", np.full(n, pos, np.int64)), ("tid", rt.tid),
-                     ("op", ids[inverse] if n else np.zeros(0, np.int64)), ("sync", waited >= 0),
+                     ("op", ids[inverse.ravel()] if n else np.zeros(0, np.int64)), ("sync", waited >= 0),
                      ("waited", waited)):
             parts[k].append(v)
         launch_local.append(lookup(rt.correlation, np.arange(n, dtype=np.int64), acts.correlation[lo:hi]))
@@ -318,14 +319,14 @@ class _Segments:
 
     def __init__(self, floor: int) -> None:
         self.floor = floor
-        self.cols: list[list] = [[] for _ in range(8)]
+        self.rows: list[tuple] = []
 
     def add(self, row: int, lo: int, hi: int, category: int, edge: int, inferred: bool, pos: int,
             call: int = -1) -> None:
-        lo = max(lo, self.floor)
+        if lo < self.floor:
+            lo = self.floor
         if hi > lo:
-            for col, v in zip(self.cols, (row, lo, hi, category, edge, inferred, pos, call)):
-                col.append(v)
+            self.rows.append((row, lo, hi, category, edge, inferred, pos, call))
 
     def add_cpu(self, cpu: CpuThreads, first: int, last: int, lo: int, hi: int, named_by: int) -> None:
         """The host time [lo, hi] on one thread, cut at the ends of its calls first..last (each piece
@@ -348,10 +349,9 @@ class _Segments:
             self.add(-1, int(bounds[a]), int(bounds[b + 1]), HOST, CPU, False, pos, int(owner[b]))
 
     def arrays(self) -> PathSegments:
-        c = self.cols
-        return PathSegments(np.array(c[0], np.int64), np.array(c[1], np.int64), np.array(c[2], np.int64),
-                            np.array(c[3], np.int8), np.array(c[4], np.int8), np.array(c[5], bool),
-                            np.array(c[6], np.int64), np.array(c[7], np.int64))
+        a = np.array(self.rows, np.int64).reshape(len(self.rows), 8)
+        return PathSegments(a[:, 0], a[:, 1], a[:, 2], a[:, 3].astype(np.int8), a[:, 4].astype(np.int8),
+                            a[:, 5].astype(bool), a[:, 6], a[:, 7])
 
 
 def walk_step(graph: PathGraph, last: int, floor_ns: int, n_in_step: int,
@@ -450,30 +450,30 @@ def walk_step(graph: PathGraph, last: int, floor_ns: int, n_in_step: int,
 
 
 def segment_records(seg: PathSegments, acts: RunActivities, graph: PathGraph, floor_ns: int,
-                    names: list[str]) -> list[dict]:
+                    names: np.ndarray) -> list[dict]:
     """The segments of one path in time order, as JSON-ready records (metrics.md §7): µs after the
     step's floor, what kind of time, the edge that put it on the path, where it ran and its name."""
     order = np.argsort(seg.start_ns, kind="stable")
+    row, call, pos = seg.row[order], seg.call[order], seg.rank_pos[order]
     cpu = graph.cpu
-    out = []
-    for k in order.tolist():
-        row, call = int(seg.row[k]), int(seg.call[k])
-        if row >= 0:
-            where, name = acts.lane_labels[int(acts.lane[row])], names[row]
-        else:
-            where = f"rank {acts.rank_ids[int(seg.rank_pos[k])]} cpu thread {int(cpu.tid[call])}"
-            name = cpu.strings[int(cpu.op[call])]
-        out.append({
-            "start_us": (int(seg.start_ns[k]) - floor_ns) / NS_PER_US,
-            "dur_us": (int(seg.end_ns[k]) - int(seg.start_ns[k])) / NS_PER_US,
-            "kind": CATEGORIES[int(seg.category[k])],
-            "edge": EDGES[int(seg.edge[k])],
-            "inferred": bool(seg.inferred[k]),
-            "rank": int(acts.rank_ids[int(seg.rank_pos[k])]),
-            "where": where,
-            "name": name,
-        })
-    return out
+    on_gpu = row >= 0
+    lane_labels = np.array(acts.lane_labels + ("",), dtype=object)
+    rank_ids = np.array(acts.rank_ids, np.int64)[pos]
+    safe_call = np.maximum(call, 0)
+    where = np.where(on_gpu, lane_labels[np.where(on_gpu, acts.lane[np.maximum(row, 0)], -1)],
+                     np.char.add(np.char.add("rank ", rank_ids.astype(str)),
+                                 np.char.add(" cpu thread ", cpu.tid[safe_call].astype(str)) if len(cpu) else ""))
+    op_names = np.array(cpu.strings + ("",), dtype=object)
+    name = np.where(on_gpu, names[np.maximum(row, 0)] if len(names) else "",
+                    op_names[np.where(call >= 0, cpu.op[safe_call] if len(cpu) else -1, -1)])
+    start = ((seg.start_ns[order] - floor_ns) / NS_PER_US).tolist()
+    dur = ((seg.end_ns[order] - seg.start_ns[order]) / NS_PER_US).tolist()
+    kinds = np.array(CATEGORIES, dtype=object)[seg.category[order]].tolist()
+    edges = np.array(EDGES, dtype=object)[seg.edge[order]].tolist()
+    return [{"start_us": a, "dur_us": d, "kind": k, "edge": ed, "inferred": i, "rank": rk, "where": str(w),
+             "name": str(nm)}
+            for a, d, k, ed, i, rk, w, nm in zip(start, dur, kinds, edges, seg.inferred[order].tolist(),
+                                                  rank_ids.tolist(), where.tolist(), name.tolist())]
 
 
 def summarize_path(seg: PathSegments, acts: RunActivities, graph: PathGraph, step: int, floor_ns: int,
@@ -511,13 +511,14 @@ def summarize_path(seg: PathSegments, acts: RunActivities, graph: PathGraph, ste
     )
 
 
-def activity_names(acts: RunActivities, ranks: list[RankTrace]) -> list[str]:
-    """Per activity row: its name."""
-    out: list[str] = []
+def activity_names(acts: RunActivities, ranks: list[RankTrace]) -> np.ndarray:
+    """Per activity row: its name (an object array)."""
+    out = np.empty(len(acts), dtype=object)
     for pos, r in enumerate(ranks):
         lo, hi = int(acts.rank_bounds[pos]), int(acts.rank_bounds[pos + 1])
-        sym = r.symbols
-        out.extend(sym[k] if k >= 0 else "" for k in r.gpu.name_id[acts.row[lo:hi]].tolist())
+        sym = np.array(r.symbols + ("",), dtype=object)
+        ids = r.gpu.name_id[acts.row[lo:hi]]
+        out[lo:hi] = sym[np.where(ids >= 0, ids, len(r.symbols))]
     return out
 
 
@@ -530,12 +531,19 @@ def step_walks(acts: RunActivities, graph: PathGraph) -> list[tuple[int, int, in
     steps, first, counts = np.unique(acts.step[rows], return_index=True, return_counts=True)
     floor = np.minimum.reduceat(graph.start_ns[rows], first)
     top = np.maximum.reduceat(graph.end_ns[rows], first)
+    # the walk indexes single elements: Python lists do that several times faster than arrays
+    as_lists = dataclasses.replace(graph, **{f: getattr(graph, f).tolist() for f in _PER_ROW})
     out = []
     for k in range(len(steps)):
         group = rows[first[k]:first[k] + counts[k]]
         last = int(group[np.argmax(graph.end_ns[group])])
-        out.append((int(steps[k]), int(floor[k]), int(top[k]), walk_step(graph, last, int(floor[k]), int(counts[k]))))
+        out.append((int(steps[k]), int(floor[k]), int(top[k]),
+                    walk_step(as_lists, last, int(floor[k]), int(counts[k]))))
     return out
+
+
+_PER_ROW = ("start_ns", "end_ns", "launch_end_ns", "launch_call", "category", "lane_prev", "event_pred", "other_prev",
+            "rank_has_waits", "rank_pos", "instance", "arrival_ns", "binding")
 
 
 def critical_paths(acts: RunActivities, graph: PathGraph, ranks: list[RankTrace]) -> list[CriticalPath]:

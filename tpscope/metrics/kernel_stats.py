@@ -7,12 +7,14 @@ per rank and step, so that runs with different numbers of ranks or steps compare
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import numpy as np
 
 from tpscope.metrics import intervals as iv
 from tpscope.trace import ActivityClass, RankTrace, Run
+from tpscope.trace.columns import lookup
 
 NS_PER_US = 1000.0
 
@@ -63,6 +65,10 @@ def _group_keys(rank: RankTrace, keep: np.ndarray, by: str) -> tuple[np.ndarray,
         nelems = np.where(np.isin(coll, gather_ids), g.out_nelems[keep], g.in_nelems[keep])
         nbytes = np.where(size > 0, nelems * size, -1)
         cols = np.stack([np.full(len(coll), int(ActivityClass.COMM)), coll.astype(np.int64), nbytes], axis=1)
+    elif by == "shape":
+        shape_ids, shapes = _shapes(rank)
+        cols = np.stack([g.cls[keep].astype(np.int64), shape_ids[keep]], axis=1)
+        sy = tuple(shapes)
     else:
         ids = g.signature_id if by == "signature" else g.name_id
         cols = np.stack([g.cls[keep].astype(np.int64), ids[keep].astype(np.int64)], axis=1)
@@ -73,11 +79,72 @@ def _group_keys(rank: RankTrace, keep: np.ndarray, by: str) -> tuple[np.ndarray,
     return group.reshape(-1), labels
 
 
+def _shapes(rank: RankTrace) -> tuple[np.ndarray, list[str]]:
+    """Per activity: its shape (metrics.md §9), an index into the returned strings: the CPU op that
+    launched it and that op's input dims (`aten::mm [M, 8192] [8192, 28672]`), so that a
+    renamed kernel variant doing the same work keeps its shape; the kernel name when the op is
+    unknown. Built once per distinct (op, signature, name), never per activity."""
+    g, sy = rank.gpu, rank.symbols
+    ops = rank.cpu_ops
+    op = lookup(ops.external_id, ops.name_id.astype(np.int64), g.external_id) if len(ops) else np.full(len(g), -1)
+    rows = np.stack([op.astype(np.int64), g.signature_id.astype(np.int64), g.name_id.astype(np.int64)], axis=1)
+    if len(rows) == 0:
+        return np.zeros(0, np.int64), []
+    uniq, inverse = np.unique(rows, axis=0, return_inverse=True)
+    strings: dict[str, int] = {}
+    ids = np.empty(len(uniq), np.int64)
+    for k, (o, sig, name) in enumerate(uniq.tolist()):
+        dims = _rows_as_m(sy[sig].rpartition("|dims=")[2]) if sig >= 0 else ""
+        text = f"{sy[o]} {dims}".strip() if o >= 0 else sy[name]
+        ids[k] = strings.setdefault(text, len(strings))
+    return ids[inverse.reshape(-1)], list(strings)
+
+
+def _rows_as_m(dims_text: str, operands: int = 2) -> str:
+    """`[[1024, 8192], [8192, 4096], [1024, 4096]]` -> `[M, 8192] [8192, 4096]`: the dims of the
+    op's first `operands` inputs (a GEMM's two; an `out=` tensor left out), the first input's row
+    count written M, so that a GEMM cut into row chunks keeps the shape of the whole
+    (metrics.md §9); a list of tensors is written `[N tensors]`."""
+    try:
+        inputs = json.loads(dims_text) if dims_text else []
+    except ValueError:
+        return dims_text
+    if not isinstance(inputs, list):
+        return dims_text
+    kept = [d for d in inputs if isinstance(d, list) and d][:operands]
+    out = []
+    for k, d in enumerate(kept):
+        if all(isinstance(x, int) for x in d):
+            out.append("[" + ", ".join("M" if k == 0 and i == 0 else str(x) for i, x in enumerate(d)) + "]")
+        else:
+            out.append(f"[{len(d)} tensors]")
+    return " ".join(out)
+
+
+def kernel_names(run: Run) -> dict[str, tuple[str, ...]]:
+    """Per shape label (`kernel_times(run, "shape")`'s keys): the kernel names that ran it, most
+    time first; once per distinct (shape, name) pair of each rank."""
+    time_of: dict[str, dict[str, int]] = {}
+    for rank in run.ranks:
+        g = rank.gpu
+        if len(g) == 0:
+            continue
+        shape_ids, shapes = _shapes(rank)
+        pairs = np.stack([shape_ids, g.name_id.astype(np.int64)], axis=1)
+        uniq, inverse = np.unique(pairs, axis=0, return_inverse=True)
+        dur = np.bincount(inverse.reshape(-1), weights=(g.end_ns - g.start_ns).astype(float), minlength=len(uniq))
+        for (shape, name), d in zip(uniq.tolist(), dur.tolist()):
+            names = time_of.setdefault(shapes[shape], {})
+            names[rank.symbols[name]] = names.get(rank.symbols[name], 0) + d
+    return {k: tuple(sorted(v, key=lambda n: -v[n])) for k, v in time_of.items()}
+
+
 def kernel_times(run: Run, by: str = "name") -> tuple[KernelTime, ...]:
     """GPU time per rank and step of every kernel name (`by="name"`), kernel signature
-    (`"signature"`: name|grid|block|input dims) or collective shape (`"collective"`), most first."""
-    if by not in ("name", "signature", "collective"):
-        raise ValueError(f"by must be name, signature or collective, not {by!r}")
+    (`"signature"`: name|grid|block|input dims), kernel shape (`"shape"`: launching op and its
+    input dims, whatever the kernel's name) or collective shape (`"collective"`), most first."""
+    if by not in ("name", "signature", "shape", "collective"):
+        raise ValueError(f"by must be name, signature, shape or collective, not {by!r}")
     steps = sorted({int(s) for r in run.ranks for s in r.steps.step.tolist()})
     n_rank_steps = sum(len(r.steps) for r in run.ranks)
     if not steps or n_rank_steps == 0:
@@ -94,7 +161,8 @@ def kernel_times(run: Run, by: str = "name") -> tuple[KernelTime, ...]:
         global_step = np.array([step_pos[int(s)] for s in rank.steps.step.tolist()], dtype=np.int64)
         ranks_per_step[global_step] += 1
         parts.append((np.asarray(labels, dtype=object), group, global_step[step_idx[keep]], dur_ns[keep]))
-    all_labels = np.unique(np.concatenate([p[0] for p in parts]).astype(str))
+    # object arrays: a fixed-width str array pads every label to the longest (a 64 MiB name, GiBs)
+    all_labels = np.array(sorted({str(lab) for p in parts for lab in p[0].tolist()}), dtype=object)
     if len(all_labels) == 0:
         return ()
     total_ns = np.zeros((len(all_labels), len(steps)))
@@ -102,7 +170,7 @@ def kernel_times(run: Run, by: str = "name") -> tuple[KernelTime, ...]:
     for labels, group, gstep, dur in parts:
         if len(group) == 0:
             continue
-        row = np.searchsorted(all_labels, labels.astype(str))[group]
+        row = np.searchsorted(all_labels, np.array([str(lab) for lab in labels.tolist()], dtype=object))[group]
         np.add.at(total_ns, (row, gstep), dur)
         np.add.at(count, row, 1)
     by_step_us = total_ns / np.maximum(ranks_per_step, 1) / NS_PER_US

@@ -5,13 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 from tpscope.errors import UserError
+from tpscope.outputs import check_out_file, write_text
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_dir", nargs="?", help="run folder or trace file (default: the bundled sample run)")
+    p.add_argument("run_dir", nargs="?", help="run folder, trace file, or a folder of runs (one subfolder each, "
+                                              "as with tensorboard_trace_handler) (default: the bundled sample run)")
     p.add_argument("--json", action="store_true",
                    help="print the JSON document (fields: docs/metrics.md) instead of tables")
     p.add_argument("--reference", metavar="RUN_DIR", help="an unfused run: isolated kernel baselines and Flux E")
@@ -43,12 +46,17 @@ def analyze_folder(run_dir: Path | str, reference: Path | None, workers: int | N
     from tpscope.trace import load_run
 
     def compute():
-        if sys.stderr.isatty():
-            print(f"tpscope: reading {run_dir} ...", file=sys.stderr, flush=True)
-        run = load_run(run_dir, workers=workers, engine=engine, address=address,
-                       progress=_progress if engine == "ray" else None)
-        ref = load_run(reference, workers=workers) if reference is not None else None
-        return analyze_run(run, reference=ref, align=align, include_first_step=include_first_step)
+        from tpscope.progress import working
+
+        if engine == "ray":  # the map's own progress: N/M ranks read
+            run = load_run(run_dir, workers=workers, engine=engine, address=address, progress=_progress)
+        else:
+            with working(f"tpscope: reading {run_dir}"):
+                run = load_run(run_dir, workers=workers)
+        with working(f"tpscope: reading {reference}") if reference is not None else nullcontext():
+            ref = load_run(reference, workers=workers) if reference is not None else None
+        with working(f"tpscope: analyzing {run_dir}"):
+            return analyze_run(run, reference=ref, align=align, include_first_step=include_first_step)
 
     if not use_cache or isinstance(run_dir, str):  # a URL: no folder fingerprint to key the cache
         return compute()
@@ -75,28 +83,64 @@ def _progress(done: int, total: int) -> None:
 def main(args: argparse.Namespace) -> int:
     from tpscope.samples import default_run
 
+    if args.workers is not None and args.workers < 1:
+        raise UserError(f"--workers must be >= 1, not {args.workers}")
     if args.out and not args.json:
         raise UserError("--out writes the JSON document: add --json")
     out = Path(args.out) if args.out else None
-    if out is not None and out.exists() and not args.overwrite:
-        raise UserError(f"{out}: already exists; pass --overwrite to replace it")
+    if out is not None:
+        check_out_file(out, args.overwrite)
     if args.address and args.engine != "ray":
         raise UserError("--address names a Ray cluster: add --engine ray")
-    run_dir = Path(args.run_dir) if args.run_dir and "://" not in args.run_dir else (args.run_dir or default_run())
+    if args.run_dir and "://" in args.run_dir:  # an fsspec URL: one run, no cache
+        run_dir = args.run_dir
+    else:
+        run_dir = Path(args.run_dir) if args.run_dir else default_run()
     reference = Path(args.reference) if args.reference else None
+    from tpscope.trace import find_runs
+
+    runs = find_runs(run_dir) if isinstance(run_dir, Path) and run_dir.is_dir() else []
+    if len(runs) > 1 or (runs and runs[0] != run_dir):  # a folder of runs, one subfolder each
+        return _many(run_dir, runs, reference, args, out)
     analysis = analyze_folder(run_dir, reference, args.workers, use_cache=not args.no_cache, align=args.align,
                               include_first_step=args.include_first_step, engine=args.engine,
                               address=args.address)
     if args.json:
         from tpscope.metrics import as_json
 
-        text = json.dumps(as_json(analysis), indent=1) + "\n"
-        if out is not None:
-            out.write_text(text)
-        else:
-            sys.stdout.write(text)
+        _write(json.dumps(as_json(analysis), indent=1) + "\n", out)
     else:
         from tpscope.report import terminal
 
         print(terminal.render(analysis))
+        print()
+        print(terminal.next_steps(str(run_dir)))
+    return 0
+
+
+def _write(text: str, out: Path | None) -> None:
+    if out is not None:
+        write_text(out, text)
+    else:
+        sys.stdout.write(text)
+
+
+def _many(root: Path, runs: list[Path], reference: Path | None, args: argparse.Namespace, out: Path | None) -> int:
+    """A folder of runs (a TensorBoard log directory): each run analyzed, then one line per run."""
+    analyses = [analyze_folder(r, reference, args.workers, use_cache=not args.no_cache, align=args.align,
+                               include_first_step=args.include_first_step) for r in runs]
+    if args.json:
+        from tpscope.metrics import as_json
+
+        doc = {"runs": {r.name: as_json(a) for r, a in zip(runs, analyses)}}
+        _write(json.dumps(doc, indent=1) + "\n", out)
+        return 0
+    from tpscope.report import terminal
+
+    for a in analyses:
+        print(terminal.render(a))
+        print()
+    print(terminal.runs_table(root, [r.name for r in runs], analyses))
+    print()
+    print(terminal.next_steps(str(root), many=True))
     return 0

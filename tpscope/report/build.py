@@ -3,7 +3,7 @@ format (Markdown, JSON, JUnit, HTML) renders. Pure: metrics' results in, report 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -25,6 +25,8 @@ from tpscope.report.compare import (
     median_difference_ci,
     verdict,
 )
+from tpscope.report.kernel_families import by_family, names_differ
+from tpscope.report.loss_check import LossCheck, loss_check, with_loss
 from tpscope.report.metric_defs import METRICS
 from tpscope.report.step_samples import RunSamples, run_samples
 
@@ -47,6 +49,7 @@ class RunInfo:
     config: tuple[tuple[str, str], ...]  # (manifest key, value as text) for CONFIG_KEYS it has
     warnings: tuple[str, ...]
     nccl_env: tuple[tuple[str, str], ...] = ()  # the manifest's NCCL settings, logging left out
+    cpu_run: bool = False  # analyzed from its CPU side (metrics.md §1, "CPU runs")
 
     @property
     def title(self) -> str:
@@ -79,6 +82,7 @@ class KernelDelta:
     candidate_us: float
     delta_us: float
     significant: bool | None  # the bootstrap interval of the per-step difference excludes 0
+    kernels: str = ""  # the kernel names of a shape, baseline -> candidate where they differ
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +124,7 @@ class Report:
     flux_overlap_efficiency: float | None = None  # candidate against the baseline (metrics.md §9)
     attained_saving: float | None = None
     contention: tuple[ContendedKernel, ...] = ()  # the candidate's compute slowed most beside comm (§8)
+    loss: LossCheck | None = None  # the loss curves (None: the candidate records no losses)
 
     @property
     def exit_code(self) -> int:
@@ -131,7 +136,7 @@ def run_info(analysis: RunAnalysis, samples: RunSamples) -> RunInfo:
     config = tuple((k, _text(m[k])) for k in CONFIG_KEYS if k in m and m[k] is not None)
     env = tuple((k, str(v)) for k, v in transport_settings(m.get("nccl_env") or {}).items())
     return RunInfo(analysis.run_dir, tuple(analysis.ranks), samples.steps, analysis.manifest is not None,
-                   config, tuple(analysis.warnings), env)
+                   config, tuple(analysis.warnings), env, analysis.cpu_run)
 
 
 def _text(value) -> str:
@@ -147,9 +152,16 @@ def summarize_metric(metric: str, samples: RunSamples) -> MetricSummary:
     return MetricSummary(metric, float(np.median(v)), float(v.min()), float(v.max()), len(v))
 
 
+def _names(names: tuple[str, ...], most: int = 2, width: int = 60) -> str:
+    """The first `most` names, each cut at `width` characters, and how many more."""
+    cut = [n if len(n) <= width else n[: width - 1] + "…" for n in names[:most]]
+    return ", ".join(cut) + (f" (+{len(names) - most})" if len(names) > most else "")
+
+
 def kernel_deltas(baseline: tuple[KernelTime, ...], candidate: tuple[KernelTime, ...],
-                  top_n: int = TOP_N) -> tuple[KernelDelta, ...]:
-    """The kernels (or collective shapes) whose time per step grew most; absent ones count 0 µs."""
+                  top_n: int = TOP_N, names: tuple[dict, dict] = ({}, {})) -> tuple[KernelDelta, ...]:
+    """The kernels (or kernel shapes, metrics.md §9) whose time per step grew most; absent ones
+    count 0 µs. `names`: per key, the kernel names of the baseline and of the candidate."""
     b = {(k.activity_class, k.key): k for k in baseline}
     c = {(k.activity_class, k.key): k for k in candidate}
     out = []
@@ -164,13 +176,17 @@ def kernel_deltas(baseline: tuple[KernelTime, ...], candidate: tuple[KernelTime,
         if min(len(sb), len(sc)) >= MIN_SAMPLES:
             low, high = median_difference_ci(sb, sc)
             significant = low > 0 or high < 0
-        out.append(KernelDelta(key[1], key[0], bu, cu, cu - bu, significant))
+        nb, nc = _names(names[0].get(key[1], ())), _names(names[1].get(key[1], ()))
+        out.append(KernelDelta(key[1], key[0], bu, cu, cu - bu, significant,
+                               nc if nb in ("", nc) else f"{nb or '-'} → {nc or '-'}"))
     return tuple(sorted(out, key=lambda d: (-d.delta_us, d.key))[:top_n])
 
 
-def kernel_totals(kernels: tuple[KernelTime, ...], top_n: int = TOP_N) -> tuple[KernelDelta, ...]:
+def kernel_totals(kernels: tuple[KernelTime, ...], top_n: int = TOP_N,
+                  names: dict | None = None) -> tuple[KernelDelta, ...]:
     """A run alone: its kernels by time per step (as deltas from nothing)."""
-    return tuple(KernelDelta(k.key, k.activity_class, 0.0, k.us_per_step, k.us_per_step, None)
+    return tuple(KernelDelta(k.key, k.activity_class, 0.0, k.us_per_step, k.us_per_step, None,
+                             _names((names or {}).get(k.key, ())))
                  for k in kernels[:top_n])
 
 
@@ -211,39 +227,53 @@ class RunResults:
     """What the metrics stage gives a report about one run."""
 
     analysis: RunAnalysis
-    kernels: tuple[KernelTime, ...]  # kernel_times(run, "name")
+    kernels: tuple[KernelTime, ...]  # kernel_times(run, "shape") (or "name")
     collective_kernels: tuple[KernelTime, ...] = ()  # by_collective(kernel_times(run, "collective"))
+    kernel_names: dict = field(default_factory=dict)  # per kernels' key: kernel names (kernel_stats.kernel_names)
 
 
-def build_report(candidate: RunResults, fail_on: FailOn, baseline: RunResults | None = None) -> Report:
-    """Compare `candidate` with `baseline` (or describe it alone)."""
+def build_report(candidate: RunResults, fail_on: FailOn, baseline: RunResults | None = None,
+                 loss_rtol: float | None = None) -> Report:
+    """Compare `candidate` with `baseline` (or describe it alone). `loss_rtol`: the loss curves'
+    tolerance (None: by dtype; negative: not compared; tpscope.report.loss_check)."""
+    losses = loss_check(baseline.analysis.manifest if baseline else None, candidate.analysis.manifest, loss_rtol)
     cs = run_samples(candidate.analysis)
     cinfo = run_info(candidate.analysis, cs)
     summaries = tuple(summarize_metric(m.name, cs) for m in METRICS
                       if len(cs.get(m.name)) or fail_on.get(m.name) or fail_on.bound(m.name))
     c_coll = collective_stats(candidate.analysis, candidate.collective_kernels)
     if baseline is None:
-        return Report(cinfo, None, fail_on, (), summaries, None, kernel_totals(candidate.kernels),
+        return Report(cinfo, None, fail_on, (), summaries, None,
+                      kernel_totals(candidate.kernels, names=candidate.kernel_names),
                       collective_deltas((), c_coll), (),
                       ((), tuple(cs.get("step_time_us").tolist())), (breakdown(cs),),
-                      contention=contended_kernels(candidate.analysis))
+                      contention=contended_kernels(candidate.analysis), loss=losses)
     bs = run_samples(baseline.analysis)
     binfo = run_info(baseline.analysis, bs)
     comparisons = compare_runs(bs, cs, fail_on)
     b_an, c_an = baseline.analysis, candidate.analysis
     changes = config_changes(binfo, cinfo)
     flux = saving = None
+    kb, kc = baseline.kernels, candidate.kernels
+    kernel_names = (baseline.kernel_names, candidate.kernel_names)
+    if names_differ(kb, kc):  # metrics.md §9: another vendor's kernels, compared by family
+        kb, kc, kernel_names = by_family(kb), by_family(kc), ({}, {})
     if all(k in FUSION_KEYS or k.startswith(RECORDED_PREFIXES) for k, _, _ in changes):  # §9: one experiment
-        flux, saving = flux_compare(run_times(c_an.critical_path, c_an.steps),
-                                    run_times(b_an.critical_path, b_an.steps))
+        flux, saving = flux_compare(run_times(*_steady(c_an)), run_times(*_steady(b_an)))
     return Report(
         candidate=cinfo, baseline=binfo, fail_on=fail_on, comparisons=comparisons,
-        summaries=summaries, verdict=verdict(comparisons),
-        kernels=kernel_deltas(baseline.kernels, candidate.kernels),
+        summaries=summaries, verdict=with_loss(verdict(comparisons), losses),
+        kernels=kernel_deltas(kb, kc, names=kernel_names),
         collectives=collective_deltas(collective_stats(b_an, baseline.collective_kernels), c_coll),
         config_changes=changes,
         step_times_us=(tuple(bs.get("step_time_us").tolist()), tuple(cs.get("step_time_us").tolist())),
         breakdown_us=(breakdown(bs), breakdown(cs)),
         flux_overlap_efficiency=flux, attained_saving=saving,
-        contention=contended_kernels(c_an),
+        contention=contended_kernels(c_an), loss=losses,
     )
+
+
+def _steady(analysis) -> tuple[list, list]:
+    """The critical paths and per-rank steps of a run without its first profiled step (metrics.md §3)."""
+    return ([p for p in analysis.critical_path if not p.first_step],
+            [s for s in analysis.steps if not s.first_step])

@@ -24,6 +24,7 @@ class CollectiveStat:
     wait_us: float | None
     busbw_gbps: float | None  # median over instances
     exposed_by_step: tuple[float, ...]
+    group: str = ""  # the process group (metrics.md §5), "inferred", or "" when unmatched
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,10 +36,21 @@ class CollectiveDelta:
     candidate: CollectiveStat | None
     delta_exposed_us: float | None
     significant: bool | None
+    group: str = ""
+
+    @property
+    def label(self) -> str:
+        """The collective's name, with its process group when known."""
+        return f"{self.collective} ({self.group})" if self.group else self.collective
 
 
 def _field(items: list, name: str) -> np.ndarray:
     return np.array([np.nan if getattr(i, name) is None else getattr(i, name) for i in items], dtype=float)
+
+
+def _group(c) -> str:
+    """A collective's process group (metrics.md §5), or "inferred"."""
+    return "inferred" if c.inferred else c.group
 
 
 def collective_stats(analysis: RunAnalysis, fallback: tuple[KernelTime, ...] = ()) -> tuple[CollectiveStat, ...]:
@@ -47,7 +59,7 @@ def collective_stats(analysis: RunAnalysis, fallback: tuple[KernelTime, ...] = (
     if not items:
         return tuple(CollectiveStat(k.key, k.detail or "", None, k.us_per_step, None, None, ())
                      for k in fallback)
-    names = np.array([i.collective for i in items], dtype=object)
+    names = np.array([f"{i.collective}\x00{_group(i)}" for i in items], dtype=object)
     steps = np.array([i.step for i in items], dtype=np.int64)
     nbytes = _field(items, "bytes")
     exposed, transfer, wait, busbw = (_field(items, f) for f in ("exposed_us", "transfer_us", "wait_us",
@@ -62,18 +74,19 @@ def collective_stats(analysis: RunAnalysis, fallback: tuple[KernelTime, ...] = (
         messages = " + ".join(f"{c / n_steps:g} x {size_text(int(b)) if np.isfinite(b) else '?'}"
                               for b, c in zip(sizes[::-1], counts[::-1]))
         bw = busbw[m][np.isfinite(busbw[m])]
-        out.append(CollectiveStat(name, messages, float(exposed[m].sum() / n_steps),
+        collective, group = name.split("\x00")
+        out.append(CollectiveStat(collective, messages, float(exposed[m].sum() / n_steps),
                                   float(transfer[m].sum() / n_steps), float(wait[m].sum() / n_steps),
                                   float(np.median(bw)) if len(bw) else None,
-                                  tuple(float(v) for v in by_step)))
+                                  tuple(float(v) for v in by_step), group))
     return tuple(sorted(out, key=lambda s: (-(s.exposed_us or 0.0), s.collective)))
 
 
 def collective_deltas(baseline: tuple[CollectiveStat, ...],
                       candidate: tuple[CollectiveStat, ...]) -> tuple[CollectiveDelta, ...]:
     """Every collective name of either run, the one whose exposed time grew most first."""
-    b = {s.collective: s for s in baseline}
-    c = {s.collective: s for s in candidate}
+    b = {(s.collective, s.group): s for s in baseline}
+    c = {(s.collective, s.group): s for s in candidate}
     out = []
     for name in sorted(b.keys() | c.keys()):
         sb, sc = b.get(name), c.get(name)
@@ -86,5 +99,5 @@ def collective_deltas(baseline: tuple[CollectiveStat, ...],
         if delta is not None and min(len(xb), len(xc)) >= MIN_SAMPLES:
             low, high = median_difference_ci(np.asarray(xb), np.asarray(xc))
             significant = low > 0 or high < 0
-        out.append(CollectiveDelta(name, sb, sc, delta, significant))
+        out.append(CollectiveDelta(name[0], sb, sc, delta, significant, name[1]))
     return tuple(sorted(out, key=lambda d: (-(d.delta_exposed_us or 0.0), d.collective)))

@@ -17,7 +17,14 @@ from enum import Enum
 import numpy as np
 
 from tpscope.errors import UserError
-from tpscope.report.metric_defs import METRICS, MetricDef, format_delta, format_value, metric_def
+from tpscope.report.metric_defs import (
+    METRICS,
+    MetricDef,
+    format_delta,
+    format_value,
+    metric_def,
+    number,
+)
 
 MIN_SAMPLES = 3
 CONFIDENCE = 0.95
@@ -324,7 +331,7 @@ def _delta_text(c: MetricComparison) -> str:
     if c.delta is None:
         return "?"
     if c.threshold is not None and c.threshold.relative and c.delta_ratio is not None:
-        return f"{c.delta_ratio * 100:+.1f}%"
+        return number(c.delta_ratio, "relative")
     return format_delta(c.delta, metric_def(c.metric).unit)
 
 

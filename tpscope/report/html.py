@@ -14,9 +14,11 @@ from tpscope.report.markdown import (
     contention_rows,
     interval_text,
     kernel_rows,
+    loss_lines,
     short_name,
 )
 from tpscope.report.metric_defs import format_value, metric_def
+from tpscope.text import printable
 
 STATUS_CLASS = {Status.REGRESSED: "bad", Status.WORSE: "warn", Status.IMPROVED: "good",
                 Status.UNCHANGED: "same", Status.UNKNOWN: "unknown"}
@@ -35,6 +37,7 @@ code{font-size:12px}.fig{height:380px}
 
 def _name_cell(name: str) -> str:
     """A kernel or collective name: shortened, the whole name on hover."""
+    name = printable(name)
     return f'<code title="{escape(name)}">{escape(short_name(name, 120))}</code>'
 
 
@@ -135,6 +138,10 @@ def render(report: Report) -> str:
         parts.append("<p><small>Medians over steps; the interval is a 95% bootstrap interval of the "
                      "difference of medians. A change whose interval holds 0 is inside the noise and never "
                      f"fails. Thresholds: <code>--fail-on {escape(report.fail_on.spec)}</code></small></p>")
+    if report.loss is not None:  # the loss curves (markdown.loss_lines says the same)
+        items = [line for line in loss_lines(report)[1:] if line and not line.startswith("###")]
+        parts.append("<h2>Loss</h2><ul>" + "".join(f"<li>{escape(i.lstrip('- ').replace('**', ''))}</li>"
+                                                   for i in items) + "</ul>")
     figs = [("step-time", step_time_figure(report)), ("breakdown", breakdown_figure(report))]
     if report.kernels:
         figs.append(("kernels", kernel_figure(report.kernels, alone)))

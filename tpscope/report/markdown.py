@@ -5,7 +5,8 @@ from __future__ import annotations
 from tpscope.report.build import KernelDelta, Report, RunInfo
 from tpscope.report.collective_table import CollectiveDelta
 from tpscope.report.compare import MetricComparison, Status
-from tpscope.report.metric_defs import format_delta, format_value, metric_def
+from tpscope.report.metric_defs import format_delta, format_value, metric_def, number
+from tpscope.text import md_code, md_text, printable
 
 STATUS_MARK = {
     Status.REGRESSED: "❌ regressed",
@@ -18,8 +19,8 @@ NAME_CHARS = 90
 
 
 def cell(text: str) -> str:
-    """Text safe inside a Markdown table cell."""
-    return text.replace("|", "\\|").replace("\n", " ")
+    """Text safe inside a Markdown table cell (no control characters, no unescaped pipe)."""
+    return printable(text.replace("\n", " ")).replace("|", "\\|")
 
 
 def short_name(name: str, limit: int = NAME_CHARS) -> str:
@@ -38,7 +39,7 @@ def change_text(c: MetricComparison) -> str:
     unit = metric_def(c.metric).unit
     text = format_delta(c.delta, unit)
     if c.delta_ratio is not None and unit != "ratio":
-        text += f" ({c.delta_ratio * 100:+.1f}%)"
+        text += f" ({number(c.delta_ratio, 'relative')})"
     return text
 
 
@@ -74,7 +75,7 @@ SIGNIFICANCE = {True: "yes", False: "no (noise)", None: "n/a"}
 
 
 def _us(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.1f}"
+    return number(value, "us", with_unit=False)
 
 
 def _pair(b: float | None, c: float | None, fmt=_us) -> str:
@@ -84,11 +85,11 @@ def _pair(b: float | None, c: float | None, fmt=_us) -> str:
 def kernel_rows(deltas: tuple[KernelDelta, ...], alone: bool) -> tuple[list[str], list[list[str]]]:
     """Headers and plain-text rows of the kernel table (first column: the kernel name)."""
     if alone:
-        return (["kernel", "class", "µs per rank and step"],
-                [[d.key, d.activity_class, _us(d.candidate_us)] for d in deltas])
-    return (["kernel", "class", "baseline µs", "candidate µs", "change µs", "outside noise"],
-            [[d.key, d.activity_class, _us(d.baseline_us), _us(d.candidate_us), f"{d.delta_us:+,.1f}",
-              SIGNIFICANCE[d.significant]] for d in deltas])
+        return (["kernel shape", "class", "µs per rank and step", "kernels"],
+                [[d.key, d.activity_class, _us(d.candidate_us), d.kernels] for d in deltas])
+    return (["kernel shape", "class", "baseline µs", "candidate µs", "change µs", "outside noise", "kernels"],
+            [[d.key, d.activity_class, _us(d.baseline_us), _us(d.candidate_us), number(d.delta_us, "us", signed=True, with_unit=False),
+              SIGNIFICANCE[d.significant], d.kernels] for d in deltas])
 
 
 def collective_rows(deltas: tuple[CollectiveDelta, ...], alone: bool) -> tuple[list[str], list[list[str]]]:
@@ -97,17 +98,17 @@ def collective_rows(deltas: tuple[CollectiveDelta, ...], alone: bool) -> tuple[l
         return getattr(s, name) if s is not None else None
 
     def gbps(v):
-        return "-" if v is None else f"{v:,.1f}"
+        return number(v, "gbps")
 
     if alone:
         return (["collective", "messages per step", "exposed µs", "transfer µs", "wait µs", "busbw GB/s"],
-                [[d.collective, d.candidate.messages, _us(d.candidate.exposed_us), _us(d.candidate.transfer_us),
+                [[d.label, d.candidate.messages, _us(d.candidate.exposed_us), _us(d.candidate.transfer_us),
                   _us(d.candidate.wait_us), gbps(d.candidate.busbw_gbps)] for d in deltas])
     headers = ["collective", "messages per step", "exposed µs", "change", "outside noise", "transfer µs",
                "wait µs", "busbw GB/s"]
-    rows = [[d.collective, f"{get(d.baseline, 'messages') or '-'} → {get(d.candidate, 'messages') or '-'}",
+    rows = [[d.label, f"{get(d.baseline, 'messages') or '-'} → {get(d.candidate, 'messages') or '-'}",
              _pair(get(d.baseline, "exposed_us"), get(d.candidate, "exposed_us")),
-             "-" if d.delta_exposed_us is None else f"{d.delta_exposed_us:+,.1f}", SIGNIFICANCE[d.significant],
+             number(d.delta_exposed_us, "us", signed=True, with_unit=False), SIGNIFICANCE[d.significant],
              _pair(get(d.baseline, "transfer_us"), get(d.candidate, "transfer_us")),
              _pair(get(d.baseline, "wait_us"), get(d.candidate, "wait_us")),
              _pair(get(d.baseline, "busbw_gbps"), get(d.candidate, "busbw_gbps"), gbps)] for d in deltas]
@@ -132,15 +133,17 @@ def contention_rows(report: Report) -> tuple[list[str], list[list[str]]]:
 def name_table(headers: list[str], rows: list[list[str]], empty: str, limit: int = NAME_CHARS) -> str:
     if not rows:
         return empty
-    rows = [[f"`{short_name(r[0], limit)}`", *r[1:]] for r in rows]
-    return table(headers, rows, "l" + "".join("l" if h in ("class", "outside noise", "messages per step")
+    kernels = headers.index("kernels") if "kernels" in headers else -1  # names from traces: inert text
+    rows = [[md_code(short_name(r[0], limit)), *(md_text(c) if k + 1 == kernels else c for k, c in enumerate(r[1:]))]
+            for r in rows]
+    return table(headers, rows, "l" + "".join("l" if h in ("class", "outside noise", "messages per step", "kernels")
                                               else "r" for h in headers[1:]))
 
 
 def run_line(role: str, info: RunInfo) -> str:
     title = f" ({info.title})" if info.title != info.run_dir else ""
-    manifest = "" if info.has_manifest else ", no manifest"
-    return (f"- {role}: `{info.run_dir}`{title}: ranks {list(info.ranks)}, "
+    manifest = ("" if info.has_manifest else ", no manifest") + (", CPU run (gloo, aten ops)" if info.cpu_run else "")
+    return (f"- {role}: {md_code(info.run_dir)}{md_text(title)}: ranks {list(info.ranks)}, "
             f"{len(info.steps)} profiled step{'' if len(info.steps) == 1 else 's'}{manifest}")
 
 
@@ -148,11 +151,30 @@ def _ratio(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+def loss_lines(report: Report) -> list[str]:
+    """The loss curves: each run's trend, the comparison, a warning when the candidate's loss did
+    not fall (tpscope.report.loss_check)."""
+    check = report.loss
+    if check is None:
+        return []
+    lines = ["", "### Loss"]
+    if check.diverged:
+        lines += ["", f"**Warning: the {'run' if report.baseline is None else 'candidate'}'s loss did not fall** "
+                      "(it diverged, or trained too few steps to tell)."]
+    lines += [""]
+    if report.baseline is not None:
+        lines += [f"- baseline: {check.trend_text(check.baseline_trend)}"]
+    lines += [f"- {'run' if report.baseline is None else 'candidate'}: {check.trend_text(check.candidate_trend)}"]
+    if check.line:
+        lines += [f"- {'❌ ' if check.failed else ''}{check.line}"]
+    return lines
+
+
 def render(report: Report) -> str:
     """The whole Markdown document."""
     alone = report.baseline is None
     if alone:
-        head = [f"## tpscope report: {report.candidate.title}",
+        head = [f"## tpscope report: {md_text(report.candidate.title)}",
                 "",
                 "**Report of one run: no baseline given, so no verdict.**",
                 "",
@@ -181,7 +203,10 @@ def render(report: Report) -> str:
                  "Medians over steps. The interval is a 95% bootstrap interval of the difference of "
                  "medians; a change whose interval holds 0 is inside the step-to-step noise and never "
                  f"fails. Thresholds: `--fail-on {report.fail_on.spec}`."]
-    body = ["", f"### Kernels {'by GPU time' if alone else 'that regressed most'} (µs per rank and step)", "",
+    body = [*loss_lines(report),
+            "", f"### Kernels {'by GPU time' if alone else 'that regressed most'}, by shape (µs per rank and step)", "",
+            "A kernel's shape is the op that launched it and that op's input dims, so that a renamed "
+            "variant doing the same work is compared with what it replaced (metrics.md §9).", "",
             name_table(*kernel_rows(report.kernels, alone),
                        "No kernel took longer per step in the candidate." if not alone else "No kernels."),
             "", f"### Collectives {'by exposed time' if alone else 'whose exposed time grew most'} "
@@ -201,5 +226,5 @@ def render(report: Report) -> str:
     warnings = [*(report.baseline.warnings if report.baseline else ()), *report.candidate.warnings]
     if warnings:
         body += ["", "<details><summary>Warnings from the trace loader</summary>", ""]
-        body += [f"- {cell(w)}" for w in warnings] + ["", "</details>"]
+        body += [f"- {cell(md_text(w))}" for w in warnings] + ["", "</details>"]
     return "\n".join(head + body) + "\n"

@@ -25,6 +25,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="thresholds, e.g. step_time=+3%%,exposed_comm_ratio=+0.02,tokens_per_s=-3%%,"
                         "peak_memory=+5%% (these are the defaults; METRIC=off drops one), and bounds on "
                         "the candidate, e.g. peak_memory<=75GiB,tokens_per_s>=50000")
+    p.add_argument("--loss-rtol", metavar="RTOL", dest="loss_rtol",
+                   help="largest relative difference of a step's loss from the baseline's before the "
+                        "candidate fails, when both trained the same model (default: 1e-5 float32, "
+                        "2e-2 bfloat16; off: do not compare)")
+
+
+def parse_loss_rtol(text: str | None) -> float | None:
+    """`--loss-rtol`: None (by dtype), -1 for `off`, or a finite number >= 0."""
+    from tpscope.errors import UserError
+
+    if text is None:
+        return None
+    if text.strip().lower() == "off":
+        return -1.0
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (value >= 0 and value != float("inf")):
+        raise UserError(f"--loss-rtol: {text!r} is not a number >= 0 (e.g. 1e-5) or off")
+    return value
 
 
 def parse_formats(text: str | None, has_out: bool) -> list[str]:
@@ -45,10 +66,10 @@ def parse_formats(text: str | None, has_out: bool) -> list[str]:
 def output_paths(out: str, formats: list[str], overwrite: bool) -> dict[str, Path]:
     """Where each format goes; refuses to replace an existing report unless `overwrite`."""
     from tpscope.errors import UserError
+    from tpscope.outputs import check_out_folder
 
     folder = Path(out)
-    if folder.exists() and not folder.is_dir():
-        raise UserError(f"--out {folder}: exists and is not a folder")
+    check_out_folder(folder)
     paths = {f: folder / FORMATS[f] for f in formats}
     existing = [str(p) for p in paths.values() if p.exists()]
     if existing and not overwrite:
@@ -82,15 +103,18 @@ def main(args: argparse.Namespace) -> int:
 
     formats = parse_formats(args.format, bool(args.out))
     fail_on = parse_fail_on(args.fail_on)
+    loss_rtol = parse_loss_rtol(getattr(args, "loss_rtol", None))
     paths = output_paths(args.out, formats, args.overwrite) if args.out else {}
-    report = build(args.candidate, args.baseline, fail_on)
+    report = build(args.candidate, args.baseline, fail_on, loss_rtol)
     check_comparable(report)
     if not paths:
         sys.stdout.write(render(report, formats[0]))
         return report.exit_code
-    next(iter(paths.values())).parent.mkdir(parents=True, exist_ok=True)
+    from tpscope.outputs import make_folder, write_text
+
+    make_folder(next(iter(paths.values())).parent)
     for fmt, path in paths.items():
-        path.write_text(render(report, fmt), encoding="utf-8")
+        write_text(path, render(report, fmt))
     line = report.verdict.line if report.verdict else "report of one run (no baseline): no verdict"
     print(line)
     print("wrote " + ", ".join(str(p) for p in paths.values()))
@@ -109,18 +133,29 @@ def check_comparable(report) -> None:
         raise UserError(f"{run}: no GPU activity in any step window, so no step time to compare")
 
 
-def build(candidate: str | None, baseline: str | None, fail_on):
+def build(candidate: str | None, baseline: str | None, fail_on, loss_rtol: float | None = None):
     """Load, analyze and compare (trace -> metrics -> report)."""
     from tpscope.metrics import analyze_run
-    from tpscope.metrics.kernel_stats import by_collective, kernel_times
+    from tpscope.metrics.kernel_stats import by_collective, kernel_names, kernel_times
     from tpscope.report.build import RunResults, build_report
     from tpscope.samples import default_run
     from tpscope.trace import load_run
 
     def results(path) -> RunResults:
-        run = load_run(path)
-        return RunResults(analyze_run(run), kernel_times(run, "name"),
-                          by_collective(kernel_times(run, "collective")))
+        from tpscope.progress import working
+
+        with working(f"tpscope: reading {path}"):
+            run = load_run(path)
+        with working(f"tpscope: analyzing {path}"):
+            return RunResults(analyze_run(run), kernel_times(run, "shape"),  # metrics.md §9: renames compare
+                              by_collective(kernel_times(run, "collective")), kernel_names(run))
 
     cand = results(candidate or default_run())
-    return build_report(cand, fail_on, results(baseline) if baseline is not None else None)
+    base = results(baseline) if baseline is not None else None
+    if base is not None and base.analysis.cpu_run != cand.analysis.cpu_run:
+        from tpscope.errors import UserError
+
+        cpu, gpu = (base, cand) if base.analysis.cpu_run else (cand, base)
+        raise UserError(f"{cpu.analysis.run_dir} is a CPU run and {gpu.analysis.run_dir} a GPU run: "
+                        "compare runs of one kind")
+    return build_report(cand, fail_on, base, loss_rtol)

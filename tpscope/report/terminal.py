@@ -2,33 +2,39 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 
 from tpscope.metrics import RunAnalysis
+from tpscope.report.metric_defs import number
+from tpscope.text import printable
 
 
 def fmt(value: float | None, kind: str = "us") -> str:
-    """A number for a table: µs with one decimal, ratios as percentages, None as '-'."""
-    if value is None:
-        return "-"
-    if kind == "pct":
-        return f"{100 * value:.1f}%"
-    if kind == "x":
-        return f"{value:.3f}"
-    return f"{value:,.1f}"
+    """A number for a table (metric_defs.number): µs without the unit (the column says it), ratios
+    as percentages ("pct"), factors ("x"), None as '-'."""
+    return number(value, {"pct": "ratio"}.get(kind, kind), with_unit=False)
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str = "") -> str:
-    """A right-aligned text table (first column left-aligned)."""
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str = "",
+          left: Sequence[int] = (0,)) -> str:
+    """A text table drawn by rich: columns in `left` left-aligned, the others right-aligned. Cells
+    are plain text (no rich markup) and printable: names from traces send no escape sequence to
+    the terminal."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
 
-    def line(cells: Sequence[str]) -> str:
-        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
-
-    out = [title] if title else []
-    out += [line(headers), line(["-" * w for w in widths])]
-    out += [line(r) for r in rows]
-    return "\n".join(out)
+    t = Table(title=Text(printable(title)) if title else None, title_justify="left", title_style="",
+              header_style="", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+    for i, h in enumerate(headers):
+        t.add_column(Text(h), justify="left" if i in left else "right", no_wrap=True)
+    for r in rows:
+        t.add_row(*(Text(printable(c)) for c in r))
+    console = Console(file=io.StringIO(), width=100_000, color_system=None, highlight=False, emoji=False)
+    console.print(t)
+    return "\n".join(line.rstrip() for line in console.file.getvalue().splitlines()).strip("\n")
 
 
 def step_table(analysis: RunAnalysis) -> str:
@@ -68,14 +74,20 @@ def critical_path_table(analysis: RunAnalysis) -> str:
 def collectives_table(analysis: RunAnalysis, top: int = 8) -> str:
     """The collective instances that expose the most time, with their wait and transfer (§5)."""
     worst = sorted(analysis.collectives, key=lambda c: c.exposed_us, reverse=True)[:top]
-    headers = ["step/key", "MiB", "ranks", "exposed_us", "wait_us", "skew_us", "transfer_us", "busbw_GB/s"]
+    headers = ["step/key", "group", "MiB", "ranks", "exposed_us", "wait_us", "skew_us", "transfer_us", "busbw_GB/s"]
     rows = [
-        [f"{c.step}/{c.key}", fmt(c.bytes / 2**20) if c.bytes is not None else "-", ",".join(map(str, c.ranks)),
+        [f"{c.step}/{c.key}", _group_text(c), fmt(c.bytes / 2**20) if c.bytes is not None else "-",
+         ",".join(map(str, c.ranks)),
          fmt(c.exposed_us), fmt(c.wait_us), fmt(c.skew_us), fmt(c.transfer_us), fmt(c.busbw_gbps)]
         for c in worst
     ]
     title = f"Collectives exposing the most time ({len(worst)} of {len(analysis.collectives)} matched; §5)"
     return table(headers, rows, title)
+
+
+def _group_text(c) -> str:
+    """The process group of a collective row ("inferred" when matched by order alone, metrics.md §5)."""
+    return "inferred" if c.inferred else _shorten(c.group, 32) or "-"
 
 
 def _shorten(text: str, width: int) -> str:
@@ -125,8 +137,11 @@ def summary_table(analysis: RunAnalysis) -> str:
 def render(analysis: RunAnalysis, extra_sections: Sequence[str] = ()) -> str:
     """The whole terminal report."""
     rules = sorted(set(analysis.step_rule.values()))
-    parts = [f"run: {analysis.run_dir}   ranks: {analysis.ranks}   steps from: {', '.join(rules) or '-'} "
-             f"(metrics.md §3)", step_table(analysis)]
+    head = f"run: {analysis.run_dir}   ranks: {analysis.ranks}   steps from: {', '.join(rules) or '-'} (metrics.md §3)"
+    if analysis.cpu_run:
+        head += ("\nCPU run: no GPU activity, so gloo collectives are the communication, aten ops the "
+                 "compute, each CPU thread a lane (metrics.md §1)")
+    parts = [head, step_table(analysis)]
     if any(s.first_step for s in analysis.steps):
         parts[-1] += ("\n* the first profiled step: shown, left out of the summary"
                       + (" (included: --include-first-step)" if analysis.first_step_included else ""))
@@ -138,9 +153,38 @@ def render(analysis: RunAnalysis, extra_sections: Sequence[str] = ()) -> str:
             c.slowdown is not None for c in analysis.comm_contention):
         parts.append(contention_table(analysis))
     if any(analysis.clock_offsets_us.values()):
-        parts.append("clock offsets (us, metrics.md §6): "
-                     + ", ".join(f"rank {r}: {fmt(o)}" for r, o in analysis.clock_offsets_us.items()))
+        residual = getattr(analysis, "clock_residual_us", {}) or {}
+
+        def offset(r, o):
+            res = residual.get(r)
+            return f"rank {r}: {fmt(o)}" + (f" ± {fmt(res)}" if res is not None else "")
+        parts.append("clock offsets (us, ± the residual, metrics.md §6): "
+                     + ", ".join(offset(r, o) for r, o in analysis.clock_offsets_us.items()))
     parts += [*extra_sections, summary_table(analysis)]
     if analysis.warnings:
         parts.append("warnings:\n" + "\n".join(f"  - {w}" for w in analysis.warnings))
-    return "\n\n".join(parts)
+    return printable("\n\n".join(parts), keep_newlines=True)
+
+
+def runs_table(root, names: Sequence[str], analyses: Sequence[RunAnalysis]) -> str:
+    """One line per run of a folder of runs (metrics.md §4, "Summary over a run")."""
+    rows = [[name, ",".join(map(str, a.ranks)), str(len({s.step for s in a.steps})), fmt(a.summary.step_time_us),
+             fmt(a.summary.exposed_comm_ratio, "pct"), fmt(a.summary.overlap_ratio, "pct"),
+             fmt(a.summary.critical_path_exposed_comm_ratio, "pct"), "CPU" if a.cpu_run else "GPU"]
+            for name, a in zip(names, analyses)]
+    headers = ["run", "ranks", "steps", "step_us", "exposed", "overlap", "cp_exposed", "device"]
+    return table(headers, rows, f"Runs in {root}")
+
+
+def next_steps(run_dir: str, many: bool = False) -> str:
+    """What to run after `tpscope analyze RUN_DIR`."""
+    if many:
+        rows = [[f"tpscope dash {run_dir}", "every run of the folder in the dashboard"],
+                [f"tpscope report {run_dir}/CANDIDATE --baseline {run_dir}/BASELINE", "compare two of them"]]
+        return table(["next", "does"], rows, left=(0, 1))
+    rows = [
+        [f"tpscope dash {run_dir}", "explore it: timeline, critical path, collectives"],
+        [f"tpscope analyze {run_dir} --reference UNFUSED_RUN", "isolated kernel baselines and Flux overlap efficiency"],
+        [f"tpscope report {run_dir} --baseline OTHER_RUN", "did a change help? a verdict for CI"],
+    ]
+    return table(["next", "does"], rows, left=(0, 1))

@@ -7,16 +7,26 @@ External id), classes, collective metadata, kernel signatures and step windows.
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
+import msgspec
 import numpy as np
 
-from tpscope.trace.classify import ActivityClass, classify
+from tpscope.trace.classify import ActivityClass, ActivityKind, classify
 from tpscope.trace.columns import MISSING, SymbolTable, lookup
+from tpscope.trace.cpu_activities import cpu_activities, has_cpu_activity
 from tpscope.trace.extract import COLLECTIVE_COLUMNS, RawColumns
 from tpscope.trace.schema import TraceFile
 from tpscope.trace.steps import launch_steps, step_windows
-from tpscope.trace.tables import CpuCalls, GpuActivities, Ranges, RankTrace, StreamWaits
+from tpscope.trace.tables import (
+    CPU_LANE_DEVICE,
+    CpuCalls,
+    GpuActivities,
+    Ranges,
+    RankTrace,
+    StreamWaits,
+)
 
 _DROPPED_WHAT = {"gpu": "GPU activities", "launch": "launch calls", "cpu_op": "CPU ops", "cpu_range": "CPU annotations",
                  "gpu_range": "GPU annotations", "sync": "cuda_sync events"}
@@ -57,7 +67,13 @@ def assemble(path: Path, trace: TraceFile, raw: RawColumns, rank: int, warnings:
     """The `RankTrace` of one file from its raw columns and its header."""
     symbols = SymbolTable.from_symbols(raw.symbols)
     lanes = _Lanes()
-    gpu = _gpu_table(raw, symbols, lanes)
+    overlong = _drop_overlong(raw)
+    di = trace.distributedInfo
+    cpu_run = len(raw.groups["gpu"]["start_ns"]) == 0 and has_cpu_activity(raw)
+    if cpu_run:  # metrics.md §1, "CPU runs"
+        gpu = _cpu_table(raw, symbols, lanes, _only_group_size(di))
+    else:
+        gpu = _gpu_table(raw, symbols, lanes)
     annotations = _ranges(raw, lanes)
     waits = _waits(raw, lanes)
     launch_step = launch_steps(gpu.launch_start_ns, annotations, symbols.symbols)
@@ -68,7 +84,9 @@ def assemble(path: Path, trace: TraceFile, raw: RawColumns, rank: int, warnings:
     for group, count in raw.dropped.items():
         what = _DROPPED_WHAT.get(group, group)
         notes.append(f"{path}: {count} {what} without a usable ts/dur (missing, NaN or negative) were dropped")
-    di = trace.distributedInfo
+    if overlong:
+        notes.append(f"{path}: {overlong} GPU activities lasting longer than the whole trace (a wrapped-around "
+                     "duration) were dropped (metrics.md §1)")
     return RankTrace(
         rank=rank,
         path=path,
@@ -84,7 +102,72 @@ def assemble(path: Path, trace: TraceFile, raw: RawColumns, rank: int, warnings:
         runtime=_calls(raw.groups["launch"]),
         warnings=tuple(notes),
         info=info,
+        cpu_run=cpu_run,
     )
+
+
+def _only_group_size(di) -> int | None:
+    """The size of the trace's process group when it has one (the world), else None."""
+    if di is None or not isinstance(di.world_size, int):
+        return None
+    try:
+        groups = json.loads(bytes(di.pg_config)) if len(di.pg_config) else []
+    except ValueError:
+        groups = []
+    return di.world_size if not isinstance(groups, list) or len(groups) <= 1 else None
+
+
+def _cpu_table(raw: RawColumns, symbols: SymbolTable, lanes: _Lanes, group_size: int | None) -> GpuActivities:
+    """The activity table of a CPU run (trace.cpu_activities): each activity is issued at its own
+    start, on its own thread, with no launch call to wait for (metrics.md §1, §7)."""
+    c = cpu_activities(raw, symbols, group_size)
+    n = len(c)
+    missing = np.full(n, MISSING, np.int64)
+    return GpuActivities(
+        start_ns=c.start_ns,
+        end_ns=c.end_ns,
+        name_id=c.name_id,
+        kind=np.full(n, ActivityKind.KERNEL, np.int8),
+        cls=c.cls,
+        lane=lanes.add(np.full(n, CPU_LANE_DEVICE, np.int64), c.tid),
+        correlation=missing,
+        launch_start_ns=c.start_ns,
+        launch_end_ns=missing.copy(),  # no launch call: a CPU op's readiness is its thread's and its peers
+        launch_tid=c.tid,
+        step=missing.copy(),
+        external_id=c.external_id,
+        signature_id=_cpu_signatures(symbols, c.name_id, c.dims_id),
+        coll_name_id=c.coll_name_id,
+        pg_name_id=c.pg_name_id,
+        seq=missing.copy(),
+        in_nelems=c.in_nelems,
+        out_nelems=c.out_nelems,
+        dtype_id=c.dtype_id,
+        group_size=c.group_size,
+        pg_ranks_id=np.full(n, MISSING, np.int32),  # gloo's collectives name no group ranks
+        pg_desc_id=np.full(n, MISSING, np.int32),
+        peer=missing.copy(),
+        p2p_id=np.full(n, MISSING, np.int32),
+    )
+
+
+OVERLONG_MIN_NS = 10 * 10**9  # a trace of a few events still keeps a kernel of up to 10 s
+
+
+def _drop_overlong(raw: RawColumns) -> int:
+    """metrics.md §1: drop the GPU activities that end later after the trace's last start than the
+    whole trace lasts (the extent of every event's start, at least 10 s): a wrapped-around duration. Returns the count."""
+    starts = [c["start_ns"] for c in raw.groups.values() if len(c.get("start_ns", ())) > 0]
+    g = raw.groups["gpu"]
+    if not starts or len(g["start_ns"]) == 0:
+        return 0
+    first = min(int(s.min()) for s in starts)
+    last = max(int(s.max()) for s in starts)
+    keep = g["end_ns"] <= last + max(last - first, OVERLONG_MIN_NS)
+    if keep.all():
+        return 0
+    raw.groups["gpu"] = {k: v[keep] for k, v in g.items()}
+    return int((~keep).sum())
 
 
 def _gpu_table(raw: RawColumns, symbols: SymbolTable, lanes: _Lanes) -> GpuActivities:
@@ -106,6 +189,7 @@ def _gpu_table(raw: RawColumns, symbols: SymbolTable, lanes: _Lanes) -> GpuActiv
     not_comm = cls != ActivityClass.COMM
     for f in COLLECTIVE_COLUMNS:
         coll[f] = np.where(not_comm, MISSING, coll[f])
+    p2p_id = _p2p_join(symbols, g["name_id"], ~not_comm, launch_tid, launch_start, coll, ops)
     dims = lookup(ops["external_id"], ops["dims_id"], ext)
     table = GpuActivities(
         start_ns=g["start_ns"],
@@ -122,8 +206,68 @@ def _gpu_table(raw: RawColumns, symbols: SymbolTable, lanes: _Lanes) -> GpuActiv
         external_id=ext,
         signature_id=_signatures(symbols, g["name_id"], g["grid"], g["block"], dims),
         **{f: coll[f].astype(np.int32 if f.endswith("_id") else np.int64) for f in COLLECTIVE_COLUMNS},
+        p2p_id=p2p_id,
     )
     return table.take(np.argsort(table.start_ns, kind="stable"))
+
+
+def _p2p_join(symbols: SymbolTable, name_id: np.ndarray, comm: np.ndarray, launch_tid: np.ndarray,
+              launch_start: np.ndarray, coll: dict[str, np.ndarray], ops: dict[str, np.ndarray]) -> np.ndarray:
+    """metrics.md §5 "Point-to-point": the `send`/`recv` CPU ops each point-to-point kernel carries.
+
+    A send/recv op belongs to the first p2p kernel (`SendRecv` in its name, or described as a send
+    or recv) launched on its thread at or after the op's start: the kernel an op launches itself, or
+    the one kernel that `batch_isend_irecv` launches after its ops. Per kernel, the global peers as
+    "s<peer> r<peer> ..." (sorted); the kernel takes the ops' group, dtype and, as `In msg nelems`,
+    the elements it sends. `coll` is updated in place.
+    """
+    out = np.full(len(name_id), MISSING, np.int32)
+    sym = symbols.symbols
+    is_p2p_name = {i: s in ("send", "recv") for i, s in enumerate(sym) if s in ("send", "recv")}
+    op_coll = ops["coll_name_id"]
+    op_rows = np.flatnonzero(np.isin(op_coll, list(is_p2p_name)) & (ops["peer"] != MISSING))
+    if len(op_rows) == 0 or not comm.any():
+        return out
+    named = np.isin(coll["coll_name_id"], list(is_p2p_name))
+    uniq, inverse = np.unique(name_id, return_inverse=True)
+    sendrecv = np.array(["sendrecv" in sym[u].lower() for u in uniq.tolist()], bool)[inverse.ravel()]
+    kern = np.flatnonzero(comm & (sendrecv | named) & (launch_start != MISSING))
+    owner = np.full(len(op_rows), -1, np.int64)
+    for tid in np.unique(ops["tid"][op_rows]).tolist():  # one pass per CPU thread
+        k = kern[launch_tid[kern] == tid]
+        k = k[np.argsort(launch_start[k], kind="stable")]
+        on = np.flatnonzero(ops["tid"][op_rows] == tid)
+        at = np.searchsorted(launch_start[k], ops["start_ns"][op_rows[on]], side="left")
+        ok = at < len(k)
+        owner[on[ok]] = k[at[ok]]
+    keep = owner >= 0
+    op_rows, owner = op_rows[keep], owner[keep]
+    if len(op_rows) == 0:
+        return out
+    ranks_of = {}
+    for r in np.unique(ops["pg_ranks_id"][op_rows]).tolist():
+        text = sym[r] if r >= 0 else ""
+        ranks_of[r] = [int(x) for x in text.split(",")] if text else None
+    send_id = symbols.id("send")
+    tokens: dict[int, list[str]] = {}
+    sent: dict[int, int] = {}
+    for row, k in zip(op_rows.tolist(), owner.tolist()):  # one per send/recv op
+        local = int(ops["peer"][row])
+        members = ranks_of[int(ops["pg_ranks_id"][row])]
+        peer = members[local] if members is not None and 0 <= local < len(members) else local
+        is_send = int(op_coll[row]) == send_id
+        tokens.setdefault(k, []).append(f"{'s' if is_send else 'r'}{peer}")
+        if is_send:
+            sent[k] = sent.get(k, 0) + max(int(ops["in_nelems"][row]), 0)
+        if coll["pg_name_id"][k] == MISSING or not named[k]:
+            for f in ("pg_name_id", "pg_ranks_id", "pg_desc_id", "dtype_id", "group_size"):
+                coll[f][k] = ops[f][row]
+    for k, toks in tokens.items():
+        kinds = {t[0] for t in toks}
+        coll["coll_name_id"][k] = symbols.id("send" if kinds == {"s"} else "recv" if kinds == {"r"} else "send_recv")
+        coll["in_nelems"][k] = sent.get(k, 0)
+        out[k] = symbols.id(" ".join(sorted(set(toks))))
+    return out
 
 
 def _signatures(symbols: SymbolTable, name_id, grid, block, dims_id) -> np.ndarray:
@@ -138,6 +282,16 @@ def _signatures(symbols: SymbolTable, name_id, grid, block, dims_id) -> np.ndarr
         f"{sym[r[0]]}|grid={list(r[1:4])}|block={list(r[4:7])}|dims={sym[r[7]] if r[7] >= 0 else ''}"
         for r in uniq.tolist()
     ]
+    return symbols.ids(strings)[inverse.ravel()]
+
+
+def _cpu_signatures(symbols: SymbolTable, name_id, dims_id) -> np.ndarray:
+    """CPU ops' signature ids (metrics.md §8): "name|dims=input dims", once per distinct pair."""
+    if len(name_id) == 0:
+        return np.zeros(0, np.int32)
+    uniq, inverse = np.unique(np.column_stack([name_id, dims_id]).astype(np.int64), axis=0, return_inverse=True)
+    sym = symbols.symbols
+    strings = [f"{sym[a]}|dims={sym[b] if b >= 0 else ''}" for a, b in uniq.tolist()]
     return symbols.ids(strings)[inverse.ravel()]
 
 
@@ -182,11 +336,34 @@ def _waits(raw: RawColumns, lanes: _Lanes) -> StreamWaits:
     )
 
 
+def _process_groups(raw: msgspec.Raw) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """`distributedInfo.pg_config` as {pg_name: (pg_desc, ranks)}; entries it cannot read are left out."""
+    if not raw:
+        return {}
+    try:
+        config = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return {}
+    items = config.values() if isinstance(config, dict) else config if isinstance(config, list) else []
+    out = {}
+    for pg in items:
+        listed = pg.get("ranks") if isinstance(pg, dict) else None
+        if isinstance(listed, str):  # '[0, 1]' in some torch versions
+            listed = [int(x) for x in listed.strip("[] ").split(",") if x.strip().lstrip("-").isdigit()]
+        if isinstance(pg, dict) and "pg_name" in pg and isinstance(listed, list):
+            ranks = tuple(r for r in listed if isinstance(r, int))
+            out[str(pg["pg_name"])] = (str(pg.get("pg_desc", "")), ranks)
+    return out
+
+
 def _info(trace: TraceFile, raw: RawColumns) -> dict:
     info: dict = {}
     di = trace.distributedInfo
     if di is not None:
         info.update({k: v for k, v in (("backend", di.backend), ("nccl_version", di.nccl_version)) if v})
+    groups = _process_groups(di.pg_config) if di is not None else {}
+    if groups:
+        info["process_groups"] = groups
     if trace.hostname:
         info["hostname"] = trace.hostname
     elif raw.hostnames:

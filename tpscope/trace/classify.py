@@ -37,13 +37,17 @@ class Rule:
     """Names of activities of `kinds` that match any pattern belong to `cls`.
 
     Patterns are lower-case; `prefixes` match the start of the name (after a leading `void `),
-    `substrings` anywhere. A rule with neither matches every name of its kinds.
+    `substrings` anywhere. A rule with neither matches every name of its kinds. Communication
+    rules also name the `library` and the collective kind (`all_gather`, ..., `send_recv`; None
+    when the name does not say, e.g. a barrier or a generic kernel).
     """
 
     cls: ActivityClass
     kinds: tuple[ActivityKind, ...]
     prefixes: tuple[str, ...] = ()
     substrings: tuple[str, ...] = ()
+    library: str = ""
+    collective: str | None = None
 
     def matches(self, name_lower: str) -> bool:
         if not self.prefixes and not self.substrings:
@@ -52,19 +56,82 @@ class Rule:
         return bare.startswith(self.prefixes) or any(s in name_lower for s in self.substrings)
 
 
+_K = (ActivityKind.KERNEL,)
+
+
+def _nccl(substring: str, collective: str) -> Rule:
+    """An NCCL / RCCL kernel (`ncclDevKernel_*`, `ncclKernel_*`) whose name holds `substring`."""
+    return Rule(ActivityClass.COMM, _K, substrings=(f"nccldevkernel_{substring}", f"ncclkernel_{substring}"),
+                library="NCCL/RCCL", collective=collective)
+
+
+# metrics.md §2: the communication kernels, first match wins. Names are lower-case.
+COMM_KERNELS: tuple[Rule, ...] = (
+    _nccl("allgather", "all_gather"),
+    _nccl("reducescatter", "reduce_scatter"),
+    _nccl("allreduce", "all_reduce"),
+    _nccl("alltoall", "all_to_all"),
+    _nccl("sendrecv", "send_recv"),
+    _nccl("broadcast", "broadcast"),
+    _nccl("reduce", "reduce"),
+    Rule(ActivityClass.COMM, _K, prefixes=("nccl", "rccl"), library="NCCL/RCCL"),
+    Rule(ActivityClass.COMM, _K, substrings=("multimem_all_reduce", "one_shot_all_reduce", "two_shot_all_reduce"),
+         library="torch symmetric memory", collective="all_reduce"),
+    Rule(ActivityClass.COMM, _K, substrings=("multimem_all_gather",), library="torch symmetric memory",
+         collective="all_gather"),
+    Rule(ActivityClass.COMM, _K, substrings=("multimem_reduce_scatter", "two_shot_reduce_scatter"),
+         library="torch symmetric memory",
+         collective="reduce_scatter"),
+    Rule(ActivityClass.COMM, _K, substrings=("symmetric_memory", "multimem"), library="torch symmetric memory"),
+    Rule(ActivityClass.COMM, _K, substrings=("deep_ep::", "internode::", "intranode::", "internode_ll::"),
+         library="DeepEP", collective="all_to_all"),
+    Rule(ActivityClass.COMM, _K, substrings=("nvshmem",), library="NVSHMEM"),
+    Rule(ActivityClass.COMM, _K, substrings=("alltoall", "all_to_all"), library="all-to-all",
+         collective="all_to_all"),
+    Rule(ActivityClass.COMM, _K, substrings=("cross_device_reduce",), library="custom all-reduce",
+         collective="all_reduce"),
+    Rule(ActivityClass.COMM, _K, substrings=("userbuffers",), library="Transformer Engine userbuffers"),
+    Rule(ActivityClass.COMM, (ActivityKind.MEMCPY,), substrings=("ptop",), library="copy-engine peer copy"),
+)
+
 # metrics.md §2, first match wins.
 RULES: tuple[Rule, ...] = (
-    Rule(
-        ActivityClass.COMM,
-        (ActivityKind.KERNEL,),
-        prefixes=("nccl",),
-        substrings=("symmetric_memory", "userbuffers", "nvshmem", "cross_device_reduce", "multimem"),
-    ),
-    Rule(ActivityClass.COMM, (ActivityKind.MEMCPY,), substrings=("ptop",)),
-    Rule(ActivityClass.FILLER, (ActivityKind.KERNEL,), substrings=("spin_kernel",)),
+    *COMM_KERNELS,
+    Rule(ActivityClass.FILLER, _K, substrings=("spin_kernel",)),
     Rule(ActivityClass.MEMORY, (ActivityKind.MEMCPY, ActivityKind.MEMSET)),
-    Rule(ActivityClass.COMPUTE, (ActivityKind.KERNEL,)),
+    Rule(ActivityClass.COMPUTE, _K),
 )
+
+
+def comm_rule(name: str, kind: ActivityKind = ActivityKind.KERNEL) -> Rule | None:
+    """The COMM_KERNELS row of a communication activity's name (None if it is not one)."""
+    lower = name.lower()
+    for rule in COMM_KERNELS:
+        if kind in rule.kinds and rule.matches(lower):
+            return rule
+    return None
+
+
+# metrics.md §9 "Across vendors": the family of a kernel, to compare runs whose kernels have other
+# names (cuBLAS `nvjet_*` / `sm90_xmma_gemm_*` against hipBLASLt `Cijk_*`). First match wins, on
+# the lower-case name; communication kernels (COMM_KERNELS) are "communication" before these.
+KERNEL_FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("attention", ("flash", "attn", "fmha", "attention", "sdpa")),
+    ("GEMM", ("gemm", "cijk_", "nvjet", "xmma", "cutlass", "cublas", "matmul", "s16816", "wgmma", "hipblaslt")),
+    ("normalization/reduction", ("norm", "softmax", "reduce_kernel", "reduction")),
+    ("copy/index", ("copy", "cat", "index", "gather", "scatter", "fill")),
+    ("elementwise", ("elementwise", "functor", "unroll")),
+)
+
+
+def kernel_family(name: str, kind: ActivityKind = ActivityKind.KERNEL) -> str:
+    """metrics.md §9: communication, attention, GEMM, ... or "other" (memcpy/memset: "memory")."""
+    if comm_rule(name, kind) is not None:
+        return "communication"
+    if kind != ActivityKind.KERNEL:
+        return "memory"
+    lower = name.lower()
+    return next((family for family, subs in KERNEL_FAMILIES if any(s in lower for s in subs)), "other")
 
 
 # metrics.md §5: communication kernels that only synchronize ranks (they spin until the peers

@@ -62,8 +62,28 @@ def gunzip(path: object, raw: bytes) -> bytes:
         raise TraceError(path, f"broken gzip data (truncated or corrupt: {exc})") from None
 
 
+MAX_BASE_TIME_NS = 2**62  # year 2116 in ns since the epoch; past it, times leave int64 (metrics.md §1)
+
+
+def base_time_ns(path: Path, trace: TraceFile) -> int:
+    """The trace's `baseTimeNanoseconds` (0 when absent); one past int64's safe range is refused."""
+    base = trace.baseTimeNanoseconds
+    if base is None:
+        return 0
+    if not isinstance(base, int) or isinstance(base, bool) or not -MAX_BASE_TIME_NS <= base <= MAX_BASE_TIME_NS:
+        raise TraceError(path, f"baseTimeNanoseconds {str(base)[:30]} is out of range (|value| <= 2^62 ns)")
+    return base
+
+
 def decode_trace(path: Path, data: bytes | None = None) -> DecodedTrace:
     """Decode one trace file (plain or gzipped JSON) into typed events."""
+    try:
+        return _decode(path, data)
+    except RecursionError:  # msgspec and json give up on deep nesting; no trace nests that deep
+        raise TraceError(path, "JSON nested too deeply to be a Kineto trace") from None
+
+
+def _decode(path: Path, data: bytes | None) -> DecodedTrace:
     if data is None:
         data = read_bytes(path)
     if not data.strip():
@@ -85,7 +105,7 @@ def decode_trace(path: Path, data: bytes | None = None) -> DecodedTrace:
             pass
     if "UTF-8" in str(first_error):
         fixed = data.decode("utf-8", errors="replace").encode()
-        decoded = decode_trace(path, fixed)
+        decoded = _decode(path, fixed)
         note = f"{path}: invalid UTF-8 bytes replaced by U+FFFD"
         return DecodedTrace(decoded.trace, (note, *decoded.warnings))
     if b"NaN" in data or b"Infinity" in data:

@@ -36,8 +36,10 @@ GROUP_OF_CATEGORY: dict[str, str] = {
 }
 KIND_OF_CATEGORY = {**GPU_CATEGORIES, "memcpy": GPU_CATEGORIES["gpu_memcpy"], "memset": GPU_CATEGORIES["gpu_memset"]}
 # columns that hold ids into RawColumns.symbols (remapped by `merge`)
-SYMBOL_COLUMNS = frozenset({"name_id", "dims_id", "coll_name_id", "pg_name_id", "dtype_id"})
-COLLECTIVE_COLUMNS = ("coll_name_id", "pg_name_id", "seq", "in_nelems", "out_nelems", "dtype_id", "group_size")
+SYMBOL_COLUMNS = frozenset({"name_id", "dims_id", "types_id", "coll_name_id", "pg_name_id", "dtype_id", "pg_ranks_id",
+                            "pg_desc_id"})
+COLLECTIVE_COLUMNS = ("coll_name_id", "pg_name_id", "seq", "in_nelems", "out_nelems", "dtype_id", "group_size",
+                      "pg_ranks_id", "pg_desc_id", "peer")
 _EMPTY_ARGS = Args()
 _NAMED_LANE_BASE = 1 << 40  # lanes named by strings (old traces) get ids far from real streams
 
@@ -64,6 +66,15 @@ class RawColumns:
 def _values(items: list, attr: str) -> list:
     """`[getattr(x, attr) for x in items]`, in C (`map` with `attrgetter`)."""
     return list(map(attrgetter(attr), items))
+
+
+def tid_column(events: list[Event]) -> np.ndarray:
+    """The events' `tid` as int64: integers in C, string tids through `lane_number`."""
+    values = _values(events, "tid")
+    try:
+        return np.array([MISSING if v is None else v for v in values], dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        return int_column([lane_number(v) for v in values])
 
 
 def _args(events: list[Event]) -> list[Args]:
@@ -154,10 +165,22 @@ class _Extractor:
         out["coll_name_id"][rows] = sym.ids([a.collective for a in described])
         out["pg_name_id"][rows] = sym.ids([a.pg_name for a in described])
         out["dtype_id"][rows] = sym.ids([a.dtype for a in described])
+        out["pg_ranks_id"][rows] = sym.ids([ranks_text(a.pg_ranks) for a in described])
+        out["pg_desc_id"][rows] = sym.ids([a.pg_desc for a in described])
         for f, attr in (("seq", "seq"), ("in_nelems", "in_nelems"), ("out_nelems", "out_nelems"),
                         ("group_size", "group_size")):
             out[f][rows] = int_column([getattr(a, attr) for a in described])
+        out["peer"][rows] = int_column([a.dst_rank if a.dst_rank is not None else a.src_rank for a in described])
         return out
+
+
+def ranks_text(ranks: str | list | None) -> str | None:
+    """`Process Group Ranks` ('[0, 1]' or [0, 1]) as '0,1'; None when absent or empty ('[]' on `wait`)."""
+    if ranks is None:
+        return None
+    text = ranks if isinstance(ranks, str) else ",".join(str(r) for r in ranks)
+    text = text.strip("[] ").replace(" ", "")
+    return text or None
 
 
 def _launch_dims(values: list) -> np.ndarray:
@@ -199,7 +222,7 @@ def extract(events: list[Event], base_ns: int = 0) -> RawColumns:
     args = _args(launch)
     cols.update(
         name_id=x.names(launch),
-        tid=int_column([lane_number(e.tid) for e in launch]),
+        tid=tid_column(launch),
         correlation=int_column(_values(args, "correlation")),
         external_id=int_column(_values(args, "external_id")),
     )
@@ -211,7 +234,7 @@ def extract(events: list[Event], base_ns: int = 0) -> RawColumns:
     args = _args(ops)
     cols.update(
         name_id=x.names(ops),
-        tid=int_column([lane_number(e.tid) for e in ops]),
+        tid=tid_column(ops),
         external_id=int_column(_values(args, "external_id")),
         dims_id=x.symbols.ids([bytes(a.input_dims).decode("utf-8", "replace") for a in args]),
         **x.collectives(args),
@@ -223,6 +246,11 @@ def extract(events: list[Event], base_ns: int = 0) -> RawColumns:
         cols["name_id"] = x.names(evs)
         if group == "cpu_range":
             cols["tid"] = int_column([lane_number(e.tid) for e in evs])
+            # a CPU run's gloo collectives are CPU ranges: their tensor shapes and types give
+            # the collective's size (trace.cpu_activities)
+            args = _args(evs)
+            cols["dims_id"] = x.symbols.ids([bytes(a.input_dims).decode("utf-8", "replace") for a in args])
+            cols["types_id"] = x.symbols.ids([bytes(a.input_type).decode("utf-8", "replace") for a in args])
         else:
             cols.update(x.lanes(evs, _args(evs)))
         groups[group] = cols

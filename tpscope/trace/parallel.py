@@ -79,7 +79,7 @@ def header_of(buf: bytearray) -> TraceFile | None:
     text = before + (b"" if before.endswith((b"{", b",")) else b",") + after
     try:
         return TRACE_DECODER.decode(text)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):  # read in one piece, which says why
         return None
 
 
@@ -95,7 +95,7 @@ class DecodedParts:
 def _decode_part(part: memoryview) -> RawColumns | None:
     try:
         events = EVENTS_DECODER.decode(part)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return None
     return extract(events, 0)
 

@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from tpscope.errors import TraceError, UserError
 from tpscope.trace import parallel, stream
 from tpscope.trace.assemble import assemble
-from tpscope.trace.decode import decode_trace, gunzip, read_bytes
-from tpscope.trace.extract import extract
+from tpscope.trace.columns import MISSING
+from tpscope.trace.decode import base_time_ns, decode_trace, gunzip, read_bytes
+from tpscope.trace.extract import extract, merge
+from tpscope.trace.manifest import check_manifest
 from tpscope.trace.tables import RankTrace
 
 MANIFEST_NAME = "tpscope_run.json"
+_ID_COLUMNS = frozenset({"correlation", "external_id", "wait_on_event_corr"})  # join keys within one file
 TRACE_SUFFIXES = (".json", ".json.gz")
 
 
@@ -21,7 +27,7 @@ TRACE_SUFFIXES = (".json", ".json.gz")
 class Run:
     """Every rank of one run folder, ordered by rank."""
 
-    path: Path | str  # a str for an fsspec URL
+    path: Path | str  # a `Url` for object storage
     ranks: tuple[RankTrace, ...]
     manifest: dict | None
     warnings: tuple[str, ...]
@@ -43,14 +49,46 @@ def find_trace_files(path: Path) -> list[Path]:
         entries = sorted(path.iterdir())
     except OSError as exc:
         raise UserError(f"{path}: cannot be listed ({exc.strerror or exc})") from None
-    files = [
-        p
-        for p in entries
-        if p.name != MANIFEST_NAME and p.name.endswith(TRACE_SUFFIXES) and _is_regular_file(p)
-    ]
+    files = _trace_files(entries)
     if not files:
-        raise UserError(f"{path}: no trace files (*.json or *.json.gz from torch.profiler) in this folder")
+        runs = find_runs(path)
+        if runs:
+            names = ", ".join(r.name for r in runs[:4]) + (", ..." if len(runs) > 4 else "")
+            raise UserError(f"{path}: a folder of {len(runs)} runs ({names}), not one run: name one of them "
+                            "(analyze and dash open them all)")
+        manifest, _ = read_manifest(path)
+        stopped = (f"; its manifest says the run did not finish ({manifest.get('stopped') or 'no reason recorded'})"
+                   if manifest is not None and manifest.get("complete") is False else "")
+        raise UserError(f"{path}: no trace files (*.json or *.json.gz from torch.profiler) in this folder{stopped}")
     return files
+
+
+def _trace_files(entries: list[Path]) -> list[Path]:
+    return [p for p in entries
+            if p.name != MANIFEST_NAME and p.name.endswith(TRACE_SUFFIXES) and _is_regular_file(p)]
+
+
+def find_runs(path: str | Path) -> list[Path]:
+    """The run folders `path` stands for, sorted by name: itself when it holds trace files (or is
+    one), else its subfolders that do, one run each, as `tensorboard_trace_handler` users keep
+    them (one log directory, one subfolder per run). Empty when there is neither."""
+    path = Path(path)
+    if path.is_file():
+        return [path]
+    try:
+        entries = sorted(path.iterdir())
+    except OSError:
+        return []
+    if _trace_files(entries):
+        return [path]
+    runs = []
+    for sub in entries:
+        try:
+            if sub.is_dir() and not sub.name.startswith(".") and _trace_files(sorted(sub.iterdir())):
+                runs.append(sub)
+        except OSError:
+            continue
+    return runs
 
 
 def _is_regular_file(p: Path) -> bool:
@@ -66,11 +104,16 @@ def read_manifest(folder: Path) -> tuple[dict | None, list[str]]:
         return None, []
     try:
         manifest = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         return None, [f"{path}: manifest ignored ({exc})"]
     if not isinstance(manifest, dict):
         return None, [f"{path}: manifest ignored (not a JSON object)"]
-    return manifest, []
+    manifest, warnings = check_manifest(manifest, str(path))
+    if manifest.get("complete") is False:
+        why = manifest.get("stopped")
+        warnings.append(f"{path}: the run did not finish ({why if isinstance(why, str) else 'no reason recorded'}); "
+                        "its traces may miss steps")
+    return manifest, warnings
 
 
 def load_rank_file(path: Path | str, fallback_rank: int | None = None, workers: int = 1,
@@ -78,8 +121,45 @@ def load_rank_file(path: Path | str, fallback_rank: int | None = None, workers: 
     """Read one trace file. Without `distributedInfo.rank`, use `fallback_rank` (with a warning).
 
     With `workers > 1`, a big file is decoded in that many processes (`parallel.py`); otherwise in
-    one streaming pass whose memory is bounded by `chunk_bytes` of text (`stream.py`).
+    one streaming pass of `chunk_bytes` of text at a time (`stream.py`).
     """
+    trace, raw, warnings = _read_raw(path, workers, chunk_bytes)
+    return assemble(path, trace, raw, _rank_of(path, trace, fallback_rank, warnings), tuple(warnings))
+
+
+def load_rank_cycles(paths: list[Path]) -> RankTrace:
+    """One rank written in several files, one per profiling cycle (`schedule(repeat=N)`): their
+    events as one trace, so that the cycles' steps follow one another (metrics.md §3)."""
+    read = [_read_raw(p, 1) for p in paths]
+    warnings = [w for _, _, ws in read for w in ws]
+    trace = read[0][0]
+    rank = _rank_of(paths[0], trace, None, warnings)
+    raws = [raw for _, raw, _ in read]
+    offset = 0
+    for raw in raws:  # ids restart in each file: keep each cycle's launches joined to its own kernels
+        top = 0
+        for cols in raw.groups.values():
+            for name in _ID_COLUMNS.intersection(cols):
+                has = cols[name] != MISSING
+                cols[name] = np.where(has, cols[name] + offset, MISSING)
+                top = max(top, int(cols[name].max()) + 1 if has.any() else 0)
+        offset = max(offset, top)
+    return assemble(paths[0], trace, merge(raws), rank, tuple(warnings))
+
+
+def _rank_of(path: Path, trace, fallback_rank: int | None, warnings: list[str]) -> int:
+    di = trace.distributedInfo
+    rank = di.rank if di is not None and isinstance(di.rank, int) and di.rank >= 0 else None
+    if rank is None:
+        if fallback_rank is None:
+            fallback_rank = 0
+        warnings.append(f"{path}: no distributedInfo.rank; taken as rank {fallback_rank} from its place in the folder")
+        rank = fallback_rank
+    return rank
+
+
+def _read_raw(path: Path | str, workers: int, chunk_bytes: int = stream.CHUNK_BYTES):
+    """(header, raw columns with absolute times, warnings) of one trace file."""
     parts = data = None
     if workers > 1 and parallel.can_fork() and not is_url(path):
         data = read_bytes(path)
@@ -92,7 +172,7 @@ def load_rank_file(path: Path | str, fallback_rank: int | None = None, workers: 
         parts = _stream_file(path, chunk_bytes)
     if parts is not None:
         trace, raw, warnings = parts.header, parts.raw, []
-        raw.shift_times(int(trace.baseTimeNanoseconds or 0))
+        raw.shift_times(base_time_ns(path, trace))
     else:  # an unusual layout, odd field types or a damaged file: one piece, precise errors
         if data is None:
             data = _read_url(path) if is_url(path) else read_bytes(path)
@@ -101,16 +181,19 @@ def load_rank_file(path: Path | str, fallback_rank: int | None = None, workers: 
         trace, warnings = decoded.trace, list(decoded.warnings)
         if not trace.traceEvents:
             raise TraceError(path, "no trace events (empty traceEvents)")
-        raw = extract(trace.traceEvents, int(trace.baseTimeNanoseconds or 0))
+        raw = extract(trace.traceEvents, base_time_ns(path, trace))
         trace.traceEvents = []
-    di = trace.distributedInfo
-    rank = di.rank if di is not None and isinstance(di.rank, int) and di.rank >= 0 else None
-    if rank is None:
-        if fallback_rank is None:
-            fallback_rank = 0
-        warnings.append(f"{path}: no distributedInfo.rank; taken as rank {fallback_rank} from its place in the folder")
-        rank = fallback_rank
-    return assemble(path, trace, raw, rank, tuple(warnings))
+    return trace, raw, warnings
+
+
+class Url(str):
+    """An fsspec URL where a local `Path` would be: it prints as itself; `.name` is its last part."""
+
+    __slots__ = ()
+
+    @property
+    def name(self) -> str:
+        return self.rstrip("/").rsplit("/", 1)[-1]
 
 
 def _stream_file(path: Path | str, chunk_bytes: int):
@@ -148,7 +231,7 @@ def find_url_files(url: str) -> list[str]:
     try:
         fs, root = fsspec.core.url_to_fs(url)
         if fs.isfile(root):
-            return [url]
+            return [Url(url)]
         names = sorted(fs.ls(root, detail=False)) if fs.isdir(root) else None
     except ImportError as exc:  # the filesystem's own package (s3fs, gcsfs ...) is missing
         raise UserError(f"{url}: {exc}") from None
@@ -156,7 +239,7 @@ def find_url_files(url: str) -> list[str]:
         raise UserError(f"{url}: cannot be listed ({exc})") from None
     if names is None:
         raise UserError(f"{url}: no such file or folder")
-    files = [fs.unstrip_protocol(n) for n in names
+    files = [Url(fs.unstrip_protocol(n)) for n in names
              if n.rsplit("/", 1)[-1] != MANIFEST_NAME and n.endswith(TRACE_SUFFIXES) and fs.isfile(n)]
     if not files:
         raise UserError(f"{url}: no trace files (*.json or *.json.gz from torch.profiler) in this folder")
@@ -191,23 +274,22 @@ def load_run(path: str | Path, workers: int | None = None, engine: str = "local"
     """
     if engine not in ENGINES:
         raise UserError(f"--engine {engine}: unknown (choose from {', '.join(ENGINES)})")
-    url = is_url(path)
-    if not url:
-        path = Path(path)
-    files = find_url_files(str(path)) if url else find_trace_files(path)
+    path = Url(path) if is_url(path) else Path(path)
+    files = find_url_files(path) if isinstance(path, Url) else find_trace_files(path)
     workers = parallel.usable_cores() if workers is None else max(1, workers)
+    jobs = [(f, i, 1) for f, i in zip(files, _worker_positions(files))]
     if engine == "ray":
         from tpscope.trace.ray_engine import map_ray
 
-        results = map_ray(_load_one, [(f, i, 1) for i, f in enumerate(files)], address, progress)
+        results = map_ray(_load_one, jobs, address, progress)
     elif len(files) == 1:
         results = [_load_one((files[0], 0, workers))]
     else:
-        results = parallel.map_files(_load_one, [(f, i, 1) for i, f in enumerate(files)], workers)
+        results = parallel.map_files(_load_one, jobs, workers)
     return reduce_ranks(path, files, results)
 
 
-def reduce_ranks(path: str | Path, files: list, results: list) -> Run:
+def reduce_ranks(path: Path | Url, files: list, results: list) -> Run:
     """The `Run` from the map's results (a `RankTrace` or the `TraceError` of each file)."""
     warnings: list[str] = []
     ranks = [r for r in results if isinstance(r, RankTrace)]
@@ -218,35 +300,112 @@ def reduce_ranks(path: str | Path, files: list, results: list) -> Run:
         raise UserError(f"{path}: no readable trace among {len(files)} files (first: {refused[0]})")
     warnings.extend(f"skipped {r}" for r in refused)
     by_rank: dict[int, RankTrace] = {}
-    for r in ranks:
-        if r.rank in by_rank:
-            raise UserError(f"{by_rank[r.rank].path} and {r.path} both claim rank {r.rank}")
+    for r in _join_cycles(ranks):
         by_rank[r.rank] = r
         warnings.extend(r.warnings)
     ordered = tuple(by_rank[k] for k in sorted(by_rank))
-    if is_url(path):
+    if isinstance(path, Url):
         manifest, manifest_warnings = None, []
     else:
         manifest, manifest_warnings = read_manifest(path if path.is_dir() else path.parent)
     warnings.extend(manifest_warnings)
+    _refuse_mixed_runs(path, ordered)
     warnings.extend(_consistency_warnings(ordered))
     return Run(path=path, ranks=ordered, manifest=manifest, warnings=tuple(warnings))
+
+
+# metrics.md §1 "Combining ranks": the clocks of one job's hosts never disagree by this much, and a
+# profiler window lasts seconds; rank files this far apart come from different runs.
+MIXED_RUNS_GAP_NS = 600 * 10**9
+
+
+def _gpu_span(r: RankTrace) -> tuple[int, int] | None:
+    if len(r.gpu) == 0:
+        return None
+    return int(r.gpu.start_ns.min()), int(r.gpu.end_ns.max())
+
+
+def _refuse_mixed_runs(path: Path, ranks: tuple[RankTrace, ...]) -> None:
+    """One line and exit 2 when the folder holds rank files of different runs: ranks that disagree on
+    the world size, or whose traces lie more than MIXED_RUNS_GAP_NS apart."""
+    sizes = {}
+    for r in ranks:
+        if r.world_size is not None:
+            sizes.setdefault(r.world_size, r)
+    if len(sizes) > 1:
+        (a, ra), (b, rb) = sorted(sizes.items())[:2]
+        raise UserError(f"{path}: rank files of different runs: {ra.path.name} has world size {a}, "
+                        f"{rb.path.name} world size {b}")
+    spans = [(s, r) for r in ranks if (s := _gpu_span(r)) is not None]
+    if len(spans) < 2:
+        return
+    first = min(spans, key=lambda x: x[0][0])
+    last = max(spans, key=lambda x: x[0][0])
+    gap = last[0][0] - first[0][1]
+    if gap > MIXED_RUNS_GAP_NS:
+        raise UserError(f"{path}: rank files of different runs: {last[1].path.name} (rank {last[1].rank}) starts "
+                        f"{gap / 1e9:,.0f} s after {first[1].path.name} (rank {first[1].rank}) ends")
+
+
+_HANDLER_NAME = re.compile(r"^(.*)\.\d+\.pt\.trace\.json(\.gz)?$")  # WORKER.TIMESTAMP.pt.trace.json
+
+
+def _worker_positions(files: list[Path]) -> list[int]:
+    """Per file: the place of its worker among the folder's (tensorboard_trace_handler names files
+    WORKER.TIMESTAMP.pt.trace.json[.gz]; one worker's cycles share a place), the rank a file
+    without distributedInfo.rank is taken as."""
+    names = [m.group(1) if (m := _HANDLER_NAME.match(f.name)) else f.name for f in files]
+    order = {n: k for k, n in enumerate(dict.fromkeys(names))}
+    return [order[n] for n in names]
+
+
+def _span(r: RankTrace) -> tuple[int, int]:
+    """First start and last end of a rank's activity (its steps' windows when it has any)."""
+    if len(r.steps):
+        return int(r.steps.start_ns.min()), int(r.steps.end_ns.max())
+    if len(r.gpu):
+        return int(r.gpu.start_ns.min()), int(r.gpu.end_ns.max())
+    return 0, 0
+
+
+def _join_cycles(ranks: list[RankTrace]) -> list[RankTrace]:
+    """One trace per rank: files claiming the same rank whose steps do not overlap in time are
+    that rank's profiling cycles (`schedule(repeat=N)`), read again as one; files that overlap
+    are two runs in one folder, refused."""
+    groups: dict[int, list[RankTrace]] = {}
+    for r in ranks:
+        groups.setdefault(r.rank, []).append(r)
+    out = []
+    for rank, group in groups.items():
+        if len(group) == 1:
+            out.append(group[0])
+            continue
+        group.sort(key=_span)
+        for a, b in zip(group, group[1:]):
+            if _span(b)[0] < _span(a)[1] or _span(a) == (0, 0):
+                raise UserError(f"{a.path} and {b.path} both claim rank {rank} at the same time: "
+                                "two runs in one folder? Give each run its own folder")
+        out.append(load_rank_cycles([r.path for r in group]))
+    return out
 
 
 def _consistency_warnings(ranks: tuple[RankTrace, ...]) -> list[str]:
     out: list[str] = []
     sizes = {r.world_size for r in ranks if r.world_size is not None}
-    if len(sizes) > 1:
-        out.append(f"ranks disagree on the world size ({sorted(sizes)}): files from different runs?")
-    elif sizes:
-        (size,) = sizes
-        missing = sorted(set(range(size)) - {r.rank for r in ranks})
-        if missing and len(ranks) < size:
+    if sizes:
+        size = max(sizes)
+        present = {r.rank for r in ranks}
+        missing = sorted(set(range(size)) - present)
+        beyond = sorted(k for k in present if k >= size)
+        if beyond:
+            out.append(f"rank(s) {beyond} beyond the world size {size} (ranks are 0 to {size - 1}): "
+                       "a file from another run, or a wrong distributedInfo")
+        if missing:
             out.append(f"world size {size} but no trace for rank(s) {missing}")
     steps = {r.rank: tuple(r.steps.step.tolist()) for r in ranks}
     if len(set(steps.values())) > 1:
         out.append("ranks have different steps: " + "; ".join(f"rank {k}: {list(v)}" for k, v in steps.items()))
     for r in ranks:
-        if len(r.gpu) == 0:
+        if len(r.gpu) == 0 and not r.cpu_run:
             out.append(f"{r.path}: no GPU activity (kernels, memcpys, memsets); its metrics are empty")
     return out

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+CPU_LANE_DEVICE = -1  # the device of a CPU run's lanes, one per CPU thread (metrics.md §1)
+
 
 @dataclass(frozen=True, slots=True)
 class GpuActivities:
@@ -38,6 +40,10 @@ class GpuActivities:
     out_nelems: np.ndarray  # int64
     dtype_id: np.ndarray  # int32
     group_size: np.ndarray  # int64
+    pg_ranks_id: np.ndarray  # int32, "0,2,4" (global ranks of the group), -1 or "" when unknown
+    pg_desc_id: np.ndarray  # int32, `Process Group Description` (TP, DP ...)
+    peer: np.ndarray  # int64, the group-local peer of a send/recv (`Dst Rank` / `Src Rank`)
+    p2p_id: np.ndarray  # int32, "s1 r3": global peers this kernel sends to / receives from (§5), -1 if none
 
     def __len__(self) -> int:
         return len(self.start_ns)
@@ -129,7 +135,10 @@ class RankTrace:
     runtime: CpuCalls  # cuda_runtime / cuda_driver calls: launches, syncs, event records
     warnings: tuple[str, ...] = ()
     info: dict = field(default_factory=dict)  # nccl_version, device_name, distributed backend ...
+    cpu_run: bool = False  # no GPU activity: `gpu` holds CPU threads' activities (metrics.md §1)
 
     def lane_label(self, lane: int) -> str:
         device, stream = self.lanes[lane]
+        if device == CPU_LANE_DEVICE:
+            return f"rank {self.rank} cpu thread {stream}"
         return f"rank {self.rank} gpu {device} stream {stream}"

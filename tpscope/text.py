@@ -1,0 +1,38 @@
+"""Text from traces made safe for where it is shown.
+
+Kernel names, file names and other strings from a trace are data: written raw to a terminal, an
+escape sequence in one retitles the window or clears the screen; in Markdown a backtick or a pipe
+breaks the table and `<...>` becomes HTML. Here they become visible, inert text.
+"""
+
+from __future__ import annotations
+
+import re
+
+# C0 controls (ESC, BEL, CR, backspace...), DEL and the C1 controls (CSI is U+009B): never shown raw
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_CONTROLS_BUT_NEWLINE = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")
+
+
+def _escape(m: re.Match) -> str:
+    return f"\\x{ord(m.group()):02x}"
+
+
+def printable(text: str, keep_newlines: bool = False) -> str:
+    """`text` with every control character written as `\\xNN` (a newline kept if asked)."""
+    return (_CONTROLS_BUT_NEWLINE if keep_newlines else _CONTROLS).sub(_escape, text)
+
+
+def md_code(text: str) -> str:
+    """A Markdown code span holding `text` literally, whatever backticks it contains."""
+    text = printable(text)
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def md_text(text: str) -> str:
+    """Plain Markdown text: controls written out, and `<`, `>`, `&`, backticks as entities so that
+    nothing in it becomes HTML or code."""
+    text = printable(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return text.replace("`", "&#96;")
