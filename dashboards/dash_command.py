@@ -46,6 +46,9 @@ def check_port_free(host: str, port: int) -> None:
 
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as s:
+        # as the server itself binds (werkzeug sets SO_REUSEADDR): a port whose last connections
+        # are in TIME_WAIT after Ctrl-C is free to listen on, one with a live listener is not
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError as exc:

@@ -77,6 +77,17 @@ def with_baseline(row: dict, summary: dict | None) -> dict:
             "attained_saving": summary.get("attained_saving")}
 
 
+PENDING = "reading…"
+"""The Overview's status of a run whose analysis has not arrived yet."""
+
+
+def pending_row(run_id: str) -> dict:
+    row: dict = {key: None for key, _ in OVERVIEW_COLUMNS}
+    row["run"] = run_id
+    row["status"] = PENDING
+    return row
+
+
 def error_row(run_id: str, message: str) -> dict:
     row: dict = {key: None for key, _ in OVERVIEW_COLUMNS}
     row["run"] = run_id
@@ -121,7 +132,67 @@ def contention_rows(analysis: Any) -> list[dict]:
     return rows
 
 
+def gemm_contention_rows(analysis: Any) -> list[dict]:
+    """Per GEMM shape with a baseline and GEMMs beside a transfer: alone, same-SM and overlapped
+    medians, the most taxed first (metrics.md §8)."""
+    return [plain(g) for g in getattr(analysis, "gemm_contention", None) or []
+            if g.baseline_us is not None and g.overlapped_median_us is not None]
+
+
+def gemm_budget_text(analysis: Any) -> str:
+    """The GEMM time budget per rank and step in one sentence (§8), '' without one."""
+    b = getattr(analysis, "gemm_budget", None)
+    if b is None or not b.overlapped_us:
+        return ""
+    band = f"±{b.noise_band * 100:.1f}%" if b.noise_band is not None else "unknown"
+    text = (f" GEMM time per rank and step: {b.gemm_us:,.0f} µs = {b.predicted_us:,.0f} alone + {b.tax_us:,.0f} "
+            f"tax ({b.sm_us:,.0f} fewer SMs, {b.interference_us:,.0f} interference, {b.unsplit_us:,.0f} not split) "
+            f"+ {b.uncovered_us:,.0f} without a baseline + {b.residual_us:,.0f} unexplained (noise band {band}).")
+    layers = getattr(analysis, "contention_by_layer", None) or []
+    if layers:
+        text += " Most taxed: " + ", ".join(f"{p.name} {p.tax_us:,.0f} µs" for p in layers[:3]) + "."
+    return text
+
+
 def comm_contention_rows(analysis: Any) -> list[dict]:
     """Per collective shape with both sides: transfer isolated versus beside compute (§8)."""
     return [plain(c) for c in getattr(analysis, "comm_contention", None) or []
             if c.isolated_transfer_us is not None and c.overlapped_transfer_us is not None]
+
+
+def step_summaries(doc: dict) -> list[dict]:
+    """Per step over its ranks: `time_us`, the slowest rank's step time (the step ends when its
+    last rank does), `exposed_ratio`, exposed communication over step time summed over the ranks
+    (metrics.md §4), and `slowest`, true for the step with the longest time."""
+    by_step: dict[int, list[dict]] = {}
+    for s in doc.get("steps") or []:
+        by_step.setdefault(int(s["step"]), []).append(s)
+    out = []
+    for step in sorted(by_step):
+        rows = by_step[step]
+        time_us = max(float(r.get("step_time_us") or 0.0) for r in rows)
+        total = sum(float(r.get("step_time_us") or 0.0) for r in rows)
+        exposed = sum(float(r.get("exposed_comm_us") or 0.0) for r in rows)
+        out.append({"step": step, "time_us": time_us, "exposed_ratio": exposed / total if total > 0 else None,
+                    "slowest": False})
+    if out:
+        max(out, key=lambda r: r["time_us"])["slowest"] = True
+    return out
+
+
+def step_label(summary: dict) -> str:
+    """The step picker's text: `step 3 · 1,968.3 µs · 57.4% exposed`, the slowest marked."""
+    exposed = summary["exposed_ratio"]
+    text = f"step {summary['step']} · {summary['time_us']:,.1f} µs · "
+    text += "exposed not available" if exposed is None else f"{exposed:.1%} exposed"
+    return text + (" · slowest" if summary["slowest"] else "")
+
+
+def comparable(mine: dict | None, base: dict | None, keys: tuple[str, ...]) -> str | None:
+    """Why two runs' manifests describe different experiments (`regime shm vs nvlink`), or None
+    when every key both manifests state is equal (metrics.md §9: same model shape and regime)."""
+    if not mine or not base:
+        return None
+    differ = [f"{k} {mine[k]} vs {base[k]}" for k in keys
+              if mine.get(k) is not None and base.get(k) is not None and mine[k] != base[k]]
+    return ", ".join(differ) or None

@@ -154,6 +154,42 @@ class RunStore:
                 log.exception("reading %s", entry.path)
             return UserError(error_line(exc, entry.path))
 
+    def ready(self, run_id: object) -> LoadedRun | Exception | None:
+        """The run if it has been read (or why it could not be), None while it is still unread:
+        never waits and never reads."""
+        entry = self.entry(run_id)
+        memo = self._memos.get(("run", entry.run_id, _version(entry.path)))
+        return None if memo is None else memo.value
+
+    def read_all_in_background(self) -> None:
+        """Read every served run, one after another, in a background thread (once per process), so
+        that the Overview can show each run as its analysis arrives."""
+        with self._lock:
+            if getattr(self, "_reader", None) is not None:
+                return
+            self._reader = threading.Thread(target=self._read_all, name="tpscope-read-runs", daemon=True)
+        self._reader.start()
+
+    def _read_all(self) -> None:
+        for e in self.entries:
+            try:
+                self.load(e.run_id)
+            except Exception:  # the error is memoized; the Overview shows its line
+                pass
+
+    def hta_cached(self, run_id: object) -> bool:
+        """Whether HTA's results for the run are at hand (in memory or on disk) without parsing."""
+        loaded = self.load(run_id)
+        memo = self._memos.get(("hta", *loaded.key))
+        if memo is not None and memo.value is not None:
+            return True
+        if self.cache is None:
+            return False
+        try:
+            return (self.cache.folder / f"hta-{self.cache.key('hta', loaded.entry.path)}.pkl").exists()
+        except OSError:
+            return False
+
     def suggested_baseline(self, run_id: object) -> str | None:
         """The unfused run of the same experiment among the served folders (manifest mode `none`,
         same EXPERIMENT_KEYS), the first by order given; None for an unfused run, a run without a
@@ -169,6 +205,15 @@ class RunStore:
             if other and other.get("mode") == "none" and all(other.get(k) == v for k, v in want.items()):
                 return e.run_id
         return None
+
+    def incomparable(self, run_id: object, baseline_id: object) -> str | None:
+        """Why `baseline_id` is no baseline for `run_id` (their manifests name different regimes,
+        models, ...: `regime nvlink vs shm`), or None. Reads manifests only."""
+        from tpscope.dashboards.results import comparable
+
+        mine, _ = read_manifest(self.entry(run_id).path)
+        base, _ = read_manifest(self.entry(baseline_id).path)
+        return comparable(mine, base, EXPERIMENT_KEYS)
 
     def compared(self, run_id: object, baseline_id: object) -> RunAnalysis:
         """The run analyzed against a baseline run (`reference`: isolated medians, Flux E)."""

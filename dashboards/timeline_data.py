@@ -1,16 +1,20 @@
 """The arrays a Timeline draws for one step: lanes, activities per class, labels (pure numpy).
 
 Times are µs relative to the step's earliest start over the chosen ranks, after each rank's
-clock offset (metrics.md §6) is removed. At most `max_activities` activities are kept (the
-longest); `TimelineData.capped` says when some were left out, so the page can say so.
+clock offset (metrics.md §6) is removed. Lanes are named by role (`stream 14 · NCCL · group 0`,
+tpscope.export.lanes). When the view holds more than `max_activities` activities, those narrower
+than one of AGG_BINS pixels are merged, per lane and class, into busy spans a pixel wide or more
+(`TimelineData.aggregated` counts them); wider ones are drawn as they are. Nothing is left out.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
+from tpscope.dashboards.hover import activity_info
 
+from tpscope.export.lanes import lane_names
 from tpscope.trace import ActivityClass, Run
 
 CLASS_NAMES = {
@@ -21,7 +25,9 @@ CLASS_NAMES = {
 }
 LABEL_PREFIX = "tpscope/"
 MAX_NAME_CHARS = 72
-DEFAULT_MAX_ACTIVITIES = 10_000  # more segments than a plot has pixels; zoom in for the rest
+DEFAULT_MAX_ACTIVITIES = 10_000  # above this, activities narrower than a pixel are merged
+AGG_BINS = 1600  # pixels across the plot the merging assumes (a wide screen's plot area)
+LAUNCH_LANE = -3  # Lane.lane of a rank's CPU launch-call row
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,9 +48,25 @@ class Segments:
     end_us: np.ndarray
     y: np.ndarray
     text: np.ndarray  # object: the name to show on hover
+    info: np.ndarray | None = None  # object: the hover's second line (hover.py), or None
 
     def __len__(self) -> int:
         return len(self.start_us)
+
+    def take(self, m) -> Segments:
+        return Segments(self.start_us[m], self.end_us[m], self.y[m], self.text[m],
+                        None if self.info is None else self.info[m])
+
+
+def concat_segments(parts: list[Segments]) -> Segments:
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return empty_segments()
+    info = None
+    if any(p.info is not None for p in parts):
+        info = np.concatenate([p.info if p.info is not None else np.full(len(p), "", dtype=object) for p in parts])
+    return Segments(*(np.concatenate([getattr(p, f) for p in parts]) for f in ("start_us", "end_us", "y", "text")),
+                    info)
 
 
 def empty_segments() -> Segments:
@@ -63,13 +85,16 @@ class TimelineData:
     lanes: list[Lane]
     activities: dict[str, Segments]  # by class name
     labels: Segments
-    total: int  # activities in the view before the cap
-    drawn: int
+    total: int  # activities in the view
+    drawn: int  # segments drawn: activities, plus merged spans when aggregated
     lane_of: dict[tuple[int, int], int] = field(default_factory=dict)  # (rank, lane) -> y
+    aggregated: int = 0  # activities narrower than a pixel merged into busy spans
+    launches: Segments | None = None  # CPU launch calls, on their rank's launch row
+    arrows: tuple[np.ndarray, np.ndarray] | None = None  # launch end -> activity start, NaN-separated
 
     @property
     def capped(self) -> bool:
-        return self.drawn < self.total
+        return self.aggregated > 0
 
 
 def short_names(symbols: tuple[str, ...]) -> np.ndarray:
@@ -146,8 +171,10 @@ def step_extent_ns(run: Run, step: int, ranks: list[int], offsets_ns: dict[int, 
 
 def timeline_data(run: Run, step: int, ranks: list[int], window_us: tuple[float, float] | None = None,
                   offsets_us: dict[int, float] | None = None,
-                  max_activities: int = DEFAULT_MAX_ACTIVITIES) -> TimelineData | None:
-    """The activities of `step` on `ranks`, optionally only those inside `window_us`."""
+                  max_activities: int = DEFAULT_MAX_ACTIVITIES, launches: bool = False) -> TimelineData | None:
+    """The activities of `step` on `ranks`, optionally only those inside `window_us`; with
+    `launches`, each rank's CPU launch calls on a row of their own and an arrow from each to the
+    activity it launched (when the view is not aggregated)."""
     offsets_ns = {int(k): int(round(v * 1000)) for k, v in (offsets_us or {}).items() if v is not None}
     extent = step_extent_ns(run, step, ranks, offsets_ns)
     if extent is None:
@@ -163,6 +190,7 @@ def timeline_data(run: Run, step: int, ranks: list[int], window_us: tuple[float,
     lane_of: dict[tuple[int, int], int] = {}
     parts: list[tuple] = []
     label_parts: list[tuple] = []
+    launch_parts: list[tuple] = []
     for r in run.ranks:
         if r.rank not in ranks:
             continue
@@ -177,39 +205,68 @@ def timeline_data(run: Run, step: int, ranks: list[int], window_us: tuple[float,
             if (lab_in_step & (lab_rows == level)).any():
                 lane_of[(r.rank, -1 - level)] = len(lanes)
                 lanes.append(Lane(len(lanes), f"rank {r.rank} · {title}", r.rank, -1 - level))
+        m = (start < vhi) & (end > vlo)
+        if launches and (m & (g.launch_start_ns >= 0)).any():
+            lane_of[(r.rank, LAUNCH_LANE)] = len(lanes)
+            lanes.append(Lane(len(lanes), f"rank {r.rank} · CPU launch calls", r.rank, LAUNCH_LANE))
         used = np.unique(g.lane[in_step])
         order = sorted(used.tolist(), key=lambda k: (int(r.lanes[k][0]), int(r.lanes[k][1])))
+        role_names = lane_names(r)
         for k in order:
             lane_of[(r.rank, k)] = len(lanes)
-            lanes.append(Lane(len(lanes), f"rank {r.rank} · stream {int(r.lanes[k][1])}", r.rank, k))
+            lanes.append(Lane(len(lanes), f"rank {r.rank} · {role_names[k]}", r.rank, k))
         names = short_names(r.symbols)
-        m = (start < vhi) & (end > vlo)
         if m.any():
             lut = np.array([lane_of.get((r.rank, k), -1) for k in range(len(r.lanes))], dtype=np.int64)
-            parts.append((start[m], end[m], lut[g.lane[m]], names[g.name_id[m]], g.cls[m]))
+            rows = np.flatnonzero(m)
+            parts.append((start[m], end[m], lut[g.lane[m]], names[g.name_id[m]], g.cls[m], activity_info(r, rows)))
+            if launches:
+                has = g.launch_start_ns[rows] >= 0
+                lr = rows[has]
+                launch_parts.append((g.launch_start_ns[lr] - off, np.maximum(g.launch_end_ns[lr], g.launch_start_ns[lr]) - off,
+                                     np.full(len(lr), lane_of.get((r.rank, LAUNCH_LANE), -1)), names[g.name_id[lr]],
+                                     start[lr], lut[g.lane[lr]]))
         lm = lab_in_step & (a_start < vhi) & (a_end > vlo)
         if lm.any():
             label_y = np.where(lab_rows[lm] == 1, lane_of.get((r.rank, -2), -1), lane_of.get((r.rank, -1), -1))
             text = np.array([s[len(LABEL_PREFIX):] if s.startswith(LABEL_PREFIX) else s for s in r.symbols],
                             dtype=object)
             label_parts.append((a_start[lm], a_end[lm], label_y, text[a_name[lm]]))
-    return _assemble(step, t0, t1, vlo, vhi, lanes, lane_of, parts, label_parts, max_activities)
+    data = _assemble(step, t0, t1, vlo, vhi, lanes, lane_of, parts, label_parts, max_activities)
+    if launches and launch_parts and not data.capped:
+        ls, le, ly, lt, ks, ky = (np.concatenate(c) for c in zip(*launch_parts))
+        calls = Segments((ls - t0) / 1000.0, (le - t0) / 1000.0, ly, lt, np.full(len(ls), "launch call", dtype=object))
+        x = np.full(3 * len(ls), np.nan)
+        yy = np.full(3 * len(ls), np.nan)
+        x[0::3], x[1::3] = (le - t0) / 1000.0, (ks - t0) / 1000.0
+        yy[0::3], yy[1::3] = ly, ky
+        data = replace(data, launches=calls, arrows=(x, yy))
+    return data
 
 
 def _assemble(step, t0, t1, vlo, vhi, lanes, lane_of, parts, label_parts, max_activities) -> TimelineData:
     if parts:
-        start, end, y, text, cls = (np.concatenate(c) for c in zip(*parts))
+        start, end, y, text, cls, info = (np.concatenate(c) for c in zip(*parts))
     else:
         start = end = np.zeros(0, dtype=np.int64)
         y, text, cls = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object), np.zeros(0, dtype=np.int8)
+        info = np.zeros(0, dtype=object)
     total = len(start)
+    merged = None
     if total > max_activities:
-        keep = np.sort(np.argpartition(-(end - start), max_activities - 1)[:max_activities])
-        start, end, y, text, cls = start[keep], end[keep], y[keep], text[keep], cls[keep]
+        narrow = (end - start) * AGG_BINS < (vhi - vlo)
+        merged = merge_narrow(start[narrow], end[narrow], y[narrow], cls[narrow], vlo, vhi, len(lanes))
+        start, end, y, text, cls, info = (a[~narrow] for a in (start, end, y, text, cls, info))
     activities = {}
     for c, name in CLASS_NAMES.items():
         m = cls == c
-        activities[name] = Segments((start[m] - t0) / 1000.0, (end[m] - t0) / 1000.0, y[m], text[m])
+        seg = Segments((start[m] - t0) / 1000.0, (end[m] - t0) / 1000.0, y[m], text[m], info[m])
+        if merged is not None:
+            mm = merged[4] == c
+            seg = concat_segments([seg, Segments((merged[0][mm] - t0) / 1000.0, (merged[1][mm] - t0) / 1000.0,
+                                                 merged[2][mm], merged[3][mm],
+                                                 np.full(int(mm.sum()), "merged: zoom in to see each", dtype=object))])
+        activities[name] = seg
     if label_parts:
         ls, le, ly, lt = (np.concatenate(c) for c in zip(*label_parts))
         labels = Segments((ls - t0) / 1000.0, (le - t0) / 1000.0, ly, lt)
@@ -224,9 +281,33 @@ def _assemble(step, t0, t1, vlo, vhi, lanes, lane_of, parts, label_parts, max_ac
         activities=activities,
         labels=labels,
         total=int(total),
-        drawn=int(len(start)),
+        drawn=int(sum(len(a) for a in activities.values())),
         lane_of=lane_of,
+        aggregated=int(total - len(start)),
     )
+
+
+def merge_narrow(start, end, y, cls, vlo: int, vhi: int, n_lanes: int):
+    """Activities narrower than a pixel (AGG_BINS across [vlo, vhi)) merged, per lane and class,
+    into spans of consecutive busy pixels: (start_ns, end_ns, y, text, cls), text `N activities`.
+    A pixel is busy where an activity starts or ends in it."""
+    n_cls = len(CLASS_NAMES)
+    width = (vhi - vlo) / AGG_BINS
+    b0 = np.clip(((start - vlo) / width).astype(np.int64), 0, AGG_BINS - 1)
+    b1 = np.clip(((end - vlo) / width).astype(np.int64), 0, AGG_BINS - 1)
+    block = (np.maximum(y, 0) * n_cls + cls.astype(np.int64)) * AGG_BINS
+    size = max(n_lanes, 1) * n_cls * AGG_BINS
+    count = np.bincount(block + b0, minlength=size)  # activities by the pixel they start in
+    busy = (count + np.bincount(block + b1, minlength=size)) > 0
+    pixel = np.arange(size) % AGG_BINS
+    prev = np.concatenate([[False], busy[:-1]]) & (pixel > 0)
+    nxt = np.concatenate([busy[1:], [False]]) & (pixel < AGG_BINS - 1)
+    first, last = np.flatnonzero(busy & ~prev), np.flatnonzero(busy & ~nxt)
+    total = np.concatenate([[0], np.cumsum(count)])
+    n = total[last + 1] - total[first]
+    text = np.array([f"{k:,} activities" for k in n.tolist()], dtype=object)  # one per merged span
+    return (vlo + (first % AGG_BINS) * width, vlo + (last % AGG_BINS + 1) * width, first // (n_cls * AGG_BINS),
+            text, (first // AGG_BINS) % n_cls)
 
 
 def relative_us(t_ns: np.ndarray, data: TimelineData) -> np.ndarray:

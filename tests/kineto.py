@@ -64,7 +64,7 @@ class RankTrace:
     def kernel(self, name: str, start_us: float, dur_us: float, stream: int = 7, *,
                cat: str = "kernel", launch_us: tuple[float, float] | None = None,
                collective: Collective | None = None, grid=(1, 1, 1), block=(128, 1, 1),
-               input_dims: list | None = None, cpu_op: str = "aten::mm") -> int:
+               input_dims: list | None = None, cpu_op: str = "aten::mm", input_type: list | None = None) -> int:
         """A GPU activity; with `launch_us=(ts, dur)` also its CPU launch call (correlation id)."""
         self._corr += 1
         corr = self._corr
@@ -87,6 +87,8 @@ class RankTrace:
                 op_name = cpu_op
             if input_dims is not None:
                 op_args["Input Dims"] = input_dims
+            if input_type is not None:
+                op_args["Input type"] = input_type
             self.events.append({"ph": "X", "cat": "cpu_op", "name": op_name, "pid": 100, "tid": 100,
                                 "ts": ts - 0.5, "dur": dur + 1.0, "args": op_args})
             self.events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 100,

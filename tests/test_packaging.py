@@ -16,6 +16,7 @@ def test_wheel_contains_every_package(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     for module in ("tpscope/cli.py", "tpscope/trace/extract.py", "tpscope/metrics/analysis.py",
                    "tpscope/report/report_command.py", "tpscope/fusion/ops.py",
+                   "tpscope/calibrate/calibrate_command.py",
                    "tpscope/dashboards/app.py", "tpscope/dashboards/figures/timeline.py",
                    "tpscope/dashboards/assets/style.css"):
         assert module in names, module

@@ -67,6 +67,8 @@ def code_fingerprint() -> str:
         for f in sorted(folder.glob("*.py")):
             st = f.stat()
             parts.append(f"{pkg.__name__}.{f.name}:{st.st_size}:{st.st_mtime_ns}")
+    shapes = Path(tpscope.__file__).parent / "gemm_shapes.py"  # the GEMM rules metrics.md §8 reads
+    parts.append(f"tpscope.gemm_shapes:{shapes.stat().st_size}:{shapes.stat().st_mtime_ns}")
     return "\n".join(parts)
 
 

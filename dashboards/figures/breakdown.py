@@ -14,6 +14,8 @@ STACK = [
     ("memory_us", "memory", COLORS["memory"]),
     ("idle_us", "idle", COLORS["idle"]),
 ]
+CLASS_OF_SERIES = {"compute (alone)": "compute", "hidden comm": "comm", "exposed comm": "comm", "memory": "memory"}
+"""A Breakdown series -> the class of activity a click on it outlines on the Timeline."""
 CRITICAL_STACK = [
     ("compute_us", "compute", COLORS["compute"]),
     ("comm_us", "comm", COLORS["comm"]),

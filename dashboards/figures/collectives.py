@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 from tpscope.dashboards.figures.common import base_layout, not_available
-from tpscope.dashboards.figures.tables import column
+from tpscope.dashboards.figures.tables import BYTES, column
 
 # (JSON field, header). Fields the analyzer does not report show as empty cells.
 TABLE_COLUMNS = [
@@ -17,8 +17,12 @@ TABLE_COLUMNS = [
     ("skew_us", "skew (µs)"),
     ("wait_us", "wait (µs)"),
     ("transfer_us", "transfer (µs)"),
+    ("exposed_us", "exposed (µs)"),
+    ("algbw_gbps", "alg bw (GB/s)"),
     ("busbw_gbps", "bus bw (GB/s)"),
 ]
+UNITS = [("_us", "µs"), ("_ns", "ns"), ("_gbps", "GB/s"), ("_bytes", None), ("_ratio", None)]
+"""Suffix of a field the analyzer adds -> the unit its header shows (None: no unit)."""
 PALETTE = ["#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#B279A2", "#FF9DA6", "#9D755D"]
 
 
@@ -27,18 +31,29 @@ def table_columns(rows: list[dict]) -> list[dict]:
     present = set().union(*(r.keys() for r in rows)) if rows else set()
     cols = [(k, h) for k, h in TABLE_COLUMNS if k in present or k in ("step", "collective", "skew_us")]
     known = {k for k, _ in TABLE_COLUMNS}
-    cols += [(k, k) for k in sorted(present - known)]
-    return [column(k, h, _specifier(k)) for k, h in cols]
+    cols += [(k, header(k)) for k in sorted(present - known)]
+    return [column(k, h, _specifier(k), natural=k == "key") for k, h in cols]
+
+
+def header(key: str) -> str:
+    """A readable header for a field: `queue_us` -> "queue (µs)", `peak_bytes` -> "peak"."""
+    for suffix, unit in UNITS:
+        if key.endswith(suffix):
+            name = key[: -len(suffix)].replace("_", " ")
+            return f"{name} ({unit})" if unit else name
+    return key.replace("_", " ")
 
 
 def _specifier(key: str) -> str | None:
-    """µs to the ns the trace holds, bandwidth to 0.1 GB/s, counts whole."""
+    """µs to the ns the trace holds, bandwidth to 0.1 GB/s, bytes in binary units, counts whole."""
     if key.endswith("_us"):
         return ",.3f"
     if key.endswith("_gbps"):
         return ",.1f"
-    if key in ("bytes", "step") or key.endswith("_bytes"):
-        return ",d"
+    if key == "bytes" or key.endswith("_bytes"):
+        return BYTES
+    if key == "step" or key.endswith("_ratio"):
+        return ",d" if key == "step" else ".1%"
     return None
 
 

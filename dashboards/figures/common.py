@@ -17,6 +17,8 @@ COLORS = {
     "label": "#9D9D9D",
     "critical_path": "#111111",
     "link": "#7F7F7F",
+    "selected": "#FFC400",
+    "slowest": "#E45756",
 }
 FONT = dict(family="system-ui, -apple-system, Segoe UI, Roboto, sans-serif", size=12)
 

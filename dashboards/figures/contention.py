@@ -1,4 +1,4 @@
-"""Contention: isolated versus overlapped kernel durations per signature (metrics.md §8)."""
+"""Contention: GEMMs by shape (else kernels by signature) isolated versus overlapped (metrics.md §8)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,14 @@ import plotly.graph_objects as go
 from tpscope.dashboards.figures.common import COLORS, base_layout, not_available
 
 MAX_SIGNATURES = 30
+MIN_AXIS_US = 10.0
+"""The duration axes span at least this much from 0, so a kernel of a few µs shows as the short
+bar it is instead of filling the axis."""
+
+
+def _duration_axis(fig: go.Figure, values: list[float | None]) -> None:
+    top = max([v for v in values if v is not None] or [0.0])
+    fig.update_xaxes(range=[0.0, max(MIN_AXIS_US, 1.08 * top)], rangemode="tozero")
 
 
 def short_signature(sig: str, limit: int = 60) -> str:
@@ -34,6 +42,32 @@ def contention_figure(rows: list[dict]) -> go.Figure:
                 height=140 + 40 * len(rows))
     fig.update_layout(barmode="group", xaxis_title="µs", margin=dict(l=380))
     fig.update_yaxes(autorange="reversed")
+    _duration_axis(fig, [r["isolated_median_us"] for r in rows] + [r["overlapped_median_us"] for r in rows])
+    return fig
+
+
+def gemm_contention_figure(rows: list[dict]) -> go.Figure:
+    """Grouped horizontal bars per GEMM shape: alone on every SM (its baseline), alone on as many SMs
+    as beside the transfer (when known) and beside the transfer, medians in µs (metrics.md §8)."""
+    rows = rows[:MAX_SIGNATURES]
+    names = [f"#{i + 1} {r['shape']}" for i, r in enumerate(rows)]
+    info = [[r["rule"], r.get("source"), r.get("slowdown"), r["n_overlapped"], r["tax_us_per_step"]] for r in rows]
+    fig = go.Figure()
+    fig.add_bar(y=names, x=[r["baseline_us"] for r in rows], orientation="h", name="isolated (median)",
+                marker_color=COLORS["compute"], customdata=info,
+                hovertemplate="%{y}<br>alone %{x:,.1f} µs<br>baseline: %{customdata[0]} (%{customdata[1]})"
+                              "<extra></extra>")
+    fig.add_bar(y=names, x=[r.get("same_sm_us") for r in rows], orientation="h", name="isolated, same SMs",
+                marker_color=COLORS["memory"],
+                hovertemplate="%{y}<br>alone on the same SMs %{x:,.1f} µs<extra></extra>")
+    fig.add_bar(y=names, x=[r["overlapped_median_us"] for r in rows], orientation="h",
+                name="overlapped (median)", marker_color=COLORS["hidden_comm"], customdata=info,
+                hovertemplate="%{y}<br>beside a transfer %{x:,.1f} µs<br>slowdown %{customdata[2]:.1%}"
+                              "<br>%{customdata[3]} beside a transfer, tax %{customdata[4]:,.1f} µs per rank and step"
+                              "<extra></extra>")
+    base_layout(fig, title="GEMM duration by shape: alone vs beside a transfer (µs)", height=140 + 48 * len(rows))
+    fig.update_layout(barmode="group", xaxis_title="µs", margin=dict(l=260))
+    fig.update_yaxes(autorange="reversed")
     return fig
 
 
@@ -55,6 +89,7 @@ def comm_contention_figure(rows: list[dict]) -> go.Figure:
     base_layout(fig, title="Collective transfer time isolated vs beside compute (µs)", height=140 + 50 * len(rows))
     fig.update_layout(barmode="group", xaxis_title="µs", margin=dict(l=380))
     fig.update_yaxes(autorange="reversed")
+    _duration_axis(fig, [r["isolated_transfer_us"] for r in rows] + [r["overlapped_transfer_us"] for r in rows])
     return fig
 
 

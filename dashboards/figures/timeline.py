@@ -1,7 +1,9 @@
 """The Timeline: one lane per rank and stream, one trace per class (numpy, no loop over events).
 
 Each class is a single Scatter of horizontal line segments separated by NaN, so a step with
-tens of thousands of activities is a handful of SVG paths, not one element per kernel.
+tens of thousands of activities is a handful of paths, not one element per kernel; above
+WEBGL_FROM segments the classes are drawn with WebGL (Scattergl), which redraws them without
+freezing the page.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ MAX_LABEL_TEXTS = 300
 PLOT_PX = 1100  # the plot area's usual width: labels narrower on screen than their text get none
 CHAR_PX = 6.2  # width of one character at the label font size
 HOVER = "%{text}<br>start %{customdata[0]:,.2f} µs · dur %{customdata[1]:,.2f} µs<extra>%{fullData.name}</extra>"
+WEBGL_FROM = 5_000  # segments in the view from which the classes are drawn with WebGL
 
 
 def segment_arrays(seg: Segments) -> tuple[np.ndarray, np.ndarray, np.ndarray, list]:
@@ -30,18 +33,21 @@ def segment_arrays(seg: Segments) -> tuple[np.ndarray, np.ndarray, np.ndarray, l
     y = np.full(4 * n, np.nan)
     custom = np.full((4 * n, 2), np.nan)
     text = np.full(4 * n, "", dtype=object)
+    names = seg.text
+    if seg.info is not None and len(seg):
+        names = np.where(seg.info == "", seg.text, seg.text + "<br>" + seg.info)  # element-wise on objects
     for k in range(3):  # the three points of every segment, each a strided slice
         y[k::4] = seg.y
         custom[k::4, 0] = seg.start_us
         custom[k::4, 1] = seg.end_us - seg.start_us
-        text[k::4] = seg.text
+        text[k::4] = names
     return x, y, custom, text.tolist()
 
 
 def _segments_trace(seg: Segments, name: str, color: str, width: int, hover: bool = True,
-                    legendgroup: str | None = None) -> go.Scatter:
+                    legendgroup: str | None = None, webgl: bool = False) -> go.Scatter:
     x, y, custom, text = segment_arrays(seg)
-    return go.Scatter(
+    return (go.Scattergl if webgl else go.Scatter)(
         x=x, y=y, customdata=custom if hover else None, text=text if hover else None, mode="lines", name=name,
         line=dict(color=color, width=width), connectgaps=False,
         hovertemplate=HOVER if hover else None, hoverinfo=None if hover else "skip",
@@ -52,14 +58,23 @@ def _segments_trace(seg: Segments, name: str, color: str, width: int, hover: boo
 def timeline_figure(data: TimelineData | None, waits: Segments | None = None,
                     links: tuple[np.ndarray, np.ndarray] | None = None,
                     path: tuple[np.ndarray, np.ndarray, np.ndarray, list] | None = None,
-                    title: str | None = None) -> go.Figure:
-    """Activities coloured by class, labels, waits, collective links and the critical path."""
+                    title: str | None = None, selected: Segments | None = None,
+                    selection: str | None = None) -> go.Figure:
+    """Activities coloured by class, labels, waits, collective links and the critical path; the
+    activities a click selected (`selection` names it) outlined beneath them."""
     if data is None or not data.lanes:
         return not_available("no GPU activity in this step on the chosen ranks")
     traces = []
+    if selected is not None and len(selected):
+        traces.append(_segments_trace(selected, "selected", COLORS["selected"], BAR_PX + 10))
+    webgl = data.drawn >= WEBGL_FROM
     for cls, seg in data.activities.items():
         if len(seg):
-            traces.append(_segments_trace(seg, cls, COLORS[cls], BAR_PX))
+            traces.append(_segments_trace(seg, cls, COLORS[cls], BAR_PX, webgl=webgl))
+    if data.launches is not None and len(data.launches):
+        traces.append(_segments_trace(data.launches, "launch calls", COLORS["host"], BAR_PX))
+        traces.append(go.Scatter(x=data.arrows[0], y=data.arrows[1], mode="lines", name="launch arrows",
+                                 hoverinfo="skip", line=dict(color=COLORS["host"], width=1)))
     if waits is not None and len(waits):
         traces.append(_segments_trace(waits, "comm wait", COLORS["comm_wait"], BAR_PX))
     if len(data.labels):
@@ -82,7 +97,8 @@ def timeline_figure(data: TimelineData | None, waits: Segments | None = None,
                      showgrid=True, zeroline=False)
     fig.update_layout(hovermode="closest", dragmode="zoom", margin=dict(l=150, t=40),
                       legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0),
-                      meta={"total": data.total, "drawn": data.drawn, "step": data.step})
+                      meta={"total": data.total, "drawn": data.drawn, "step": data.step,
+                            "selection": selection, "selected": len(selected) if selected is not None else 0})
     return fig
 
 
@@ -108,8 +124,8 @@ def timeline_note(data: TimelineData | None) -> str:
     if data is None:
         return "No activity for this step on the chosen ranks."
     if data.capped:
-        return (f"Step {data.step}: showing the {data.drawn:,} longest of {data.total:,} activities in view "
-                "(zoom in to see the rest).")
+        return (f"Step {data.step}: {data.total:,} activities in view; the {data.aggregated:,} narrower than a "
+                "pixel are merged into busy spans per lane (hover says how many; zoom in to see each).")
     where = ""
     if data.view_us != data.step_us:
         where = f" in {data.view_us[0]:,.0f}–{data.view_us[1]:,.0f} µs of the step's {data.step_us[1]:,.0f} µs"

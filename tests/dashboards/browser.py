@@ -60,13 +60,17 @@ def open_tab(browser, label: str) -> None:
     browser.find_element(By.XPATH, f"//*[contains(@class,'tab') and normalize-space()='{label}']").click()
 
 
-def choose(browser, dropdown_id: str, label: str) -> None:
-    """Pick the option shown as `label` in a dcc.Dropdown."""
+def choose(browser, dropdown_id: str, label: str, prefix: bool = False) -> None:
+    """Pick the option shown as `label` (or, with `prefix`, starting with `label`) in a dcc.Dropdown."""
+
+    def fits(text: str) -> bool:
+        return text.startswith(label) if prefix else text == label
+
     browser.find_element(By.ID, dropdown_id).click()
     option = wait_until(browser, lambda d: next(
-        (o for o in d.find_elements(By.CSS_SELECTOR, ".dash-dropdown-option") if o.text.strip() == label), False))
+        (o for o in d.find_elements(By.CSS_SELECTOR, ".dash-dropdown-option") if fits(o.text.strip())), False))
     option.click()
-    wait_until(browser, lambda d: d.find_element(By.ID, dropdown_id).text.strip() == label)
+    wait_until(browser, lambda d: fits(d.find_element(By.ID, dropdown_id).text.strip()))
 
 
 def toggle(browser, checklist_id: str, label: str) -> None:
@@ -95,3 +99,29 @@ def table_rows(browser, table_id: str) -> list[dict]:
         " r.querySelectorAll('.ag-cell[col-id]').forEach(c => { o[heads[c.getAttribute('col-id')]] = c.innerText.trim(); });"
         " return o; }));",
         table_id))
+
+
+def console(browser, expected: tuple[str, ...] = ()) -> list[dict]:
+    """The browser's console messages of every level since the last call, less those whose text
+    holds one of `expected`."""
+    return [e for e in browser.get_log("browser") if not any(x in e["message"] for x in expected)]
+
+
+def slowest_step(doc: dict) -> int:
+    """The step whose slowest rank took longest (from the analyzer JSON's per-rank rows)."""
+    worst: dict[int, float] = {}
+    for s in doc["steps"]:
+        worst[s["step"]] = max(worst.get(s["step"], 0.0), s["step_time_us"])
+    return max(worst, key=worst.get)
+
+
+def cell(browser, table_id: str, row_id: str, col_id: str):
+    """A grid's cell element by row id and column id (to click or hover)."""
+    return wait_until(browser, lambda d: next(iter(d.find_elements(
+        By.CSS_SELECTOR, f"#{table_id} .ag-row[row-id='{row_id}'] .ag-cell[col-id='{col_id}']")), False))
+
+
+def overview_ready(browser, n_runs: int) -> bool:
+    """The Overview lists `n_runs` runs and none is still being read."""
+    rows = table_rows(browser, "overview-table")
+    return len(rows) == n_runs and not any(r.get("status") == "reading…" for r in rows)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 import socket
 import threading
 from pathlib import Path
 
 import pytest
+
+from tpscope.metrics import analyze_run, as_json
+from tpscope.trace import load_run
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 CHUNKED = DATA / "h200-shm-chunked4"
@@ -81,4 +85,38 @@ def browser(tmp_path_factory):
     driver.set_script_timeout(30)
     yield driver
     driver.quit()
+    mp.undo()
+
+
+@pytest.fixture(scope="module")
+def expected(sample_root):
+    """Per run id: the analyzer JSON, the loaded run, and HTA's temporal breakdown."""
+    from hta.trace_analysis import TraceAnalysis
+
+    out = {}
+    for folder in (CHUNKED, UNFUSED):
+        run = load_run(sample_root / folder.name)
+        hta = TraceAnalysis(trace_files={r.rank: str(r.path.resolve()) for r in run.ranks},
+                            include_last_profiler_step=True)
+        analysis = analyze_run(run)
+        out[folder.name] = {"doc": as_json(analysis), "analysis": analysis, "run": run,
+                            "hta_temporal": hta.get_temporal_breakdown(visualize=False)}
+    return out
+
+
+@pytest.fixture(scope="module")
+def served(expected, sample_root, not_a_run, tmp_path_factory):
+    """`tpscope dash`'s app over the default input (the sample runs) plus a folder that is no run."""
+    from tpscope.dashboards.app import create_app
+    from tpscope.dashboards.dash_command import resolve_run_dirs
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    mp = pytest.MonkeyPatch()
+    mp.setenv("TPSCOPE_SAMPLE_TRACES", str(sample_root))
+    runs = resolve_run_dirs([])
+    assert [p.name for p in runs] == sorted([CHUNKED.name, UNFUSED.name])
+    app = create_app(runs + [not_a_run], cache_dir=tmp_path_factory.mktemp("cache"))
+    server = Served(app)
+    yield server
+    server.stop()
     mp.undo()

@@ -7,7 +7,6 @@ tables, or from HTA, all computed here; never from the dashboard's own code.
 from __future__ import annotations
 
 import http.client
-import logging
 import time
 
 import numpy as np
@@ -17,8 +16,11 @@ from selenium.common.exceptions import TimeoutException
 
 from tests.dashboards.browser import (
     choose,
+    console,
     figure,
     open_tab,
+    overview_ready,
+    slowest_step,
     table_rows,
     text_of,
     toggle,
@@ -28,7 +30,7 @@ from tests.dashboards.browser import (
     wait_until,
 )
 from tests.dashboards.conftest import CHUNKED, UNFUSED, Served
-from tpscope.metrics import analyze_run, as_json
+from tpscope.metrics import analyze_run
 from tpscope.trace import ActivityClass, load_run
 
 pytestmark = pytest.mark.timeout(120)
@@ -36,52 +38,22 @@ STACK = {"hidden comm": "hidden_comm_us", "exposed comm": "exposed_comm_us", "me
          "idle": "idle_us"}
 
 
-@pytest.fixture(scope="module")
-def expected(sample_root):
-    """Per run id: the analyzer JSON, the loaded run, and HTA's temporal breakdown."""
-    from hta.trace_analysis import TraceAnalysis
-
-    out = {}
-    for folder in (CHUNKED, UNFUSED):
-        run = load_run(sample_root / folder.name)
-        hta = TraceAnalysis(trace_files={r.rank: str(r.path.resolve()) for r in run.ranks},
-                            include_last_profiler_step=True)
-        analysis = analyze_run(run)
-        out[folder.name] = {"doc": as_json(analysis), "analysis": analysis, "run": run,
-                            "hta_temporal": hta.get_temporal_breakdown(visualize=False)}
-    return out
-
-
-@pytest.fixture(scope="module")
-def served(expected, sample_root, not_a_run, tmp_path_factory):
-    """`tpscope dash`'s app over the default input (the sample runs) plus a folder that is no run."""
-    from tpscope.dashboards.app import create_app
-    from tpscope.dashboards.dash_command import resolve_run_dirs
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    mp = pytest.MonkeyPatch()
-    mp.setenv("TPSCOPE_SAMPLE_TRACES", str(sample_root))
-    runs = resolve_run_dirs([])
-    assert [p.name for p in runs] == sorted([CHUNKED.name, UNFUSED.name])
-    app = create_app(runs + [not_a_run], cache_dir=tmp_path_factory.mktemp("cache"))
-    server = Served(app)
-    yield server
-    server.stop()
-    mp.undo()
+EXPECTED_CONSOLE = ()
+"""Console messages a test may leave (texts they hold); any other message, of any level, fails."""
 
 
 @pytest.fixture(autouse=True)
-def no_console_errors(browser):
+def no_console_messages(browser):
     browser.get_log("browser")  # drop what earlier tests left
     yield
-    errors = [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
-    assert errors == [], errors
+    messages = console(browser, EXPECTED_CONSOLE)
+    assert messages == [], messages
 
 
 @pytest.fixture
 def page(browser, served):
     browser.get(served.url)
-    wait_until(browser, lambda d: len(table_rows(d, "overview-table")) == 3)
+    wait_until(browser, lambda d: overview_ready(d, 3))
     return browser
 
 
@@ -100,6 +72,14 @@ def _step_window_counts(run, step, ranks):
             for cls in ("compute", "comm", "memory"):
                 counts[cls] += int((m & (r.gpu.cls == ActivityClass[cls.upper()])).sum())
     return counts
+
+
+def _binary(n: int) -> str:
+    """Bytes as `ls -h` writes them (8388608 -> 8.0 MiB)."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} B" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
 
 
 def _segments(fig, name):
@@ -165,10 +145,11 @@ def test_breakdown_bars_are_the_analyzer_json(page, expected):
 
 
 def _timeline_of_first_step(page, expected):
-    """The chosen run's trace tables, analyzer JSON, first step, and the Timeline drawn for it."""
+    """The chosen run's trace tables, analyzer JSON, the step it opens on (the slowest), and the
+    Timeline drawn for it."""
     run_id = page.find_element("id", "run-select").text.strip()
     run, doc = expected[run_id]["run"], expected[run_id]["doc"]
-    step = min(s["step"] for s in doc["steps"])
+    step = slowest_step(doc)
     open_tab(page, "Timeline")
     fig = wait_figure(page, "timeline-graph", lambda f: (f["layout"].get("meta") or {}).get("step") == step)
     return run, doc, step, fig
@@ -181,8 +162,10 @@ def test_timeline_draws_each_class_of_the_step(page, expected):
         assert _segments(fig, cls) == n, cls
     ticks = fig["layout"]["yaxis"]["ticktext"]
     for r in run.ranks:
-        for _device, stream in r.lanes.tolist():
-            assert f"rank {r.rank} · stream {stream}" in ticks
+        for _device, stream in r.lanes.tolist():  # every stream, named by its role
+            (tick,) = [t for t in ticks if t.startswith(f"rank {r.rank} · stream {stream} · ")]
+            comm = (r.gpu.cls == ActivityClass.COMM) & (r.lanes[r.gpu.lane][:, 1] == stream)
+            assert ("NCCL" in tick) == bool(comm.any()), tick
     labels = set(values(trace(fig, "label names")["text"]))
     assert {"ag_gemm", "gemm_rs"} <= labels  # the instrumentation names of the runtime's ops
     note = text_of(page, "timeline-note")
@@ -237,10 +220,11 @@ def test_timeline_zoom_redraws_the_window(page, expected):
 def test_switching_step_and_rank_updates_figures(page, expected):
     run_id = page.find_element("id", "run-select").text.strip()
     run, doc = expected[run_id]["run"], expected[run_id]["doc"]
-    steps = sorted({s["step"] for s in doc["steps"]})
+    all_steps = sorted({s["step"] for s in doc["steps"]})
+    steps = [s for s in all_steps if s != slowest_step(doc)]  # it opens on the slowest: pick another
     open_tab(page, "Timeline")
-    wait_figure(page, "timeline-graph", lambda f: (f["layout"].get("meta") or {}).get("step") == steps[0])
-    choose(page, "step-select", f"step {steps[1]}")
+    wait_figure(page, "timeline-graph", lambda f: (f["layout"].get("meta") or {}).get("step") == slowest_step(doc))
+    choose(page, "step-select", f"step {steps[1]} · ", prefix=True)
     fig = wait_figure(page, "timeline-graph", lambda f: (f["layout"].get("meta") or {}).get("step") == steps[1])
     assert _segments(fig, "comm") == _step_window_counts(run, steps[1], doc["ranks"])["comm"]
     toggle(page, "rank-select", "rank 1")
@@ -248,11 +232,11 @@ def test_switching_step_and_rank_updates_figures(page, expected):
                       lambda f: all(t.startswith("rank 0") for t in f["layout"]["yaxis"]["ticktext"]))
     assert _segments(fig, "compute") == _step_window_counts(run, steps[1], [0])["compute"]
     open_tab(page, "Breakdown")
-    only0 = [f"rank 0 · step {s}" for s in steps]
+    only0 = [f"rank 0 · step {s}" for s in all_steps]
     wait_figure(page, "breakdown-graph",
                 lambda f: trace(f, "idle") is not None and list(values(trace(f, "idle")["x"])) == only0)
     toggle(page, "rank-select", "rank 1")
-    wait_figure(page, "breakdown-graph", lambda f: len(values(trace(f, "idle")["x"])) == 2 * len(steps))
+    wait_figure(page, "breakdown-graph", lambda f: len(values(trace(f, "idle")["x"])) == 2 * len(all_steps))
 
 
 def test_switching_run_updates_every_view(page, expected):
@@ -266,7 +250,7 @@ def test_switching_run_updates_every_view(page, expected):
         values(trace(f, "exposed comm")["y"]).astype(float), [r["exposed_comm_us"] for r in rows]))
     np.testing.assert_allclose(values(trace(fig, "idle")["y"]).astype(float), [r["idle_us"] for r in rows])
     open_tab(page, "Timeline")
-    first = min(r["step"] for r in rows)
+    first = slowest_step(doc)
     want = _step_window_counts(expected[other]["run"], first, doc["ranks"])
     wait_figure(page, "timeline-graph", lambda f: (f["layout"].get("meta") or {}).get("step") == first
                 and all(_segments(f, cls) == n for cls, n in want.items()))
@@ -275,7 +259,7 @@ def test_switching_run_updates_every_view(page, expected):
 def test_collectives_and_contention_views_show_json_or_say_not_available(page, expected):
     run_id = page.find_element("id", "run-select").text.strip()
     doc = expected[run_id]["doc"]
-    step = min(s["step"] for s in doc["steps"])
+    step = slowest_step(doc)
     open_tab(page, "Collectives")
     wait_until(page, lambda d: f"Step {step}" in text_of(d, "collectives-note"))
     mine = [c for c in doc["collectives"] if c["step"] == step]
@@ -286,7 +270,7 @@ def test_collectives_and_contention_views_show_json_or_say_not_available(page, e
             for header, key in (("skew (µs)", "skew_us"), ("wait (µs)", "wait_us"), ("transfer (µs)", "transfer_us")):
                 shown = sorted(float(r[header].replace(",", "")) for r in rows)
                 assert shown == pytest.approx(sorted(c[key] for c in mine), abs=5e-4), header
-            assert sorted(int(r["bytes"].replace(",", "")) for r in rows) == sorted(c["bytes"] for c in mine)
+            assert sorted(r["bytes"] for r in rows) == sorted(_binary(c["bytes"]) for c in mine)
         skew = wait_figure(page, "skew-graph", lambda f: len(f["data"]) > 0)
         got = np.sort(np.concatenate([values(t["y"]).astype(float) for t in skew["data"]]))
         np.testing.assert_allclose(got, np.sort([c["skew_us"] for c in mine if c["skew_us"] is not None]))
@@ -305,11 +289,18 @@ def test_collectives_and_contention_views_show_json_or_say_not_available(page, e
     wait_until(page, lambda d: f"Run contention slowdown: {want}." in text_of(d, "contention-note"))
     coverage = doc["summary"]["contention_coverage"]
     if coverage is not None:
-        assert f"It covers {coverage * 100:.1f}% of the overlapped compute time" in text_of(page, "contention-note")
+        assert f"It covers {coverage * 100:.1f}% of the overlapped GEMM time" in text_of(page, "contention-note")
+    gemms = [g for g in expected[run_id]["analysis"].gemm_contention
+             if g.baseline_us is not None and g.overlapped_median_us is not None]
     kernels = [k for k in expected[run_id]["analysis"].kernel_contention
                if k.isolated_median_us is not None and k.overlapped_median_us is not None]
     fig = wait_figure(page, "contention-graph")
-    if kernels:
+    if gemms:  # GEMMs by shape: alone (the baseline) and beside a transfer
+        np.testing.assert_allclose(np.sort(values(trace(fig, "isolated (median)")["x"]).astype(float)),
+                                   np.sort([g.baseline_us for g in gemms]))
+        np.testing.assert_allclose(np.sort(values(trace(fig, "overlapped (median)")["x"]).astype(float)),
+                                   np.sort([g.overlapped_median_us for g in gemms]))
+    elif kernels:
         iso = trace(fig, "isolated (median)")
         np.testing.assert_allclose(np.sort(values(iso["x"]).astype(float)),
                                    np.sort([k.isolated_median_us for k in kernels]))
@@ -369,12 +360,13 @@ def test_urls_and_inputs_reach_only_the_given_folders(browser, served, expected)
         assert "root:" not in body and "traceEvents" not in body, raw
     store = served.app.server.config["TPSCOPE_STORE"]
     for forged in ("/etc", "../../etc", str(CHUNKED.parent), str(CHUNKED)):
-        body = {"output": "..step-select.options...step-select.value...rank-select.options..."
-                          "rank-select.value...run-warnings.children...run-error.children..",
-                "outputs": [{"id": i, "property": p} for i, p in (
-                    ("step-select", "options"), ("step-select", "value"), ("rank-select", "options"),
-                    ("rank-select", "value"), ("run-warnings", "children"), ("run-error", "children"))],
+        outs = (("step-select", "options"), ("step-select", "value"), ("rank-select", "options"),
+                ("rank-select", "value"), ("baseline-select", "value"), ("step-strip", "figure"),
+                ("run-warnings", "children"), ("run-error", "children"))
+        body = {"output": ".." + "...".join(f"{i}.{p}" for i, p in outs) + "..",
+                "outputs": [{"id": i, "property": p} for i, p in outs],
                 "inputs": [{"id": "run-select", "property": "value", "value": forged}],
+                "state": [{"id": "want", "property": "data", "value": None}],
                 "changedPropIds": ["run-select.value"]}
         r = requests.post(served.url + "_dash-update-component", json=body, timeout=10)
         assert r.status_code == 200
@@ -384,14 +376,17 @@ def test_urls_and_inputs_reach_only_the_given_folders(browser, served, expected)
 
 def test_a_slow_run_shows_progress_and_the_page_stays_live(browser, tmp_path):
     """A run that takes seconds to read: spinners show at once, tabs still switch, then the figures."""
+    import threading
+
     from tpscope.dashboards.app import create_app
 
     app = create_app([CHUNKED], use_cache=False)
     store = app.server.config["TPSCOPE_STORE"]
     read = store._load
+    let_go = threading.Event()
 
     def slow_read(*args):
-        time.sleep(4.0)
+        let_go.wait(60)  # held until the test has looked at the page while the run is being read
         return read(*args)
 
     store._load = slow_read
@@ -405,10 +400,13 @@ def test_a_slow_run_shows_progress_and_the_page_stays_live(browser, tmp_path):
             "return document.querySelector('.tab--selected').textContent.trim()") == "Breakdown"
         early = figure(browser, "breakdown-graph")
         assert early is None or trace(early, "idle") is None  # still reading: no bars yet
+        let_go.set()
         wait_figure(browser, "breakdown-graph", lambda f: trace(f, "idle") is not None, timeout=30)
         wait_until(browser, lambda d: d.execute_script(
             "return document.querySelectorAll('.dash-spinner').length === 0"), timeout=10)
     finally:
+        let_go.set()
+        browser.get("about:blank")  # the page's requests end before its server does
         server.stop()
 
 
@@ -421,18 +419,24 @@ def test_a_fused_run_opens_against_its_unfused_run(browser, tmp_path):
     from tpscope.dashboards.app import create_app
 
     common = {"regime": "shm", "tp": 2, "model": {"layers": 2}, "dtype": "bfloat16", "seq_len": 8192, "batch": 1}
-    fused, unfused = tmp_path / "fused", tmp_path / "unfused"
-    for src, dst, mode in ((CHUNKED, fused, "chunked"), (UNFUSED, unfused, "none")):
+    fused, unfused, nvlink = tmp_path / "fused", tmp_path / "unfused", tmp_path / "nvlink"
+    for src, dst, extra in ((CHUNKED, fused, {"mode": "chunked"}), (UNFUSED, unfused, {"mode": "none"}),
+                            (UNFUSED, nvlink, {"mode": "none", "regime": "nvlink"})):
         shutil.copytree(src, dst)
-        (dst / "tpscope_run.json").write_text(json.dumps({**common, "mode": mode}))
-    server = Served(create_app([unfused, fused], use_cache=False))
+        (dst / "tpscope_run.json").write_text(json.dumps({**common, **extra}))
+    server = Served(create_app([unfused, fused, nvlink], use_cache=False))
     try:
         browser.get(server.url + "?run=fused")
         wait_until(browser, lambda d: "unfused" in d.find_element("id", "baseline-select").text, timeout=60)
         summary = analyze_run(load_run(fused), reference=load_run(unfused)).summary
         want = f"fused against baseline unfused: Flux overlap efficiency {_fmt_ratio(summary.flux_overlap_efficiency)}"
         wait_until(browser, lambda d: want in text_of(d, "baseline-note"), timeout=60)
+        choose(browser, "baseline-select", "nvlink")  # an unfused run of another regime: no Flux E
+        wait_until(browser, lambda d: "different experiments (regime shm vs nvlink)" in text_of(d, "baseline-note"))
+        rows = {r["run"]: r for r in table_rows(browser, "overview-table")}
+        assert rows["fused"]["Flux E vs baseline"] == "" and rows["fused"]["attained saving vs baseline"] == ""
         choose(browser, "run-select", "unfused")  # the unfused run itself: no baseline
         wait_until(browser, lambda d: "pick an unfused run" in d.find_element("id", "baseline-select").text)
     finally:
+        browser.get("about:blank")  # the page's requests end before its server does
         server.stop()

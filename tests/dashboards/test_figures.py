@@ -15,7 +15,7 @@ from tpscope.dashboards import overlays, results
 from tpscope.dashboards.figures import breakdown, collectives, contention, timeline
 from tpscope.dashboards.overlays import Overlay
 from tpscope.dashboards.timeline_data import (
-    DEFAULT_MAX_ACTIVITIES,
+    AGG_BINS,
     link_arrays,
     overlay_segments,
     path_arrays,
@@ -54,8 +54,8 @@ def small_run(tmp_path_factory):
 def test_timeline_data_lanes_classes_and_labels(small_run):
     d = timeline_data(small_run, 1, [0, 1])
     assert [lane.label for lane in d.lanes] == [
-        "rank 0 · labels", "rank 0 · chunks", "rank 0 · stream 7", "rank 0 · stream 14",
-        "rank 1 · labels", "rank 1 · chunks", "rank 1 · stream 7", "rank 1 · stream 14"]
+        "rank 0 · labels", "rank 0 · chunks", "rank 0 · stream 7 · compute", "rank 0 · stream 14 · NCCL · group 0",
+        "rank 1 · labels", "rank 1 · chunks", "rank 1 · stream 7 · compute", "rank 1 · stream 14 · NCCL · group 0"]
     assert len(d.activities["compute"]) == 4 and len(d.activities["comm"]) == 2
     assert len(d.activities["memory"]) == 2
     comm = d.activities["comm"]
@@ -90,34 +90,56 @@ def test_timeline_data_window_and_offsets(small_run):
     aligned = timeline_data(small_run, 1, [0, 1], offsets_us={1: 5.0})
     np.testing.assert_allclose(np.sort(aligned.activities["comm"].start_us), [50.0, 50.0])
     only0 = timeline_data(small_run, 2, [0])
-    assert [lane.label for lane in only0.lanes] == ["rank 0 · stream 7"]
+    assert [lane.label for lane in only0.lanes] == ["rank 0 · stream 7 · compute"]
     assert timeline_data(small_run, 99, [0, 1]) is None
 
 
-def test_a_100k_activity_step_is_capped_and_stays_small(tmp_path):
+def _busy_cover(seg, start_us, end_us, tol_us):
+    """Whether every interval [start, end] lies inside one drawn segment (within tol)."""
+    order = np.argsort(seg.start_us)
+    s, e = seg.start_us[order], seg.end_us[order]
+    i = np.searchsorted(s, start_us + tol_us, "right") - 1
+    return bool((i >= 0).all() and (e[np.maximum(i, 0)] >= end_us - tol_us).all())
+
+
+def test_a_100k_activity_step_merges_what_is_narrower_than_a_pixel_and_leaves_nothing_out(tmp_path):
     r = RankTrace(0, world_size=1)
     r.gpu_annotation("ProfilerStep#1", 0, 4_000_000)
     n = 100_000
     durations = np.arange(n) % 97 + 1.0
-    for i, dur in enumerate(durations.tolist()):  # building the input trace, not the figure
-        r.kernel("ncclDevKernel_AllGather" if i % 3 == 0 else "gemm", i * 30.0, dur, stream=14 if i % 3 == 0 else 7)
+    starts = np.arange(n) * 30.0
+    starts[n // 2:] += 200_000.0  # an idle gap of 200 ms: 80 pixels that must stay empty
+    for i, (s0, dur) in enumerate(zip(starts.tolist(), durations.tolist())):  # building the input trace
+        r.kernel("ncclDevKernel_AllGather" if i % 3 == 0 else "gemm", s0, dur, stream=14 if i % 3 == 0 else 7)
+    r.kernel("gemm", 3_500_000.0, 400_000.0)  # one kernel a tenth of the step wide: drawn as itself
     run = load_run(write_run(tmp_path / "big", [r]))
     t0 = time.perf_counter()
     d = timeline_data(run, 1, [0])
     fig = timeline.timeline_figure(d)
     payload = to_json(fig)
     elapsed = time.perf_counter() - t0
-    assert d.total == n and d.drawn == DEFAULT_MAX_ACTIVITIES and d.capped
-    kept = np.concatenate([s.end_us - s.start_us for s in d.activities.values()])
-    assert kept.min() >= np.sort(durations)[-DEFAULT_MAX_ACTIVITIES] - 1e-9  # the longest are kept
-    assert f"showing the {DEFAULT_MAX_ACTIVITIES:,} longest of {n:,}" in timeline.timeline_note(d)
+    assert d.total == n + 1 and d.aggregated == n and d.capped
+    assert d.drawn < 4 * AGG_BINS
+    comp, comm = d.activities["compute"], d.activities["comm"]
+    wide = comp.end_us - comp.start_us == 400_000.0
+    assert wide.sum() == 1 and comp.start_us[wide][0] == 3_500_000.0
+    pixel = 4_000_000.0 / AGG_BINS
+    is_comm = np.arange(n) % 3 == 0
+    assert _busy_cover(comm, starts[is_comm], starts[is_comm] + durations[is_comm], 1e-6)
+    assert _busy_cover(comp.take(~wide), starts[~is_comm], starts[~is_comm] + durations[~is_comm], 1e-6)
+    # the gap stays empty (no invented busy time), and hover counts every merged activity once
+    gap = (starts[n // 2 - 1] + durations[n // 2 - 1] + pixel, starts[n // 2] - pixel)
+    for seg in (comm, comp):
+        assert not ((seg.start_us < gap[1]) & (seg.end_us > gap[0])).any()
+    counted = sum(int(t.split()[0].replace(",", "")) for seg in (comm, comp) for t in seg.text if t.endswith(" activities"))
+    assert counted == n
+    assert "narrower than a pixel are merged" in timeline.timeline_note(d)
     by_name = {t.name: t for t in fig.data}
-    assert set(by_name) == {"compute", "comm"}  # one trace per class, NaN-separated segments
-    assert sum(int(np.isnan(t.x).sum()) for t in by_name.values()) == DEFAULT_MAX_ACTIVITIES
-    assert len(payload) < 6_000_000, len(payload)
+    assert set(by_name) == {"compute", "comm"} and all(t.type == "scattergl" for t in fig.data) is (d.drawn >= 5000)
+    assert len(payload) < 2_000_000, len(payload)
     assert elapsed < 5.0, elapsed
-    window = timeline_data(run, 1, [0], window_us=(0.0, 30_000.0))  # a zoom shows all it holds
-    assert window.total == window.drawn == 1000
+    window = timeline_data(run, 1, [0], window_us=(0.0, 30_000.0))  # a zoom shows each it holds
+    assert window.total == window.drawn == 1000 and not window.capped
 
 
 def test_timeline_overlays_and_links(small_run):
@@ -202,10 +224,14 @@ def test_critical_path_and_collective_figures_from_rows():
     assert sorted(float(y) for t in fig.data for y in t.y) == [0.5, 2.5]
     cols = {c["field"]: c for c in collectives.table_columns(rows)}
     assert {"step", "collective", "skew_us", "bytes"} <= set(cols)
-    # numbers right-aligned, formatted by d3 and filtered as numbers; an empty cell, not 0, for no value
-    assert cols["skew_us"]["type"] == "numericColumn" and cols["skew_us"]["filter"] == "agNumberColumnFilter"
+    # numbers right-aligned, formatted by d3 and filtered as numbers (the browser tests type >, <=, ...);
+    # an empty cell, not 0, for no value; bytes in binary units; keys sorted with their numbers as numbers
+    assert cols["skew_us"]["type"] == "numericColumn"
+    assert cols["skew_us"]["filterParams"]["textMatcher"]["function"] == "numberTextMatcher(params)"
     assert cols["skew_us"]["valueFormatter"]["function"].startswith("params.value == null ? '' : d3.format(',.3f')")
-    assert "d3.format(',d')" in cols["bytes"]["valueFormatter"]["function"]
+    assert cols["bytes"]["valueFormatter"]["function"] == "formatBytes(params.value)"
+    assert cols["key"]["comparator"] == {"function": "naturalCompare"}
+    assert collectives.header("queue_depth_us") == "queue depth (µs)" and collectives.header("peak_bytes") == "peak"
     assert "type" not in cols["collective"] and cols["collective"]["filter"] == "agTextColumnFilter"
 
 
@@ -227,3 +253,42 @@ def dataclass_like(ns: SimpleNamespace):
 
     cls = make_dataclass("K", list(vars(ns)))
     return cls(**vars(ns))
+
+
+def test_gemm_contention_rows_figure_and_budget_text(tmp_path):
+    """Three isolated 100 µs GEMMs and three of 150 µs beside an all-gather, per rank."""
+    ranks = []
+    for rank in (0, 1):
+        r = RankTrace(rank)
+        for i in range(3):
+            r.kernel("nvjet", 200.0 * i, 100, input_dims=[[1024, 4096], [4096, 4096]])
+        r.kernel("ncclDevKernel_AllGather", 1000, 600, stream=14, collective=AG)
+        for i in range(3):
+            r.kernel("nvjet", 1001 + 200.0 * i, 150, input_dims=[[1024, 4096], [4096, 4096]])
+        ranks.append(r)
+    analysis = analyze_run(load_run(write_run(tmp_path / "run", ranks)))
+    rows = results.gemm_contention_rows(analysis)
+    assert [(r["m"], r["k"], r["n"]) for r in rows] == [(1024, 4096, 4096)]
+    fig = contention.gemm_contention_figure(rows)
+    assert [t.name for t in fig.data] == ["isolated (median)", "isolated, same SMs", "overlapped (median)"]
+    assert [t.x[0] for t in fig.data] == [100.0, 100.0, 150.0]
+    text = results.gemm_budget_text(analysis)  # per rank and step: 3 x 100 + 3 x 150 µs
+    assert "GEMM time per rank and step: 750 µs = 600 alone + 150 tax (0 fewer SMs, 150 interference" in text
+    for r in ranks:  # the same GEMMs with nothing beside them: no budget to show
+        r.events = [e for e in r.events if not e["name"].startswith("ncclDevKernel")]
+    alone = analyze_run(load_run(write_run(tmp_path / "alone", ranks)))
+    assert results.gemm_budget_text(alone) == "" and results.gemm_contention_rows(alone) == []
+
+
+def test_a_kernel_of_a_few_microseconds_does_not_fill_the_contention_axis():
+    from tpscope.dashboards.figures.contention import comm_contention_figure, contention_figure
+
+    row = {"signature": "tiny_kernel", "isolated_median_us": 1.2, "overlapped_median_us": 1.5, "slowdown": 0.25,
+           "n_isolated": 3, "n_overlapped": 3, "baseline": "own"}
+    lo, hi = contention_figure([row]).layout.xaxis.range
+    assert lo == 0 and 1.5 / hi <= 0.15  # the bar is the short bar it is
+    big = {**row, "isolated_median_us": 400.0, "overlapped_median_us": 500.0}
+    assert contention_figure([big]).layout.xaxis.range[1] >= 500.0  # and a long one still fits
+    comm = {"collective": "all_gather", "bytes": 1024, "isolated_transfer_us": 2.0, "overlapped_transfer_us": 2.5,
+            "isolated_busbw_gbps": 1.0, "overlapped_busbw_gbps": 0.8, "slowdown": 0.25}
+    assert 2.5 / comm_contention_figure([comm]).layout.xaxis.range[1] <= 0.25

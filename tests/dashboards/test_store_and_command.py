@@ -170,6 +170,50 @@ def test_a_fused_run_suggests_the_unfused_run_of_its_experiment(tmp_path):
         store.suggested_baseline(str(fused))
 
 
+def test_a_port_whose_last_connection_was_just_closed_is_free_to_listen_on_again():
+    """After Ctrl-C the server's end of its last connections waits in TIME_WAIT; the port is free
+    for a new server (which binds with SO_REUSEADDR), so the pre-check must not refuse it."""
+    import socket
+
+    from tpscope.dashboards.dash_command import check_port_free
+
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    client = socket.create_connection(("127.0.0.1", port))
+    conn, _ = server.accept()
+    conn.close()  # the server's side closes first: its end goes to TIME_WAIT
+    time.sleep(0.1)
+    client.close()
+    server.close()
+    check_port_free("127.0.0.1", port)
+    live = socket.socket()
+    live.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as any server does
+    live.bind(("127.0.0.1", port))
+    live.listen()
+    try:
+        with pytest.raises(UserError, match=f"cannot listen on 127.0.0.1:{port}"):
+            check_port_free("127.0.0.1", port)  # a live listener still holds it
+    finally:
+        live.close()
+
+
+def test_flux_efficiency_is_not_offered_between_runs_of_different_regimes(tmp_path):
+    common = {"tp": 2, "model": {"layers": 2}, "dtype": "bfloat16", "seq_len": 8192, "batch": 1}
+    fused, nvlink = tmp_path / "fused", tmp_path / "nvlink-unfused"
+    for src, dst, extra in ((CHUNKED, fused, {"mode": "chunked", "regime": "shm"}),
+                            (UNFUSED, nvlink, {"mode": "none", "regime": "nvlink"})):
+        shutil.copytree(src, dst)
+        (dst / "tpscope_run.json").write_text(json.dumps({**common, **extra}))
+    store = RunStore([fused, nvlink])
+    assert store.incomparable("fused", "nvlink-unfused") == "regime shm vs nvlink"
+    assert store.suggested_baseline("fused") is None
+    (nvlink / "tpscope_run.json").write_text(json.dumps({**common, "mode": "none", "regime": "shm"}))
+    assert store.incomparable("fused", "nvlink-unfused") is None
+
+
 def _raw_get(port: int, host_header: str, path: str = "/_dash-layout") -> int:
     """Status of a real HTTP request to 127.0.0.1:port carrying `host_header` as its Host."""
     import http.client

@@ -23,11 +23,17 @@ from tpscope.metrics.collectives import (
 )
 from tpscope.metrics.contention import (
     CommContention,
+    GemmBudget,
+    GemmContention,
     KernelContention,
+    TaxPart,
+    comm_overlap_fraction,
     contention,
     isolated_baselines,
+    reference_gemm_samples,
 )
 from tpscope.metrics.critical_path import CriticalPath, critical_paths, path_graph
+from tpscope.metrics.gemm import Samples
 from tpscope.trace import Run
 
 
@@ -62,6 +68,10 @@ class RunAnalysis:
     clock_residual_us: dict[int, float | None] = field(default_factory=dict)  # metrics.md §6
     kernel_contention: list[KernelContention] = field(default_factory=list)
     comm_contention: list[CommContention] = field(default_factory=list)
+    gemm_contention: list[GemmContention] = field(default_factory=list)
+    gemm_budget: GemmBudget | None = None
+    contention_by_layer: list[TaxPart] = field(default_factory=list)
+    contention_by_kernel: list[TaxPart] = field(default_factory=list)
     manifest: dict | None = None
     cpu_run: bool = False  # every rank without GPU activity, analyzed from its CPU side (metrics.md §1)
     step_rule: dict[int, str] = field(default_factory=dict)  # per rank: the §3 rule its steps came from
@@ -101,9 +111,10 @@ def _tokens_per_s(manifest: dict | None) -> float | None:
 
 
 def analyze_run(run: Run, reference: Run | None = None, align: str = "auto",
-                include_first_step: bool = False) -> RunAnalysis:
+                include_first_step: bool = False, calibration: Samples | None = None) -> RunAnalysis:
     """Every metric of `run` (metrics.md §4-§9); `reference`, an unfused run, supplies isolated
-    kernel baselines (§8) and the baseline of Flux overlap efficiency and attained saving (§9).
+    kernel baselines (§8) and the baseline of Flux overlap efficiency and attained saving (§9);
+    `calibration` (from `tpscope calibrate`) isolated GEMM times by shape and SM margin (§8).
 
     The first profiled step (the lowest step number, when there are several) is marked and left
     out of the summary's means unless `include_first_step` (§3)."""
@@ -113,7 +124,7 @@ def analyze_run(run: Run, reference: Run | None = None, align: str = "auto",
         steps.extend(rank_breakdown(rank, rank_sets))
     numbers = sorted({s.step for s in steps})
     first = numbers[0] if len(numbers) > 1 else None
-    cross = _cross_rank(run, sets, reference, align)
+    cross = _cross_rank(run, sets, reference, align, calibration)
     steps = [_fill_step(s, cross, s.step == first) for s in steps]
     steady = [s for s in steps if include_first_step or not s.first_step]
     summary = summarize(steady, run.manifest)
@@ -145,6 +156,10 @@ def analyze_run(run: Run, reference: Run | None = None, align: str = "auto",
         clock_residual_us=cross["residual_us"],
         kernel_contention=cross["contention"].kernels,
         comm_contention=cross["contention"].collectives,
+        gemm_contention=cross["contention"].gemms or [],
+        gemm_budget=cross["contention"].budget,
+        contention_by_layer=cross["contention"].by_layer or [],
+        contention_by_kernel=cross["contention"].by_kernel or [],
         manifest=run.manifest,
         cpu_run=bool(run.ranks) and all(r.cpu_run for r in run.ranks),
         step_rule={r.rank: r.steps.source for r in run.ranks},
@@ -152,7 +167,8 @@ def analyze_run(run: Run, reference: Run | None = None, align: str = "auto",
     )
 
 
-def _cross_rank(run: Run, sets: list[ClassSets], reference: Run | None, align: str) -> dict:
+def _cross_rank(run: Run, sets: list[ClassSets], reference: Run | None, align: str,
+                calibration: Samples | None = None) -> dict:
     """§5-§8 over all ranks at once: matching, clocks, wait/transfer, critical path, contention."""
     acts = run_activities(run)
     match = match_collectives(acts)
@@ -160,16 +176,35 @@ def _cross_rank(run: Run, sets: list[ClassSets], reference: Run | None, align: s
     timing = collective_timing(acts, match, clocks.offsets_ns)
     compute = [s.compute for s in sets]
     graph = path_graph(acts, match, timing, clocks.offsets_ns, run.ranks)
-    baselines = isolated_baselines(run_activities(reference)) if reference is not None else None
+    baselines, ref_samples, ref_gemm_us = None, {}, None
+    if reference is not None:
+        ref_acts = run_activities(reference)
+        ref_f = comm_overlap_fraction(ref_acts)
+        baselines = isolated_baselines(ref_acts, ref_f)
+        ref_samples, ref_gemm_us = reference_gemm_samples(reference, ref_acts, ref_f)
+    found = contention(run, acts, match, timing, compute, baselines, [ref_samples, calibration or {}],
+                       _sm_margin(run.manifest))
+    if found.budget is not None and ref_gemm_us is not None:
+        found = dataclasses.replace(found, budget=dataclasses.replace(found.budget, reference_gemm_us=ref_gemm_us))
     return {
         "wait_transfer": wait_transfer_by_step(acts, timing),
         "collectives": collective_instances(acts, match, timing, exposed_ns(acts, compute)),
         "offsets_us": clocks.as_us(acts.rank_ids),
         "residual_us": clocks.residual_us(acts.rank_ids),
         "paths": critical_paths(acts, graph, run.ranks),
-        "contention": contention(acts, match, timing, compute, baselines),
+        "contention": found,
         "warnings": list(match.warnings) + list(clocks.warnings),
     }
+
+
+def _sm_margin(manifest: dict | None) -> int | None:
+    """The SM margin the run's fused GEMMs left free, when the manifest names exactly one (§8)."""
+    if not manifest:
+        return None
+    layers = manifest.get("fusion_by_layer") or {}
+    margins = {v.get("sm_margin") for v in layers.values() if isinstance(v, dict)} or {manifest.get("sm_margin")}
+    margins = {m for m in margins if isinstance(m, int) and m > 0}
+    return margins.pop() if len(margins) == 1 else None
 
 
 def _fill_step(s: StepBreakdown, cross: dict, first_step: bool) -> StepBreakdown:

@@ -40,6 +40,7 @@ class ActivityDetail:
     instance: np.ndarray  # matched collective instance, -1 when none
     wait_ns: np.ndarray
     graph: PathGraph
+    instance_key: tuple[str, ...] = ()  # per instance: its `key` in the JSON's collectives
 
     def __len__(self) -> int:
         return len(self.rank)
@@ -60,7 +61,8 @@ def activity_detail(run: Run, align: str = "auto") -> ActivityDetail | None:
         lo, hi = acts.rank_bounds[pos], acts.rank_bounds[pos + 1]
         lane[lo:hi] = r.gpu.lane[acts.row[lo:hi]]
     return ActivityDetail(rank=acts.rank, lane=lane, start_ns=graph.start_ns, end_ns=graph.end_ns,
-                          step=acts.step, instance=match.instance, wait_ns=timing.wait_ns, graph=graph)
+                          step=acts.step, instance=match.instance, wait_ns=timing.wait_ns, graph=graph,
+                          instance_key=tuple(match.key))
 
 
 def path_segments(detail: ActivityDetail, step: int) -> PathSegments:

@@ -43,11 +43,15 @@ def analyze_folder(run_dir: Path | str, reference: Path | None, workers: int | N
                    address: str | None = None):
     """The analysis of `run_dir`, from the disk cache when the folder and the code are unchanged."""
     from tpscope.metrics import analyze_run
+    from tpscope.metrics.calibration import calibration_path, read_calibration
     from tpscope.trace import load_run
+
+    calibration = calibration_path(run_dir)  # from `tpscope calibrate`, used when present (§8)
 
     def compute():
         from tpscope.progress import working
 
+        samples = read_calibration(calibration)[0] if calibration.exists() else None
         if engine == "ray":  # the map's own progress: N/M ranks read
             run = load_run(run_dir, workers=workers, engine=engine, address=address, progress=_progress)
         else:
@@ -56,7 +60,8 @@ def analyze_folder(run_dir: Path | str, reference: Path | None, workers: int | N
         with working(f"tpscope: reading {reference}") if reference is not None else nullcontext():
             ref = load_run(reference, workers=workers) if reference is not None else None
         with working(f"tpscope: analyzing {run_dir}"):
-            return analyze_run(run, reference=ref, align=align, include_first_step=include_first_step)
+            return analyze_run(run, reference=ref, align=align, include_first_step=include_first_step,
+                               calibration=samples)
 
     if not use_cache or isinstance(run_dir, str):  # a URL: no folder fingerprint to key the cache
         return compute()
@@ -66,6 +71,8 @@ def analyze_folder(run_dir: Path | str, reference: Path | None, workers: int | N
     kind = f"analysis-{align}{'-first' if include_first_step else ''}"
     if reference is not None:
         kind += f"-vs-{cache.key('reference', reference)}"
+    if calibration.exists():
+        kind += f"-cal-{cache.key('calibration', calibration)}"
     if not run_dir.exists() or (reference is not None and not reference.exists()):
         return compute()  # the loader names what is missing
     return cache.get_or_compute(kind, run_dir, compute)

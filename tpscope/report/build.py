@@ -25,6 +25,7 @@ from tpscope.report.compare import (
     median_difference_ci,
     verdict,
 )
+from tpscope.report.gemm_contention import GemmView, gemm_view
 from tpscope.report.kernel_families import by_family, names_differ
 from tpscope.report.loss_check import LossCheck, loss_check, with_loss
 from tpscope.report.metric_defs import METRICS
@@ -124,6 +125,7 @@ class Report:
     flux_overlap_efficiency: float | None = None  # candidate against the baseline (metrics.md §9)
     attained_saving: float | None = None
     contention: tuple[ContendedKernel, ...] = ()  # the candidate's compute slowed most beside comm (§8)
+    gemm: GemmView | None = None  # the candidate's GEMM budget, taxed shapes and layers (§8)
     loss: LossCheck | None = None  # the loss curves (None: the candidate records no losses)
 
     @property
@@ -247,7 +249,8 @@ def build_report(candidate: RunResults, fail_on: FailOn, baseline: RunResults | 
                       kernel_totals(candidate.kernels, names=candidate.kernel_names),
                       collective_deltas((), c_coll), (),
                       ((), tuple(cs.get("step_time_us").tolist())), (breakdown(cs),),
-                      contention=contended_kernels(candidate.analysis), loss=losses)
+                      contention=contended_kernels(candidate.analysis), gemm=gemm_view(candidate.analysis),
+                      loss=losses)
     bs = run_samples(baseline.analysis)
     binfo = run_info(baseline.analysis, bs)
     comparisons = compare_runs(bs, cs, fail_on)
@@ -269,7 +272,7 @@ def build_report(candidate: RunResults, fail_on: FailOn, baseline: RunResults | 
         step_times_us=(tuple(bs.get("step_time_us").tolist()), tuple(cs.get("step_time_us").tolist())),
         breakdown_us=(breakdown(bs), breakdown(cs)),
         flux_overlap_efficiency=flux, attained_saving=saving,
-        contention=contended_kernels(c_an), loss=losses,
+        contention=contended_kernels(c_an), gemm=gemm_view(c_an), loss=losses,
     )
 
 

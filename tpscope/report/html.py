@@ -7,6 +7,7 @@ from html import escape
 
 from tpscope.report.build import KernelDelta, Report
 from tpscope.report.compare import Status
+from tpscope.report.gemm_contention import budget_lines, part_rows, shape_rows
 from tpscope.report.markdown import (
     _ratio,
     change_text,
@@ -160,6 +161,11 @@ def render(report: Report) -> str:
         parts.append("<h2>Compute slowed beside communication (metrics.md §8)</h2>")
         rows = [[_name_cell(r[0]), *map(escape, r[1:])] for r in rows]
         parts.append(_table(headers, rows, set(range(1, len(headers))), raw=True))
+    if report.gemm is not None:
+        parts.append("<h2>GEMMs slowed beside transfers (metrics.md §8)</h2>")
+        parts += [f"<p>{escape(line)}</p>" for line in budget_lines(report.gemm)]
+        for headers, rows in (shape_rows(report.gemm), part_rows(report.gemm.layers, "layer/op")):
+            parts.append(_table(headers, rows, set(range(1, len(headers)))))
     if report.flux_overlap_efficiency is not None or report.attained_saving is not None:
         parts.append("<p>Against the baseline (meaningful when it is the unfused run): Flux overlap efficiency "
                      f"{_ratio(report.flux_overlap_efficiency)}, attained saving {_ratio(report.attained_saving)}.</p>")

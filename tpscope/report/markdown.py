@@ -5,6 +5,7 @@ from __future__ import annotations
 from tpscope.report.build import KernelDelta, Report, RunInfo
 from tpscope.report.collective_table import CollectiveDelta
 from tpscope.report.compare import MetricComparison, Status
+from tpscope.report.gemm_contention import budget_lines, part_rows, shape_rows
 from tpscope.report.metric_defs import format_delta, format_value, metric_def, number
 from tpscope.text import md_code, md_text, printable
 
@@ -130,6 +131,11 @@ def contention_rows(report: Report) -> tuple[list[str], list[list[str]]]:
               f"{k.slowdown * 100:+.0f}%", _us(k.tax_us_per_step)] for k in report.contention])
 
 
+def table_md(headers: list[str], rows: list[list[str]]) -> str:
+    """A table whose first column is plain text and the others numbers (right-aligned)."""
+    return table(headers, rows, "l" + "r" * (len(headers) - 1))
+
+
 def name_table(headers: list[str], rows: list[list[str]], empty: str, limit: int = NAME_CHARS) -> str:
     if not rows:
         return empty
@@ -223,6 +229,10 @@ def render(report: Report) -> str:
                  "", name_table(*contention_rows(report), "", limit=160),
                  "", "Median durations of one kernel signature alone and beside communication on another "
                  "stream; the cost is what the slowdown adds per rank and step."]
+    if report.gemm is not None:
+        body += ["", f"### GEMMs slowed beside transfers ({'run' if alone else 'candidate'}, metrics.md §8)", "",
+                 *(f"- {line}" for line in budget_lines(report.gemm)), "", table_md(*shape_rows(report.gemm)), "",
+                 table_md(*part_rows(report.gemm.layers, "layer/op"))]
     warnings = [*(report.baseline.warnings if report.baseline else ()), *report.candidate.warnings]
     if warnings:
         body += ["", "<details><summary>Warnings from the trace loader</summary>", ""]

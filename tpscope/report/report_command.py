@@ -135,23 +135,36 @@ def check_comparable(report) -> None:
 
 def build(candidate: str | None, baseline: str | None, fail_on, loss_rtol: float | None = None):
     """Load, analyze and compare (trace -> metrics -> report)."""
+    from pathlib import Path
+
     from tpscope.metrics import analyze_run
+    from tpscope.metrics.calibration import calibration_path, read_calibration
     from tpscope.metrics.kernel_stats import by_collective, kernel_names, kernel_times
     from tpscope.report.build import RunResults, build_report
     from tpscope.samples import default_run
     from tpscope.trace import load_run
 
-    def results(path) -> RunResults:
+    def results(run, reference=None) -> RunResults:
+        from tpscope.progress import working
+
+        # the candidate's GEMM baselines (metrics.md §8) also come from the baseline run and from
+        # a `tpscope calibrate` of the candidate, when there is one
+        cal = calibration_path(Path(run.path))
+        samples = read_calibration(cal)[0] if cal.exists() else None
+        with working(f"tpscope: analyzing {run.path}"):
+            return RunResults(analyze_run(run, reference=reference, calibration=samples),
+                              kernel_times(run, "shape"),  # metrics.md §9: renames compare
+                              by_collective(kernel_times(run, "collective")), kernel_names(run))
+
+    def read(path):
         from tpscope.progress import working
 
         with working(f"tpscope: reading {path}"):
-            run = load_run(path)
-        with working(f"tpscope: analyzing {path}"):
-            return RunResults(analyze_run(run), kernel_times(run, "shape"),  # metrics.md §9: renames compare
-                              by_collective(kernel_times(run, "collective")), kernel_names(run))
+            return load_run(path)
 
-    cand = results(candidate or default_run())
-    base = results(baseline) if baseline is not None else None
+    base_run = read(baseline) if baseline is not None else None
+    cand = results(read(candidate or default_run()), base_run)
+    base = results(base_run) if base_run is not None else None
     if base is not None and base.analysis.cpu_run != cand.analysis.cpu_run:
         from tpscope.errors import UserError
 

@@ -116,6 +116,19 @@ def contention_table(analysis: RunAnalysis, top: int = 5) -> str:
     return table(headers, rows, "Contention: isolated versus overlapped medians (metrics.md §8)")
 
 
+def gemm_contention_tables(analysis: RunAnalysis) -> str | None:
+    """The GEMM time budget, the most taxed shapes and layers (metrics.md §8)."""
+    from tpscope.report.gemm_contention import budget_lines, gemm_view, part_rows, shape_rows
+
+    view = gemm_view(analysis)
+    if view is None:
+        return None
+    return "\n\n".join([table(*shape_rows(view), "GEMM contention by shape (metrics.md §8)"),
+                        table(*part_rows(view.layers, "layer/op"), "GEMM tax by layer"),
+                        table(*part_rows(view.kernels, "kernel"), "GEMM tax by kernel"),
+                        "\n".join(budget_lines(view))])
+
+
 def summary_table(analysis: RunAnalysis) -> str:
     s = analysis.summary
     rows = [
@@ -125,7 +138,7 @@ def summary_table(analysis: RunAnalysis) -> str:
         ["overlap efficiency (hidden / hideable)", fmt(s.overlap_efficiency, "pct")],
         ["critical-path exposed communication", fmt(s.critical_path_exposed_comm_ratio, "pct")],
         ["contention slowdown", fmt(s.contention_slowdown, "pct")],
-        ["overlapped compute with an isolated baseline", fmt(s.contention_coverage, "pct")],
+        ["overlapped GEMM time with an isolated baseline", fmt(s.contention_coverage, "pct")],
         ["tokens/s (manifest)", fmt(s.tokens_per_s)],
     ]
     if s.flux_overlap_efficiency is not None or s.attained_saving is not None:
@@ -152,6 +165,9 @@ def render(analysis: RunAnalysis, extra_sections: Sequence[str] = ()) -> str:
     if any(k.slowdown is not None for k in analysis.kernel_contention) or any(
             c.slowdown is not None for c in analysis.comm_contention):
         parts.append(contention_table(analysis))
+    gemm = gemm_contention_tables(analysis)
+    if gemm:
+        parts.append(gemm)
     if any(analysis.clock_offsets_us.values()):
         residual = getattr(analysis, "clock_residual_us", {}) or {}
 

@@ -137,6 +137,11 @@ def _cpu_table(raw: RawColumns, symbols: SymbolTable, lanes: _Lanes, group_size:
         step=missing.copy(),
         external_id=c.external_id,
         signature_id=_cpu_signatures(symbols, c.name_id, c.dims_id),
+        grid=np.full((n, 3), MISSING, np.int64),
+        op_name_id=np.where(c.coll_name_id >= 0, MISSING, c.name_id).astype(np.int32),  # a CPU op is its own op
+        dims_id=c.dims_id.astype(np.int32),
+        types_id=np.full(n, MISSING, np.int32),
+        strides_id=np.full(n, MISSING, np.int32),
         coll_name_id=c.coll_name_id,
         pg_name_id=c.pg_name_id,
         seq=missing.copy(),
@@ -205,6 +210,11 @@ def _gpu_table(raw: RawColumns, symbols: SymbolTable, lanes: _Lanes) -> GpuActiv
         step=np.full(len(corr), MISSING, np.int64),
         external_id=ext,
         signature_id=_signatures(symbols, g["name_id"], g["grid"], g["block"], dims),
+        grid=g["grid"],
+        op_name_id=lookup(ops["external_id"], ops["name_id"], ext).astype(np.int32),
+        dims_id=dims.astype(np.int32),
+        types_id=lookup(ops["external_id"], ops["types_id"], ext).astype(np.int32),
+        strides_id=lookup(ops["external_id"], ops["strides_id"], ext).astype(np.int32),
         **{f: coll[f].astype(np.int32 if f.endswith("_id") else np.int64) for f in COLLECTIVE_COLUMNS},
         p2p_id=p2p_id,
     )

@@ -36,8 +36,8 @@ GROUP_OF_CATEGORY: dict[str, str] = {
 }
 KIND_OF_CATEGORY = {**GPU_CATEGORIES, "memcpy": GPU_CATEGORIES["gpu_memcpy"], "memset": GPU_CATEGORIES["gpu_memset"]}
 # columns that hold ids into RawColumns.symbols (remapped by `merge`)
-SYMBOL_COLUMNS = frozenset({"name_id", "dims_id", "types_id", "coll_name_id", "pg_name_id", "dtype_id", "pg_ranks_id",
-                            "pg_desc_id"})
+SYMBOL_COLUMNS = frozenset({"name_id", "dims_id", "types_id", "strides_id", "coll_name_id", "pg_name_id", "dtype_id",
+                            "pg_ranks_id", "pg_desc_id"})
 COLLECTIVE_COLUMNS = ("coll_name_id", "pg_name_id", "seq", "in_nelems", "out_nelems", "dtype_id", "group_size",
                       "pg_ranks_id", "pg_desc_id", "peer")
 _EMPTY_ARGS = Args()
@@ -237,6 +237,8 @@ def extract(events: list[Event], base_ns: int = 0) -> RawColumns:
         tid=tid_column(ops),
         external_id=int_column(_values(args, "external_id")),
         dims_id=x.symbols.ids([bytes(a.input_dims).decode("utf-8", "replace") for a in args]),
+        types_id=x.symbols.ids([bytes(a.input_type).decode("utf-8", "replace") for a in args]),
+        strides_id=x.symbols.ids([bytes(a.input_strides).decode("utf-8", "replace") for a in args]),
         **x.collectives(args),
     )
     groups["cpu_op"] = cols

@@ -32,7 +32,8 @@ class Args(msgspec.Struct, gc=False):
     grid: list[int] | None = None
     block: list[int] | None = None
     input_dims: msgspec.Raw = msgspec.field(name="Input Dims", default=msgspec.Raw())
-    input_type: msgspec.Raw = msgspec.field(name="Input type", default=msgspec.Raw())
+    input_type: msgspec.Raw = msgspec.field(name="Input type", default=msgspec.Raw())  # GEMM dtype (§8)
+    input_strides: msgspec.Raw = msgspec.field(name="Input Strides", default=msgspec.Raw())  # GEMM layout
     # cuda_sync events (cudaStreamWaitEvent and friends)
     wait_on_stream: int | None = None
     wait_on_event_corr: int | None = msgspec.field(

@@ -32,6 +32,12 @@ class GpuActivities:
     step: np.ndarray  # int64, step number (metrics.md §3: the step that launched it), -1 if none
     external_id: np.ndarray  # int64, of the launching CPU op
     signature_id: np.ndarray  # int32, "name|grid|block|input dims" (metrics.md §8)
+    # the launching CPU op (External id join; -1 when absent), for GEMM shapes (metrics.md §8)
+    grid: np.ndarray  # (n, 3) int64 launch grid, -1 where absent
+    op_name_id: np.ndarray  # int32, e.g. "aten::mm"
+    dims_id: np.ndarray  # int32, its raw `Input Dims` JSON
+    types_id: np.ndarray  # int32, its raw `Input type` JSON
+    strides_id: np.ndarray  # int32, its raw `Input Strides` JSON
     # collective metadata (metrics.md §5), from the kernel's args or its launching CPU op
     coll_name_id: np.ndarray  # int32, -1 when not a described collective
     pg_name_id: np.ndarray  # int32

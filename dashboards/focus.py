@@ -1,0 +1,75 @@
+"""Where a click lands on the Timeline: the window to zoom to and the activities to highlight.
+
+A collective instance is found by its JSON `key` in the analyzer's per-activity matching
+(`ActivityDetail.instance_key`, metrics.md §5); a kernel by its signature; a class by name. Times
+are the Timeline's: µs after the step's first activity over the chosen ranks, clocks aligned (§6).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from tpscope.dashboards.overlays import Overlay
+from tpscope.dashboards.timeline_data import (
+    CLASS_NAMES,
+    Segments,
+    TimelineData,
+    concat_segments,
+    empty_segments,
+    overlay_segments,
+    short_names,
+    step_extent_ns,
+)
+
+PAD_RATIO = 0.25  # each side of a zoomed-to instance, as a share of its span
+MIN_PAD_US = 1.0
+
+
+def instance_rows(detail, step: int, key: str) -> np.ndarray:
+    """Rows of `detail` (every rank's kernel) of the collective instance `key` in `step` (a key
+    such as `0/_allgather_base/3` names the fourth such call of each step)."""
+    keys = np.asarray(getattr(detail, "instance_key", ()) if detail is not None else (), dtype=object)
+    named = np.flatnonzero(keys == key)
+    if not len(named):
+        return np.zeros(0, np.int64)
+    return np.flatnonzero(np.isin(detail.instance, named) & (detail.step == step))
+
+
+def collective_window(run, detail, step: int, ranks: list[int], offsets_us: dict,
+                      key: str) -> list[float] | None:
+    """The Timeline window (µs) around instance `key` on `ranks`, padded PAD_RATIO of its span
+    each side; None when the instance is not on those ranks."""
+    rows = instance_rows(detail, step, key)
+    rows = rows[np.isin(detail.rank[rows], ranks)] if len(rows) else rows
+    offsets_ns = {int(k): int(round(v * 1000)) for k, v in (offsets_us or {}).items() if v is not None}
+    extent = step_extent_ns(run, step, ranks, offsets_ns)
+    if not len(rows) or extent is None:
+        return None
+    lo = (int(detail.start_ns[rows].min()) - extent[0]) / 1000.0
+    hi = (int(detail.end_ns[rows].max()) - extent[0]) / 1000.0
+    pad = max(MIN_PAD_US, PAD_RATIO * (hi - lo))
+    return [lo - pad, hi + pad]
+
+
+def selected_segments(data: TimelineData, detail, selection: dict | None) -> Segments:
+    """The drawn activities a selection names, as segments to outline on the Timeline."""
+    if not selection or data is None:
+        return empty_segments()
+    kind, key = selection.get("kind"), str(selection.get("key"))
+    if kind == "collective":
+        rows = instance_rows(detail, data.step, key)
+        if not len(rows):
+            return empty_segments()
+        overlay = Overlay(detail.rank[rows], detail.lane[rows], detail.start_ns[rows], detail.end_ns[rows],
+                          detail.instance[rows], np.full(len(rows), key, dtype=object))
+        return overlay_segments(data, overlay)
+    if kind == "class" and key in CLASS_NAMES.values():
+        return data.activities[key]
+    if kind == "search":
+        parts = [seg for seg in data.activities.values() if len(seg)]
+        hits = [s.take(np.char.find(np.char.lower(s.text.astype(str)), key.lower()) >= 0) for s in parts]
+        return concat_segments(hits)
+    if kind == "kernel":  # a signature is "name|grid=..|block=..|dims=..": its kernel's name
+        name = short_names((key.split("|", 1)[0],))[0]
+        parts = [seg for seg in data.activities.values() if len(seg)]
+        return concat_segments([s.take(s.text == name) for s in parts])
+    return empty_segments()
