@@ -195,3 +195,32 @@ def test_a_folder_of_a_run_stopped_before_its_traces_says_so(tmp_path):
         load_run(run)
     assert str(exc.value) == (f"{run}: no trace files (*.json or *.json.gz from torch.profiler) in this folder; "
                               "its manifest says the run did not finish (stopped by SIGTERM)")
+
+
+def test_an_fsspec_url_reads_like_the_folder(tmp_path):
+    """Rank files in object storage (a memory:// URL here): the same ranks and tables as the
+    folder on disk, the URL kept as the run's and each rank's path."""
+    import fsspec
+    import numpy as np
+
+    folder = tmp_path / "run"
+    write_run(folder, two_ranks())
+    fs = fsspec.filesystem("memory")
+    for f in sorted(folder.iterdir()):
+        fs.pipe(f"/tpscope-test-run/{f.name}", f.read_bytes())
+    try:
+        from_url = load_run("memory://tpscope-test-run")
+    finally:
+        fs.rm("/tpscope-test-run", recursive=True)
+    on_disk = load_run(folder)
+    assert from_url.path == "memory://tpscope-test-run"
+    assert [str(r.path) for r in from_url.ranks] == [f"memory:///tpscope-test-run/{r.path.name}" for r in on_disk.ranks]
+    for a, b in zip(from_url.ranks, on_disk.ranks):
+        assert a.rank == b.rank
+        np.testing.assert_array_equal(a.gpu.start_ns, b.gpu.start_ns)
+        np.testing.assert_array_equal(a.gpu.end_ns, b.gpu.end_ns)
+
+
+def test_an_fsspec_url_with_no_traces_is_one_line():
+    with pytest.raises(UserError, match="memory://tpscope-nothing-here: no such file or folder"):
+        load_run("memory://tpscope-nothing-here")

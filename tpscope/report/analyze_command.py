@@ -25,6 +25,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "none trusts the trace clocks, all aligns every rank")
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="processes that decode traces (default: every usable core)")
+    p.add_argument("--engine", choices=("local", "ray"), default="local",
+                   help="where the per-rank map runs: local (a process pool on this machine) or ray (Ray tasks; "
+                        "pip install 'tpscope[ray]'; RUN_DIR must be a path or fsspec URL every worker sees)")
+    p.add_argument("--address", metavar="ADDR",
+                   help="with --engine ray: the Ray cluster (host:port, ray://host:port or auto; default: start a "
+                        "local one)")
     p.add_argument("--include-first-step", action="store_true",
                    help="count the first profiled step in the summary's means (it is a warm-up: left out by "
                         "default, metrics.md §3)")
@@ -32,8 +38,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="analyze from the traces even if this folder was analyzed before")
 
 
-def analyze_folder(run_dir: Path, reference: Path | None, workers: int | None, use_cache: bool,
-                   align: str = "auto", include_first_step: bool = False):
+def analyze_folder(run_dir: Path | str, reference: Path | None, workers: int | None, use_cache: bool,
+                   align: str = "auto", include_first_step: bool = False, engine: str = "local",
+                   address: str | None = None):
     """The analysis of `run_dir`, from the disk cache when the folder and the code are unchanged."""
     from tpscope.metrics import analyze_run
     from tpscope.metrics.calibration import calibration_path, read_calibration
@@ -45,15 +52,18 @@ def analyze_folder(run_dir: Path, reference: Path | None, workers: int | None, u
         from tpscope.progress import working
 
         samples = read_calibration(calibration)[0] if calibration.exists() else None
-        with working(f"tpscope: reading {run_dir}"):
-            run = load_run(run_dir, workers=workers)
+        if engine == "ray":  # the map's own progress: N/M ranks read
+            run = load_run(run_dir, workers=workers, engine=engine, address=address, progress=_progress)
+        else:
+            with working(f"tpscope: reading {run_dir}"):
+                run = load_run(run_dir, workers=workers)
         with working(f"tpscope: reading {reference}") if reference is not None else nullcontext():
             ref = load_run(reference, workers=workers) if reference is not None else None
         with working(f"tpscope: analyzing {run_dir}"):
             return analyze_run(run, reference=ref, align=align, include_first_step=include_first_step,
                                calibration=samples)
 
-    if not use_cache:
+    if not use_cache or isinstance(run_dir, str):  # a URL: no folder fingerprint to key the cache
         return compute()
     from tpscope.cache import DiskCache
 
@@ -68,6 +78,15 @@ def analyze_folder(run_dir: Path, reference: Path | None, workers: int | None, u
     return cache.get_or_compute(kind, run_dir, compute)
 
 
+def _progress(done: int, total: int) -> None:
+    """Ranks read so far, on stderr: one updating line on a terminal, every tenth otherwise."""
+    if sys.stderr.isatty():
+        end = "\n" if done == total else ""
+        print(f"\rtpscope: {done}/{total} ranks read", end=end, file=sys.stderr, flush=True)
+    elif done == total or done % max(1, total // 10) == 0:
+        print(f"tpscope: {done}/{total} ranks read", file=sys.stderr, flush=True)
+
+
 def main(args: argparse.Namespace) -> int:
     from tpscope.samples import default_run
 
@@ -78,15 +97,21 @@ def main(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else None
     if out is not None:
         check_out_file(out, args.overwrite)
-    run_dir = Path(args.run_dir) if args.run_dir else default_run()
+    if args.address and args.engine != "ray":
+        raise UserError("--address names a Ray cluster: add --engine ray")
+    if args.run_dir and "://" in args.run_dir:  # an fsspec URL: one run, no cache
+        run_dir = args.run_dir
+    else:
+        run_dir = Path(args.run_dir) if args.run_dir else default_run()
     reference = Path(args.reference) if args.reference else None
     from tpscope.trace import find_runs
 
-    runs = find_runs(run_dir) if run_dir.is_dir() else []
+    runs = find_runs(run_dir) if isinstance(run_dir, Path) and run_dir.is_dir() else []
     if len(runs) > 1 or (runs and runs[0] != run_dir):  # a folder of runs, one subfolder each
         return _many(run_dir, runs, reference, args, out)
     analysis = analyze_folder(run_dir, reference, args.workers, use_cache=not args.no_cache, align=args.align,
-                              include_first_step=args.include_first_step)
+                              include_first_step=args.include_first_step, engine=args.engine,
+                              address=args.address)
     if args.json:
         from tpscope.metrics import as_json
 

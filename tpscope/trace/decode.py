@@ -49,6 +49,11 @@ def read_bytes(path: Path) -> bytes:
         raise TraceError(path, "is a folder, not a trace file") from None
     except OSError as exc:
         raise TraceError(path, f"cannot be read ({exc.strerror or exc})") from None
+    return gunzip(path, raw)
+
+
+def gunzip(path: object, raw: bytes) -> bytes:
+    """`raw` gunzipped when it is gzip (by its magic number), else as it is."""
     if raw[:2] != _GZIP_MAGIC:
         return raw
     try:

@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 
 from tpscope.errors import TraceError, UserError
-from tpscope.trace import parallel
+from tpscope.trace import parallel, stream
 from tpscope.trace.assemble import assemble
 from tpscope.trace.columns import MISSING
-from tpscope.trace.decode import base_time_ns, decode_trace, read_bytes
+from tpscope.trace.decode import base_time_ns, decode_trace, gunzip, read_bytes
 from tpscope.trace.extract import extract, merge
 from tpscope.trace.manifest import check_manifest
 from tpscope.trace.tables import RankTrace
@@ -27,7 +27,7 @@ TRACE_SUFFIXES = (".json", ".json.gz")
 class Run:
     """Every rank of one run folder, ordered by rank."""
 
-    path: Path
+    path: Path | str  # a `Url` for object storage
     ranks: tuple[RankTrace, ...]
     manifest: dict | None
     warnings: tuple[str, ...]
@@ -116,12 +116,14 @@ def read_manifest(folder: Path) -> tuple[dict | None, list[str]]:
     return manifest, warnings
 
 
-def load_rank_file(path: Path, fallback_rank: int | None = None, workers: int = 1) -> RankTrace:
+def load_rank_file(path: Path | str, fallback_rank: int | None = None, workers: int = 1,
+                   chunk_bytes: int = stream.CHUNK_BYTES) -> RankTrace:
     """Read one trace file. Without `distributedInfo.rank`, use `fallback_rank` (with a warning).
 
-    With `workers > 1`, a big file is decoded in that many processes (`parallel.py`).
+    With `workers > 1`, a big file is decoded in that many processes (`parallel.py`); otherwise in
+    one streaming pass of `chunk_bytes` of text at a time (`stream.py`).
     """
-    trace, raw, warnings = _read_raw(path, workers)
+    trace, raw, warnings = _read_raw(path, workers, chunk_bytes)
     return assemble(path, trace, raw, _rank_of(path, trace, fallback_rank, warnings), tuple(warnings))
 
 
@@ -156,21 +158,24 @@ def _rank_of(path: Path, trace, fallback_rank: int | None, warnings: list[str]) 
     return rank
 
 
-def _read_raw(path: Path, workers: int):
+def _read_raw(path: Path | str, workers: int, chunk_bytes: int = stream.CHUNK_BYTES):
     """(header, raw columns with absolute times, warnings) of one trace file."""
-    data = read_bytes(path)
-    parts = None
-    if workers > 1 and len(data) >= parallel.SPLIT_MIN_BYTES and parallel.can_fork():
-        buf = bytearray(data)  # cut in place; the copy costs less than the cut documents would
-        del data
-        parts = parallel.decode_in_parts(buf, workers)
-        del buf
-        if parts is None:  # the cut fell inside an event: read the file in one piece
-            data = read_bytes(path)
+    parts = data = None
+    if workers > 1 and parallel.can_fork() and not is_url(path):
+        data = read_bytes(path)
+        if len(data) >= parallel.SPLIT_MIN_BYTES:
+            buf = bytearray(data)  # cut in place; the copy costs less than the cut documents would
+            data = None
+            parts = parallel.decode_in_parts(buf, workers)
+            del buf
+    else:
+        parts = _stream_file(path, chunk_bytes)
     if parts is not None:
         trace, raw, warnings = parts.header, parts.raw, []
         raw.shift_times(base_time_ns(path, trace))
-    else:
+    else:  # an unusual layout, odd field types or a damaged file: one piece, precise errors
+        if data is None:
+            data = _read_url(path) if is_url(path) else read_bytes(path)
         decoded = decode_trace(path, data)
         del data
         trace, warnings = decoded.trace, list(decoded.warnings)
@@ -181,6 +186,66 @@ def _read_raw(path: Path, workers: int):
     return trace, raw, warnings
 
 
+class Url(str):
+    """An fsspec URL where a local `Path` would be: it prints as itself; `.name` is its last part."""
+
+    __slots__ = ()
+
+    @property
+    def name(self) -> str:
+        return self.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _stream_file(path: Path | str, chunk_bytes: int):
+    try:
+        with _open(path) as fh:
+            return stream.decode_streaming(fh, chunk_bytes)
+    except OSError:
+        return None  # the one-piece reader names the problem
+
+
+def _open(path: Path | str):
+    if is_url(path):
+        import fsspec
+
+        return fsspec.open(str(path), "rb").open()
+    return Path(path).open("rb")
+
+
+def _read_url(url: str) -> bytes:
+    """A URL's bytes, gunzipped like `decode.read_bytes` does for a local file."""
+    try:
+        with _open(url) as fh:
+            raw = fh.read()
+    except (OSError, ValueError) as exc:
+        raise TraceError(url, f"cannot be read ({exc})") from None
+    return gunzip(url, raw)
+
+
+def find_url_files(url: str) -> list[str]:
+    """The trace files at an fsspec URL (a folder or one file), sorted by name."""
+    try:
+        import fsspec
+    except ImportError:
+        raise UserError(f"{url}: reading URLs needs fsspec (pip install 'tpscope[ray]')") from None
+    try:
+        fs, root = fsspec.core.url_to_fs(url)
+        if fs.isfile(root):
+            return [Url(url)]
+        names = sorted(fs.ls(root, detail=False)) if fs.isdir(root) else None
+    except ImportError as exc:  # the filesystem's own package (s3fs, gcsfs ...) is missing
+        raise UserError(f"{url}: {exc}") from None
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{url}: cannot be listed ({exc})") from None
+    if names is None:
+        raise UserError(f"{url}: no such file or folder")
+    files = [Url(fs.unstrip_protocol(n)) for n in names
+             if n.rsplit("/", 1)[-1] != MANIFEST_NAME and n.endswith(TRACE_SUFFIXES) and fs.isfile(n)]
+    if not files:
+        raise UserError(f"{url}: no trace files (*.json or *.json.gz from torch.profiler) in this folder")
+    return files
+
+
 def _load_one(job: tuple[Path, int, int]) -> RankTrace | TraceError:
     path, position, workers = job
     try:
@@ -189,21 +254,43 @@ def _load_one(job: tuple[Path, int, int]) -> RankTrace | TraceError:
         return exc
 
 
-def load_run(path: str | Path, workers: int | None = None) -> Run:
-    """Load every rank of a run folder (or a single trace file).
+ENGINES = ("local", "ray")
 
-    `workers` processes (default: every usable core) share the work: one big file is decoded in
-    parts, several files are loaded side by side.
+
+def is_url(path: str | Path) -> bool:
+    """An fsspec URL (`s3://`, `gs://`, `file://`, `memory://` ...) rather than a local path."""
+    return "://" in str(path)
+
+
+def load_run(path: str | Path, workers: int | None = None, engine: str = "local",
+             address: str | None = None, progress=None) -> Run:
+    """Load every rank of a run folder (or a single trace file): a map over the rank files (each
+    file to its compact `RankTrace`), then a reduce on this process (ranks in order, warnings).
+
+    engine "local": `workers` processes (default: every usable core) share the work: one big
+    file is decoded in parts, several files are loaded side by side. engine "ray": one Ray task
+    per file on the cluster at `address` (`ray_engine.py`); `progress(done, total)` is called as
+    ranks finish. `path` may be an fsspec URL (object storage) for either engine.
     """
-    path = Path(path)
-    files = find_trace_files(path)
+    if engine not in ENGINES:
+        raise UserError(f"--engine {engine}: unknown (choose from {', '.join(ENGINES)})")
+    path = Url(path) if is_url(path) else Path(path)
+    files = find_url_files(path) if isinstance(path, Url) else find_trace_files(path)
     workers = parallel.usable_cores() if workers is None else max(1, workers)
-    if len(files) == 1:
-        jobs = [(files[0], 0, workers)]
-        results = [_load_one(jobs[0])]
+    jobs = [(f, i, 1) for f, i in zip(files, _worker_positions(files))]
+    if engine == "ray":
+        from tpscope.trace.ray_engine import map_ray
+
+        results = map_ray(_load_one, jobs, address, progress)
+    elif len(files) == 1:
+        results = [_load_one((files[0], 0, workers))]
     else:
-        results = parallel.map_files(_load_one, [(f, i, 1) for f, i in zip(files, _worker_positions(files))],
-                                     workers)
+        results = parallel.map_files(_load_one, jobs, workers)
+    return reduce_ranks(path, files, results)
+
+
+def reduce_ranks(path: Path | Url, files: list, results: list) -> Run:
+    """The `Run` from the map's results (a `RankTrace` or the `TraceError` of each file)."""
     warnings: list[str] = []
     ranks = [r for r in results if isinstance(r, RankTrace)]
     refused = [str(r) for r in results if isinstance(r, TraceError)]
@@ -217,7 +304,10 @@ def load_run(path: str | Path, workers: int | None = None) -> Run:
         by_rank[r.rank] = r
         warnings.extend(r.warnings)
     ordered = tuple(by_rank[k] for k in sorted(by_rank))
-    manifest, manifest_warnings = read_manifest(path if path.is_dir() else path.parent)
+    if isinstance(path, Url):
+        manifest, manifest_warnings = None, []
+    else:
+        manifest, manifest_warnings = read_manifest(path if path.is_dir() else path.parent)
     warnings.extend(manifest_warnings)
     _refuse_mixed_runs(path, ordered)
     warnings.extend(_consistency_warnings(ordered))

@@ -1,0 +1,145 @@
+"""The streaming decode (trace/stream.py) against the one-piece reader, and its memory bound."""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import io
+import json
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tpscope.trace import run_folder, stream
+from tpscope.trace.decode import EVENTS_DECODER, TRACE_DECODER
+from tpscope.trace.extract import extract
+
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = Path("/work/shared/corpus")
+
+
+def assert_same_rank(a, b, path: str = "") -> None:
+    """Field for field; symbol-id columns (int32 `*_id`) compared by the names they point to (the
+    parts of a streamed file number their symbols in another order)."""
+    for f in dataclasses.fields(a):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        where = f"{path}.{f.name}"
+        if f.name in ("symbols", "path"):
+            continue
+        if dataclasses.is_dataclass(x):
+            assert_same_rank_table(x, y, a.symbols, b.symbols, where)
+        elif isinstance(x, np.ndarray):
+            np.testing.assert_array_equal(x, y, err_msg=where)
+        else:
+            assert x == y, where
+
+
+def assert_same_rank_table(x, y, sx, sy, where: str) -> None:
+    for g in dataclasses.fields(x):
+        u, v = getattr(x, g.name), getattr(y, g.name)
+        if g.name.endswith("_id") and u.dtype == np.int32:  # a symbol id (external_id is int64)
+            names_x = np.array([*sx, None], dtype=object)[u]
+            names_y = np.array([*sy, None], dtype=object)[v]
+            assert names_x.tolist() == names_y.tolist(), f"{where}.{g.name}"
+        elif isinstance(u, np.ndarray):
+            assert u.dtype == v.dtype, f"{where}.{g.name}"
+            np.testing.assert_array_equal(u, v, err_msg=f"{where}.{g.name}")
+        else:
+            assert u == v, f"{where}.{g.name}"
+
+
+def one_piece(path: Path, monkeypatch):
+    with monkeypatch.context() as m:
+        m.setattr(stream, "decode_streaming", lambda fh, chunk_bytes: None)
+        return run_folder.load_rank_file(path)
+
+
+REAL_FILES = [
+    *sorted((ROOT / "sample_traces" / "h200x2-shm-chunked").glob("*.json.gz")),
+    *sorted((ROOT / "sample_traces" / "h200x1-nested-loop").glob("*.json.gz")),
+    *sorted(CORPUS.glob("real/param-dlrm-torchrec-v100x8/worker0*.json.gz")),
+    *sorted(CORPUS.glob("real/tracelens-b200-eager-rank0of8/*.json.gz")),
+    *sorted(CORPUS.glob("hta/trace_filter/*.json.gz")),
+]
+
+
+@pytest.mark.parametrize("path", REAL_FILES, ids=lambda p: f"{p.parent.name}/{p.name[:24]}")
+def test_streamed_equals_one_piece(path, monkeypatch):
+    with path.open("rb") as fh:
+        assert stream.decode_streaming(fh, 1 << 14) is not None  # streamed, not the fallback
+    streamed = run_folder.load_rank_file(path, chunk_bytes=1 << 14)  # dozens of parts per file
+    assert_same_rank(streamed, one_piece(path, monkeypatch))
+
+
+# the other args of a real H200 kernel event (torch 2.11), which no table keeps
+KERNEL_ARGS = {"queued": 0, "device": 0, "context": 1, "stream": 7, "registers per thread": 168,
+               "shared memory": 213248, "blocks per SM": 1.0, "warps per SM": 8.0, "grid": [132, 1, 1],
+               "block": [384, 1, 1], "est. achieved occupancy %": 13, "kind": "Dispatch Kernel"}
+
+
+def _doc(n: int, tail: dict | None = None) -> dict:
+    events = []
+    for k in range(n):
+        events.append({"ph": "X", "cat": "kernel", "name": f"k{k % 7}", "pid": 0, "tid": 7,
+                       "ts": 10.0 * k, "dur": 5.0, "args": {**KERNEL_ARGS, "correlation": k}})
+    doc = {"schemaVersion": 1, "deviceProperties": [{"id": 0}, {"id": 1}],
+           "distributedInfo": {"rank": 3, "world_size": 4}, "traceEvents": events}
+    doc.update(tail or {})
+    return doc
+
+
+def test_keys_after_the_array_with_arrays_of_objects():
+    """Kineto writes keys after `traceEvents`, some of them arrays of objects: the array's end is
+    found, the header read, and `baseTimeNanoseconds` (given last) shifts every time."""
+    tail = {"traceName": "x", "logs": [{"a": 1}, {"b": 2}], "baseTimeNanoseconds": 5_000_000}
+    text = json.dumps(_doc(3000, tail), indent=1).encode()
+    parts = stream.decode_streaming(io.BytesIO(gzip.compress(text)), 4096)
+    assert parts is not None
+    assert parts.header.baseTimeNanoseconds == 5_000_000
+    assert parts.header.distributedInfo.rank == 3
+    start = parts.raw.groups["gpu"]["start_ns"]
+    assert len(start) == 3000
+    np.testing.assert_array_equal(start, np.arange(3000) * 10_000)  # 10 µs apart, in ns
+
+
+def test_a_boundary_inside_a_string_is_never_silently_wrong():
+    """A name holding `}, {` makes a cut inside an event; the part does not decode and the whole
+    file is left to the one-piece reader (None), never half read."""
+    doc = _doc(200)
+    for e in doc["traceEvents"]:
+        e["name"] = "weird }, { name " + "x" * 64
+    text = json.dumps(doc, indent=1).encode()
+    out = stream.decode_streaming(io.BytesIO(text), 1024)
+    if out is not None:  # every cut fell on a real boundary: then it must be exact
+        np.testing.assert_array_equal(out.raw.groups["gpu"]["correlation"], np.arange(200))
+    whole = extract(TRACE_DECODER.decode(text).traceEvents)
+    assert len(whole.groups["gpu"]["start_ns"]) == 200
+
+
+def test_empty_or_foreign_text_goes_to_the_one_piece_reader():
+    assert stream.decode_streaming(io.BytesIO(b'{"traceEvents": []}'), 1024) is None
+    assert stream.decode_streaming(io.BytesIO(b'[{"ph": "X"}]'), 1024) is None
+    assert stream.decode_streaming(io.BytesIO(b"\x1f\x8b broken gzip"), 1024) is None
+
+
+def test_peak_memory_is_bounded_by_the_chunk_not_the_file():
+    """Python-heap peak (tracemalloc traces msgspec's structs and numpy's arrays) above the result
+    itself: a streamed decode with 256 KiB chunks against decoding the same text in one piece."""
+    text = json.dumps(_doc(100_000), indent=1).encode()  # ~40 MB of text
+    tracemalloc.start()
+    try:
+        out = stream.decode_streaming(io.BytesIO(text), 1 << 18)
+        kept, streamed_peak = tracemalloc.get_traced_memory()
+        del out
+        tracemalloc.reset_peak()
+        base, _ = tracemalloc.get_traced_memory()
+        events = EVENTS_DECODER.decode(text[text.index(b"[", text.index(b'"traceEvents"')) : text.rindex(b"]") + 1])
+        extract(events)
+        _, whole_peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    streamed_extra = streamed_peak - kept
+    whole_extra = whole_peak - base - kept
+    assert streamed_extra < whole_extra / 4, (streamed_extra, whole_extra)

@@ -1,0 +1,147 @@
+"""One trace file decoded in a single streaming pass, its memory bounded by the chunk, not the file.
+
+The (gunzipped) text is read `chunk_bytes` at a time. Inside the `traceEvents` array each chunk
+is cut after its last event boundary (`}`, `,`, a blank, `{`, as Kineto and Python's json write
+them), the whole events before the cut are decoded with msgspec and extracted (`extract.py`),
+and only their raw columns are kept; the events are freed before the next chunk is read. The
+parts are merged at the end (`extract.merge`), exactly as the parts of `parallel.py` are.
+
+The keys around the array (`distributedInfo`, `baseTimeNanoseconds`, ...) are decoded from the
+text before and after it. Anything unusual (no `traceEvents` array, a cut that does not give
+valid JSON, a field of an odd type, broken gzip data) makes `decode_streaming` return None and
+the caller reads the file in one piece, where the tolerant decoder and the precise error
+messages live (`decode.py`). A cut is never silently wrong: the decoder validates every part.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import zlib
+from typing import BinaryIO
+
+import msgspec
+
+from tpscope.trace.decode import _GZIP_MAGIC, EVENTS_DECODER, TRACE_DECODER, _IsalError
+from tpscope.trace.extract import RawColumns, extract, merge
+from tpscope.trace.parallel import DecodedParts
+
+try:  # ISA-L's streaming inflate, as decode.py's one-shot one
+    from isal import igzip as _gzip_module
+except ImportError:  # pragma: no cover - isal is a dependency
+    _gzip_module = gzip
+
+CHUNK_BYTES = 16 << 20  # text per part: peak memory ~ a few times this (docs/benchmarks.md)
+_KEY = b'"traceEvents"'
+# "}", ",", "{" with a blank between, as Kineto and json write them; a match inside a string or a
+# nested object gives a part that is not valid JSON, which the decoder reports
+_BOUNDARY = re.compile(rb"\}\s+,\s*\{|\},\s+\{")
+_TAIL_SEARCH = 1 << 20
+_ARRAY_END = re.compile(rb"\}\s*\]")
+_END_TRIES = 8
+_READ_ERRORS = (OSError, EOFError, gzip.BadGzipFile, zlib.error, _IsalError)
+
+
+def open_text(fh: BinaryIO) -> BinaryIO:
+    """The file's JSON text as a stream: gunzipped on the fly when it is gzip (by its magic)."""
+    head = fh.peek(2)[:2] if hasattr(fh, "peek") else b""
+    if not head:
+        head = fh.read(2)
+        fh.seek(0)
+    return _gzip_module.GzipFile(fileobj=fh, mode="rb") if head == _GZIP_MAGIC else fh
+
+
+def _last_cut(buf: bytearray, lo: int) -> int:
+    """Index of the comma of the last event boundary in `buf[lo:]`, or -1."""
+    for start in (max(lo, len(buf) - _TAIL_SEARCH), lo):
+        last = None
+        for last in _BOUNDARY.finditer(buf, start):  # noqa: B007 - the last match is wanted
+            pass
+        if last is not None:
+            return buf.index(b",", last.start())
+        if start == lo:
+            break
+    return -1
+
+
+def _decode_part(buf: bytearray, stop: int) -> RawColumns:
+    """Extract the JSON array `buf[:stop]` (copied: decoded `Raw` fields point into their text)."""
+    with memoryview(buf) as whole:
+        text = bytes(whole[:stop])
+    return extract(EVENTS_DECODER.decode(text), 0)
+
+
+def _array_end(buf: bytearray) -> tuple[int, RawColumns | None]:
+    """Where the events array that `buf` starts ends (the index of its `]`), and its events'
+    columns; (-1, None) when no candidate decodes. Keys after the array may hold arrays too, so
+    each `}]` is tried in order (the first one ends the array unless an event nests objects in
+    a list)."""
+    if re.match(rb"\[\s*\]", buf):
+        return buf.index(b"]"), None
+    for k, m in enumerate(_ARRAY_END.finditer(buf, 1)):
+        if k == _END_TRIES:
+            break
+        try:
+            return m.end() - 1, _decode_part(buf, m.end())
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            continue
+    return -1, None
+
+
+def decode_streaming(fh: BinaryIO, chunk_bytes: int = CHUNK_BYTES) -> DecodedParts | None:
+    """Decode and extract the trace text read from `fh` chunk by chunk; None when the file
+    needs the one-piece reader (see the module docstring). Times are relative: the caller adds
+    `baseTimeNanoseconds` (`RawColumns.shift_times`)."""
+    try:
+        return _decode(open_text(fh), max(1 << 10, chunk_bytes))
+    except (msgspec.DecodeError, msgspec.ValidationError, *_READ_ERRORS):
+        return None
+
+
+def _decode(text: BinaryIO, chunk_bytes: int) -> DecodedParts | None:
+    buf = bytearray()
+    key = -1
+    while key < 0:  # the text before the array: the header's first keys
+        data = text.read(chunk_bytes)
+        if not data:
+            return None
+        buf += data
+        key = buf.find(_KEY)
+    while (start := buf.find(b"[", key)) < 0:
+        data = text.read(chunk_bytes)
+        if not data:
+            return None
+        buf += data
+    if buf[key + len(_KEY) : start].strip() != b":":
+        return None
+    prefix = bytes(buf[:key])
+    del buf[:start]  # buf[0] is "[": every part is decoded in place as buf[0:cut] + "]"
+    parts: list[RawColumns] = []
+    while True:
+        data = text.read(chunk_bytes)
+        if not data:
+            break
+        buf += data
+        cut = _last_cut(buf, 1)
+        if cut < 0:
+            continue
+        buf[cut] = ord("]")
+        try:
+            parts.append(_decode_part(buf, cut + 1))
+        except msgspec.DecodeError:  # the cut may lie past the array, in the keys after it
+            buf[cut] = ord(",")
+            break
+        buf[cut] = ord("[")
+        del buf[:cut]
+    end, last = _array_end(buf)
+    if end < 0:
+        return None
+    suffix = bytes(buf[end + 1 :]) + text.read()  # the keys after the array: small
+    if last is not None:
+        parts.append(last)
+    del buf
+    if not parts:  # an empty array: the one-piece reader says so
+        return None
+    header = TRACE_DECODER.decode(prefix + _KEY + b":[]" + suffix)
+    return DecodedParts(header=header, raw=merge(parts))
+
