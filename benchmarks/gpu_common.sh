@@ -1,4 +1,4 @@
-# Sourced by the GPU scripts after they set OUT and BUDGET_S: multicast off (KINDS.md), the source
+# Sourced by the GPU scripts after they set OUT and BUDGET_S: NVLink multicast off (it is not available on the GPU machines used), the source
 # tree on PYTHONPATH, and `step MAX_S command...`, which runs a command with a timeout of
 # min(MAX_S, what is left of BUDGET_S), so that one hang cannot eat the whole call.
 set -o pipefail

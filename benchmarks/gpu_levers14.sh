@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 5, third round: the other two shapes of BENCHMARKS.md (S=4096 and S=16384 at the
+# Issue 5, third round: the other two reference shapes (docs/benchmarks.md) (S=4096 and S=16384 at the
 # reference width), round-robin bench, final code, nvlink and shm.
 # Output in $OUT: bench-{nvlink,shm}-shapes.json, log.txt (the caller tees).
 OUT=${OUT:-gpu_out}; mkdir -p "$OUT"; BUDGET_S=${BUDGET_S:-200}

@@ -5,7 +5,7 @@
 # 1. What splitting a GEMM costs and what the second stream wins back, no communication
 #    (benchmarks/gemm_split.py).
 # 2. Round-robin bench, tail_fill off and on side by side: copy_engine over nvlink at the four
-#    shapes of BENCHMARKS.md, chunked AG-GEMM over shm.
+#    reference shapes (docs/benchmarks.md), chunked AG-GEMM over shm.
 # 3. nvlink sweep with copy_engine (tail fill on by default) against unfused, profiled.
 # Output in $OUT: gemm-split.json, bench-*.json, sweeps.tar.gz, log.txt (the caller tees).
 OUT=${OUT:-gpu_out}; mkdir -p "$OUT"; BUDGET_S=${BUDGET_S:-420}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 5, fifth round, last call: the shm benches at S=4096 and S=16384 with the final code
 # (512 KiB send/recv steps by default), both sides, so that "never slower than unfused" is
-# measured at every shape of BENCHMARKS.md with it; then socket at the 8B shape and S=4096
+# measured at every reference shape (docs/benchmarks.md) with it; then socket at the 8B shape and S=4096
 # (chunked only: the ring lost by 25-35 % there at the reference shape, gpu_levers28.sh).
 # Output in $OUT: bench-shm-s4096-s16384.json, bench-socket-8b-s4096.json, log.txt (the caller tees).
 OUT=${OUT:-gpu_out}; mkdir -p "$OUT"; BUDGET_S=${BUDGET_S:-400}

@@ -1,4 +1,4 @@
-"""The manifest holds every field DESIGN.md lists, with numbers taken from what was measured."""
+"""The manifest holds every field docs/runtime.md lists, with numbers taken from what was measured."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import torch
 from tpscope.fusion.config import ModelConfig, RunConfig
 from tpscope.fusion.manifest import build_manifest, timed_steps, write_manifest
 
-DESIGN_FIELDS = [  # DESIGN.md, "The run folder"
+DESIGN_FIELDS = [  # the run folder's manifest (docs/runtime.md)
     "tpscope_version", "torch_version", "nccl_version", "cuda_version", "gpu_name", "gpu_count",
     "regime", "regime_env", "mode", "chunks", "tp", "model", "dtype", "seq_len", "batch", "steps",
     "step_times_ms", "tokens_per_s", "peak_memory_bytes",

@@ -1,4 +1,4 @@
-"""The regime environments of BENCHMARKS.md, and the safety variables that are always set."""
+"""The regime environments (docs/benchmarks.md), and the safety variables that are always set."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Summary statistics and the two overlap figures of BENCHMARKS.md, on hand-made numbers."""
+"""Summary statistics and the two overlap figures (docs/metrics.md §9), on hand-made numbers."""
 
 from __future__ import annotations
 

@@ -149,7 +149,7 @@ def _row_of(acts, rank, k):
 
 
 def test_json_fields_of_design_md(tmp_path):
-    """DESIGN.md's `tpscope analyze --json` fields for §5-§9 are present and plain JSON."""
+    """The `tpscope analyze --json` fields (docs/metrics.md) for §5-§9 are present and plain JSON."""
     import json
 
     from tpscope.metrics import as_json

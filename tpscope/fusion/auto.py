@@ -46,7 +46,7 @@ PROBE_WARMUP = 3
 PROBE_BATCH = 3
 """Layer steps per timed sample, back to back: in training the CPU runs ahead of the GPU, so an
 op's CPU-side launch cost is hidden; a sample of one step from an idle GPU would charge it
-(docs/benchmarks.md, third round: it cost copy_engine its lead in the probe)."""
+(docs/benchmarks.md, "copy-engine transfers, round-robin timing": it cost copy_engine its lead in the probe)."""
 REMATCH_PAIRS = 20
 """Round-robin (unfused, contender) pairs timed when no candidate beat unfused clearly but the
 fastest median was ahead by more than MIN_GAIN_RATIO. The candidates are timed one after the

@@ -67,7 +67,7 @@ class FusionChoice:
     """Backward also hides the collective under the layer's weight-gradient GEMM (fused modes)."""
     ring_all_gather: bool = False
     """`ring` GEMM-RS at two ranks: swap each piece by one all-gather instead of send/recv
-    (faster transfers, slower GEMMs beside them: docs/benchmarks.md, fourth round)."""
+    (faster transfers, slower GEMMs beside them: docs/benchmarks.md, "pushed copies, the GPU fed ahead, tapered pieces")."""
 
     def __post_init__(self) -> None:
         if self.mode not in FIXED_MODES:

@@ -17,7 +17,7 @@ peer, and moves them with `copy_` between peer-mapped buffers, which CUDA runs o
   call (its side stream waits for its compute stream first), which the last call's closing
   barrier has seen. Pulling (`push=False`: the shard copied into the own buffer, a barrier,
   the peers pull it) waited for that copy, which needs SMs that the own GEMM holds
-  (docs/benchmarks.md, fourth round); it stays for the side-by-side bench.
+  (docs/benchmarks.md, "pushed copies, the GPU fed ahead, tapered pieces"); it stays for the side-by-side bench.
 - GEMM-RS: the compute stream multiplies the rows destined to each peer first and the side stream
   pushes each result into that peer's buffer (slot of the sender); the rank's own rows are
   multiplied meanwhile; a barrier says all pushes have landed, and the slots are added in.
@@ -127,7 +127,7 @@ def ag_copy_engine(x: torch.Tensor, w: torch.Tensor, group: Any, tp: int, rank: 
     # No barrier before the pushes: they write the region that the call before last read, and
     # every rank had finished reading it before it pushed in the last call, whose closing barrier
     # this side stream has passed (the module docstring). A first barrier here, even on the
-    # compute stream, cost 4-23 us per call on the critical path (docs/benchmarks.md, fourth round).
+    # compute stream, cost 4-23 us per call on the critical path (docs/benchmarks.md, "pushed copies, the GPU fed ahead, tapered pieces").
     side.follow_compute()
     landed = []
     with side.issue(), record_function(f"tpscope/{label}/ag_gemm/push"):

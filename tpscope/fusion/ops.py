@@ -42,7 +42,7 @@ GEMM_RS = "gemm_rs"
 
 TAPER_BY_DEFAULT = {Mode.RING.value: True, Mode.CHUNKED.value: False}
 """Whether a mode tapers its pieces unless told (tpscope.fusion.schedule). Measured side by side
-on shm (docs/benchmarks.md, fourth round): the ring was faster tapered in every case, chunked
+on shm (docs/benchmarks.md, "pushed copies, the GPU fed ahead, tapered pieces"): the ring was faster tapered in every case, chunked
 as fast or slower."""
 
 

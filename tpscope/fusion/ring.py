@@ -84,7 +84,7 @@ def ag_ring(x, w, group, tp: int, rank: int, label: str, return_gathered: bool, 
 def _exchange_by_all_gather(send: torch.Tensor, group: Any, rank: int):
     """Two ranks: swap `send` with the peer's by one all-gather of it; returns (works, the peer's
     piece once they are done). NCCL's collectives moved 16-18 MiB pieces over shared memory
-    faster than its send/recv (docs/benchmarks.md, fourth round)."""
+    faster than its send/recv (docs/benchmarks.md, "pushed copies, the GPU fed ahead, tapered pieces")."""
     pair = send.new_empty(2, *send.shape)
     work = compat.all_gather_single(pair.view(2 * send.shape[0], *send.shape[1:]), send, group=group,
                                     async_op=True)

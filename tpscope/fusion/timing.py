@@ -83,7 +83,7 @@ def sample_regions(fns: dict[str, Callable[[], object]], *, device: torch.device
 
     Round robin, because a GPU's clock follows its temperature and power: timed one after the
     other, the first function would run on a cooler GPU than the last (on an H200 a GEMM timed
-    first ran 3-9 % faster than the same GEMM timed later, docs/benchmarks.md, third round).
+    first ran 3-9 % faster than the same GEMM timed later, docs/benchmarks.md, "copy-engine transfers, round-robin timing").
     Every rank must pass the same functions in the same order (they are collective).
 
     `feed_ahead_ms` (CUDA): before each timed call the GPU spins that long, after the ranks are
