@@ -182,8 +182,9 @@ def register_callbacks(app, store: RunStore) -> None:
             want["sel"] = {"kind": "collective", "key": str(row["key"])}
         elif source == "contention-graph":
             point = _point(contention_click)
-            signature = point["customdata"][0] if isinstance(point["customdata"], list) else point["customdata"]
-            want["sel"] = {"kind": "kernel", "key": str(signature)}
+            if point.get("customdata") is None:
+                raise PreventUpdate
+            want["sel"] = contention.clicked_selection(point["customdata"])
         elif source == "timeline-search":
             zoom = views.pinned(zoom, run_id, step)
             if zoom:
@@ -401,7 +402,8 @@ def _timeline(store, run_id, data, step, selection=None):
     waits = overlay_segments(data, _overlay(overlays.wait_parts, detail, step))
     path = path_arrays(data, _overlay(overlays.critical_path, detail, step))
     links = link_arrays(data, members)
-    selected = focus.selected_segments(data, detail, selection)
+    shapes = store.gemm_shapes(run_id) if selection and selection.get("kind") == "gemm" else None
+    selected = focus.selected_segments(data, detail, selection, shapes)
     label = f"{selection['kind']}:{selection['key']}" if selection else None
     fig = timeline.timeline_figure(data, waits=waits, links=links, path=path, selected=selected, selection=label)
     note = timeline.timeline_note(data)

@@ -1,8 +1,9 @@
 """Where a click lands on the Timeline: the window to zoom to and the activities to highlight.
 
 A collective instance is found by its JSON `key` in the analyzer's per-activity matching
-(`ActivityDetail.instance_key`, metrics.md §5); a kernel by its signature; a class by name. Times
-are the Timeline's: µs after the step's first activity over the chosen ranks, clocks aligned (§6).
+(`ActivityDetail.instance_key`, metrics.md §5); a kernel by its signature; a GEMM by its shape
+(§8); a class by name. Times are the Timeline's: µs after the step's first activity over the chosen
+ranks, clocks aligned (§6).
 """
 
 from __future__ import annotations
@@ -50,11 +51,20 @@ def collective_window(run, detail, step: int, ranks: list[int], offsets_us: dict
     return [lo - pad, hi + pad]
 
 
-def selected_segments(data: TimelineData, detail, selection: dict | None) -> Segments:
-    """The drawn activities a selection names, as segments to outline on the Timeline."""
+def selected_segments(data: TimelineData, detail, selection: dict | None,
+                      gemm_shapes: np.ndarray | None = None) -> Segments:
+    """The drawn activities a selection names, as segments to outline on the Timeline;
+    `gemm_shapes` (per row of `detail`, `overlays.gemm_shape_labels`) for a "gemm" selection."""
     if not selection or data is None:
         return empty_segments()
     kind, key = selection.get("kind"), str(selection.get("key"))
+    if kind == "gemm":  # every GEMM of that shape (metrics.md §8) on the drawn lanes and view
+        if detail is None or gemm_shapes is None or len(gemm_shapes) != len(detail):
+            return empty_segments()
+        rows = np.flatnonzero(gemm_shapes == key)
+        overlay = Overlay(detail.rank[rows], detail.lane[rows], detail.start_ns[rows], detail.end_ns[rows],
+                          rows, np.full(len(rows), key, dtype=object))
+        return overlay_segments(data, overlay)
     if kind == "collective":
         rows = instance_rows(detail, data.step, key)
         if not len(rows):

@@ -1,9 +1,9 @@
 """Per-activity results the Timeline draws over the lanes, from `tpscope.metrics.per_activity`.
 
 Which kernels belong to one collective instance, how long each waited, and which activities a
-step's critical path visits come from the metrics (metrics.md §5-§7), the same functions
-`analyze_run` calls. Nothing is matched or walked here: this module only puts their rows on the
-timeline's (rank, lane) coordinates.
+step's critical path visits come from the metrics (metrics.md §5-§7), and each GEMM's shape from
+`tpscope.metrics.gemm` (§8): the same functions `analyze_run` calls. Nothing is matched, walked or
+parsed here: this module only puts their rows on the timeline's (rank, lane) coordinates.
 """
 
 from __future__ import annotations
@@ -12,7 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tpscope.metrics.collectives import run_activities
+from tpscope.metrics.gemm import find_gemms
 from tpscope.metrics.per_activity import PATH_KINDS, ActivityDetail, path_segments
+from tpscope.trace import Run
 
 KIND_NAMES = PATH_KINDS
 
@@ -77,3 +80,15 @@ def critical_path(x: ActivityDetail, step: int) -> Overlay:
         return _empty_overlay()
     kinds = np.array(KIND_NAMES, dtype=object)[seg.category]
     return Overlay(x.rank[seg.row], x.lane[seg.row], seg.start_ns, seg.end_ns, np.arange(len(seg.row)), kinds)
+
+
+def gemm_shape_labels(run: Run) -> np.ndarray:
+    """Per GPU activity of the run (the rows of `ActivityDetail`): its GEMM shape's label as the
+    Contention tab names it (`1024×14336×8192 BFloat16`, metrics.md §8), "" for no GEMM. The shapes
+    are `tpscope.metrics.gemm.find_gemms`'s, the ones `analyze_run` groups GEMMs by."""
+    acts = run_activities(run)
+    gemms = find_gemms(run, acts)
+    out = np.full(len(acts), "", dtype=object)
+    if len(gemms):
+        out[gemms.act] = np.array([s.label for s in gemms.shapes], dtype=object)[gemms.shape]
+    return out

@@ -243,6 +243,22 @@ class RunStore:
                     memo.value = (None,)
         return memo.value[0]
 
+    def gemm_shapes(self, run_id: object):
+        """Per row of `activity_detail`: the GEMM shape label of that activity, "" for no GEMM
+        (`overlays.gemm_shape_labels`), or None where it cannot be computed."""
+        from tpscope.dashboards.overlays import gemm_shape_labels
+
+        loaded = self.load(run_id)
+        memo = self._memo(("gemm", *loaded.key))
+        with memo.lock:
+            if memo.value is None:
+                try:
+                    memo.value = (gemm_shape_labels(loaded.run),)
+                except Exception:  # the Timeline then outlines 0 activities and says so
+                    log.exception("GEMM shapes of %s", loaded.entry.path)
+                    memo.value = (None,)
+        return memo.value[0]
+
     def hta(self, run_id: object) -> HtaResult:
         """HTA's breakdowns for a served run (computed once; disk-cached like the run)."""
         loaded = self.load(run_id)

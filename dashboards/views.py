@@ -12,10 +12,10 @@ from urllib.parse import parse_qs
 from tpscope.errors import UserError
 
 TAB_NAMES = ("overview", "timeline", "breakdown", "collectives", "contention", "hta")
-SELECTION_KINDS = ("collective", "kernel", "class", "search")
+SELECTION_KINDS = ("collective", "kernel", "gemm", "class", "search")
 """What a selection names: a collective instance (its JSON `key`), a kernel (its signature, as the
-contention table names it), a class of activity (compute, comm, memory, filler), or the text a
-search looks for in activity names."""
+contention table names it), the GEMMs of one shape (its label, `1024×14336×8192 BFloat16`), a class
+of activity (compute, comm, memory, filler), or the text a search looks for in activity names."""
 
 
 def _one(query: dict, name: str) -> str | None:

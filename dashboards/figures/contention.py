@@ -6,6 +6,8 @@ import plotly.graph_objects as go
 from tpscope.dashboards.figures.common import COLORS, base_layout, not_available
 
 MAX_SIGNATURES = 30
+GEMM_CUSTOMDATA = ("rule", "source", "slowdown", "n_overlapped", "tax_us_per_step", "shape")
+"""Per bar of the GEMM figure (every bar of a shape holds it); a signature bar holds at most five."""
 MIN_AXIS_US = 10.0
 """The duration axes span at least this much from 0, so a kernel of a few µs shows as the short
 bar it is instead of filling the axis."""
@@ -51,14 +53,15 @@ def gemm_contention_figure(rows: list[dict]) -> go.Figure:
     as beside the transfer (when known) and beside the transfer, medians in µs (metrics.md §8)."""
     rows = rows[:MAX_SIGNATURES]
     names = [f"#{i + 1} {r['shape']}" for i, r in enumerate(rows)]
-    info = [[r["rule"], r.get("source"), r.get("slowdown"), r["n_overlapped"], r["tax_us_per_step"]] for r in rows]
+    info = [[r["rule"], r.get("source"), r.get("slowdown"), r["n_overlapped"], r["tax_us_per_step"], r["shape"]]
+            for r in rows]
     fig = go.Figure()
     fig.add_bar(y=names, x=[r["baseline_us"] for r in rows], orientation="h", name="isolated (median)",
                 marker_color=COLORS["compute"], customdata=info,
                 hovertemplate="%{y}<br>alone %{x:,.1f} µs<br>baseline: %{customdata[0]} (%{customdata[1]})"
                               "<extra></extra>")
     fig.add_bar(y=names, x=[r.get("same_sm_us") for r in rows], orientation="h", name="isolated, same SMs",
-                marker_color=COLORS["memory"],
+                marker_color=COLORS["memory"], customdata=info,
                 hovertemplate="%{y}<br>alone on the same SMs %{x:,.1f} µs<extra></extra>")
     fig.add_bar(y=names, x=[r["overlapped_median_us"] for r in rows], orientation="h",
                 name="overlapped (median)", marker_color=COLORS["hidden_comm"], customdata=info,
@@ -69,6 +72,16 @@ def gemm_contention_figure(rows: list[dict]) -> go.Figure:
     fig.update_layout(barmode="group", xaxis_title="µs", margin=dict(l=260))
     fig.update_yaxes(autorange="reversed")
     return fig
+
+
+def clicked_selection(customdata) -> dict:
+    """The Timeline selection a click on a bar of either figure names: a GEMM bar's customdata is
+    GEMM_CUSTOMDATA (every GEMM of its shape), a signature bar's its signature or a list that starts
+    with it (every kernel of that signature's name)."""
+    if isinstance(customdata, list) and len(customdata) == len(GEMM_CUSTOMDATA):
+        return {"kind": "gemm", "key": str(customdata[GEMM_CUSTOMDATA.index("shape")])}
+    signature = customdata[0] if isinstance(customdata, list) else customdata
+    return {"kind": "kernel", "key": str(signature)}
 
 
 def comm_contention_figure(rows: list[dict]) -> go.Figure:

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from dash._utils import to_json
-from tpscope.dashboards import overlays, results
+from tpscope.dashboards import focus, overlays, results
 from tpscope.dashboards.figures import breakdown, collectives, contention, timeline
 from tpscope.dashboards.overlays import Overlay
 from tpscope.dashboards.timeline_data import (
@@ -292,3 +292,45 @@ def test_a_kernel_of_a_few_microseconds_does_not_fill_the_contention_axis():
     comm = {"collective": "all_gather", "bytes": 1024, "isolated_transfer_us": 2.0, "overlapped_transfer_us": 2.5,
             "isolated_busbw_gbps": 1.0, "overlapped_busbw_gbps": 0.8, "slowdown": 0.25}
     assert 2.5 / comm_contention_figure([comm]).layout.xaxis.range[1] <= 0.25
+
+
+def test_a_gemm_bar_selects_every_gemm_of_its_shape_and_a_signature_bar_its_kernels(tmp_path):
+    """Step 1 of two ranks: 3 GEMMs 1024×4096×4096, 2 of 1024×4096×8192 and a `gelu`, all of one
+    kernel name `nvjet` but the gelu; step 2 holds one more of the first shape (not in the view)."""
+    ranks = []
+    for rank in (0, 1):
+        r = RankTrace(rank)
+        r.gpu_annotation("ProfilerStep#1", 0, 1000)
+        for i in range(3):
+            r.kernel("nvjet", 100.0 * i, 50, input_dims=[[1024, 4096], [4096, 4096]], input_type=["float", "float"])
+        for i in range(2):
+            r.kernel("nvjet", 400 + 100.0 * i, 50, input_dims=[[1024, 4096], [4096, 8192]],
+                     input_type=["float", "float"])
+        r.kernel("gelu", 700, 20)
+        r.gpu_annotation("ProfilerStep#2", 1000, 500)
+        r.kernel("nvjet", 1100, 50, input_dims=[[1024, 4096], [4096, 4096]], input_type=["float", "float"])
+        ranks.append(r)
+    run = load_run(write_run(tmp_path / "run", ranks))
+    fig = contention.gemm_contention_figure([{"shape": "1024×4096×4096 float", "rule": "same shape", "source": "run",
+                                             "slowdown": 0.5, "n_overlapped": 3, "tax_us_per_step": 10.0,
+                                             "baseline_us": 50.0, "same_sm_us": None, "overlapped_median_us": 75.0}])
+    sels = [contention.clicked_selection(list(t.customdata[0])) for t in fig.data]  # as a click carries it
+    assert sels == [{"kind": "gemm", "key": "1024×4096×4096 float"}] * 3  # every bar of the shape
+    data = timeline_data(run, 1, [0, 1])
+    detail = activity_detail(run)
+    shapes = overlays.gemm_shape_labels(run)
+    got = focus.selected_segments(data, detail, sels[0], shapes)
+    assert len(got) == 6 and sorted(set(got.start_us.tolist())) == [0.0, 100.0, 200.0]
+    other = focus.selected_segments(data, detail, {"kind": "gemm", "key": "1024×4096×8192 float"}, shapes)
+    assert sorted(other.start_us.tolist()) == [400.0, 400.0, 500.0, 500.0]
+    assert len(focus.selected_segments(data, detail, sels[0], None)) == 0  # shapes unknown: nothing outlined
+    only_rank_1 = timeline_data(run, 1, [1])
+    assert len(focus.selected_segments(only_rank_1, detail, sels[0], shapes)) == 3
+    # the per-signature figure: its bars still select the kernels of their signature's name
+    rows = [{"signature": "nvjet|grid=[1, 1, 1]|block=[128, 1, 1]", "isolated_median_us": 50.0,
+             "overlapped_median_us": 60.0, "slowdown": 0.2, "n_isolated": 3, "n_overlapped": 3, "baseline": "own"}]
+    kfig = contention.contention_figure(rows)
+    ksels = [contention.clicked_selection(c if isinstance(c, str) else list(c))
+             for c in (t.customdata[0] for t in kfig.data)]
+    assert ksels == [{"kind": "kernel", "key": rows[0]["signature"]}] * 2
+    assert len(focus.selected_segments(data, detail, ksels[0])) == 10  # every nvjet of step 1, both shapes

@@ -31,8 +31,10 @@ from tests.dashboards.browser import (
     wait_until,
 )
 from tests.dashboards.conftest import CHUNKED
+from tpscope.gemm_shapes import parse_shape
 from tpscope.metrics.collectives import match_collectives, run_activities
 from tpscope.metrics.per_activity import activity_detail
+from tpscope.trace import ActivityClass
 
 pytestmark = pytest.mark.timeout(150)
 
@@ -335,28 +337,40 @@ def test_the_overview_shows_each_run_as_it_arrives(browser, expected, sample_roo
 
 
 def test_a_contention_bar_outlines_its_kernels_on_the_timeline(page, expected):
-    run_id = CHUNKED.name  # its compute kernels run both alone and beside communication
+    """The run has GEMM shapes, so the tab draws them: a click on a shape's bar outlines every GEMM of
+    that shape in the step, counted here row by row from the raw tables."""
+    run_id = CHUNKED.name  # its GEMMs run both alone and beside communication
     page.get(page.current_url.split("?")[0] + f"?run={run_id}")
     wait_until(page, lambda d: d.find_element(By.ID, "run-select").text.strip() == run_id)
     run, doc = expected[run_id]["run"], expected[run_id]["doc"]
-    kernels = [k for k in expected[run_id]["analysis"].kernel_contention
-               if k.isolated_median_us is not None and k.overlapped_median_us is not None]
-    assert kernels  # the sample runs have compute kernels both isolated and overlapped
+    gemms = [g for g in expected[run_id]["analysis"].gemm_contention
+             if g.baseline_us is not None and g.overlapped_median_us is not None]
+    assert gemms  # the sample run has GEMM shapes both alone and beside a transfer
     open_tab(page, "Contention")
     fig = wait_figure(page, "contention-graph", lambda f: trace(f, "isolated (median)") is not None)
-    signature = values(trace(fig, "isolated (median)")["customdata"])[0]
+    assert "GEMM" in fig["layout"]["title"]["text"]
+    shape = values(trace(fig, "isolated (median)")["customdata"])[0][-1]
+    assert shape == gemms[0].shape  # the first bar: the most taxed shape
     bar = page.execute_script(
         "const gd = document.querySelector('#contention-graph .js-plotly-plot');"
         "return gd.querySelectorAll('.trace.bars')[0].querySelectorAll('.point path')[0];")
     ActionChains(page).move_to_element(bar).pause(0.3).click().perform()
     wait_until(page, lambda d: _selected_tab(d) == "Timeline")
     step = slowest_step(doc)
-    got = _timeline(page, lambda f: f["layout"]["meta"].get("selection") == f"kernel:{signature}")
-    name = signature.split("|")[0]
+    got = _timeline(page, lambda f: f["layout"]["meta"].get("selection") == f"gemm:{shape}")
     off = {r.rank: round((doc["clock_offsets_us"] or {}).get(str(r.rank), 0) * 1000) for r in run.ranks}
     t0 = min(r.steps.start_ns[r.steps.step == step].min() - off[r.rank] for r in run.ranks)
     t1 = max(r.steps.end_ns[r.steps.step == step].max() - off[r.rank] for r in run.ranks)
-    want = sum(int((np.array([s == name for s in r.symbols])[r.gpu.name_id]
-                    & (r.gpu.start_ns - off[r.rank] < t1) & (r.gpu.end_ns - off[r.rank] > t0)).sum())
-               for r in run.ranks)
+    want = 0
+    for r in run.ranks:
+        g, sym = r.gpu, r.symbols
+        for i in np.flatnonzero((g.start_ns - off[r.rank] < t1) & (g.end_ns - off[r.rank] > t0)).tolist():
+            if g.cls[i] != ActivityClass.COMPUTE or g.op_name_id[i] < 0 or g.dims_id[i] < 0:
+                continue
+            found = parse_shape(sym[g.op_name_id[i]], sym[g.dims_id[i]], sym[g.types_id[i]] if g.types_id[i] >= 0 else "")
+            want += found is not None and found.label == shape
     assert got["layout"]["meta"]["selected"] == want > 0
+    wait_until(page, lambda d: "sel=gemm" in d.current_url)  # a link to it outlines the same GEMMs
+    page.get(page.current_url)
+    again = _timeline(page, lambda f: f["layout"]["meta"].get("selection") == f"gemm:{shape}")
+    assert again["layout"]["meta"]["selected"] == want
