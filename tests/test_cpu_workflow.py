@@ -68,7 +68,7 @@ def test_run_analyze_dash_report_on_cpu(tmp_path):
         run_ids = [o["value"] for o in _find(json.loads(layout), "run-select")["options"]]
         run_id = next(r for r in run_ids if "chunked" in str(r))
         out = call(url, [("breakdown-graph", "figure"), ("critical-path-graph", "figure")],
-                   [("run-select", "value", run_id), ("rank-select", "value", [0, 1])])
+                   [("run-select", "value", run_id), ("rank-select", "value", [0, 1]), ("tabs", "value", "breakdown")])
         bars = out["breakdown-graph"]["figure"]["data"]
         assert bars and any(any(v and v > 0 for v in bar.get("y") or bar.get("x") or []) for bar in bars)
         assert out["critical-path-graph"]["figure"]["data"]

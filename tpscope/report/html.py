@@ -154,7 +154,7 @@ def render(report: Report) -> str:
                  collective_rows(report.collectives, alone)))
     for title, (headers, rows) in sections:
         parts.append(f"<h2>{escape(title)}</h2>")
-        rows = [[_name_cell(r[0]), *map(escape, r[1:])] for r in rows]
+        rows = [[_name_cell(r[0]), *(escape(printable(c)) for c in r[1:])] for r in rows]  # names from traces
         parts.append(_table(headers, rows, set(range(2, len(headers))), raw=True) if rows else "<p>None.</p>")
     if report.contention:
         headers, rows = contention_rows(report)
