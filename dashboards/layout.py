@@ -59,7 +59,7 @@ def _tab_children(name: str) -> list:
         return [html.Div([
             dcc.Input(id="timeline-search", type="search", debounce=True, placeholder="search activities by name",
                       className="search"),
-            dcc.Checklist(id="timeline-options", options=[{"label": "CPU launch calls", "value": "launches"}],
+            dcc.Checklist(id="timeline-options", options=[{"label": "CPU threads", "value": "launches"}],
                           value=[], inline=True),
             html.Button("Open in Perfetto (download this step)", id="perfetto-button", n_clicks=0),
             dcc.Download(id="perfetto-download"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from tpscope.dashboards.timeline_data import LAUNCH_LANE
 
 from tpscope.metrics.collectives import run_activities
 from tpscope.metrics.gemm import find_gemms
@@ -30,12 +31,13 @@ class Overlay:
     end_ns: np.ndarray
     group: np.ndarray  # collective instance, or the path's order
     text: np.ndarray  # object
+    tid: np.ndarray | None = None  # the CPU thread of a row on lane LAUNCH_LANE (a CPU thread row)
 
     def __len__(self) -> int:
         return len(self.rank)
 
     def take(self, rows) -> Overlay:
-        return Overlay(*(getattr(self, f)[rows] for f in self.__slots__))
+        return Overlay(*(None if getattr(self, f) is None else getattr(self, f)[rows] for f in self.__slots__))
 
 
 def _empty_overlay() -> Overlay:
@@ -72,14 +74,22 @@ def arrival_us(members: Overlay) -> np.ndarray:
 
 
 def critical_path(x: ActivityDetail, step: int) -> Overlay:
-    """The segments of `step`'s critical path in time order, each on the lane of its activity."""
+    """The segments of `step`'s critical path in time order: a GPU segment on the lane of its
+    activity, a CPU segment (row -1) on lane LAUNCH_LANE with the thread of its call (`tid`), which
+    the Timeline draws on that thread's row when it shows CPU threads."""
     seg = path_segments(x, step)
-    gpu = seg.row >= 0  # the Timeline draws GPU lanes; CPU segments have no lane there
-    seg = type(seg)(*(getattr(seg, f)[gpu] for f in type(seg).__dataclass_fields__))
     if len(seg.row) == 0:
         return _empty_overlay()
+    gpu = seg.row >= 0
+    row = np.where(gpu, seg.row, 0)
+    rank_of_pos = np.full(int(max(x.graph.rank_pos.max(initial=0), seg.rank_pos.max(initial=0))) + 1, -1, np.int64)
+    rank_of_pos[x.graph.rank_pos] = x.rank  # rank_pos: the rank's place in the run, as the path graph counts
+    call = np.where(seg.call >= 0, seg.call, 0)
+    tid = np.where(gpu | (seg.call < 0), -1, x.graph.cpu.tid[call] if len(x.graph.cpu) else -1)
+    rank = np.where(gpu, x.rank[row], rank_of_pos[seg.rank_pos])
+    lane = np.where(gpu, x.lane[row], LAUNCH_LANE)
     kinds = np.array(KIND_NAMES, dtype=object)[seg.category]
-    return Overlay(x.rank[seg.row], x.lane[seg.row], seg.start_ns, seg.end_ns, np.arange(len(seg.row)), kinds)
+    return Overlay(rank, lane, seg.start_ns, seg.end_ns, np.arange(len(seg.row)), kinds, tid)
 
 
 def gemm_shape_labels(run: Run) -> np.ndarray:

@@ -5,6 +5,8 @@ clock offset (metrics.md §6) is removed. Lanes are named by role (`stream 14 ·
 tpscope.export.lanes). When the view holds more than `max_activities` activities, those narrower
 than one of AGG_BINS pixels are merged, per lane and class, into busy spans a pixel wide or more
 (`TimelineData.aggregated` counts them); wider ones are drawn as they are. Nothing is left out.
+On demand, the CPU threads that launched the view's activities get a row each with their outermost
+CPU ops, merged the same way.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ LABEL_PREFIX = "tpscope/"
 MAX_NAME_CHARS = 72
 DEFAULT_MAX_ACTIVITIES = 10_000  # above this, activities narrower than a pixel are merged
 AGG_BINS = 1600  # pixels across the plot the merging assumes (a wide screen's plot area)
-LAUNCH_LANE = -3  # Lane.lane of a rank's CPU launch-call row
+CPU_KINDS = ("CPU op", "runtime call")  # the hover's second line on a CPU thread's op
+LAUNCH_LANE = -3  # Lane.lane of a CPU thread's row (Lane.tid says which thread)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +40,8 @@ class Lane:
     y: int
     label: str
     rank: int
-    lane: int  # row of RankTrace.lanes; -1 for a labels row
+    lane: int  # row of RankTrace.lanes; -1, -2 for a labels row, LAUNCH_LANE for a CPU thread
+    tid: int | None = None  # the CPU thread of a LAUNCH_LANE row
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,8 +93,11 @@ class TimelineData:
     drawn: int  # segments drawn: activities, plus merged spans when aggregated
     lane_of: dict[tuple[int, int], int] = field(default_factory=dict)  # (rank, lane) -> y
     aggregated: int = 0  # activities narrower than a pixel merged into busy spans
-    launches: Segments | None = None  # CPU launch calls, on their rank's launch row
+    launches: Segments | None = None  # CPU ops of the launching threads, on their (rank, thread) row
     arrows: tuple[np.ndarray, np.ndarray] | None = None  # launch end -> activity start, NaN-separated
+    thread_of: dict[tuple[int, int], int] = field(default_factory=dict)  # (rank, tid) -> y
+    cpu_total: int = 0  # outermost CPU ops in the view on the thread rows
+    cpu_aggregated: int = 0  # of those, merged into busy spans
 
     @property
     def capped(self) -> bool:
@@ -173,8 +180,9 @@ def timeline_data(run: Run, step: int, ranks: list[int], window_us: tuple[float,
                   offsets_us: dict[int, float] | None = None,
                   max_activities: int = DEFAULT_MAX_ACTIVITIES, launches: bool = False) -> TimelineData | None:
     """The activities of `step` on `ranks`, optionally only those inside `window_us`; with
-    `launches`, each rank's CPU launch calls on a row of their own and an arrow from each to the
-    activity it launched (when the view is not aggregated)."""
+    `launches`, one row per (rank, CPU thread) that launched an activity of the view, holding that
+    thread's outermost CPU ops in the view (`thread_ops`), and an arrow from each launch call's end
+    on its thread row to the activity it launched (when neither side is merged)."""
     offsets_ns = {int(k): int(round(v * 1000)) for k, v in (offsets_us or {}).items() if v is not None}
     extent = step_extent_ns(run, step, ranks, offsets_ns)
     if extent is None:
@@ -188,9 +196,11 @@ def timeline_data(run: Run, step: int, ranks: list[int], window_us: tuple[float,
             vlo, vhi = t0, t1
     lanes: list[Lane] = []
     lane_of: dict[tuple[int, int], int] = {}
+    thread_of: dict[tuple[int, int], int] = {}
     parts: list[tuple] = []
     label_parts: list[tuple] = []
     launch_parts: list[tuple] = []
+    cpu_parts: list[tuple] = []
     for r in run.ranks:
         if r.rank not in ranks:
             continue
@@ -206,25 +216,30 @@ def timeline_data(run: Run, step: int, ranks: list[int], window_us: tuple[float,
                 lane_of[(r.rank, -1 - level)] = len(lanes)
                 lanes.append(Lane(len(lanes), f"rank {r.rank} · {title}", r.rank, -1 - level))
         m = (start < vhi) & (end > vlo)
-        if launches and (m & (g.launch_start_ns >= 0)).any():
-            lane_of[(r.rank, LAUNCH_LANE)] = len(lanes)
-            lanes.append(Lane(len(lanes), f"rank {r.rank} · CPU launch calls", r.rank, LAUNCH_LANE))
+        names = short_names(r.symbols)
+        if launches:
+            tids = np.unique(g.launch_tid[m & (g.launch_start_ns >= 0)]).tolist()
+            for tid in tids:
+                thread_of[(r.rank, tid)] = len(lanes)
+                title = f"CPU thread {tid}" if tid >= 0 else "CPU launch calls"
+                lanes.append(Lane(len(lanes), f"rank {r.rank} · {title}", r.rank, LAUNCH_LANE, tid))
+            if tids:
+                cpu_parts.append(thread_ops(r, tids, off, vlo, vhi, {t: thread_of[(r.rank, t)] for t in tids},
+                                            names))
         used = np.unique(g.lane[in_step])
         order = sorted(used.tolist(), key=lambda k: (int(r.lanes[k][0]), int(r.lanes[k][1])))
         role_names = lane_names(r)
         for k in order:
             lane_of[(r.rank, k)] = len(lanes)
             lanes.append(Lane(len(lanes), f"rank {r.rank} · {role_names[k]}", r.rank, k))
-        names = short_names(r.symbols)
         if m.any():
             lut = np.array([lane_of.get((r.rank, k), -1) for k in range(len(r.lanes))], dtype=np.int64)
             rows = np.flatnonzero(m)
             parts.append((start[m], end[m], lut[g.lane[m]], names[g.name_id[m]], g.cls[m], activity_info(r, rows)))
             if launches:
-                has = g.launch_start_ns[rows] >= 0
-                lr = rows[has]
-                launch_parts.append((g.launch_start_ns[lr] - off, np.maximum(g.launch_end_ns[lr], g.launch_start_ns[lr]) - off,
-                                     np.full(len(lr), lane_of.get((r.rank, LAUNCH_LANE), -1)), names[g.name_id[lr]],
+                lr = rows[g.launch_start_ns[rows] >= 0]
+                thread_y = np.array([thread_of[(r.rank, t)] for t in g.launch_tid[lr].tolist()], dtype=np.int64)
+                launch_parts.append((np.maximum(g.launch_end_ns[lr], g.launch_start_ns[lr]) - off, thread_y,
                                      start[lr], lut[g.lane[lr]]))
         lm = lab_in_step & (a_start < vhi) & (a_end > vlo)
         if lm.any():
@@ -233,15 +248,77 @@ def timeline_data(run: Run, step: int, ranks: list[int], window_us: tuple[float,
                             dtype=object)
             label_parts.append((a_start[lm], a_end[lm], label_y, text[a_name[lm]]))
     data = _assemble(step, t0, t1, vlo, vhi, lanes, lane_of, parts, label_parts, max_activities)
-    if launches and launch_parts and not data.capped:
-        ls, le, ly, lt, ks, ky = (np.concatenate(c) for c in zip(*launch_parts))
-        calls = Segments((ls - t0) / 1000.0, (le - t0) / 1000.0, ly, lt, np.full(len(ls), "launch call", dtype=object))
-        x = np.full(3 * len(ls), np.nan)
-        yy = np.full(3 * len(ls), np.nan)
+    if not launches:
+        return data
+    ops, cpu_total, cpu_aggregated = _thread_segments(cpu_parts, t0, vlo, vhi, len(lanes), max_activities)
+    data = replace(data, launches=ops, thread_of=thread_of, cpu_total=cpu_total, cpu_aggregated=cpu_aggregated)
+    if launch_parts and not data.capped and not cpu_aggregated:
+        le, ly, ks, ky = (np.concatenate(c) for c in zip(*launch_parts))
+        x = np.full(3 * len(le), np.nan)
+        yy = np.full(3 * len(le), np.nan)
         x[0::3], x[1::3] = (le - t0) / 1000.0, (ks - t0) / 1000.0
         yy[0::3], yy[1::3] = ly, ky
-        data = replace(data, launches=calls, arrows=(x, yy))
+        data = replace(data, arrows=(x, yy))
     return data
+
+
+def thread_ops(r, tids: list[int], off: int, vlo: int, vhi: int, y_of: dict[int, int], names: np.ndarray):
+    """The outermost CPU ops (`cpu_ops` and runtime calls together) of threads `tids` of rank `r`
+    among those overlapping [vlo, vhi) (aligned ns): an op inside an earlier-starting op of its
+    thread is left out. (start_ns, end_ns, y, name id, kind (index into CPU_KINDS), tid, the
+    rank's names) in time order per thread."""
+    calls = (r.cpu_ops, r.runtime)  # CPU_KINDS' order
+    start = np.concatenate([c.start_ns for c in calls]) - off
+    end = np.concatenate([np.maximum(c.end_ns, c.start_ns) for c in calls]) - off
+    name = np.concatenate([c.name_id for c in calls])
+    tid = np.concatenate([c.tid for c in calls])
+    kind = np.concatenate([np.full(len(c), k, dtype=np.int8) for k, c in enumerate(calls)])
+    keep = np.isin(tid, tids) & (start < vhi) & (end > vlo)
+    start, end, name, tid, kind = (a[keep] for a in (start, end, name, tid, kind))
+    order = np.lexsort((-end, start, tid))  # per thread, by start; the longer first on a tie
+    start, end, name, tid, kind = (a[order] for a in (start, end, name, tid, kind))
+    outer = np.ones(len(start), dtype=bool)
+    for t in np.unique(tid).tolist():  # once per thread
+        rows = np.flatnonzero(tid == t)
+        reach = np.maximum.accumulate(end[rows])
+        outer[rows[1:]] = end[rows[1:]] > reach[:-1]  # ends after every earlier op: not nested
+    start, end, name, tid, kind = (a[outer] for a in (start, end, name, tid, kind))
+    y = np.zeros(len(tid), dtype=np.int64)
+    for t, row in y_of.items():  # once per thread
+        y[tid == t] = row
+    return start, end, y, name, kind, tid, names
+
+
+def _thread_segments(cpu_parts, t0, vlo, vhi, n_lanes, max_activities) -> tuple[Segments, int, int]:
+    """The thread rows' ops as Segments; above `max_activities`, those narrower than a pixel merged
+    per row into busy spans (merge_narrow, as the GPU lanes)."""
+    if not cpu_parts:
+        return empty_segments(), 0, 0
+    total = sum(len(p[0]) for p in cpu_parts)
+    merged = []
+    if total > max_activities:
+        narrow = [(p[1] - p[0]) * AGG_BINS < (vhi - vlo) for p in cpu_parts]
+        start, end, y = (np.concatenate([p[k][m] for p, m in zip(cpu_parts, narrow)]) for k in range(3))
+        merged = merge_narrow(start, end, y, np.zeros(len(start), np.int8), vlo, vhi, n_lanes)
+        cpu_parts = [tuple(a[~m] for a in p[:6]) + (p[6],) for p, m in zip(cpu_parts, narrow)]
+    kinds = np.array(CPU_KINDS, dtype=object)
+    start, end, y, text, info = [], [], [], [], []
+    for s_, e_, y_, name, kind, tid, names in cpu_parts:  # the names only of what is drawn one by one
+        start.append(s_)
+        end.append(e_)
+        y.append(y_)
+        text.append(names[name] if len(name) else np.zeros(0, dtype=object))
+        info.append(np.array([f"{k} · thread {t}" for k, t in zip(kinds[kind].tolist(), tid.tolist())],
+                             dtype=object))
+    start, end, y, text, info = (np.concatenate(a) for a in (start, end, y, text, info))
+    seg = Segments((start - t0) / 1000.0, (end - t0) / 1000.0, y, text, info)
+    if len(merged):
+        k = len(merged[0])
+        seg = concat_segments([seg, Segments((merged[0] - t0) / 1000.0, (merged[1] - t0) / 1000.0, merged[2],
+                                             np.char.replace(merged[3].astype(str), "activities", "CPU ops")
+                                             .astype(object), np.full(k, "merged: zoom in to see each",
+                                                                      dtype=object))])
+    return seg, int(total), int(total - len(start))
 
 
 def _assemble(step, t0, t1, vlo, vhi, lanes, lane_of, parts, label_parts, max_activities) -> TimelineData:
@@ -357,12 +434,16 @@ def link_arrays(data: TimelineData, members) -> tuple[np.ndarray, np.ndarray]:
 
 
 def path_arrays(data: TimelineData, path) -> tuple[np.ndarray, np.ndarray, np.ndarray, list]:
-    """The critical path as a polyline along each segment's lane, jumping between lanes; broken
-    (NaN) where it passes through ranks or times not drawn. customdata: (start, duration) per point,
-    text: the segment's kind."""
+    """The critical path as a polyline along each segment's lane, jumping between lanes; its CPU
+    segments on their thread's row when the CPU threads are shown; broken (NaN) where it passes
+    through ranks, threads or times not drawn. customdata: (start, duration) per point, text: the
+    segment's kind."""
     if path is None or len(path) == 0:
         return np.zeros(0), np.zeros(0), np.zeros((0, 2)), []
     y = lane_rows(data, path.rank, path.lane)
+    if path.tid is not None and data.thread_of:
+        cpu = np.flatnonzero(path.lane == LAUNCH_LANE)
+        y[cpu] = [data.thread_of.get((r, t), -1) for r, t in zip(path.rank[cpu].tolist(), path.tid[cpu].tolist())]
     start, end = relative_us(path.start_ns, data), relative_us(path.end_ns, data)
     keep = np.flatnonzero((y >= 0) & (end > data.view_us[0]) & (start < data.view_us[1]) & (end > start))
     if len(keep) == 0:

@@ -72,7 +72,9 @@ def timeline_figure(data: TimelineData | None, waits: Segments | None = None,
         if len(seg):
             traces.append(_segments_trace(seg, cls, COLORS[cls], BAR_PX, webgl=webgl))
     if data.launches is not None and len(data.launches):
-        traces.append(_segments_trace(data.launches, "launch calls", COLORS["host"], BAR_PX))
+        traces.append(_segments_trace(data.launches, "CPU ops", COLORS["host"], BAR_PX,
+                                      webgl=len(data.launches) >= WEBGL_FROM))
+    if data.arrows is not None and len(data.arrows[0]):
         traces.append(go.Scatter(x=data.arrows[0], y=data.arrows[1], mode="lines", name="launch arrows",
                                  hoverinfo="skip", line=dict(color=COLORS["host"], width=1)))
     if waits is not None and len(waits):
@@ -123,10 +125,16 @@ def timeline_note(data: TimelineData | None) -> str:
     """What is drawn, and what was left out when the cap applies."""
     if data is None:
         return "No activity for this step on the chosen ranks."
+    cpu = ""
+    if data.thread_of:
+        cpu = f" CPU threads: {data.cpu_total:,} outermost CPU ops"
+        if data.cpu_aggregated:
+            cpu += f", the {data.cpu_aggregated:,} narrower than a pixel merged into busy spans"
+        cpu += "."
     if data.capped:
         return (f"Step {data.step}: {data.total:,} activities in view; the {data.aggregated:,} narrower than a "
-                "pixel are merged into busy spans per lane (hover says how many; zoom in to see each).")
+                "pixel are merged into busy spans per lane (hover says how many; zoom in to see each)." + cpu)
     where = ""
     if data.view_us != data.step_us:
         where = f" in {data.view_us[0]:,.0f}–{data.view_us[1]:,.0f} µs of the step's {data.step_us[1]:,.0f} µs"
-    return f"Step {data.step}: {data.total:,} activities on {len(data.lanes)} lanes{where}."
+    return f"Step {data.step}: {data.total:,} activities on {len(data.lanes)} lanes{where}." + cpu

@@ -154,13 +154,13 @@ def test_timeline_overlays_and_links(small_run):
     x, y = link_arrays(d, members)
     np.testing.assert_allclose(x, [50.0, 55.0])
     np.testing.assert_allclose(y, [3, 7])
-    two = Overlay(*(np.concatenate([getattr(members, f)] * 2) for f in Overlay.__slots__))
+    two = Overlay(*(np.concatenate([getattr(members, f)] * 2) for f in Overlay.__slots__ if getattr(members, f) is not None))
     two = Overlay(two.rank, two.lane, two.start_ns, two.end_ns, np.array([0, 0, 1, 1]), two.text)
     x2, _ = link_arrays(d, two)
     assert np.isnan(x2).sum() == 1 and len(x2) == 5  # two polylines, one gap between them
     path = path_arrays(d, members)
     np.testing.assert_allclose(path[0], [50.0, 150.0, 55.0, 155.0])
-    hidden = Overlay(*(np.concatenate([getattr(members, f), getattr(members, f)[:1]]) for f in Overlay.__slots__))
+    hidden = Overlay(*(np.concatenate([getattr(members, f), getattr(members, f)[:1]]) for f in Overlay.__slots__ if getattr(members, f) is not None))
     hidden = Overlay(np.array([0, 9, 0]), hidden.lane, hidden.start_ns, hidden.end_ns, hidden.group, hidden.text)
     x3 = path_arrays(d, hidden)[0]  # the middle segment is on a rank not drawn: the line breaks there
     assert len(x3) == 5 and np.isnan(x3[2])
@@ -334,3 +334,83 @@ def test_a_gemm_bar_selects_every_gemm_of_its_shape_and_a_signature_bar_its_kern
              for c in (t.customdata[0] for t in kfig.data)]
     assert ksels == [{"kind": "kernel", "key": rows[0]["signature"]}] * 2
     assert len(focus.selected_segments(data, detail, ksels[0])) == 10  # every nvjet of step 1, both shapes
+
+
+def _threads_rank(step_us: float = 300) -> RankTrace:
+    """Thread 100: `aten::linear` [5, 30] around the launch of gemm_a (10 µs, 5 µs), then gemm_b's
+    launch (70, 5) inside `aten::mm` [69.5, 75.5]; thread 200 launches gemm_c (40, 5) on stream 8;
+    thread 300 launches nothing. gemm_b waits for its launch: the path's host segment on thread 100."""
+    r = RankTrace(0, world_size=1)
+    r.gpu_annotation("ProfilerStep#1", 0, step_us)
+    r.events.append({"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 100, "tid": 100, "ts": 5,
+                     "dur": 25, "args": {}})
+    r.kernel("gemm_a", 16, 50, launch_us=(10, 5))
+    r.kernel("gemm_b", 76, 50, launch_us=(70, 5))
+    n = len(r.events)
+    r.kernel("gemm_c", 130, 50, stream=8, launch_us=(40, 5))
+    for e in r.events[n:]:
+        if e["pid"] == 100:
+            e["tid"] = 200
+    r.events.append({"ph": "X", "cat": "cpu_op", "name": "aten::idle", "pid": 100, "tid": 300, "ts": 50,
+                     "dur": 10, "args": {}})
+    return r
+
+
+def test_cpu_threads_show_their_outermost_ops_launch_arrows_and_the_paths_cpu_segments(tmp_path):
+    run = load_run(write_run(tmp_path / "threads", [_threads_rank()]))
+    d = timeline_data(run, 1, [0], launches=True)
+    assert [lane.label for lane in d.lanes] == ["rank 0 · CPU thread 100", "rank 0 · CPU thread 200",
+                                                "rank 0 · stream 7 · compute", "rank 0 · stream 8 · compute"]
+    assert d.thread_of == {(0, 100): 0, (0, 200): 1}
+    ops = d.launches  # the nested aten::mm and cudaLaunchKernel of gemm_a stay inside aten::linear
+    assert ops.text.tolist() == ["aten::linear", "aten::mm", "aten::mm"]
+    np.testing.assert_allclose(ops.start_us, [5.0, 69.5, 39.5])
+    np.testing.assert_allclose(ops.end_us, [30.0, 75.5, 45.5])
+    assert ops.y.tolist() == [0, 0, 1] and d.cpu_total == 3 and d.cpu_aggregated == 0
+    x, y = d.arrows  # from each launch call's end on its thread row to its kernel's start
+    np.testing.assert_allclose(x.reshape(-1, 3)[:, :2], [[15, 16], [75, 76], [45, 130]])
+    np.testing.assert_allclose(y.reshape(-1, 3)[:, :2], [[0, 2], [0, 2], [1, 3]])
+    path = overlays.critical_path(activity_detail(run), 1)
+    assert path.text.tolist() == ["host", "host", "compute", "idle", "compute"]
+    assert path.tid.tolist()[0] == 100 and path.lane[0] == -3
+    px, py, custom, text = path_arrays(d, path)
+    np.testing.assert_allclose(px[:2], [16.0, 75.0])  # thread 100 holds gemm_b back until its launch
+    np.testing.assert_allclose(py[:4], [0, 0, 2, 2])
+    np.testing.assert_allclose(custom[0], [16.0, 59.0])
+    assert text[0] == "host"
+    fig = timeline.timeline_figure(d, path=(px, py, custom, text))
+    cpu = next(t for t in fig.data if t.name == "CPU ops")
+    assert cpu.text[0] == "aten::linear<br>CPU op · thread 100" and tuple(cpu.customdata[0]) == (5.0, 25.0)
+    assert {"launch arrows", "critical path"} <= {t.name for t in fig.data}
+    assert "3 outermost CPU ops" in timeline.timeline_note(d)
+    plain = timeline_data(run, 1, [0])  # off: no thread rows, and the path keeps its GPU part
+    assert not plain.thread_of and np.isnan(path_arrays(plain, path)[0]).sum() == 0
+    assert path_arrays(plain, path)[0][0] == pytest.approx(75.0)
+    window = timeline_data(run, 1, [0], window_us=(0.0, 35.0), launches=True)  # only gemm_a in view
+    assert list(window.thread_of) == [(0, 100)] and window.launches.text.tolist() == ["aten::linear"]
+
+
+def test_a_million_cpu_ops_are_merged_per_pixel_on_their_thread_row(tmp_path):
+    from dataclasses import replace
+
+    from tpscope.trace.tables import CpuCalls
+
+    run = load_run(write_run(tmp_path / "threads", [_threads_rank(step_us=200_000)]))
+    r = run.ranks[0]
+    n = 1_000_000
+    start = int(r.steps.start_ns[0]) + 100_000 + np.arange(n, dtype=np.int64) * 100
+    many = CpuCalls(start_ns=start, end_ns=start + 50, name_id=np.zeros(n, np.int32), tid=np.full(n, 200, np.int64),
+                    external_id=np.full(n, -1, np.int64), correlation=np.full(n, -1, np.int64))
+    big = replace(run, ranks=(replace(r, cpu_ops=many),))  # 100 ms of 50 ns ops on thread 200, from 100 µs
+    begin = time.perf_counter()
+    d = timeline_data(big, 1, [0], launches=True)
+    elapsed = time.perf_counter() - begin
+    # with the three launch calls (cudaLaunchKernel, 5 µs), every op is narrower than a pixel
+    assert d.cpu_total == d.cpu_aggregated == n + 3 and d.arrows is None
+    assert sum(int(t.split()[0].replace(",", "")) for t in d.launches.text.tolist()) == n + 3
+    assert len(d.launches) < 10 and elapsed < 5.0, (len(d.launches), elapsed)
+    fig = timeline.timeline_figure(d)
+    assert next(t for t in fig.data if t.name == "CPU ops").type == "scatter"  # a few merged spans
+    zoom = timeline_data(big, 1, [0], launches=True, window_us=(130.0, 130.5))  # gemm_c: thread 200's
+    assert list(zoom.thread_of) == [(0, 200)] and zoom.cpu_total == 5 and zoom.cpu_aggregated == 0  # each op
+    np.testing.assert_allclose(zoom.launches.start_us, [130.0, 130.1, 130.2, 130.3, 130.4])

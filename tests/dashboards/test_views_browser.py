@@ -237,7 +237,7 @@ def test_unknown_url_values_say_so_in_one_line(browser, served):
     assert "tab=nowhere" in browser.current_url  # a link that fails is left as given, to correct
 
 
-def test_search_outlines_what_it_names_and_launch_calls_show_on_demand(page, expected):
+def test_search_outlines_what_it_names_and_cpu_threads_show_on_demand(page, expected):
     run_id = page.find_element(By.ID, "run-select").text.strip()
     run, doc = expected[run_id]["run"], expected[run_id]["doc"]
     step = slowest_step(doc)
@@ -255,13 +255,15 @@ def test_search_outlines_what_it_names_and_launch_calls_show_on_demand(page, exp
         want += int((named & (r.gpu.start_ns - off[r.rank] < t1) & (r.gpu.end_ns - off[r.rank] > t0)).sum())
     assert fig["layout"]["meta"]["selected"] == want > 0
     wait_until(page, lambda d: "sel=search%3Anccl" in d.current_url or "sel=search:nccl" in d.current_url)
-    page.find_element(By.XPATH, "//*[@id='timeline-options']//label[normalize-space()='CPU launch calls']").click()
-    fig = _timeline(page, lambda f: trace(f, "launch calls") is not None)
+    page.find_element(By.XPATH, "//*[@id='timeline-options']//label[normalize-space()='CPU threads']").click()
+    fig = _timeline(page, lambda f: trace(f, "CPU ops") is not None)
     ticks = fig["layout"]["yaxis"]["ticktext"]
-    assert [t for t in ticks if t.endswith("CPU launch calls")] == [f"rank {r.rank} · CPU launch calls" for r in run.ranks]
-    launched = sum(int(((r.gpu.launch_start_ns >= 0) & (r.gpu.start_ns - off[r.rank] < t1)
-                        & (r.gpu.end_ns - off[r.rank] > t0)).sum()) for r in run.ranks)
-    assert int(np.isnan(values(trace(fig, "launch calls")["x"]).astype(float)).sum()) == launched
+    in_view = {r.rank: (r.gpu.launch_start_ns >= 0) & (r.gpu.start_ns - off[r.rank] < t1)
+               & (r.gpu.end_ns - off[r.rank] > t0) for r in run.ranks}
+    threads = [f"rank {r.rank} · CPU thread {t}" for r in run.ranks for t in np.unique(r.gpu.launch_tid[in_view[r.rank]])]
+    assert [t for t in ticks if " · CPU thread " in t] == threads  # one row per thread that launched in view
+    launched = sum(int(m.sum()) for m in in_view.values())
+    assert int(np.isnan(values(trace(fig, "CPU ops")["x"]).astype(float)).sum()) > 0
     arrows = values(trace(fig, "launch arrows")["x"]).astype(float).reshape(-1, 3)
     assert len(arrows) == launched and (arrows[:, 1] >= arrows[:, 0] - 1e-3).all()  # launch before the kernel
 
