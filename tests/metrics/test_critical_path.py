@@ -183,7 +183,6 @@ def test_predecessor_arrays_agree_with_brute_force():
     for i in range(n):
         before = [j for j in range(n) if lane[j] == lane[i] and (start[j], j) < (start[i], i)]
         assert prev[i] == (max(before, key=lambda j: (start[j], j)) if before else -1)
-    acts = types.SimpleNamespace(lane=lane, rank_bounds=np.array([0, n]), rank_ids=(0,), __len__=lambda: n)
     acts = _Columns(n, lane=lane, rank_bounds=np.array([0, n]), rank_ids=(0,))
     pred = other_lane_predecessors(acts, start, end)
     for i in range(n):

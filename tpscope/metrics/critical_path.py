@@ -24,7 +24,7 @@ from tpscope.metrics.collectives import (
     aligned,
 )
 from tpscope.trace import ActivityClass, RankTrace, StreamWaits
-from tpscope.trace.columns import MISSING, lookup
+from tpscope.trace.columns import lookup
 
 CATEGORIES = ("compute", "comm", "memory", "host", "idle")
 COMPUTE, COMM, MEMORY, HOST, IDLE = range(5)
@@ -228,7 +228,7 @@ def cpu_threads(acts: RunActivities, ranks: list[RankTrace], offsets_ns: np.ndar
                 end_ns: np.ndarray) -> tuple[CpuThreads, np.ndarray]:
     """The run-wide table of runtime calls by thread, and per activity the row of its launch call."""
     strings: dict[str, int] = {}
-    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("start", "end", "pos", "tid", "op", "sync", "waited")}
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("start", "end", "pos", "tid", "op", "waited")}
     launch_local: list[np.ndarray] = []
     base = 0
     bases = []
@@ -257,7 +257,7 @@ def cpu_threads(acts: RunActivities, ranks: list[RankTrace], offsets_ns: np.ndar
             inside = is_sync & (j >= 0) & (ends[jc] >= start)
             waited[inside] = lo + order[jc[inside]]
         for k, v in (("start", start), ("end", end), ("pos", np.full(n, pos, np.int64)), ("tid", rt.tid),
-                     ("op", ids[inverse.ravel()] if n else np.zeros(0, np.int64)), ("sync", waited >= 0),
+                     ("op", ids[inverse.ravel()] if n else np.zeros(0, np.int64)),
                      ("waited", waited)):
             parts[k].append(v)
         launch_local.append(lookup(rt.correlation, np.arange(n, dtype=np.int64), acts.correlation[lo:hi]))
@@ -275,7 +275,7 @@ def cpu_threads(acts: RunActivities, ranks: list[RankTrace], offsets_ns: np.ndar
     thread_id = np.cumsum(new_thread) - 1
     bounds = np.append(starts, len(order))
     lo_of, hi_of = bounds[thread_id], bounds[thread_id + 1]
-    sync = cat["sync"][order]
+    sync = cat["waited"][order] >= 0  # a blocking call that waited for an activity
     prev_sync = np.maximum.accumulate(np.where(sync, np.arange(len(order)), -1)) if len(order) else np.zeros(0, np.int64)
     prev_sync = np.where(prev_sync >= lo_of, prev_sync, -1)
     threads = CpuThreads(
@@ -555,5 +555,5 @@ def critical_paths(acts: RunActivities, graph: PathGraph, ranks: list[RankTrace]
             for step, floor, top, seg in walks if len(seg)]
 
 
-__all__ = ["CATEGORIES", "EDGES", "MISSING", "CriticalPath", "PathGraph", "PathSegments", "critical_paths",
+__all__ = ["CATEGORIES", "EDGES", "CriticalPath", "PathGraph", "PathSegments", "critical_paths",
            "path_graph", "walk_step"]

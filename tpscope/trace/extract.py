@@ -143,6 +143,10 @@ class _Extractor:
     def names(self, events: list[Event]) -> np.ndarray:
         return self.symbols.ids(_values(events, "name"))
 
+    def raw_ids(self, args: list[Args], field: str) -> np.ndarray:
+        """Symbol ids of a raw JSON argument's text (`Input Dims`, `Input type`, `Input Strides`)."""
+        return self.symbols.ids([bytes(getattr(a, field)).decode("utf-8", "replace") for a in args])
+
     def lanes(self, events: list[Event], args: list[Args]) -> dict[str, np.ndarray]:
         """(args.device, args.stream), else (pid, tid) for old traces."""
         out = {}
@@ -236,9 +240,9 @@ def extract(events: list[Event], base_ns: int = 0) -> RawColumns:
         name_id=x.names(ops),
         tid=tid_column(ops),
         external_id=int_column(_values(args, "external_id")),
-        dims_id=x.symbols.ids([bytes(a.input_dims).decode("utf-8", "replace") for a in args]),
-        types_id=x.symbols.ids([bytes(a.input_type).decode("utf-8", "replace") for a in args]),
-        strides_id=x.symbols.ids([bytes(a.input_strides).decode("utf-8", "replace") for a in args]),
+        dims_id=x.raw_ids(args, "input_dims"),
+        types_id=x.raw_ids(args, "input_type"),
+        strides_id=x.raw_ids(args, "input_strides"),
         **x.collectives(args),
     )
     groups["cpu_op"] = cols
@@ -247,12 +251,12 @@ def extract(events: list[Event], base_ns: int = 0) -> RawColumns:
         evs, cols = x.timed(group, _select(events, rows[group]))
         cols["name_id"] = x.names(evs)
         if group == "cpu_range":
-            cols["tid"] = int_column([lane_number(e.tid) for e in evs])
+            cols["tid"] = tid_column(evs)
             # a CPU run's gloo collectives are CPU ranges: their tensor shapes and types give
             # the collective's size (trace.cpu_activities)
             args = _args(evs)
-            cols["dims_id"] = x.symbols.ids([bytes(a.input_dims).decode("utf-8", "replace") for a in args])
-            cols["types_id"] = x.symbols.ids([bytes(a.input_type).decode("utf-8", "replace") for a in args])
+            cols["dims_id"] = x.raw_ids(args, "input_dims")
+            cols["types_id"] = x.raw_ids(args, "input_type")
         else:
             cols.update(x.lanes(evs, _args(evs)))
         groups[group] = cols
