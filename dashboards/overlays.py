@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 from tpscope.dashboards.timeline_data import LAUNCH_LANE
 
-from tpscope.metrics.collectives import run_activities
+from tpscope.metrics.activities import run_activities
 from tpscope.metrics.gemm import find_gemms
 from tpscope.metrics.per_activity import PATH_KINDS, ActivityDetail, path_segments
 from tpscope.trace import Run

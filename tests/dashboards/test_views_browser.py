@@ -32,7 +32,8 @@ from tests.dashboards.browser import (
 )
 from tests.dashboards.conftest import CHUNKED
 from tpscope.gemm_shapes import parse_shape
-from tpscope.metrics.collectives import match_collectives, run_activities
+from tpscope.metrics.activities import run_activities
+from tpscope.metrics.collectives import match_collectives
 from tpscope.metrics.per_activity import activity_detail
 from tpscope.trace import ActivityClass
 

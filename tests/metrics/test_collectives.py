@@ -12,12 +12,12 @@ import pytest
 from tests.kineto import Collective, RankTrace, write_run
 from tests.metrics._jobs import CHUNKED, RING, tp_dp, tp_pp
 from tpscope.metrics import analyze_run
+from tpscope.metrics.activities import run_activities
 from tpscope.metrics.collectives import (
     busbw_factor,
     collective_kind,
     collective_timing,
     match_collectives,
-    run_activities,
 )
 from tpscope.trace import load_run
 

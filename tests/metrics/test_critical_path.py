@@ -297,7 +297,7 @@ def test_path_kernels_agree_with_hta(case, annotation, only_ours):
 
     from hta.trace_analysis import TraceAnalysis
 
-    from tpscope.metrics.collectives import run_activities
+    from tpscope.metrics.activities import run_activities
     from tpscope.metrics.per_activity import activity_detail, path_segments
 
     folder = DATA / "hta" / "critical_path" / case

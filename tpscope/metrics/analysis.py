@@ -10,15 +10,14 @@ import numpy as np
 
 from tpscope import __version__
 from tpscope.metrics import across_runs
+from tpscope.metrics.activities import exposed_ns, run_activities
 from tpscope.metrics.breakdown import ClassSets, StepBreakdown, class_sets, rank_breakdown
 from tpscope.metrics.clocks import clock_offsets
 from tpscope.metrics.collectives import (
     CollectiveInstance,
     collective_instances,
     collective_timing,
-    exposed_ns,
     match_collectives,
-    run_activities,
     wait_transfer_by_step,
 )
 from tpscope.metrics.contention import (

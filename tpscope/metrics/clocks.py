@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tpscope.metrics.collectives import NS_PER_US, CollectiveMatch, RunActivities, collective_kind
+from tpscope.metrics.activities import NS_PER_US, RunActivities
+from tpscope.metrics.collectives import CollectiveMatch, collective_kind
 
 ALIGN_MODES = ("auto", "none", "all")
 # metrics.md §6: collectives whose ranks all finish together (each rank's result needs every rank's

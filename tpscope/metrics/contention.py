@@ -8,11 +8,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from tpscope.metrics import intervals as iv
+from tpscope.metrics.activities import NS_PER_US, RunActivities
 from tpscope.metrics.collectives import (
-    NS_PER_US,
     CollectiveMatch,
     CollectiveTiming,
-    RunActivities,
     busbw_factor,
     collective_kind,
 )

@@ -16,13 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tpscope.metrics.collectives import (
-    NS_PER_US,
-    CollectiveMatch,
-    CollectiveTiming,
-    RunActivities,
-    aligned,
-)
+from tpscope.metrics.activities import NS_PER_US, RunActivities, aligned
+from tpscope.metrics.collectives import CollectiveMatch, CollectiveTiming
 from tpscope.trace import ActivityClass, RankTrace, StreamWaits
 from tpscope.trace.columns import lookup
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tpscope.gemm_shapes import GEMM_OPERANDS, GemmCall, GemmShape, parse_shape
-from tpscope.metrics.collectives import RunActivities
+from tpscope.metrics.activities import RunActivities
 from tpscope.trace import ActivityClass, Run
 
 __all__ = ["GEMM_OPERANDS", "GemmCall", "GemmShape", "parse_shape"]  # re-exported: §8's shape rules

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tpscope.metrics.activities import run_activities
 from tpscope.metrics.clocks import clock_offsets
-from tpscope.metrics.collectives import collective_timing, match_collectives, run_activities
+from tpscope.metrics.collectives import collective_timing, match_collectives
 from tpscope.metrics.critical_path import (
     CATEGORIES,
     PathGraph,

@@ -1,0 +1,218 @@
+"""The run-wide activity table: every rank's GPU activities in one columnar table, the input of
+every cross-rank metric (matching, clocks, critical path, contention).
+
+Names, process groups and other strings become run-wide ids, so that the metrics are a few sorts
+and grouped reductions over columns, never a loop over events.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tpscope.metrics import intervals as iv
+from tpscope.trace import ActivityClass, Run, is_sync
+
+NS_PER_US = 1000.0
+
+
+@dataclass(frozen=True, slots=True)
+class RunActivities:
+    """Every rank's GPU activities in one table; rows of one rank are contiguous and by start.
+
+    Times are each rank's own clock (metrics.md §6 offsets are applied by the consumers). String
+    columns (`coll`, `pg`, `dtype`, `signature`) are run-wide ids into `strings`.
+    """
+
+    rank: np.ndarray  # int64 rank number
+    rank_pos: np.ndarray  # int64 index into Run.ranks
+    row: np.ndarray  # int64 row in the rank's GpuActivities
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    launch_start_ns: np.ndarray  # -1 when the launch call is not in the trace
+    launch_end_ns: np.ndarray
+    correlation: np.ndarray
+    cls: np.ndarray
+    sync: np.ndarray  # bool: a rank-synchronization kernel (classify.SYNC_SUBSTRINGS), all wait
+    lane: np.ndarray  # run-wide lane id, index into lane_labels
+    step: np.ndarray  # step number whose window (of this rank) holds the start; -1 if none
+    coll: np.ndarray
+    pg: np.ndarray
+    dtype: np.ndarray
+    seq: np.ndarray
+    in_nelems: np.ndarray
+    out_nelems: np.ndarray
+    group_size: np.ndarray
+    signature: np.ndarray
+    name: np.ndarray  # the activity's name
+    group: np.ndarray  # process group "name [ranks]" (metrics.md §5 "Process groups"), -1 if none
+    pg_desc: np.ndarray
+    p2p: np.ndarray  # "s1 r3": the global peers a point-to-point kernel sends to / receives from
+    op: np.ndarray  # comm kernels without metadata: the `c10d::` CPU op around their launch (-1: none)
+    strings: tuple[str, ...]
+    lane_labels: tuple[str, ...]
+    rank_ids: tuple[int, ...]
+    hostnames: tuple[str | None, ...]
+    world_sizes: tuple[int | None, ...]
+    rank_bounds: np.ndarray  # rows of rank_pos p are rank_bounds[p]:rank_bounds[p + 1]
+
+    def __len__(self) -> int:
+        return len(self.start_ns)
+
+
+def _global_ids(local: np.ndarray, symbols: tuple[str, ...], table: dict[str, int]) -> np.ndarray:
+    """Per-rank symbol ids -> run-wide ids: one dict lookup per distinct id, not per event."""
+    out = np.full(len(local), -1, np.int64)
+    has = local >= 0
+    if has.any():
+        uniq, inverse = np.unique(local[has], return_inverse=True)
+        ids = np.array([table.setdefault(symbols[u], len(table)) for u in uniq.tolist()], np.int64)
+        out[has] = ids[inverse]
+    return out
+
+
+def _group_symbols(r) -> tuple[str, ...]:
+    """Symbols of `_group_names`: the rank's symbols, then its groups' "name [ranks]" strings."""
+    return r.symbols + tuple(f"{name} [{ranks}]" for name, ranks in _group_table(r))
+
+
+def _group_table(r) -> list[tuple[str, str]]:
+    """(pg name, "0,1" or "") for each distinct (pg name, ranks) of the rank's described kernels."""
+    g = r.gpu
+    pairs = np.unique(np.stack([g.pg_name_id.astype(np.int64), g.pg_ranks_id.astype(np.int64)], axis=1), axis=0)
+    config = r.info.get("process_groups", {})
+    out = []
+    for pg, ranks in pairs.tolist():
+        name = r.symbols[pg] if pg >= 0 else ""
+        text = r.symbols[ranks] if ranks >= 0 else ""
+        if not text and name in config:  # metrics.md §5: pg_config where the kernel does not say
+            text = ",".join(map(str, config[name][1]))
+        out.append((name, text))
+    return out
+
+
+def _group_names(r) -> np.ndarray:
+    """Per activity: an index into `_group_symbols(r)` naming its process group; -1 without one."""
+    g = r.gpu
+    keys = np.stack([g.pg_name_id.astype(np.int64), g.pg_ranks_id.astype(np.int64)], axis=1)
+    if len(keys) == 0:
+        return np.zeros(0, np.int64)
+    _, inverse = np.unique(keys, axis=0, return_inverse=True)
+    out = len(r.symbols) + inverse.reshape(-1)
+    return np.where((g.pg_name_id >= 0) | (g.pg_ranks_id >= 0), out, -1)
+
+
+def _enclosing_c10d_op(r) -> np.ndarray:
+    """Per activity, for comm kernels without collective metadata: the name id of the `c10d::` CPU
+    op (`c10d::allreduce_`, `c10d::alltoall_base_`) whose time holds the launch, on the launch's
+    thread; -1 elsewhere. Older traces name their collectives only there."""
+    g, ops = r.gpu, r.cpu_ops
+    out = np.full(len(g), -1, np.int64)
+    want = np.flatnonzero((g.cls == ActivityClass.COMM) & (g.coll_name_id < 0) & (g.launch_start_ns >= 0))
+    if len(want) == 0 or len(ops) == 0:
+        return out
+    is_c10d = np.array([s.startswith("c10d::") for s in r.symbols], bool)
+    c10d = np.flatnonzero(is_c10d[np.maximum(ops.name_id, 0)] & (ops.name_id >= 0))
+    for tid in np.unique(ops.tid[c10d]).tolist():  # one pass per CPU thread
+        o = c10d[ops.tid[c10d] == tid]  # by start (CpuCalls rows are)
+        k = want[g.launch_tid[want] == tid]
+        at = np.searchsorted(ops.start_ns[o], g.launch_start_ns[k], side="right") - 1
+        ok = (at >= 0) & (ops.end_ns[o[np.maximum(at, 0)]] >= g.launch_start_ns[k])
+        out[k[ok]] = ops.name_id[o[at[ok]]]
+    return out
+
+
+def _descriptions(r) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Per activity, its group's description: the kernel's `Process Group Description`, else the
+    `pg_desc` that pg_config gives its group's name (ids into the returned symbols)."""
+    g = r.gpu
+    config = r.info.get("process_groups", {})
+    descs = sorted({d for d, _ in config.values() if d and d != "undefined"})
+    symbols = r.symbols + tuple(descs)
+    out = g.pg_desc_id.astype(np.int64)
+    blank = [i for i, t in enumerate(r.symbols) if t == ""]  # a missing arg is the "" symbol
+    missing = ((out < 0) | np.isin(out, blank)) & (g.pg_name_id >= 0)
+    if missing.any() and descs:
+        of_name = {i: config.get(n, ("", ()))[0] for i, n in enumerate(r.symbols) if n in config}
+        ids = _broadcast_ids(g.pg_name_id[missing], {i: len(r.symbols) + descs.index(d) if d in descs else -1
+                                                     for i, d in of_name.items()})
+        out[missing] = ids
+    return out, symbols
+
+
+def _broadcast_ids(ids: np.ndarray, values: dict[int, int]) -> np.ndarray:
+    uniq, inverse = np.unique(ids, return_inverse=True)
+    return np.array([values.get(u, -1) for u in uniq.tolist()], np.int64)[inverse.reshape(-1)]
+
+
+def run_activities(run: Run) -> RunActivities:
+    """Concatenate the ranks' GPU tables with run-wide lane and string ids."""
+    table: dict[str, int] = {}
+    parts: dict[str, list[np.ndarray]] = {}
+    lane_labels: list[str] = []
+    bounds = [0]
+    for pos, r in enumerate(run.ranks):
+        g = r.gpu
+        n = len(g)
+        cols = {
+            "rank": np.full(n, r.rank, np.int64),
+            "rank_pos": np.full(n, pos, np.int64),
+            "row": np.arange(n, dtype=np.int64),
+            "start_ns": g.start_ns,
+            "end_ns": g.end_ns,
+            "launch_start_ns": g.launch_start_ns,
+            "launch_end_ns": g.launch_end_ns,
+            "correlation": g.correlation,
+            "cls": g.cls,
+            "sync": is_sync(g.name_id, r.symbols) & (g.cls == ActivityClass.COMM),
+            "lane": g.lane.astype(np.int64) + len(lane_labels),
+            "step": g.step,
+            "seq": g.seq,
+            "in_nelems": g.in_nelems,
+            "out_nelems": g.out_nelems,
+            "group_size": g.group_size,
+        }
+        for name, local in (("coll", g.coll_name_id), ("pg", g.pg_name_id), ("dtype", g.dtype_id),
+                            ("signature", g.signature_id), ("name", g.name_id), ("p2p", g.p2p_id)):
+            cols[name] = _global_ids(local, r.symbols, table)
+        cols["pg_desc"] = _global_ids(*_descriptions(r), table)
+        cols["group"] = _global_ids(_group_names(r), _group_symbols(r), table)
+        cols["op"] = _global_ids(_enclosing_c10d_op(r), r.symbols, table)
+        for k, v in cols.items():
+            parts.setdefault(k, []).append(v)
+        lane_labels.extend(r.lane_label(i) for i in range(len(r.lanes)))
+        bounds.append(bounds[-1] + n)
+    if not run.ranks:
+        raise ValueError("a run without ranks")
+    strings = [""] * len(table)
+    for s, i in table.items():
+        strings[i] = s
+    return RunActivities(
+        **{k: np.concatenate(v) for k, v in parts.items()},
+        strings=tuple(strings),
+        lane_labels=tuple(lane_labels),
+        rank_ids=tuple(r.rank for r in run.ranks),
+        hostnames=tuple(r.hostname for r in run.ranks),
+        world_sizes=tuple(r.world_size for r in run.ranks),
+        rank_bounds=np.array(bounds, np.int64),
+    )
+
+
+
+
+def aligned(acts: RunActivities, offsets_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(start, end) of every activity on the reference clock: t - o_rank (metrics.md §6)."""
+    shift = offsets_ns[acts.rank_pos]
+    return acts.start_ns - shift, acts.end_ns - shift
+
+
+def exposed_ns(acts: RunActivities, compute_sets: list[iv.IntervalSet]) -> np.ndarray:
+    """Per activity: its time not covered by compute on the same rank (own clock)."""
+    out = acts.end_ns - acts.start_ns
+    for pos, cover in enumerate(compute_sets):
+        lo, hi = acts.rank_bounds[pos], acts.rank_bounds[pos + 1]
+        out[lo:hi] = out[lo:hi] - iv.overlap_with_set(acts.start_ns[lo:hi], acts.end_ns[lo:hi], cover)
+    return out
+
+
