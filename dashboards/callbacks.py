@@ -27,6 +27,7 @@ from tpscope.dashboards.timeline_data import (
 
 from tpscope.errors import UserError
 from tpscope.export.chrome_trace import step_trace
+from tpscope.jsonable import plain
 
 log = logging.getLogger("tpscope.dash")
 
@@ -299,7 +300,7 @@ def register_callbacks(app, store: RunStore) -> None:
         loaded = store.load(run_id)
         compared = bool(baseline_id) and baseline_id != run_id
         analysis = store.compared(run_id, baseline_id) if compared else loaded.analysis
-        doc = results.plain(analysis) if compared else loaded.doc
+        doc = plain(analysis) if compared else loaded.doc
         summary = doc.get("summary") or {}
         slowdown, coverage = summary.get("contention_slowdown"), summary.get("contention_coverage")
         note = f"Run contention slowdown: {fmt_ratio(slowdown)}"
@@ -439,7 +440,7 @@ def _compared_summary(store: RunStore, run_id, baseline_id) -> dict | None:
     try:
         if store.incomparable(run_id, baseline_id):
             return None
-        return results.plain(store.compared(run_id, baseline_id).summary)
+        return plain(store.compared(run_id, baseline_id).summary)
     except UserError:
         return None
 
@@ -454,7 +455,7 @@ def _baseline_note(store: RunStore, run_id, baseline_id) -> str:
         return (f"{run_id} against baseline {baseline_id}: Flux overlap efficiency and attained saving not "
                 f"shown: the runs are different experiments ({why}); pick a baseline of the same regime "
                 "and model (metrics.md §9).")
-    summary = results.plain(store.compared(run_id, baseline_id).summary)
+    summary = plain(store.compared(run_id, baseline_id).summary)
     return (f"{run_id} against baseline {baseline_id}: Flux overlap efficiency "
             f"{fmt_ratio(summary.get('flux_overlap_efficiency'))}, attained saving "
             f"{fmt_ratio(summary.get('attained_saving'))}.")

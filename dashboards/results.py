@@ -7,10 +7,9 @@ comes from the same `RunAnalysis` objects. An empty list means "not available" t
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
-import numpy as np
+from tpscope.jsonable import plain
 
 GIB = float(1 << 30)
 
@@ -33,21 +32,6 @@ OVERVIEW_COLUMNS = [
 ]
 RATIO_FIELDS = {"exposed_comm_ratio", "critical_path_exposed_comm_ratio", "overlap_efficiency",
                 "contention_slowdown", "flux_overlap_efficiency", "attained_saving", "overlap_ratio"}
-
-
-def plain(value: Any) -> Any:
-    """Dataclasses, numpy scalars and tuples to plain JSON-able Python."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, dict):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
 
 
 def overview_row(run_id: str, doc: dict, manifest: dict | None) -> dict:

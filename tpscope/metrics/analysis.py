@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tpscope import __version__
+from tpscope.jsonable import plain
 from tpscope.metrics import across_runs
 from tpscope.metrics.activities import exposed_ns, run_activities
 from tpscope.metrics.breakdown import ClassSets, StepBreakdown, class_sets, rank_breakdown
@@ -218,27 +219,9 @@ def _fill_step(s: StepBreakdown, cross: dict, first_step: bool) -> StepBreakdown
 
 
 def as_json(analysis: RunAnalysis) -> dict:
-    """The JSON document of `tpscope analyze --json`: a plain dump of the dataclasses."""
+    """The JSON document of `tpscope analyze --json`: a plain dump of the dataclasses (metrics.md §10)."""
     doc = {"tpscope_version": __version__}
     for f in dataclasses.fields(analysis):
-        if f.name == "manifest":
-            continue
-        value = getattr(analysis, f.name)
-        if f.name in ("clock_offsets_us", "clock_residual_us", "step_rule"):
-            value = {str(k): v for k, v in value.items()}
-        doc[f.name] = _plain(value)
+        if f.name != "manifest":
+            doc[f.name] = plain(getattr(analysis, f.name))
     return doc
-
-
-def _plain(value):
-    if dataclasses.is_dataclass(value):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, float) and not np.isfinite(value):
-        return None
-    return value
