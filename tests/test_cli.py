@@ -40,7 +40,7 @@ def test_user_errors_print_one_line_and_exit_2(tmp_path, make, message):
 def test_analyze_prints_the_step_table_and_summary():
     done = tpscope("analyze", str(RUN))
     assert done.returncode == 0, done.stderr
-    assert "Per rank and step" in done.stdout and "overlap efficiency" in done.stdout
+    assert "Per rank and step" in done.stdout and "hidden / hideable communication" in done.stdout
 
 
 def test_analyze_json_follows_the_design_contract():
@@ -52,10 +52,10 @@ def test_analyze_json_follows_the_design_contract():
     assert doc["ranks"] == [0, 1]
     step_fields = {"rank", "step", "step_time_us", "compute_us", "comm_us", "memory_us", "idle_us",
                    "hidden_comm_us", "exposed_comm_us", "exposed_comm_ratio", "overlap_ratio",
-                   "overlap_efficiency", "comm_wait_us", "comm_transfer_us", "contention_tax_us",
+                   "hidden_of_hideable_ratio", "comm_wait_us", "comm_transfer_us", "contention_tax_us",
                    "contention_slowdown"}
     assert all(step_fields <= set(s) for s in doc["steps"]) and len(doc["steps"]) == 6
-    assert {"step_time_us", "exposed_comm_ratio", "overlap_ratio", "overlap_efficiency",
+    assert {"step_time_us", "exposed_comm_ratio", "overlap_ratio", "hidden_of_hideable_ratio",
             "critical_path_exposed_comm_ratio", "contention_slowdown", "tokens_per_s"} <= set(doc["summary"])
     assert doc["summary"]["tokens_per_s"] is None  # no manifest: unknown, never a made-up 0
 

@@ -48,9 +48,9 @@ def breakdown_figure(rows: list[dict]) -> go.Figure:
                     hovertemplate=f"%{{x}}<br>{name}: %{{y:,.1f}} µs<extra></extra>")
     fig.add_scatter(x=labels, y=[r["step_time_us"] for r in rows], mode="markers", name="step time",
                     marker=dict(symbol="line-ew-open", size=28, color="#222", line=dict(width=2)),
-                    customdata=[[r.get("exposed_comm_ratio"), r.get("overlap_efficiency")] for r in rows],
+                    customdata=[[r.get("exposed_comm_ratio"), r.get("hidden_of_hideable_ratio")] for r in rows],
                     hovertemplate="%{x}<br>step time %{y:,.1f} µs<br>exposed comm %{customdata[0]:.1%}"
-                                  "<br>overlap efficiency %{customdata[1]:.1%}<extra></extra>")
+                                  "<br>hidden of hideable comm %{customdata[1]:.1%}<extra></extra>")
     base_layout(fig, title="Per rank and step (µs)", height=420)
     fig.update_layout(barmode="stack", yaxis_title="µs")
     return fig

@@ -7,7 +7,7 @@ from tpscope.dashboards.figures.common import COLORS, base_layout, not_available
 
 RATIOS = [("exposed_comm_ratio", "exposed comm", COLORS["exposed_comm"]),
           ("critical_path_exposed_comm_ratio", "critical-path exposed comm", COLORS["host"]),
-          ("overlap_efficiency", "overlap efficiency", COLORS["hidden_comm"]),
+          ("hidden_of_hideable_ratio", "hidden of hideable comm", COLORS["hidden_comm"]),
           ("contention_slowdown", "contention slowdown", COLORS["memory"])]
 
 

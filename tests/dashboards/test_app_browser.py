@@ -95,7 +95,7 @@ def test_app_starts_on_sample_runs_and_overview_shows_summaries(page, expected, 
         s = exp["doc"]["summary"]
         assert rows[run_id]["step time (µs)"] == f"{s['step_time_us']:,.1f}"
         assert rows[run_id]["exposed comm"] == _fmt_ratio(s["exposed_comm_ratio"])
-        assert rows[run_id]["overlap efficiency"] == _fmt_ratio(s["overlap_efficiency"])
+        assert rows[run_id]["hidden of hideable comm"] == _fmt_ratio(s["hidden_of_hideable_ratio"])
         assert rows[run_id]["critical-path exposed comm"] == _fmt_ratio(s["critical_path_exposed_comm_ratio"])
         assert rows[run_id]["ranks"] == str(len(exp["doc"]["ranks"]))
     assert "no trace files" in rows[not_a_run.name]["status"]

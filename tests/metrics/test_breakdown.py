@@ -26,13 +26,13 @@ def test_no_overlap(tmp_path):
     assert s["hidden_comm_us"] == 0 and s["exposed_comm_us"] == 30
     assert s["idle_us"] == 30
     assert s["exposed_comm_ratio"] == pytest.approx(0.30)
-    assert s["overlap_ratio"] == 0 and s["overlap_efficiency"] == 0
+    assert s["overlap_ratio"] == 0 and s["hidden_of_hideable_ratio"] == 0
 
 
 def test_full_overlap(tmp_path):
     s = one_step(tmp_path, lambda r: (r.kernel("gemm", 0, 80), r.kernel(NCCL, 10, 50, stream=14)))
     assert s["hidden_comm_us"] == 50 and s["exposed_comm_us"] == 0
-    assert s["overlap_ratio"] == 1 and s["overlap_efficiency"] == 1
+    assert s["overlap_ratio"] == 1 and s["hidden_of_hideable_ratio"] == 1
     assert s["idle_us"] == 20
 
 
@@ -41,7 +41,7 @@ def test_partial_overlap(tmp_path):
     s = one_step(tmp_path, lambda r: (r.kernel("gemm", 0, 60), r.kernel(NCCL, 40, 60, stream=14)))
     assert s["hidden_comm_us"] == 20 and s["exposed_comm_us"] == 40
     assert s["overlap_ratio"] == pytest.approx(20 / 60)
-    assert s["overlap_efficiency"] == pytest.approx(20 / 60)
+    assert s["hidden_of_hideable_ratio"] == pytest.approx(20 / 60)
     assert s["idle_us"] == 0
 
 
@@ -55,7 +55,7 @@ def test_nested_kernels_and_several_streams(tmp_path):
     s = one_step(tmp_path, build)
     assert s["compute_us"] == 70
     assert s["comm_us"] == 30 and s["hidden_comm_us"] == 10 and s["exposed_comm_us"] == 20
-    assert s["overlap_efficiency"] == pytest.approx(10 / 30)
+    assert s["hidden_of_hideable_ratio"] == pytest.approx(10 / 30)
     assert s["idle_us"] == 10
 
 
@@ -86,7 +86,7 @@ def test_filler_kernels_count_as_idle(tmp_path):
     assert s["compute_us"] == 0
     assert s["comm_us"] == 20 and s["exposed_comm_us"] == 20
     assert s["idle_us"] == 80
-    assert s["overlap_efficiency"] is None  # nothing to hide behind
+    assert s["hidden_of_hideable_ratio"] is None  # nothing to hide behind
 
 
 def test_activity_outside_the_window_is_clipped(tmp_path):
@@ -96,7 +96,7 @@ def test_activity_outside_the_window_is_clipped(tmp_path):
 
 def test_no_comm_gives_null_ratios(tmp_path):
     s = one_step(tmp_path, lambda r: r.kernel("gemm", 0, 40))
-    assert s["overlap_ratio"] is None and s["overlap_efficiency"] is None
+    assert s["overlap_ratio"] is None and s["hidden_of_hideable_ratio"] is None
     assert s["exposed_comm_ratio"] == 0
 
 

@@ -60,7 +60,7 @@ def brute_force(path: Path) -> dict[int, dict[str, float]]:
             "hidden_comm_us": hidden / 1000,
             "exposed_comm_us": (comm - hidden) / 1000,
             "overlap_ratio": hidden / comm,
-            "overlap_efficiency": hidden / min(comm, compute),
+            "hidden_of_hideable_ratio": hidden / min(comm, compute),
             "exposed_comm_ratio": (comm - hidden) / (hi - lo),
         }
     return out

@@ -44,7 +44,7 @@ class Summary:
     step_time_us: float | None
     exposed_comm_ratio: float | None
     overlap_ratio: float | None
-    overlap_efficiency: float | None
+    hidden_of_hideable_ratio: float | None
     critical_path_exposed_comm_ratio: float | None = None
     contention_slowdown: float | None = None
     contention_coverage: float | None = None
@@ -97,7 +97,7 @@ def summarize(steps: list[StepBreakdown], manifest: dict | None) -> Summary:
         step_time_us=float(np.mean(list(by_step.values()))),
         exposed_comm_ratio=_sum(steps, "exposed_comm_us") / step_time if step_time > 0 else None,
         overlap_ratio=hidden / comm if comm > 0 else None,
-        overlap_efficiency=hidden / hideable if hideable > 0 else None,
+        hidden_of_hideable_ratio=hidden / hideable if hideable > 0 else None,
         tokens_per_s=_tokens_per_s(manifest),
     )
 

@@ -25,7 +25,7 @@ class StepBreakdown:
     exposed_comm_us: float
     exposed_comm_ratio: float | None
     overlap_ratio: float | None
-    overlap_efficiency: float | None
+    hidden_of_hideable_ratio: float | None
     comm_wait_us: float | None = None
     comm_transfer_us: float | None = None
     contention_tax_us: float | None = None
@@ -91,7 +91,7 @@ def rank_breakdown(rank: RankTrace, sets: ClassSets | None = None) -> list[StepB
                 exposed_comm_us=exposed / NS_PER_US,
                 exposed_comm_ratio=_ratio(exposed, step_ns),
                 overlap_ratio=_ratio(hidden, comm),
-                overlap_efficiency=_ratio(hidden, min(comm, compute)) if comm and compute else None,
+                hidden_of_hideable_ratio=_ratio(hidden, min(comm, compute)) if comm and compute else None,
             )
         )
     return out

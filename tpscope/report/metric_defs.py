@@ -39,7 +39,7 @@ METRICS: tuple[MetricDef, ...] = (
     MetricDef("compute_us", "compute", "compute (mean rank)", "us", True, "trace §4"),
     MetricDef("idle_us", "idle", "idle (mean rank)", "us", True, "trace §4"),
     MetricDef("overlap_ratio", "overlap_ratio", "hidden / all communication", "ratio", False, "trace §4"),
-    MetricDef("overlap_efficiency", "overlap_efficiency", "hidden / hideable communication", "ratio", False,
+    MetricDef("hidden_of_hideable_ratio", "hidden_of_hideable_ratio", "hidden / hideable communication", "ratio", False,
               "trace §4"),
     MetricDef("comm_wait_us", "comm_wait", "communication waiting (mean rank)", "us", True, "trace §5"),
     MetricDef("critical_path_exposed_comm_ratio", "critical_path_exposed_comm_ratio",

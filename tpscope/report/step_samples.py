@@ -74,7 +74,7 @@ def trace_samples(analysis: RunAnalysis) -> tuple[tuple[int, ...], dict[str, np.
             "exposed_comm_ratio": np.where(sum_step > 0, _by_step(steps, uniq, c["exposed_comm_us"], "sum")
                                            / sum_step, np.nan),
             "overlap_ratio": np.where(sum_comm > 0, sum_hidden / sum_comm, np.nan),
-            "overlap_efficiency": np.where(sum_hideable > 0, sum_hidden / sum_hideable, np.nan),
+            "hidden_of_hideable_ratio": np.where(sum_hideable > 0, sum_hidden / sum_hideable, np.nan),
             "contention_slowdown": _by_step(steps, uniq, c["contention_slowdown"], "mean"),
         }
     for n in MEAN_US_FIELDS:

@@ -39,13 +39,13 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str = ""
 
 def step_table(analysis: RunAnalysis) -> str:
     headers = ["rank/step", "step_us", "compute_us", "comm_us", "hidden_us", "exposed_us", "memory_us",
-               "idle_us", "exposed", "overlap", "overlap_eff", "wait_us", "transfer_us"]
+               "idle_us", "exposed", "overlap", "hidden/hideable", "wait_us", "transfer_us"]
     rows = [
         [
             f"{s.rank}/{s.step}{'*' if s.first_step else ''}",
             fmt(s.step_time_us), fmt(s.compute_us), fmt(s.comm_us), fmt(s.hidden_comm_us),
             fmt(s.exposed_comm_us), fmt(s.memory_us), fmt(s.idle_us),
-            fmt(s.exposed_comm_ratio, "pct"), fmt(s.overlap_ratio, "pct"), fmt(s.overlap_efficiency, "pct"),
+            fmt(s.exposed_comm_ratio, "pct"), fmt(s.overlap_ratio, "pct"), fmt(s.hidden_of_hideable_ratio, "pct"),
             fmt(s.comm_wait_us), fmt(s.comm_transfer_us),
         ]
         for s in analysis.steps
@@ -135,7 +135,7 @@ def summary_table(analysis: RunAnalysis) -> str:
         ["step time (mean over steps of the slowest rank)", fmt(s.step_time_us) + " us"],
         ["exposed communication", fmt(s.exposed_comm_ratio, "pct")],
         ["overlap (hidden / all communication)", fmt(s.overlap_ratio, "pct")],
-        ["overlap efficiency (hidden / hideable)", fmt(s.overlap_efficiency, "pct")],
+        ["hidden / hideable communication", fmt(s.hidden_of_hideable_ratio, "pct")],
         ["critical-path exposed communication", fmt(s.critical_path_exposed_comm_ratio, "pct")],
         ["contention slowdown", fmt(s.contention_slowdown, "pct")],
         ["overlapped GEMM time with an isolated baseline", fmt(s.contention_coverage, "pct")],
