@@ -11,15 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from tpscope.metrics.collectives import dtype_bytes
+from tpscope.numbers import size_text
 from tpscope.trace import ActivityClass, RankTrace
-
-
-def _binary(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n} B" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"
 
 
 def _collective(r: RankTrace, coll: int, pg: int, dtype: int, n_in: int, n_out: int, size: int) -> str:
@@ -29,7 +22,7 @@ def _collective(r: RankTrace, coll: int, pg: int, dtype: int, n_in: int, n_out: 
         width = dtype_bytes(r.symbols[dtype])
         text += f" · {r.symbols[dtype]}"
         if width:
-            text += f" · {_binary(max(n_in, n_out) * width)}"
+            text += f" · {size_text(max(n_in, n_out) * width)}"
     if pg >= 0:
         text += f" · group {r.symbols[pg]}"
     if size > 0:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from tpscope.jsonable import plain
+from tpscope.numbers import number
 
 GIB = float(1 << 30)
 
@@ -128,13 +129,17 @@ def gemm_budget_text(analysis: Any) -> str:
     b = getattr(analysis, "gemm_budget", None)
     if b is None or not b.overlapped_us:
         return ""
-    band = f"±{b.noise_band * 100:.1f}%" if b.noise_band is not None else "unknown"
-    text = (f" GEMM time per rank and step: {b.gemm_us:,.0f} µs = {b.predicted_us:,.0f} alone + {b.tax_us:,.0f} "
-            f"tax ({b.sm_us:,.0f} fewer SMs, {b.interference_us:,.0f} interference, {b.unsplit_us:,.0f} not split) "
-            f"+ {b.uncovered_us:,.0f} without a baseline + {b.residual_us:,.0f} unexplained (noise band {band}).")
+    band = "±" + number(b.noise_band, "ratio") if b.noise_band is not None else "unknown"
+
+    def n(us: float) -> str:
+        return number(us, "count")
+
+    text = (f" GEMM time per rank and step: {n(b.gemm_us)} µs = {n(b.predicted_us)} alone + {n(b.tax_us)} "
+            f"tax ({n(b.sm_us)} fewer SMs, {n(b.interference_us)} interference, {n(b.unsplit_us)} not split) "
+            f"+ {n(b.uncovered_us)} without a baseline + {n(b.residual_us)} unexplained (noise band {band}).")
     layers = getattr(analysis, "contention_by_layer", None) or []
     if layers:
-        text += " Most taxed: " + ", ".join(f"{p.name} {p.tax_us:,.0f} µs" for p in layers[:3]) + "."
+        text += " Most taxed: " + ", ".join(f"{p.name} {n(p.tax_us)} µs" for p in layers[:3]) + "."
     return text
 
 

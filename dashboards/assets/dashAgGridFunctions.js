@@ -57,10 +57,11 @@ dagfuncs.naturalCompare = function (a, b) {
   return pa.length - pb.length;
 };
 
-/* Bytes in binary units, as `ls -h` does: 8388608 -> "8.0 MiB". */
+/* Bytes in binary units, the value as short as it is exact (up to six significant digits), the
+   rule of tpscope.numbers.size_text: 8388608 -> "8 MiB", 1536 -> "1.5 KiB". */
 dagfuncs.formatBytes = function (value) {
   if (value === null || value === undefined || value === "") { return ""; }
   var v = Number(value), units = ["B", "KiB", "MiB", "GiB", "TiB"], i = 0;
   while (Math.abs(v) >= 1024 && i < units.length - 1) { v /= 1024; i++; }
-  return i === 0 ? String(v) + " B" : v.toFixed(1) + " " + units[i];
+  return i === 0 ? String(v) + " B" : String(Number(v.toPrecision(6))) + " " + units[i];
 };

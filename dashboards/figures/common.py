@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from tpscope.numbers import number
+
 COLORS = {
     "compute": "#4C78A8",
     "comm": "#E45756",
@@ -48,8 +50,4 @@ def not_available(message: str, height: int = 260) -> go.Figure:
 
 
 def fmt_ratio(value: float | None) -> str:
-    return "not available" if value is None else f"{value * 100:.1f}%"
-
-
-def fmt_us(value: float | None) -> str:
-    return "not available" if value is None else f"{value:,.1f} µs"
+    return number(value, "ratio", missing="not available")

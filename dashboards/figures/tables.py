@@ -20,7 +20,8 @@ STYLE = {"fontFamily": "system-ui, sans-serif", "fontSize": "13px"}
 
 
 BYTES = "bytes"
-"""The specifier of a byte count: shown in binary units (8.0 MiB), sorted and filtered as a number."""
+"""The specifier of a byte count: shown in binary units as tpscope.numbers.size_text writes them
+(8 MiB), sorted and filtered as a number."""
 NUMBER_FILTER = {"filter": "agTextColumnFilter", "floatingFilter": True, "filterParams": {
     "textMatcher": {"function": "numberTextMatcher(params)"}, "debounceMs": 200}}
 """A number column's filter box: `>100`, `>=100`, `<5`, `<=5`, `=100`, `10..20`, or a bare number

@@ -31,6 +31,7 @@ from tests.dashboards.browser import (
 )
 from tests.dashboards.conftest import CHUNKED, UNFUSED, Served
 from tpscope.metrics import analyze_run
+from tpscope.numbers import size_text
 from tpscope.trace import ActivityClass, load_run
 
 pytestmark = pytest.mark.timeout(120)
@@ -72,14 +73,6 @@ def _step_window_counts(run, step, ranks):
             for cls in ("compute", "comm", "memory"):
                 counts[cls] += int((m & (r.gpu.cls == ActivityClass[cls.upper()])).sum())
     return counts
-
-
-def _binary(n: int) -> str:
-    """Bytes as `ls -h` writes them (8388608 -> 8.0 MiB)."""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n} B" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
 
 
 def _segments(fig, name):
@@ -270,7 +263,7 @@ def test_collectives_and_contention_views_show_json_or_say_not_available(page, e
             for header, key in (("skew (µs)", "skew_us"), ("wait (µs)", "wait_us"), ("transfer (µs)", "transfer_us")):
                 shown = sorted(float(r[header].replace(",", "")) for r in rows)
                 assert shown == pytest.approx(sorted(c[key] for c in mine), abs=5e-4), header
-            assert sorted(r["bytes"] for r in rows) == sorted(_binary(c["bytes"]) for c in mine)
+            assert sorted(r["bytes"] for r in rows) == sorted(size_text(c["bytes"]) for c in mine)
         skew = wait_figure(page, "skew-graph", lambda f: len(f["data"]) > 0)
         got = np.sort(np.concatenate([values(t["y"]).astype(float) for t in skew["data"]]))
         np.testing.assert_allclose(got, np.sort([c["skew_us"] for c in mine if c["skew_us"] is not None]))

@@ -17,8 +17,9 @@ def test_a_kernel_label_keeps_name_grid_and_dims_short():
 
 
 def test_one_number_formatter_for_every_report():
-    """Terminal, Markdown, JUnit and the comparison lines format numbers through metric_defs.number."""
-    from tpscope.report.metric_defs import format_delta, format_value, number
+    """Terminal, Markdown, JUnit and the comparison lines format numbers through tpscope.numbers.number."""
+    from tpscope.numbers import number
+    from tpscope.report.metric_defs import format_delta, format_value
     from tpscope.report.terminal import fmt
 
     assert number(None) == "-" and fmt(None) == "-"

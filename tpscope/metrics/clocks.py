@@ -8,6 +8,7 @@ import numpy as np
 
 from tpscope.metrics.activities import NS_PER_US, RunActivities
 from tpscope.metrics.collectives import CollectiveMatch, collective_kind
+from tpscope.numbers import number
 
 ALIGN_MODES = ("auto", "none", "all")
 # metrics.md §6: collectives whose ranks all finish together (each rank's result needs every rank's
@@ -187,8 +188,8 @@ def clock_offsets(acts: RunActivities, match: CollectiveMatch, align: str = "aut
         if len(skewed):
             groups = groups.copy()
             groups[skewed] = groups.max() + 1 + np.arange(len(skewed))
-            listed = ", ".join(f"rank {acts.rank_ids[p]} by {est[p] / 1e3:,.0f} µs" for p in skewed.tolist())
-            warnings.append(f"clocks disagree by more than a step ({step / 1e3:,.0f} µs) on one host: {listed} "
+            listed = ", ".join(f"rank {acts.rank_ids[p]} by {number(est[p] / 1e3, 'count')} µs" for p in skewed.tolist())
+            warnings.append(f"clocks disagree by more than a step ({number(step / 1e3, 'count')} µs) on one host: {listed} "
                             f"against rank {acts.rank_ids[0]}; aligned on collective end times (metrics.md §6)")
     offsets, residual, done = _assign(acts, match, groups)
     for g in np.unique(groups[~done]).tolist():

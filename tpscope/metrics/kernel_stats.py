@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tpscope.metrics import intervals as iv
+from tpscope.numbers import size_text
 from tpscope.trace import ActivityClass, RankTrace, Run
 from tpscope.trace.columns import lookup
 
@@ -190,13 +191,6 @@ def _kernel_time(label: str, us: float, count: float, by_step: np.ndarray, by: s
     shown = f"{name} {size_text(b)}" if b >= 0 else f"{name} (size unknown)"
     return KernelTime(shown, cls, float(us), float(count), tuple(float(v) for v in by_step),
                       collective=name, bytes=b if b >= 0 else None)
-
-
-def size_text(nbytes: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:g} {unit}"
-    return f"{nbytes} B"
 
 
 def by_collective(times: tuple[KernelTime, ...]) -> tuple[KernelTime, ...]:

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from tpscope.metrics import RunAnalysis
-from tpscope.metrics.kernel_stats import KernelTime, size_text
+from tpscope.metrics.kernel_stats import KernelTime
+from tpscope.numbers import size_text
 from tpscope.report.compare import MIN_SAMPLES, median_difference_ci
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from tpscope.metrics import RunAnalysis
 from tpscope.metrics.contention import GemmBudget, GemmContention, TaxPart
+from tpscope.numbers import number
 
 TOP = 8
 
@@ -29,28 +30,20 @@ def gemm_view(analysis: RunAnalysis, top: int = TOP) -> GemmView | None:
                     tuple(analysis.contention_by_kernel[:top]))
 
 
-def _n(x: float | None) -> str:
-    return "-" if x is None else f"{x:,.0f}"
-
-
-def _pct(x: float | None, sign: bool = False) -> str:
-    return "-" if x is None else (f"{100 * x:+.1f}%" if sign else f"{100 * x:.1f}%")
-
-
 def budget_lines(view: GemmView) -> list[str]:
     """The budget in sentences, every figure µs per rank and step."""
     b = view.budget
     closes = {True: "within", False: "outside", None: "no noise band to judge"}[b.closes]
     lines = [
-        f"GEMM time per rank and step: {_n(b.gemm_us)} µs = {_n(b.predicted_us)} alone (baselines) "
-        f"+ {_n(b.tax_us)} tax beside transfers + {_n(b.uncovered_us)} without a baseline "
-        f"+ {_n(b.residual_us)} unexplained ({closes} the noise band ±{_pct(b.noise_band)} of the isolated samples).",
-        f"Coverage: {_pct(b.coverage)} of the overlapped GEMM time ({_n(b.overlapped_us)} µs) has a baseline.",
-        f"Tax: {_n(b.sm_us)} µs from fewer SMs, {_n(b.interference_us)} µs interference, {_n(b.unsplit_us)} µs "
+        f"GEMM time per rank and step: {number(b.gemm_us, 'count')} µs = {number(b.predicted_us, 'count')} alone (baselines) "
+        f"+ {number(b.tax_us, 'count')} tax beside transfers + {number(b.uncovered_us, 'count')} without a baseline "
+        f"+ {number(b.residual_us, 'count')} unexplained ({closes} the noise band ±{number(b.noise_band, 'ratio')} of the isolated samples).",
+        f"Coverage: {number(b.coverage, 'ratio')} of the overlapped GEMM time ({number(b.overlapped_us, 'count')} µs) has a baseline.",
+        f"Tax: {number(b.sm_us, 'count')} µs from fewer SMs, {number(b.interference_us, 'count')} µs interference, {number(b.unsplit_us, 'count')} µs "
         "not split (no isolated time on as many SMs; `tpscope calibrate` measures it).",
     ]
     if b.reference_gemm_us is not None:
-        lines.append(f"The reference run's GEMMs take {_n(b.reference_gemm_us)} µs per rank and step.")
+        lines.append(f"The reference run's GEMMs take {number(b.reference_gemm_us, 'count')} µs per rank and step.")
     return lines
 
 
@@ -58,11 +51,11 @@ def shape_rows(view: GemmView) -> tuple[list[str], list[list[str]]]:
     return (["GEMM shape (M×K×N)", "overlapped", "baseline", "alone µs", "same SMs µs", "overlapped µs",
              "slowdown", "tax µs/step"],
             [[g.shape, str(g.n_overlapped), g.rule if g.source is None else f"{g.rule} ({g.source})",
-              _n(g.baseline_us), _n(g.same_sm_us), _n(g.overlapped_median_us), _pct(g.slowdown, sign=True),
-              _n(g.tax_us_per_step)] for g in view.shapes])
+              number(g.baseline_us, 'count'), number(g.same_sm_us, 'count'), number(g.overlapped_median_us, 'count'), number(g.slowdown, 'relative'),
+              number(g.tax_us_per_step, 'count')] for g in view.shapes])
 
 
 def part_rows(parts: tuple[TaxPart, ...], what: str) -> tuple[list[str], list[list[str]]]:
     return ([what, "GEMM µs/step", "alone µs/step", "tax µs/step", "fewer SMs", "interference"],
-            [[p.name, _n(p.gemm_us), _n(p.baseline_us), _n(p.tax_us), _n(p.sm_us), _n(p.interference_us)]
+            [[p.name, number(p.gemm_us, 'count'), number(p.baseline_us, 'count'), number(p.tax_us, 'count'), number(p.sm_us, 'count'), number(p.interference_us, 'count')]
              for p in parts])

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+from tpscope.numbers import number
 from tpscope.report.build import Report
 from tpscope.report.compare import MetricComparison
-from tpscope.report.metric_defs import format_delta, format_value, metric_def, number
+from tpscope.report.metric_defs import format_delta, format_value, metric_def
 
 SUITE_NAME = "tpscope report"
 CLASS_NAME = "tpscope.report"

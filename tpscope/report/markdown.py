@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from tpscope.numbers import number
 from tpscope.report.build import KernelDelta, Report, RunInfo
 from tpscope.report.collective_table import CollectiveDelta
 from tpscope.report.compare import MetricComparison, Status
 from tpscope.report.gemm_contention import budget_lines, part_rows, shape_rows
-from tpscope.report.metric_defs import format_delta, format_value, metric_def, number
+from tpscope.report.metric_defs import format_delta, format_value, metric_def
 from tpscope.text import md_code, md_text, printable
 
 STATUS_MARK = {

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tpscope.numbers import number
+
 
 @dataclass(frozen=True, slots=True)
 class MetricDef:
@@ -56,30 +58,8 @@ def metric_def(name: str) -> MetricDef:
     return _BY_NAME[name.strip().lower()]
 
 
-def number(value: float | None, unit: str = "us", *, signed: bool = False, with_unit: bool = True) -> str:
-    """The one number formatter of the reports: '-' when unknown; µs with one decimal, ratios as
-    percentages (a signed ratio as percentage points; "relative": a change as a signed
-    percentage), bytes in GiB, tokens/s whole, factors ("x")
-    with three decimals, anything else ("gbps", "number") with one decimal. `with_unit=False`
-    leaves the unit out where a column's name says it."""
-    if value is None:
-        return "-"
-    sign = "+" if signed else ""
-    if unit == "ratio":
-        return f"{value * 100:{sign}.1f}" + (" pp" if signed else "%")
-    if unit == "relative":  # a change as a share of the baseline
-        return f"{value * 100:+.1f}%"
-    if unit == "bytes":
-        return f"{value / (1 << 30):{sign}.2f}" + (" GiB" if with_unit else "")
-    if unit == "tokens/s":
-        return f"{value:{sign},.0f}"
-    if unit == "x":
-        return f"{value:{sign}.3f}"
-    return f"{value:{sign},.1f}" + (" us" if with_unit and unit == "us" else "")
-
-
 def format_value(value: float | None, unit: str) -> str:
-    """A value for a table, in the metric's unit; '-' when unknown."""
+    """A value for a table, in the metric's unit; '-' when unknown (tpscope.numbers)."""
     return number(value, unit)
 
 

@@ -6,12 +6,12 @@ import io
 from collections.abc import Sequence
 
 from tpscope.metrics import RunAnalysis
-from tpscope.report.metric_defs import number
+from tpscope.numbers import number
 from tpscope.text import printable
 
 
 def fmt(value: float | None, kind: str = "us") -> str:
-    """A number for a table (metric_defs.number): µs without the unit (the column says it), ratios
+    """A number for a table (tpscope.numbers.number): µs without the unit (the column says it), ratios
     as percentages ("pct"), factors ("x"), None as '-'."""
     return number(value, {"pct": "ratio"}.get(kind, kind), with_unit=False)
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from tpscope.errors import TraceError, UserError
+from tpscope.numbers import number
 from tpscope.trace import parallel, stream
 from tpscope.trace.assemble import assemble
 from tpscope.trace.columns import MISSING
@@ -344,7 +345,7 @@ def _refuse_mixed_runs(path: Path, ranks: tuple[RankTrace, ...]) -> None:
     gap = last[0][0] - first[0][1]
     if gap > MIXED_RUNS_GAP_NS:
         raise UserError(f"{path}: rank files of different runs: {last[1].path.name} (rank {last[1].rank}) starts "
-                        f"{gap / 1e9:,.0f} s after {first[1].path.name} (rank {first[1].rank}) ends")
+                        f"{number(gap / 1e9, 'count')} s after {first[1].path.name} (rank {first[1].rank}) ends")
 
 
 _HANDLER_NAME = re.compile(r"^(.*)\.\d+\.pt\.trace\.json(\.gz)?$")  # WORKER.TIMESTAMP.pt.trace.json
