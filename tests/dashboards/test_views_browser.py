@@ -161,7 +161,7 @@ def test_a_step_bar_a_breakdown_bar_and_a_contention_bar_open_the_timeline(page,
 def test_cell_tooltips_show_and_numbers_sort_and_filter_as_numbers(page, expected):
     run_id = page.find_element(By.ID, "run-select").text.strip()
     doc = expected[run_id]["doc"]
-    # a tooltip over a cell (the getter used to fail to parse: no tooltip, a console error)
+    # a tooltip over a cell (a getter the grid cannot parse shows none and logs a console error)
     ActionChains(page).move_to_element(cell(page, "overview-table", run_id, "run")).perform()
     tip = wait_until(page, lambda d: d.execute_script(
         "const t = document.querySelector('.ag-tooltip'); return t && t.textContent.trim()"))

@@ -148,7 +148,7 @@ def _row_of(acts, rank, k):
     return rows[np.argsort(acts.start_ns[rows])][k]
 
 
-def test_json_fields_of_design_md(tmp_path):
+def test_json_fields_of_metrics_md(tmp_path):
     """The `tpscope analyze --json` fields (docs/metrics.md) for §5-§9 are present and plain JSON."""
     import json
 

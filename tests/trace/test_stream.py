@@ -17,7 +17,7 @@ from tpscope.trace.decode import EVENTS_DECODER, TRACE_DECODER
 from tpscope.trace.extract import extract
 
 ROOT = Path(__file__).resolve().parents[2]
-CORPUS = Path("/work/shared/corpus")
+CORPUS = ROOT / "tests" / "data"
 
 
 def assert_same_rank(a, b, path: str = "") -> None:
