@@ -172,8 +172,8 @@ def step_summaries(doc: dict) -> list[dict]:
 def step_label(summary: dict) -> str:
     """The step picker's text: `step 3 · 1,968.3 µs · 57.4% exposed`, the slowest marked."""
     exposed = summary["exposed_ratio"]
-    text = f"step {summary['step']} · {summary['time_us']:,.1f} µs · "
-    text += "exposed not available" if exposed is None else f"{exposed:.1%} exposed"
+    text = f"step {summary['step']} · {number(summary['time_us'], 'us', with_unit=False)} µs · "
+    text += "exposed not available" if exposed is None else f"{number(exposed, 'ratio')} exposed"
     return text + (" · slowest" if summary["slowest"] else "")
 
 

@@ -17,6 +17,7 @@ def test_each_unit_prints_by_its_rule():
     assert number(2**29, "bytes", with_unit=False) == "0.50"
     assert number(88499.4, "tokens/s") == "88,499" and number(1234567.5, "count") == "1,234,568"
     assert number(1.23456, "x") == "1.235" and number(412.345, "gbps") == "412.3"
+    assert number(0.4251, "fraction") == "0.43" and number(-0.5, "fraction") == "-0.50"
 
 
 def test_unknown_is_a_dash_or_what_the_caller_says():

@@ -19,6 +19,7 @@ _UNITS: dict[str, tuple[float, str, str]] = {
     "tokens/s": (1.0, ",.0f", ""),
     "count": (1.0, ",.0f", ""),
     "x": (1.0, ".3f", ""),
+    "fraction": (1.0, ".2f", ""),
 }
 _OTHER = (1.0, ",.1f", "")  # "gbps", "number" and anything else
 _BINARY = (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
@@ -28,7 +29,8 @@ def number(value: float | None, unit: str = "us", *, signed: bool = False, with_
            missing: str = MISSING) -> str:
     """`value` in `unit`: µs with one decimal, ratios as percentages (signed: percentage points),
     "relative" (a change as a share of the baseline) as a signed percentage, bytes in GiB, tokens/s
-    and counts whole, factors ("x") with three decimals, anything else with one decimal; `missing`
+    and counts whole, factors ("x") with three decimals, fractions (a share written 0.43) with two,
+    anything else with one decimal; `missing`
     when unknown. `with_unit=False` leaves the unit out where a column's name says it."""
     if value is None:
         return missing

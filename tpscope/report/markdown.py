@@ -155,7 +155,7 @@ def run_line(role: str, info: RunInfo) -> str:
 
 
 def _ratio(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
+    return number(value, "fraction")
 
 
 def loss_lines(report: Report) -> list[str]:
