@@ -88,3 +88,20 @@ def test_a_trace_file_analyzed_alone_sees_a_later_change_of_its_folders_manifest
     os.utime(manifest, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))  # a later write, as a clock sees it
     assert tokens_per_s() == 2000.0
     assert len(list((tmp_path / "cache").glob("analysis-*.pkl"))) == 3  # three keys, three analyses
+
+
+def test_the_code_fingerprint_follows_the_shared_modules_the_results_use():
+    """Cached results hold warnings whose numbers tpscope.numbers prints, and GEMM shapes by
+    tpscope.gemm_shapes' rules: a change to either is a new fingerprint."""
+    import tpscope
+    from tpscope.cache import code_fingerprint
+
+    root = Path(tpscope.__file__).parent
+    for name in ("numbers.py", "gemm_shapes.py"):
+        before = code_fingerprint()
+        st = (root / name).stat()
+        os.utime(root / name, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+        try:
+            assert code_fingerprint() != before, name
+        finally:
+            os.utime(root / name, ns=(st.st_atime_ns, st.st_mtime_ns))

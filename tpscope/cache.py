@@ -67,8 +67,10 @@ def code_fingerprint() -> str:
         for f in sorted(folder.glob("*.py")):
             st = f.stat()
             parts.append(f"{pkg.__name__}.{f.name}:{st.st_size}:{st.st_mtime_ns}")
-    shapes = Path(tpscope.__file__).parent / "gemm_shapes.py"  # the GEMM rules metrics.md §8 reads
-    parts.append(f"tpscope.gemm_shapes:{shapes.stat().st_size}:{shapes.stat().st_mtime_ns}")
+    # the GEMM rules metrics.md §8 reads, and how the warnings print their numbers
+    for name in ("gemm_shapes", "numbers"):
+        f = Path(tpscope.__file__).parent / f"{name}.py"
+        parts.append(f"tpscope.{name}:{f.stat().st_size}:{f.stat().st_mtime_ns}")
     return "\n".join(parts)
 
 
