@@ -28,6 +28,7 @@ from tpscope.dashboards.timeline_data import (
 from tpscope.errors import UserError
 from tpscope.export.chrome_trace import step_trace
 from tpscope.jsonable import plain
+from tpscope.numbers import size_text
 
 log = logging.getLogger("tpscope.dash")
 
@@ -322,7 +323,7 @@ def register_callbacks(app, store: RunStore) -> None:
         if store.hta_cached(run_id):
             return ""
         size = sum(Path(r.path).stat().st_size for r in store.load(run_id).run.ranks if Path(r.path).exists())
-        return (f"HTA is parsing the {size / 1e6:,.1f} MB of trace files of {run_id} with its own parser (tpscope's "
+        return (f"HTA is parsing the {size_text(size)} of trace files of {run_id} with its own parser (tpscope's "
                 "parse is not shared); this happens once per run: its results are then cached on disk like the "
                 "analyzer's.")
 

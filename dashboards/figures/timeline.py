@@ -13,6 +13,8 @@ import plotly.graph_objects as go
 from tpscope.dashboards.figures.common import COLORS, base_layout, not_available
 from tpscope.dashboards.timeline_data import Segments, TimelineData
 
+from tpscope.numbers import number
+
 LANE_PX = 28
 BAR_PX = 16
 MAX_LABEL_TEXTS = 300
@@ -136,5 +138,6 @@ def timeline_note(data: TimelineData | None) -> str:
                 "pixel are merged into busy spans per lane (hover says how many; zoom in to see each)." + cpu)
     where = ""
     if data.view_us != data.step_us:
-        where = f" in {data.view_us[0]:,.0f}–{data.view_us[1]:,.0f} µs of the step's {data.step_us[1]:,.0f} µs"
+        lo, hi, step = (number(v, "count") for v in (data.view_us[0], data.view_us[1], data.step_us[1]))
+        where = f" in {lo}–{hi} µs of the step's {step} µs"
     return f"Step {data.step}: {data.total:,} activities on {len(data.lanes)} lanes{where}." + cpu
