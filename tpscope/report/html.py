@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from html import escape
 
+from tpscope.numbers import number
 from tpscope.report.build import KernelDelta, Report
 from tpscope.report.compare import Status
 from tpscope.report.gemm_contention import budget_lines, part_rows, shape_rows
 from tpscope.report.markdown import (
-    _ratio,
     change_text,
     collective_rows,
     contention_rows,
@@ -168,7 +168,8 @@ def render(report: Report) -> str:
             parts.append(_table(headers, rows, set(range(1, len(headers)))))
     if report.flux_overlap_efficiency is not None or report.attained_saving is not None:
         parts.append("<p>Against the baseline (meaningful when it is the unfused run): Flux overlap efficiency "
-                     f"{_ratio(report.flux_overlap_efficiency)}, attained saving {_ratio(report.attained_saving)}.</p>")
+                     f"{number(report.flux_overlap_efficiency, 'fraction')}, attained saving "
+                     f"{number(report.attained_saving, 'fraction')}.</p>")
     warnings = [*(report.baseline.warnings if report.baseline else ()), *report.candidate.warnings]
     if warnings:
         parts.append("<h2>Warnings</h2><ul>" + "".join(f"<li>{escape(w)}</li>" for w in warnings) + "</ul>")

@@ -154,10 +154,6 @@ def run_line(role: str, info: RunInfo) -> str:
             f"{len(info.steps)} profiled step{'' if len(info.steps) == 1 else 's'}{manifest}")
 
 
-def _ratio(value: float | None) -> str:
-    return number(value, "fraction")
-
-
 def loss_lines(report: Report) -> list[str]:
     """The loss curves: each run's trend, the comparison, a warning when the candidate's loss did
     not fall (tpscope.report.loss_check)."""
@@ -223,8 +219,8 @@ def render(report: Report) -> str:
             "wait: time a rank's kernel waited for the last rank to arrive; busbw: median over instances."]
     if report.flux_overlap_efficiency is not None or report.attained_saving is not None:
         body += ["", f"Against the baseline (meaningful when it is the unfused run, metrics.md §9): Flux overlap "
-                 f"efficiency {_ratio(report.flux_overlap_efficiency)}, attained saving "
-                 f"{_ratio(report.attained_saving)}."]
+                 f"efficiency {number(report.flux_overlap_efficiency, 'fraction')}, attained saving "
+                 f"{number(report.attained_saving, 'fraction')}."]
     if report.contention:
         body += ["", f"### Compute slowed beside communication ({'run' if alone else 'candidate'}, metrics.md §8)",
                  "", name_table(*contention_rows(report), "", limit=160),
