@@ -267,32 +267,34 @@ def region(group: Any, slot_bytes: int, device: torch.device) -> Region:
     slot_bytes = _round_up(max(slot_bytes, current.slot_bytes if current else 0))
     nbytes = _round_up(2 * tp * FLAG_LINE) + 2 * tp * slot_bytes
     box: list[Any] = [None]
-    if rank == 0:
-        try:
-            box[0] = ("path", _create(SHM_DIR, nbytes))
-        except OSError as exc:
-            box[0] = ("error", str(exc))
-    dist.broadcast_object_list(box, src=_group_rank0(group), group=group)
-    kind, path = box[0]
-    if kind == "error":
-        raise RuntimeError(path)
-    made, error = None, ""
+    path = ""
     try:
-        made = Region(path, tp, rank, slot_bytes, device)
-    except (OSError, RuntimeError) as exc:
-        error = f"rank {rank}: {str(exc).splitlines()[0]}"
-    errors: list[Any] = [None] * tp
-    try:
-        dist.all_gather_object(errors, error, group=group)  # every rank has mapped it, or failed
-    finally:
         if rank == 0:
+            try:
+                path = _create(SHM_DIR, nbytes)
+                box[0] = ("path", path)
+            except OSError as exc:
+                box[0] = ("error", str(exc))
+        dist.broadcast_object_list(box, src=_group_rank0(group), group=group)
+        kind, text = box[0]
+        if kind == "error":
+            raise RuntimeError(text)
+        made, error = None, ""
+        try:
+            made = Region(text, tp, rank, slot_bytes, device)
+        except (OSError, RuntimeError) as exc:
+            error = f"rank {rank}: {str(exc).splitlines()[0]}"
+        errors: list[Any] = [None] * tp
+        dist.all_gather_object(errors, error, group=group)  # every rank has mapped it, or failed
+    finally:  # mapped by all, or failed (a peer died): the name goes now, the memory with the last mapping
+        if path:
             with contextlib.suppress(OSError):
                 os.unlink(path)
     failed = [e for e in errors if e]
     if failed:
         if made is not None:
             made.close()
-        raise RuntimeError(f"mode host_staged: the ranks could not share {path} ({failed[0]}); "
+        raise RuntimeError(f"mode host_staged: the ranks could not share {text} ({failed[0]}); "
                            "they need one /dev/shm")
     _REGIONS[key] = made
     return made
