@@ -38,6 +38,9 @@ import torch.distributed as dist
 from tpscope.fusion.validate import check_host_local
 
 SHM_DIR = "/dev/shm"
+SHM_DIR_ENV = "TPSCOPE_SHM_DIR"
+"""Where the region files go instead of SHM_DIR (a /dev/shm too small to hold them: any local
+folder does, the mapping is pinned once registered); every rank of the group must see the same one."""
 PREFIX = "tpscope-hs"
 _STALE = re.compile(rf"^{PREFIX}-(\d+)-[0-9a-f]+$")
 FLAG_LINE = 64
@@ -111,6 +114,11 @@ def driver() -> _Driver:
 # the region
 
 
+def shm_dir() -> str:
+    """The folder of the region files: $TPSCOPE_SHM_DIR, else /dev/shm."""
+    return os.environ.get(SHM_DIR_ENV) or SHM_DIR
+
+
 def _remove_stale(directory: str) -> list[str]:
     """Unlink the region files whose creator is no longer alive; returns their names."""
     removed = []
@@ -142,7 +150,8 @@ def _create(directory: str, nbytes: int) -> str:
         os.close(fd)
         os.unlink(path)
         raise OSError(f"mode host_staged: cannot reserve {nbytes / 2**20:.0f} MiB in {directory} "
-                      f"({exc.strerror}); make it larger (docker: --shm-size) or use another mode") from None
+                      f"({exc.strerror}); make it larger (docker: --shm-size), set {SHM_DIR_ENV} to a local "
+                      "folder with room, or use another mode") from None
     os.close(fd)
     return path
 
@@ -271,7 +280,7 @@ def region(group: Any, slot_bytes: int, device: torch.device) -> Region:
     try:
         if rank == 0:
             try:
-                path = _create(SHM_DIR, nbytes)
+                path = _create(shm_dir(), nbytes)
                 box[0] = ("path", path)
             except OSError as exc:
                 box[0] = ("error", str(exc))
