@@ -16,7 +16,8 @@
     mode end to end: AG-GEMM, GEMM-RS and both layers' backward against references computed from
     every rank's inputs, 30 calls queued back to back without a host sync (a race between the
     ranks shows as a wrong output), and the calls timed. The two processes time-slice the GPU, so
-    (c)'s times prove that the cross-process ordering works on CUDA, not how fast the mode is.
+    (c)'s times prove that the cross-process ordering works on CUDA, not how fast the mode is;
+    with `--gpus 2` (two GPUs of one host, no NCCL needed) each process has its own GPU and they are.
 
 Needs torch with CUDA (2.11 or later) and nothing else of the analyzer. Prints progress; writes
 everything measured (and any part's error) to --out after each part. Takes about 2 minutes.
@@ -251,7 +252,7 @@ def _gemm_cases(a, b, copy_pairs, sm, main, reps: int) -> dict:
 # ------------------------------------------------------------------------ (c) two processes, one GPU
 
 
-def _rank_main(rank: int, world: int, port: int, out_dir: str, reps: int) -> None:
+def _rank_main(rank: int, world: int, port: int, out_dir: str, reps: int, gpus: int = 1) -> None:
     import datetime
 
     import torch.distributed as dist
@@ -261,7 +262,7 @@ def _rank_main(rank: int, world: int, port: int, out_dir: str, reps: int) -> Non
     from tpscope.fusion.ops import all_gather_matmul, matmul_reduce_scatter
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dev = torch.device("cuda", 0)
+    dev = torch.device("cuda", rank % gpus)
     torch.cuda.set_device(dev)
     dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=120))
     res: dict = {"checks": {}, "timings": {}}
@@ -354,7 +355,7 @@ def _rank_main(rank: int, world: int, port: int, out_dir: str, reps: int) -> Non
     dist.destroy_process_group()
 
 
-def part_two_processes(reps: int, timeout_s: float) -> dict:
+def part_two_processes(reps: int, timeout_s: float, gpus: int = 1) -> dict:
     import socket
 
     import torch.multiprocessing as mp
@@ -363,7 +364,7 @@ def part_two_processes(reps: int, timeout_s: float) -> dict:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     out_dir = tempfile.mkdtemp(prefix="host_staged_one_gpu-")
-    ctx = mp.start_processes(_rank_main, args=(2, port, out_dir, reps), nprocs=2, join=False, start_method="spawn")
+    ctx = mp.start_processes(_rank_main, args=(2, port, out_dir, reps, gpus), nprocs=2, join=False, start_method="spawn")
     deadline = time.monotonic() + timeout_s
     try:
         while not ctx.join(timeout=5):
@@ -387,12 +388,14 @@ def main() -> int:
     parser.add_argument("--out", required=True, help="JSON file to write")
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--two-process-timeout-s", type=float, default=150.0)
+    parser.add_argument("--gpus", type=int, choices=(1, 2), default=1,
+                        help="(c) on 1 GPU (both processes on GPU 0) or 2 (a GPU each: its times are the mode's)")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("host_staged_one_gpu: error: needs a CUDA GPU", file=sys.stderr)
         return 2
     t0 = time.monotonic()
-    result: dict = {"env": env_info(), "reps": args.reps, "shapes": SHAPES, "tp": TP}
+    result: dict = {"env": env_info(), "reps": args.reps, "shapes": SHAPES, "tp": TP, "gpus": args.gpus}
     say(f"env {result['env']}")
 
     def save() -> None:
@@ -401,7 +404,7 @@ def main() -> int:
 
     for key, fn in (("bandwidth", lambda: part_bandwidth(args.reps)),
                     ("contention", lambda: part_contention(args.reps)),
-                    ("two_processes", lambda: part_two_processes(max(5, args.reps // 2), args.two_process_timeout_s))):
+                    ("two_processes", lambda: part_two_processes(max(5, args.reps // 2), args.two_process_timeout_s, args.gpus))):
         say(f"part {key} ...")
         try:
             result[key] = fn()
