@@ -8,8 +8,9 @@
 #     every output checked against unfused);
 #  3. end to end over shm, one sweep of the reference model: unfused, the ring k=4 margin 4
 #     (today's best fixed), the same with NCCL's shm transport copying by cudaMemcpy
-#     (NCCL_SHM_USE_CUDA_MEMCPY=1: NCCL's own copy-engine path), host_staged k=1, 2, 4, and auto
-#     (which now probes host_staged too): tokens/s against unfused and against the best;
+#     (NCCL_SHM_USE_CUDA_MEMCPY=1: NCCL's own copy-engine path; last, as it has been seen to hang
+#     elsewhere), host_staged k=1, 2, 4, and auto (which now probes host_staged too): tokens/s
+#     against unfused and against the best;
 #  4. the new sample runs: nvlink (none, copy_engine k=1, auto) and shm (none, the ring k=4
 #     margin 4, host_staged k=2, auto), 6 profiled steps each, and a 2-rank plain training loop
 #     with nested record_function ranges (benchmarks/nested_ranges_loop.py); each run folder's
@@ -45,7 +46,7 @@ step 300 $TP bench --nproc 2 --regime shm --shape ref --shape 8b --modes ring,ho
 echo "== 3. end to end over shm (reference model)"
 step 480 $TP sweep --nproc 2 --regime shm $WIDE --steps 20 --profile-steps 3 --no-analyze \
   --auto-cache "$S/auto_probe.json" --out "$S/shm" \
-  --variants ring:4:margin=4,ring:4:margin=4:NCCL_SHM_USE_CUDA_MEMCPY=1,host_staged:1,host_staged:2,host_staged:4,auto \
+  --variants ring:4:margin=4,host_staged:1,host_staged:2,host_staged:4,auto,ring:4:margin=4:NCCL_SHM_USE_CUDA_MEMCPY=1 \
   2>&1 | grep -Ev "$F"
 
 echo "== 4. sample runs"
