@@ -71,8 +71,20 @@ class Lanes:
             self._out.wait_stream(self._main)
         return self._on(self._out)
 
-    def staging_in(self):
-        """Issue on the host -> device stream."""
+    def mark(self):
+        """An event at the current end of the compute stream (None on CPU): where buffers the
+        host -> device stream writes were allocated (the caching allocator orders their reuse on
+        the compute stream only)."""
+        if self._main is None:
+            return None
+        event = torch.cuda.Event()
+        event.record(self._main)
+        return event
+
+    def staging_in(self, after):
+        """Issue on the host -> device stream, after the compute stream's `after` (from `mark`)."""
+        if after is not None:
+            self._in.wait_event(after)
         return self._on(self._in)
 
     def landed(self):
@@ -125,6 +137,7 @@ def ag_host_staged(x: torch.Tensor, w: torch.Tensor, group: Any, tp: int, rank: 
     own = slice(rank * s_local, (rank + 1) * s_local)
     out = x.new_empty(tp * s_local, w.shape[1])
     gathered = x.new_empty(tp * s_local, k)  # where the peers' pieces land
+    allocated = lanes.mark()
     with lanes.staging_out(), record_function(f"tpscope/{label}/ag_gemm/stage_out"):
         _wait_slot_free(reg, call)
         mine = reg.slot(rank, which, x.dtype, (s_local, k))
@@ -133,7 +146,7 @@ def ag_host_staged(x: torch.Tensor, w: torch.Tensor, group: Any, tp: int, rank: 
             reg.post(reg.ready(rank), base + j + 1)
         gathered[own].copy_(x, non_blocking=True)
     landed = []
-    with lanes.staging_in(), record_function(f"tpscope/{label}/ag_gemm/stage_in"):
+    with lanes.staging_in(allocated), record_function(f"tpscope/{label}/ag_gemm/stage_in"):
         for j, (a, b) in enumerate(bounds):
             for step in range(1, tp):
                 src = (rank + step) % tp
@@ -170,6 +183,8 @@ def rs_host_staged(y: torch.Tensor, w: torch.Tensor, group: Any, tp: int, rank: 
     which = call % 2
     lanes = Lanes(y.device)
     sent = y.new_empty(block, n)  # this rank's partial sums for its peers, step-major
+    received = y.new_empty(block, n)  # the peers' partial sums of this rank's rows, by source
+    allocated = lanes.mark()  # before the GEMMs: the copies in need not wait for them
     mine = reg.slot(rank, which, y.dtype, (block, n))
     for step in range(1, tp):
         dst = (rank + step) % tp
@@ -182,9 +197,8 @@ def rs_host_staged(y: torch.Tensor, w: torch.Tensor, group: Any, tp: int, rank: 
                     _wait_slot_free(reg, call)
                 mine[rows].copy_(sent[rows], non_blocking=True)
                 reg.post(reg.ready(rank), base + (step - 1) * chunks + j + 1)
-    received = y.new_empty(block, n)  # the peers' partial sums of this rank's rows, by source
     landed = []
-    with lanes.staging_in(), record_function(f"tpscope/{label}/gemm_rs/stage_in"):
+    with lanes.staging_in(allocated), record_function(f"tpscope/{label}/gemm_rs/stage_in"):
         for j, (a, b) in enumerate(bounds):
             for step in range(1, tp):
                 src = (rank - step) % tp  # this rank is src's step-th destination
