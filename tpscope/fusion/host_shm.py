@@ -178,7 +178,7 @@ class Region:
         self.dev_ptr = 0
         if device.type == "cuda":
             drv = driver()
-            torch.cuda.current_stream(device)  # the primary context current on this thread
+            torch.cuda.synchronize(device)  # a runtime call: the device's primary context current on this thread
             drv.check(drv.register(self.host_ptr, self.nbytes, CU_MEMHOSTREGISTER_PORTABLE_DEVICEMAP),
                       f"cuMemHostRegister of {self.nbytes / 2**20:.0f} MiB")
             ptr = ctypes.c_uint64()
