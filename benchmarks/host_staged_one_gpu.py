@@ -274,8 +274,9 @@ def _rank_main(rank: int, world: int, port: int, out_dir: str, reps: int, gpus: 
         g = torch.Generator(device=dev).manual_seed(seed)
         return [[(torch.randn(*sh, generator=g, device=dev) * 0.1).bfloat16() for sh in shapes] for _ in range(world)]
 
-    # forward, both sides, several piece counts, two shapes
-    for name, (s, h, f) in {"ref": SHAPES["ref"], "8b": SHAPES["8b"], "odd": (1536, 640, 1920)}.items():
+    # forward, both sides, several piece counts, three shapes (smallest first: the region is made
+    # again, larger, on CUDA twice)
+    for name, (s, h, f) in {"odd": (1536, 640, 1920), "8b": SHAPES["8b"], "ref": SHAPES["ref"]}.items():
         for k in PIECES:
             xs = inputs(k, (s // world, h), (h, f // world))
             w = xs[0][1]
