@@ -154,3 +154,24 @@ def test_a_peer_that_stops_staging_is_one_line_after_the_timeout():
     error = Path(out, "error.txt").read_text()
     assert "timed out after 1 s waiting for rank 1's piece 0" in error and "\n" not in error
     assert collective_failure(RuntimeError(error)).startswith("a collective failed (mode host_staged: timed out")
+
+
+def _not_shared(rank: int, world: int, out: str) -> None:
+    if rank == 1:  # as if this rank had another /dev/shm: the file rank 0 made is not there
+        real_open = os.open
+        os.open = lambda path, *a, **k: (_ for _ in ()).throw(FileNotFoundError(path)) \
+            if os.path.basename(str(path)).startswith(PREFIX) else real_open(path, *a, **k)
+    try:
+        all_gather_matmul(torch.ones(2, 2), torch.ones(2, 2), mode="host_staged", chunks=1)
+    except RuntimeError as exc:
+        Path(out, f"rank{rank}.txt").write_text(str(exc))
+
+
+def test_ranks_that_do_not_share_the_folder_are_refused_alike():
+    before = _ours()
+    out = scratch_dir()
+    run_world(_not_shared, 2, out)
+    lines = [Path(out, f"rank{r}.txt").read_text() for r in range(2)]
+    assert lines[0] == lines[1] and "\n" not in lines[0]
+    assert lines[0].startswith("mode host_staged: set-up failed on rank 1: ") and "do not share one" in lines[0]
+    assert _ours() <= before

@@ -167,7 +167,11 @@ class Region:
         self.tp, self.rank, self.slot_bytes, self.device = tp, rank, slot_bytes, device
         self.header_bytes = _round_up(2 * tp * FLAG_LINE)
         self.nbytes = self.header_bytes + 2 * tp * slot_bytes
-        fd = os.open(path, os.O_RDWR)
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except FileNotFoundError:
+            raise OSError(f"{path} is not there: the ranks do not share one {SHM_DIR} (or {SHM_DIR_ENV} "
+                          "folder)") from None
         try:
             self._map = mmap.mmap(fd, self.nbytes, mmap.MAP_SHARED)
         finally:
@@ -184,6 +188,10 @@ class Region:
             ptr = ctypes.c_uint64()
             drv.check(drv.device_pointer(ctypes.byref(ptr), self.host_ptr, 0), "cuMemHostGetDevicePointer")
             self.dev_ptr = ptr.value
+            # a driver without stream memory operations fails here, at set-up, on every rank alike
+            # (own flag, not yet used: its later writes are on streams that follow this one)
+            self.post(self.done(rank), 0)
+            self.wait(self.done(rank), 0, "its own flag")
         self.calls = 0
         """Op calls so far on this group (every rank makes the same calls in the same order)."""
         self.posted = 0
@@ -303,7 +311,6 @@ def region(group: Any, slot_bytes: int, device: torch.device) -> Region:
     if failed:
         if made is not None:
             made.close()
-        raise RuntimeError(f"mode host_staged: the ranks could not share {text} ({failed[0]}); "
-                           "they need one /dev/shm")
+        raise RuntimeError(f"mode host_staged: set-up failed on {failed[0]}")
     _REGIONS[key] = made
     return made
