@@ -151,3 +151,40 @@ def test_across_nodes_the_run_is_refused_before_it_starts(tmp_path):
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "must be on one node, not 2" in lines[0], done.stderr
     assert not out.exists()
+
+
+def test_a_slot_is_reused_only_after_every_peer_read_it(tmp_path, monkeypatch):
+    """The rule the CPU runs cannot break by themselves (a rank there cannot get two calls ahead):
+    before writing slot `call % 2`, every peer has posted `done >= call - 2`."""
+    from tpscope.fusion import host_shm, host_staged
+
+    monkeypatch.setattr(host_shm, "WAIT_TIMEOUT_S", 0.05)
+    path = host_shm._create(str(tmp_path), host_shm._round_up(3 * 2 * host_shm.FLAG_LINE) + 2 * 3 * 4096)
+    reg = host_shm.Region(path, 3, 0, 4096, torch.device("cpu"))
+    host_staged._wait_slot_free(reg, 1)  # the first two calls write fresh slots
+    host_staged._wait_slot_free(reg, 2)
+    reg.post(reg.done(1), 3)
+    reg.post(reg.done(2), 4)
+    host_staged._wait_slot_free(reg, 5)  # both peers have read call 3
+    with pytest.raises(RuntimeError, match="waiting for rank 1 to read call 4's pieces"):
+        host_staged._wait_slot_free(reg, 6)
+    reg.close()
+
+
+def _spy(rank: int, world: int, out: str) -> None:
+    from tpscope.fusion import host_staged
+
+    calls = []
+    real = host_staged._wait_slot_free
+    host_staged._wait_slot_free = lambda reg, call: (calls.append(call), real(reg, call))[1]
+    for _ in range(2):
+        all_gather_matmul(torch.ones(4, 2), torch.ones(2, 3), mode="host_staged", chunks=2)
+        matmul_reduce_scatter(torch.ones(8, 2), torch.ones(2, 3), mode="host_staged", chunks=2)
+    if rank == 0:
+        Path(out, "calls.json").write_text(json.dumps(calls))
+
+
+def test_every_call_checks_its_slot_once_before_staging():
+    out = scratch_dir()
+    run_world(_spy, 2, out)
+    assert json.loads(Path(out, "calls.json").read_text()) == [1, 2, 3, 4]
