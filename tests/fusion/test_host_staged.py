@@ -188,3 +188,17 @@ def test_every_call_checks_its_slot_once_before_staging():
     out = scratch_dir()
     run_world(_spy, 2, out)
     assert json.loads(Path(out, "calls.json").read_text()) == [1, 2, 3, 4]
+
+
+def test_a_region_that_cannot_be_made_ends_the_run_in_one_line(tmp_path):
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "tpscope.cli", "run", "--device", "cpu", "--nproc", "2", "--mode", "host_staged",
+           "--steps", "4", "--profile-steps", "0", "--layers", "1", "--hidden", "32", "--ffn", "64", "--heads", "2",
+           "--vocab", "32", "--seq-len", "16", "--batch", "2", "--out", str(out)]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TPSCOPE_SHM_DIR": str(tmp_path / "missing")}
+    done = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr[-3000:]
+    lines = set(done.stderr.strip().splitlines())  # each rank says it, alike
+    assert lines == {f"tpscope run: error: mode host_staged: cannot create a file in {tmp_path / 'missing'} "
+                     "(No such file or directory); set TPSCOPE_SHM_DIR to a folder that every rank of the host "
+                     "shares"}, done.stderr[-3000:]

@@ -35,6 +35,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from tpscope.errors import UserError
 from tpscope.fusion.validate import check_host_local
 
 SHM_DIR = "/dev/shm"
@@ -49,6 +50,12 @@ ALIGN = 4096
 WAIT_TIMEOUT_S = 300.0
 """CPU path: how long a rank polls a peer's flag before it gives up (a peer died or hung)."""
 _WRAP = 1 << 32
+
+
+class SetupError(UserError, RuntimeError):
+    """The ranks cannot share a region (no room or no folder for it, ranks that do not share the
+    folder, a driver without stream memory operations): one line, raised by every rank alike
+    (`tpscope run` prints it and exits 2)."""
 
 
 def ahead(flag: int, value: int) -> bool:
@@ -143,7 +150,11 @@ def _create(directory: str, nbytes: int) -> str:
     not a SIGBUS at the first copy); returns its path."""
     _remove_stale(directory)
     path = os.path.join(directory, f"{PREFIX}-{os.getpid()}-{secrets.token_hex(6)}")
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as exc:
+        raise OSError(f"mode host_staged: cannot create a file in {directory} ({exc.strerror}); set "
+                      f"{SHM_DIR_ENV} to a folder that every rank of the host shares") from None
     try:
         os.posix_fallocate(fd, 0, nbytes)
     except OSError as exc:
@@ -295,7 +306,7 @@ def region(group: Any, slot_bytes: int, device: torch.device) -> Region:
         dist.broadcast_object_list(box, src=_group_rank0(group), group=group)
         kind, text = box[0]
         if kind == "error":
-            raise RuntimeError(text)
+            raise SetupError(text)
         made, error = None, ""
         try:
             made = Region(text, tp, rank, slot_bytes, device)
@@ -311,6 +322,6 @@ def region(group: Any, slot_bytes: int, device: torch.device) -> Region:
     if failed:
         if made is not None:
             made.close()
-        raise RuntimeError(f"mode host_staged: set-up failed on {failed[0]}")
+        raise SetupError(f"mode host_staged: set-up failed on {failed[0]}")
     _REGIONS[key] = made
     return made
