@@ -384,6 +384,19 @@ def _read_ranks(out_dir: str) -> dict:
     return {p.stem: json.loads(p.read_text()) for p in sorted(Path(out_dir).glob("rank*.json"))}
 
 
+def _summary(result: dict) -> dict:
+    """The headline numbers, each from the parts above (absent where a part failed)."""
+    out: dict = {}
+    shared = result.get("bandwidth", {}).get("shared_file", {})
+    for size, cases in shared.items():
+        out[f"gbps_{int(size) // 2**20}MiB"] = {k: round(v["gbps"], 1) for k, v in cases.items()}
+    for key, res in result.get("contention", {}).items():
+        if isinstance(res, dict) and "gemm_slowdown_by_copy_engines" in res:
+            out[f"gemm_slowdown/{key}"] = {"copy_engines": round(res["gemm_slowdown_by_copy_engines"], 4),
+                                           "sm_copy": round(res["gemm_slowdown_by_sm_copy"], 4)}
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True, help="JSON file to write")
@@ -418,9 +431,11 @@ def main() -> int:
     tp_checks = result.get("two_processes", {})
     worst = max((v for r in tp_checks.values() if isinstance(r, dict) for v in r.get("checks", {}).values()),
                 default=None)
+    result["summary"] = _summary(result)
     result["two_processes_worst_rel_err"] = worst
     result["two_processes_ok"] = worst is not None and worst <= TOLERANCE
     save()
+    say(f"summary {json.dumps(result['summary'])}")
     say(f"two processes: worst relative error {worst} against {TOLERANCE} (bfloat16): "
         f"{'OK' if result['two_processes_ok'] else 'FAILED'}")
     return 0 if result["two_processes_ok"] else 1
