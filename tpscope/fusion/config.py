@@ -55,8 +55,8 @@ class FusionChoice:
     mode: str = Mode.NONE.value
     """One of FIXED_MODES; `auto` is resolved into a FusionChoice before any layer sees it."""
     chunks: int = 1
-    """Row chunks per rank for `chunked`, `ring` (transfers per ring step) and `copy_engine`
-    (copies per peer)."""
+    """Row chunks per rank for `chunked`, `ring` (transfers per ring step), `copy_engine`
+    (copies per peer) and `host_staged` (pieces per peer)."""
     own_first: bool = True
     """AG side of `chunked`: multiply this rank's own shard first, while the peers' chunks travel
     (False: each chunk's GEMM covers every rank's rows, the first waiting for the first transfer)."""
@@ -131,7 +131,8 @@ class RunConfig:
     mode: str = Mode.CHUNKED.value
     """One of ALL_MODES."""
     chunks: int = 4
-    """Row chunks for `chunked` (`ring`: transfers per ring step; `copy_engine`: copies per peer)."""
+    """Row chunks for `chunked` (`ring`: transfers per ring step; `copy_engine`: copies per peer;
+    `host_staged`: pieces per peer)."""
     regime: str = ""
     """NCCL environment (docs/benchmarks.md); '' keeps the inherited one (its regime is inferred)."""
     device: str = "cuda"
