@@ -175,3 +175,35 @@ def test_ranks_that_do_not_share_the_folder_are_refused_alike():
     assert lines[0] == lines[1] and "\n" not in lines[0]
     assert lines[0].startswith("mode host_staged: set-up failed on rank 1: ") and "do not share one" in lines[0]
     assert _ours() <= before
+
+
+def _full_dev_shm(rank: int, world: int, out: str) -> None:
+    real = os.posix_fallocate
+
+    def no_room_in_dev_shm(fd, offset, length):  # as in a container whose /dev/shm is 64 MiB
+        if os.readlink(f"/proc/self/fd/{fd}").startswith(SHM_DIR + "/"):
+            raise OSError(28, "No space left on device")
+        return real(fd, offset, length)
+
+    os.posix_fallocate = no_room_in_dev_shm  # forked ranks: only these processes see it
+    gen = torch.Generator().manual_seed(5)
+    x_all = [torch.randn(6, 4, generator=gen) for _ in range(world)]
+    w = torch.randn(4, 3, generator=gen)
+    got = all_gather_matmul(x_all[rank], w, mode="host_staged", chunks=2)
+    torch.testing.assert_close(got, torch.cat(x_all) @ w, **TOL)
+    y_all = [torch.randn(12, 4, generator=gen) for _ in range(world)]
+    got = matmul_reduce_scatter(y_all[rank], w, mode="host_staged", chunks=3)
+    torch.testing.assert_close(got, (sum(y_all) @ w)[rank * 6 : (rank + 1) * 6], **TOL)
+    paths = [r.path for r in host_shm._REGIONS.values()]
+    if rank == 0:
+        Path(out, "paths.json").write_text(json.dumps({"paths": paths, "held": list(host_shm._HELD)}))
+
+
+def test_a_full_dev_shm_falls_back_to_anonymous_shared_memory():
+    before = _ours()
+    out = scratch_dir()
+    run_world(_full_dev_shm, 2, out)
+    seen = json.loads(Path(out, "paths.json").read_text())
+    assert len(seen["paths"]) == 1 and seen["paths"][0].startswith("/proc/") and "/fd/" in seen["paths"][0]
+    assert seen["held"] == []  # the creator's descriptor closed once both ranks had mapped it
+    assert _ours() <= before

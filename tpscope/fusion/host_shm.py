@@ -17,13 +17,16 @@ mapped flag and poll it.
 
 The file's name holds its creator's pid (`tpscope-hs-<pid>-<token>`). It is unlinked as soon as
 every rank has mapped it (the memory lives while a mapping does, so a crash frees it), and a file
-left by a creator that died before that is removed by the next creation on the host.
+left by a creator that died before that is removed by the next creation on the host. Where
+/dev/shm has no room, the region is anonymous shared memory (memfd) that the peers open through
+/proc/<pid>/fd: nothing to clean up.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import mmap
 import os
 import re
@@ -40,8 +43,8 @@ from tpscope.fusion.validate import check_host_local
 
 SHM_DIR = "/dev/shm"
 SHM_DIR_ENV = "TPSCOPE_SHM_DIR"
-"""Where the region files go instead of SHM_DIR (a /dev/shm too small to hold them: any local
-folder does, the mapping is pinned once registered); every rank of the group must see the same one."""
+"""Where the region files go instead of SHM_DIR (a tmpfs mount that every rank of the host sees);
+no fallback from it."""
 PREFIX = "tpscope-hs"
 _STALE = re.compile(rf"^{PREFIX}-(\d+)-[0-9a-f]+$")
 FLAG_LINE = 64
@@ -145,14 +148,24 @@ def _remove_stale(directory: str) -> list[str]:
     return removed
 
 
+_HELD: dict[str, int] = {}
+"""Regions in anonymous memory (memfd) this process made: their path under /proc -> the
+descriptor that keeps them reachable until every rank has opened them."""
+
+
 def _create(directory: str, nbytes: int) -> str:
     """A new region file of `nbytes` (its blocks reserved now: a full /dev/shm is an error here,
-    not a SIGBUS at the first copy); returns its path."""
+    not a SIGBUS at the first copy); returns its path. A /dev/shm without room (a container's
+    64 MiB) falls back to anonymous shared memory (`memfd_create`, which /dev/shm's size does not
+    cap), reached by the peers through /proc; a folder the user chose does not."""
     _remove_stale(directory)
     path = os.path.join(directory, f"{PREFIX}-{os.getpid()}-{secrets.token_hex(6)}")
+    default = directory == SHM_DIR and not os.environ.get(SHM_DIR_ENV)
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
     except OSError as exc:
+        if default and exc.errno in (errno.ENOENT, errno.ENOSPC):
+            return _create_memfd(nbytes)
         raise OSError(f"mode host_staged: cannot create a file in {directory} ({exc.strerror}); set "
                       f"{SHM_DIR_ENV} to a folder that every rank of the host shares") from None
     try:
@@ -160,11 +173,38 @@ def _create(directory: str, nbytes: int) -> str:
     except OSError as exc:
         os.close(fd)
         os.unlink(path)
+        if default and exc.errno == errno.ENOSPC:
+            return _create_memfd(nbytes)
         raise OSError(f"mode host_staged: cannot reserve {nbytes / 2**20:.0f} MiB in {directory} "
-                      f"({exc.strerror}); make it larger (docker: --shm-size), set {SHM_DIR_ENV} to a local "
-                      "folder with room, or use another mode") from None
+                      f"({exc.strerror}); make it larger, set {SHM_DIR_ENV} to another tmpfs folder, or use "
+                      "another mode") from None
     os.close(fd)
     return path
+
+
+def _create_memfd(nbytes: int) -> str:
+    """A region in anonymous shared memory; returns the path the peers open it by."""
+    fd = os.memfd_create(f"{PREFIX}-{os.getpid()}", os.MFD_CLOEXEC)
+    try:
+        os.posix_fallocate(fd, 0, nbytes)
+    except OSError as exc:
+        os.close(fd)
+        raise OSError(f"mode host_staged: cannot reserve {nbytes / 2**20:.0f} MiB in {SHM_DIR} nor in "
+                      f"anonymous shared memory ({exc.strerror}); use another mode") from None
+    path = f"/proc/{os.getpid()}/fd/{fd}"
+    _HELD[path] = fd
+    return path
+
+
+def _release(path: str) -> None:
+    """Once every rank has mapped it (or failed to): the file's name goes, or the memfd's
+    descriptor; the memory stays while a mapping does."""
+    fd = _HELD.pop(path, None)
+    with contextlib.suppress(OSError):
+        if fd is None:
+            os.unlink(path)
+        else:
+            os.close(fd)
 
 
 def _round_up(n: int) -> int:
@@ -175,7 +215,7 @@ class Region:
     """One group's mapped region (see the module docstring)."""
 
     def __init__(self, path: str, tp: int, rank: int, slot_bytes: int, device: torch.device) -> None:
-        self.tp, self.rank, self.slot_bytes, self.device = tp, rank, slot_bytes, device
+        self.tp, self.rank, self.slot_bytes, self.device, self.path = tp, rank, slot_bytes, device, path
         self.header_bytes = _round_up(2 * tp * FLAG_LINE)
         self.nbytes = self.header_bytes + 2 * tp * slot_bytes
         try:
@@ -316,8 +356,7 @@ def region(group: Any, slot_bytes: int, device: torch.device) -> Region:
         dist.all_gather_object(errors, error, group=group)  # every rank has mapped it, or failed
     finally:  # mapped by all, or failed (a peer died): the name goes now, the memory with the last mapping
         if path:
-            with contextlib.suppress(OSError):
-                os.unlink(path)
+            _release(path)
     failed = [e for e in errors if e]
     if failed:
         if made is not None:
