@@ -215,10 +215,10 @@ def doc_tables(name: str, doc: dict) -> list[tuple[str, str]]:
             out.append((f"`{name}`: SM margins", margin_table(doc)))
         out.append((f"`{name}`: every variant", bench_table(doc)))
         return out
-    if _is_sweep(doc):
-        return [(f"`{name}`: tokens/s against the sweep's unfused run", sweep_table(doc))]
     if isinstance(doc.get("runs"), list) and isinstance(doc.get("tp_scaling"), list):
         return [(f"`{name}`: training runs", runs_table(doc))]
+    if _is_sweep(doc):
+        return [(f"`{name}`: tokens/s against the sweep's unfused run", sweep_table(doc))]
     for key in ("rows", "runs"):
         rows = doc.get(key)
         if isinstance(rows, list) and rows and all(isinstance(r, dict) for r in rows):

@@ -86,3 +86,14 @@ def test_the_training_check_runs_the_reference_model_50_steps_per_mode():
                                                    (2, "copy_engine"), (2, "symm_mem")]
     assert {(a.steps, a.profile_steps, a.hidden, a.ffn, a.seq_len, a.batch) for a in parsed} == {
         (50, 0, 8192, 28672, 8192, 1)}
+
+
+@pytest.mark.parametrize(("name", "i", "step"), [t for t in TP_STEPS if t[2].argv[0] == "run"],
+                         ids=[f"{n}-{i}" for n, i, s in TP_STEPS if s.argv[0] == "run"])
+def test_run_steps_make_configs_whose_world_divides(name, i, step):
+    """A GPU recipe runs where no one watches: each `tpscope run` must pass the runtime's own checks."""
+    from tpscope.fusion.run_command import config_from_args
+
+    args = build_parser().parse_args(list(step.argv))
+    cfg = config_from_args(args, args.device or ("cpu" if BY_NAME[name].hardware == "cpu" else "cuda"), "out")
+    cfg.check_world(args.nproc)
