@@ -36,6 +36,15 @@ def test_cpu_recipe_writes_a_result_folder(tmp_path):
     log = (out / "log.txt").read_text()
     assert log.count("== exit 0 after") == 2
 
+    # --readme --analyze: the analyzer's figures added to a sweep recorded without them
+    for r in sweep["runs"]:
+        r["analyze"] = None
+    (out / "sweep-cpu" / "sweep.json").write_text(json.dumps(sweep))
+    assert run.main(["--readme", str(out), "--analyze"]) == 0
+    rows = json.loads((out / "sweep-cpu" / "sweep.json").read_text())["runs"]
+    assert all(0 <= r["analyze"]["exposed_comm_ratio"] <= 1 for r in rows)
+    assert "| exposed comm ratio |" in (out / "README.md").read_text()
+
 
 def test_a_failed_and_a_hung_step_are_recorded(tmp_path):
     bad = Recipe("t", "cpu", "gloo", "-", "a test", (
