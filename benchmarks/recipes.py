@@ -183,6 +183,39 @@ RECIPES: tuple[Recipe, ...] = (
         (sweep("shm", "ring:4:margin=4,ring:4:margin=4:NCCL_P2P_PCI_CHUNKSIZE=131072", limit_s=240),),
     ),
     Recipe(
+        "lever-high-priority", "h200x2", "nvlink,shm", "ref and 8b",
+        "NCCL's streams at default and at high priority (TORCH_NCCL_HIGH_PRIORITY=0 and 1), the same bench "
+        "side by side in one call, nvlink and shm",
+        tuple(tp("bench", "--regime", regime, "--shape", "ref", "--shape", "8b", "--modes", "chunked,ring",
+                 "--chunks", "1,2,8", "--ring-chunks", "2,4", *BENCH, "--json", f"{{out}}/bench-{regime}-prio{p}.json",
+                 limit_s=150, env={"TORCH_NCCL_HIGH_PRIORITY": p})
+              for regime in ("nvlink", "shm") for p in ("0", "1")),
+    ),
+    Recipe(
+        "lever-sm-margin-shm", "h200x2", "shm", "reference model (2 blocks, H 8192, F 28672, 8192 tokens per step)",
+        "the SM margin of the GEMMs beside a transfer end to end: chunked k=4 at margins 0, 8, 16 and 24, one sweep",
+        (sweep("shm", "chunked:4,chunked:4:margin=8,chunked:4:margin=16,chunked:4:margin=24", profile=0,
+               limit_s=360),),
+    ),
+    Recipe(
+        "lever-overlaps-shm", "h200x2", "shm", "reference model (2 blocks, H 8192, F 28672, 8192 tokens per step)",
+        "the backward overlap and the embedding's all-gather beside the optimizer, each on and off: chunked k=4 "
+        "at margin 16, one sweep",
+        (sweep("shm", "chunked:4:margin=16,chunked:4:margin=16:bwd=off,chunked:4:margin=16:embed=off", profile=0,
+               limit_s=300),),
+    ),
+    Recipe(
+        "lever-ring-schedules-shm", "h200x2", "shm", "ref",
+        "the ring's and chunked's pieces even against tapered, and the ring's GEMM-RS swapping pieces by "
+        "send/recv against by all-gather, at margins 4 and 16",
+        (tp("bench", "--regime", "shm", "--shape", "ref", "--modes", "chunked,ring", "--chunks", "4,8",
+            "--ring-chunks", "4,8", "--sm-margins", "4,16", "--taper", "0,1", *BENCH,
+            "--json", "{out}/bench-shm-taper.json", limit_s=200),
+         tp("bench", "--regime", "shm", "--shape", "ref", "--sides", "rs", "--modes", "ring", "--ring-chunks", "4,8",
+            "--sm-margins", "4,16", "--ring-all-gather", "0,1", "--reps", "40", "--warmup", "5",
+            "--json", "{out}/bench-shm-rs-exchange.json", limit_s=200)),
+    ),
+    Recipe(
         "tp-scaling", "h200x2", "nvlink,shm", "reference model (2 blocks, H 8192, F 28672, 8192 tokens per step)",
         "TP=1 on one GPU against TP=2 unfused and `auto` (scaling efficiency: tokens/s per GPU over TP=1's)",
         (tp("run", "--nproc", "1", "--mode", "none", *REF_MODEL, "--steps", "12", "--profile-steps", "0",

@@ -97,3 +97,28 @@ def test_run_steps_make_configs_whose_world_divides(name, i, step):
     args = build_parser().parse_args(list(step.argv))
     cfg = config_from_args(args, args.device or ("cpu" if BY_NAME[name].hardware == "cpu" else "cuda"), "out")
     cfg.check_world(args.nproc)
+
+
+@pytest.mark.parametrize(("name", "i", "step"), [t for t in TP_STEPS if t[2].argv[0] == "sweep"],
+                         ids=[f"{n}-{i}" for n, i, s in TP_STEPS if s.argv[0] == "sweep"])
+def test_sweep_variants_parse(name, i, step):
+    """Each sweep's --variants is what the sweep's own parser accepts (it fails only at run time)."""
+    from tpscope.fusion.sweep_command import parse_variants
+
+    args = build_parser().parse_args(list(step.argv))
+    variants = parse_variants(args.variants, args.regime)
+    assert len(variants) == len(args.variants.split(","))
+
+
+def test_docs_name_every_recipe_and_only_recipes():
+    """docs/benchmarks.md's "Reproducing" table lists every recipe; the recipe names the docs and the
+    result folders' READMEs cite exist."""
+    table = (ROOT / "docs" / "benchmarks.md").read_text().split("### Reproducing", 1)[1]
+    listed = set(re.findall(r"^\| `([a-z0-9-]+)` \|", table, flags=re.M))
+    assert listed == set(BY_NAME)
+    pages = [ROOT / "docs" / "decisions.md", ROOT / "benchmarks" / "results" / "README.md",
+             *(ROOT / "benchmarks" / "results").glob("**/README.md")]
+    for page in pages:
+        for cited in re.findall(r"`((?:fusion|lever|nccl|tp|training|cpu|gpu|ray|analyzer|nested)-[a-z0-9-]+)`",
+                                page.read_text()):
+            assert cited in BY_NAME, (page.relative_to(ROOT), cited)
