@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "on --device cpu the CUDA-only symm_mem and copy_engine are left out)")
     parser.add_argument("--chunks", type=_csv(int), default=(2, 4, 8), help="chunk counts (default 2,4,8)")
     parser.add_argument("--ring-chunks", type=_csv(int), default=(1,),
-                        help="transfers per ring step, and copies per peer for copy_engine, to time (default 1)")
+                        help="transfers per ring step, and pieces per peer for copy_engine and host_staged, to time (default 1)")
     parser.add_argument("--rank-order", action="store_true",
                         help="also time chunked AG-GEMM in rank order (not own shard first)")
     parser.add_argument("--sm-margins", type=_csv(int), default=(0,),

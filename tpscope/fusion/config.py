@@ -21,13 +21,15 @@ class Mode(str, Enum):
     RING = "ring"  # send/recv ring: own shard first (AG), peer rows first (RS)
     SYMM_MEM = "symm_mem"  # torch's fused_all_gather_matmul / fused_matmul_reduce_scatter
     COPY_ENGINE = "copy_engine"  # peer copies on the copy engines, no SM (tpscope.fusion.copy_engine)
+    HOST_STAGED = "host_staged"  # staged through shared host memory on the copy engines (tpscope.fusion.host_staged)
     AUTO = "auto"  # chosen per shape by a timed probe (tpscope.fusion.auto); resolved before use
 
 
 FIXED_MODES: tuple[str, ...] = tuple(m.value for m in Mode if m is not Mode.AUTO)
 CUDA_ONLY_MODES: tuple[str, ...] = (Mode.SYMM_MEM.value, Mode.COPY_ENGINE.value)
 """Modes over torch's symmetric memory: CUDA peer access, no CPU path."""
-CHUNKED_MODES: tuple[str, ...] = (Mode.CHUNKED.value, Mode.RING.value, Mode.COPY_ENGINE.value)
+CHUNKED_MODES: tuple[str, ...] = (Mode.CHUNKED.value, Mode.RING.value, Mode.COPY_ENGINE.value,
+                                   Mode.HOST_STAGED.value)
 """Modes whose `chunks` cut the local rows (which must divide by it)."""
 ALL_MODES: tuple[str, ...] = tuple(m.value for m in Mode)
 
@@ -53,8 +55,8 @@ class FusionChoice:
     mode: str = Mode.NONE.value
     """One of FIXED_MODES; `auto` is resolved into a FusionChoice before any layer sees it."""
     chunks: int = 1
-    """Row chunks per rank for `chunked`, `ring` (transfers per ring step) and `copy_engine`
-    (copies per peer)."""
+    """Row chunks per rank for `chunked`, `ring` (transfers per ring step), `copy_engine`
+    (copies per peer) and `host_staged` (pieces per peer)."""
     own_first: bool = True
     """AG side of `chunked`: multiply this rank's own shard first, while the peers' chunks travel
     (False: each chunk's GEMM covers every rank's rows, the first waiting for the first transfer)."""
@@ -129,7 +131,8 @@ class RunConfig:
     mode: str = Mode.CHUNKED.value
     """One of ALL_MODES."""
     chunks: int = 4
-    """Row chunks for `chunked` (`ring`: transfers per ring step; `copy_engine`: copies per peer)."""
+    """Row chunks for `chunked` (`ring`: transfers per ring step; `copy_engine`: copies per peer;
+    `host_staged`: pieces per peer)."""
     regime: str = ""
     """NCCL environment (docs/benchmarks.md); '' keeps the inherited one (its regime is inferred)."""
     device: str = "cuda"
@@ -247,7 +250,7 @@ def variant_label(v: dict, side: str) -> str:
     """`chunked/k4`, `chunked/k4/rank-order`, `ring`, `ring/k4`, `symm_mem`, and `/m8` (SM
     margin), `/c4` (CTA cap) where set."""
     label = v["mode"]
-    if v["mode"] == "chunked" or (v["mode"] in ("ring", "copy_engine") and v["chunks"] > 1):
+    if v["mode"] == "chunked" or (v["mode"] in ("ring", "copy_engine", "host_staged") and v["chunks"] > 1):
         label += f"/k{v['chunks']}"
     if v["mode"] == "chunked" and side == "ag" and not v.get("own_first", False):
         label += "/rank-order"  # results recorded before own_first existed were rank order

@@ -8,7 +8,8 @@ Modes: `none` (the collective and the GEMM one after the other), `chunked` (k
 collectives of row chunks issued on a side stream, pipelined with k GEMMs; the reduce-scatter's
 chunks interleave rows so that each rank's shard stays contiguous), `ring` (tpscope.fusion.ring),
 `symm_mem` (torch's fused ops, tpscope.fusion.symm), `copy_engine` (peer copies on the copy
-engines beside the GEMMs, no SM for the transfer: tpscope.fusion.copy_engine). Every op is forward-only (no autograd graph);
+engines beside the GEMMs, no SM for the transfer: tpscope.fusion.copy_engine), `host_staged` (the
+same off peer access, staged through shared host memory: tpscope.fusion.host_staged). Every op is forward-only (no autograd graph);
 tpscope.fusion.layers wraps them in autograd functions. Each call is labelled
 `tpscope/<label>/ag_gemm` or `tpscope/<label>/gemm_rs`, and each chunk `.../chunk<i>` (docs/runtime.md).
 
@@ -114,6 +115,10 @@ def all_gather_matmul(
 
             out, gathered, grad_w = ag_copy_engine(x_shard, weight, group, tp, rank, chunks, label, wgrad_lhs,
                                                    push=copy_push, need_gathered=return_gathered)
+        elif mode == Mode.HOST_STAGED.value:
+            from tpscope.fusion.host_staged import ag_host_staged
+
+            out, gathered, grad_w = ag_host_staged(x_shard, weight, group, tp, rank, chunks, label, wgrad_lhs)
         else:
             from tpscope.fusion.symm import ag_symm_mem
 
@@ -167,6 +172,10 @@ def matmul_reduce_scatter(
             from tpscope.fusion.copy_engine import rs_copy_engine
 
             out, extra = rs_copy_engine(y, weight, group, tp, rank, chunks, label, overlap)
+        elif mode == Mode.HOST_STAGED.value:
+            from tpscope.fusion.host_staged import rs_host_staged
+
+            out, extra = rs_host_staged(y, weight, group, tp, rank, chunks, label, overlap)
         else:
             from tpscope.fusion.symm import rs_symm_mem
 
