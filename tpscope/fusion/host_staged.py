@@ -164,9 +164,9 @@ def ag_host_staged(x: torch.Tensor, w: torch.Tensor, group: Any, tp: int, rank: 
                 src = (rank + step) % tp
                 rows = slice(src * s_local + a, src * s_local + b)
                 torch.mm(gathered[rows], w, out=out[rows])
-    lanes.join()
-    if grad_w is not None:
+    if grad_w is not None:  # the peers' blocks have landed (waited for above): beside the last copies
         add_peer_wgrad(grad_w, wgrad_lhs, gathered, tp, rank)
+    lanes.join()
     return out, gathered, grad_w
 
 
