@@ -44,6 +44,9 @@ class Step:
     """Wall-clock limit of this step: one hang cannot eat the whole call."""
     env: tuple[tuple[str, str], ...] = ()
     """Extra environment of this step (beside MULTICAST_OFF)."""
+    torchrun: tuple[str, ...] = ()
+    """For a script: arguments of `python -m torch.distributed.run` that launches it on several
+    processes (empty: the script runs as one process)."""
 
 
 @dataclass(frozen=True)
@@ -67,9 +70,10 @@ def tp(*argv: str, limit_s: int = 300, env: dict[str, str] | None = None) -> Ste
     return Step(tuple(argv), "tpscope", limit_s, tuple(sorted((env or {}).items())))
 
 
-def script(name: str, *argv: str, limit_s: int = 300, env: dict[str, str] | None = None) -> Step:
-    """A step that runs a script of benchmarks/ (`torchrun ...` when argv starts with it)."""
-    return Step(tuple(argv), name, limit_s, tuple(sorted((env or {}).items())))
+def script(name: str, *argv: str, limit_s: int = 300, env: dict[str, str] | None = None,
+           torchrun: tuple[str, ...] = ()) -> Step:
+    """A step that runs a script of benchmarks/ (under torchrun with `torchrun`'s arguments)."""
+    return Step(tuple(argv), name, limit_s, tuple(sorted((env or {}).items())), tuple(torchrun))
 
 
 # The reference model: its MLP is the reference bench shape (S 8192 = seq 8192 x batch 1, H 8192,
@@ -246,6 +250,35 @@ RECIPES: tuple[Recipe, ...] = (
         "a plain training loop in nested record_function ranges (not tpscope's runtime): its traces and "
         "per-step times, the analyzer's input for sample_traces/h200x1-nested-loop",
         (script("nested_ranges_loop.py", "--out", "{out}/nested-loop", limit_s=180),),
+    ),
+    Recipe(
+        "host-staged-one-gpu", "h200x1", "-", "ref and 8b at TP=2 (pieces of 1, 2 and 4 per shard)",
+        "what one GPU shows of host_staged: D2H/H2D bandwidth through the registered shared file, each GEMM "
+        "alone, beside the copy engines and beside an SM copy of the same bytes, and two processes on the "
+        "one GPU checked against references and timed",
+        (script("host_staged_one_gpu.py", "--out", "{out}/host_staged_one_gpu.json", limit_s=300),),
+    ),
+    Recipe(
+        "host-staged-shm", "h200x2", "shm", "ref and 8b; reference model (2 blocks, H 8192, F 28672, 8192 tokens per step)",
+        "host_staged over shm beside the ring (today's best fixed mode) and unfused: the mode on two GPUs, "
+        "op-level attained saving at both shapes, and one end-to-end sweep with auto and NCCL's "
+        "cudaMemcpy shm transport (last: it has been seen to hang)",
+        (script("host_staged_one_gpu.py", "--gpus", "2", "--out", "{out}/host_staged_two_gpu.json", limit_s=240),
+         tp("bench", "--nproc", "2", "--regime", "shm", "--shape", "ref", "--shape", "8b",
+            "--modes", "ring,host_staged", "--ring-chunks", "1,2,4,8", *BENCH, "--json", "{out}/bench-shm.json",
+            limit_s=400),
+         sweep("shm", "ring:4:margin=4,host_staged:1,host_staged:2,host_staged:4,auto,"
+               "ring:4:margin=4:NCCL_SHM_USE_CUDA_MEMCPY=1", steps=20, limit_s=560)),
+    ),
+    Recipe(
+        "sample-runs", "h200x2", "nvlink,shm", "reference model (2 blocks, H 8192, F 28672, 8192 tokens per step), 24 steps",
+        "the sample runs of sample_traces/: none, the best fixed mode and auto in nvlink and shm, 6 profiled "
+        "steps each (each folder under 2 MB: else again with --layers 1), and a 2-rank plain loop in nested "
+        "record_function ranges",
+        (sweep("nvlink", "copy_engine:1,auto", steps=24, profile=6, name="samples-nvlink", limit_s=400),
+         sweep("shm", "ring:4:margin=4,host_staged:2,auto", steps=24, profile=6, name="samples-shm", limit_s=420),
+         script("nested_ranges_loop.py", "--out", "{out}/nested-loop-2rank", "--active", "6", limit_s=120,
+                torchrun=("--standalone", "--nproc-per-node", "2"))),
     ),
     Recipe(
         "analyzer-speed", "cpu", "-", "sample_traces/h200x2-shm-chunked tiled to 0.1-3 M events per rank, 1-64 ranks",

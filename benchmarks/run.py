@@ -64,6 +64,8 @@ def command(step: Step, out: Path) -> list[str]:
     args = [a.replace("{out}", str(out)) for a in step.argv]
     if step.program == "tpscope":
         return [sys.executable, "-m", "tpscope.cli", *args]
+    if step.torchrun:
+        return [sys.executable, "-m", "torch.distributed.run", *step.torchrun, str(HERE / step.program), *args]
     return [sys.executable, str(HERE / step.program), *args]
 
 
@@ -81,6 +83,8 @@ def step_env(step: Step, out: Path, base: dict[str, str]) -> dict[str, str]:
 def shown(step: Step, out: Path) -> str:
     """A step as a shell line a reader can paste (from the repository root, PYTHONPATH=.)."""
     prog = "python -m tpscope.cli" if step.program == "tpscope" else f"python benchmarks/{step.program}"
+    if step.torchrun:
+        prog = f"python -m torch.distributed.run {' '.join(step.torchrun)} benchmarks/{step.program}"
     env = " ".join(f"{k}={shlex.quote(v)}" for k, v in step.env)
     args = " ".join(shlex.quote(a.replace("{out}", str(out))) for a in step.argv)
     return f"{env + ' ' if env else ''}{prog} {args}"
