@@ -106,3 +106,17 @@ def test_whole_trace_overlap_ignores_steps(tmp_path):
     r.kernel(NCCL, 50, 100, stream=14)
     run = load_run(write_run(tmp_path / "run", [r]))
     assert whole_trace_overlap_ratio(run.ranks[0]) == pytest.approx(0.5)
+
+
+def test_host_staged_copies_count_as_communication(tmp_path):
+    # compute [0, 60); a device -> host copy [40, 80) inside a stage_out range and a host -> device
+    # copy [85, 95) inside a stage_in range (metrics.md §2): communication 50 µs, hidden 20, exposed 30.
+    def build(r):
+        r.kernel("gemm", 0, 60, launch_us=(0, 1))
+        r.cpu_annotation("tpscope/fc2/gemm_rs/stage_out", 20, 10)
+        r.memcpy("Memcpy DtoH (Device -> Pinned)", 40, 40, stream=20, launch_us=(25, 1))
+        r.cpu_annotation("tpscope/fc2/gemm_rs/stage_in", 70, 10)
+        r.memcpy("Memcpy HtoD (Pinned -> Device)", 85, 10, stream=21, launch_us=(75, 1))
+
+    s = one_step(tmp_path, build)
+    assert s["comm_us"] == 50 and s["hidden_comm_us"] == 20 and s["exposed_comm_us"] == 30

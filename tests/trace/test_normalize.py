@@ -92,3 +92,36 @@ def test_real_h200_trace_joins_collectives_through_launches():
         assert launched.sum() > 0 and np.array_equal(described, launched)
         names = {rank.symbols[i] for i in g.coll_name_id[described]}
         assert names == {"_allgather_base", "_reduce_scatter_base"}
+
+
+def test_copies_launched_inside_a_transfer_range_are_communication(tmp_path):
+    # metrics.md §2 "Copies that carry a transfer": host_staged's device -> host and host -> device
+    # copies are launched inside its stage_out / stage_in ranges on the launching thread.
+    r = RankTrace(0, world_size=1)
+    r.cpu_annotation("tpscope/fc1/ag_gemm/stage_out", 30, 20)
+    r.cpu_annotation("tpscope/fc1/ag_gemm/stage_in", 180, 20)
+    r.cpu_annotation("tpscope/fc1/ag_gemm/chunk0", 0, 10)
+    r.kernel("gemm", 0, 100, launch_us=(2, 1))
+    inside_out = r.memcpy("Memcpy DtoH (Device -> Pinned)", 50, 100, stream=20, launch_us=(40, 2))
+    inside_in = r.memcpy("Memcpy HtoD (Pinned -> Device)", 200, 60, stream=21, launch_us=(190, 2))
+    outside = r.memcpy("Memcpy DtoH (Device -> Pinned)", 300, 20, stream=20, launch_us=(290, 2))
+    other_thread = r.memcpy("Memcpy HtoD (Pinned -> Device)", 330, 10, stream=21, launch_us=(185, 2))
+    # the last copy's launch call runs on another thread, inside no transfer range of its own
+    launch = next(e for e in reversed(r.events) if e.get("cat") == "cuda_runtime")
+    launch["tid"] = 200
+    g = load_run(write_run(tmp_path / "run", [r])).ranks[0].gpu
+    cls = dict(zip(g.correlation.tolist(), g.cls.tolist()))
+    assert cls[inside_out] == ActivityClass.COMM and cls[inside_in] == ActivityClass.COMM
+    assert cls[outside] == ActivityClass.MEMORY and cls[other_thread] == ActivityClass.MEMORY
+    assert int((g.cls == ActivityClass.COMPUTE).sum()) == 1
+
+
+def test_a_range_that_only_resembles_a_transfer_range_changes_nothing(tmp_path):
+    r = RankTrace(0, world_size=1)
+    r.cpu_annotation("mylib/stage_out", 30, 20)  # not tpscope's
+    r.cpu_annotation("tpscope/fc1/ag_gemm/stage_out_extra", 60, 20)  # not a transfer range's suffix
+    a = r.memcpy("Memcpy DtoH (Device -> Pinned)", 50, 10, stream=20, launch_us=(40, 2))
+    b = r.memcpy("Memcpy DtoH (Device -> Pinned)", 90, 10, stream=20, launch_us=(70, 2))
+    g = load_run(write_run(tmp_path / "run", [r])).ranks[0].gpu
+    cls = dict(zip(g.correlation.tolist(), g.cls.tolist()))
+    assert cls[a] == ActivityClass.MEMORY and cls[b] == ActivityClass.MEMORY

@@ -13,8 +13,8 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from tpscope.trace.classify import ActivityClass, ActivityKind, classify
-from tpscope.trace.columns import MISSING, SymbolTable, lookup
+from tpscope.trace.classify import ActivityClass, ActivityKind, classify, is_transfer_range
+from tpscope.trace.columns import MISSING, SymbolTable, containing, lookup
 from tpscope.trace.cpu_activities import cpu_activities, has_cpu_activity
 from tpscope.trace.extract import COLLECTIVE_COLUMNS, RawColumns
 from tpscope.trace.schema import TraceFile
@@ -75,6 +75,8 @@ def assemble(path: Path, trace: TraceFile, raw: RawColumns, rank: int, warnings:
     else:
         gpu = _gpu_table(raw, symbols, lanes)
     annotations = _ranges(raw, lanes)
+    if not cpu_run:
+        gpu = _transfer_copies(gpu, annotations, symbols.symbols)
     waits = _waits(raw, lanes)
     launch_step = launch_steps(gpu.launch_start_ns, annotations, symbols.symbols)
     steps, step_of_activity = step_windows(gpu.start_ns, gpu.end_ns, launch_step, annotations, symbols.symbols)
@@ -219,6 +221,26 @@ def _gpu_table(raw: RawColumns, symbols: SymbolTable, lanes: _Lanes) -> GpuActiv
         p2p_id=p2p_id,
     )
     return table.take(np.argsort(table.start_ns, kind="stable"))
+
+
+def _transfer_copies(gpu: GpuActivities, ranges: Ranges, symbols: list[str]) -> GpuActivities:
+    """metrics.md §2 "Copies that carry a transfer": a memcpy launched inside a CPU range of
+    TRANSFER_RANGES, on the range's thread, is communication. One containment search per thread
+    that holds such ranges (ranges of one thread do not overlap at one nesting level)."""
+    copies = (gpu.kind == ActivityKind.MEMCPY) & (gpu.cls == ActivityClass.MEMORY) & (gpu.launch_start_ns != MISSING)
+    if not copies.any() or len(ranges) == 0:
+        return gpu
+    transfer = ~ranges.on_gpu & is_transfer_range(ranges.name_id, symbols)
+    if not transfer.any():
+        return gpu
+    cls = gpu.cls.copy()
+    rows = np.flatnonzero(copies)
+    for tid in np.unique(ranges.tid[transfer]).tolist():
+        mine = rows[gpu.launch_tid[rows] == tid]
+        held = transfer & (ranges.tid == tid)
+        idx = containing(ranges.start_ns[held], ranges.end_ns[held], gpu.launch_start_ns[mine], closed=True)
+        cls[mine[idx >= 0]] = ActivityClass.COMM
+    return dataclasses.replace(gpu, cls=cls)
 
 
 def _p2p_join(symbols: SymbolTable, name_id: np.ndarray, comm: np.ndarray, launch_tid: np.ndarray,

@@ -94,6 +94,26 @@ COMM_KERNELS: tuple[Rule, ...] = (
     Rule(ActivityClass.COMM, (ActivityKind.MEMCPY,), substrings=("ptop",), library="copy-engine peer copy"),
 )
 
+# metrics.md §2 "Copies that carry a transfer": CPU ranges inside which a runtime moves a transfer
+# with device <-> host copies (tpscope's host_staged mode stages its pieces through host memory
+# that the ranks of a host share). A memcpy launched inside a range whose lower-case name starts
+# with the first string and ends with the second is communication, not memory.
+TRANSFER_RANGES: tuple[tuple[str, str], ...] = (
+    ("tpscope/", "/stage_out"),
+    ("tpscope/", "/stage_in"),
+)
+
+
+def is_transfer_range(name_ids: np.ndarray, symbols: tuple[str, ...] | list[str]) -> np.ndarray:
+    """Whether each range's name is a TRANSFER_RANGES name; each distinct name is looked at once."""
+
+    def rule(u: int) -> bool:
+        lower = symbols[u].lower() if u >= 0 else ""
+        return any(lower.startswith(a) and lower.endswith(b) for a, b in TRANSFER_RANGES)
+
+    return _per_distinct(name_ids, rule, bool)
+
+
 # metrics.md §2, first match wins.
 RULES: tuple[Rule, ...] = (
     *COMM_KERNELS,
