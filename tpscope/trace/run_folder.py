@@ -13,6 +13,7 @@ from tpscope.errors import TraceError, UserError
 from tpscope.trace import parallel, stream
 from tpscope.trace.assemble import assemble
 from tpscope.trace.columns import MISSING
+from tpscope.trace.compact import compact_rank
 from tpscope.trace.decode import base_time_ns, decode_trace, gunzip, read_bytes
 from tpscope.trace.extract import extract, merge
 from tpscope.trace.manifest import check_manifest
@@ -118,13 +119,14 @@ def read_manifest(folder: Path) -> tuple[dict | None, list[str]]:
 
 def load_rank_file(path: Path | str, fallback_rank: int | None = None, workers: int = 1,
                    chunk_bytes: int = stream.CHUNK_BYTES) -> RankTrace:
-    """Read one trace file. Without `distributedInfo.rank`, use `fallback_rank` (with a warning).
+    """Read one trace file into its map result (`compact.py`). Without `distributedInfo.rank`, use
+    `fallback_rank` (with a warning).
 
     With `workers > 1`, a big file is decoded in that many processes (`parallel.py`); otherwise in
     one streaming pass of `chunk_bytes` of text at a time (`stream.py`).
     """
     trace, raw, warnings = _read_raw(path, workers, chunk_bytes)
-    return assemble(path, trace, raw, _rank_of(path, trace, fallback_rank, warnings), tuple(warnings))
+    return compact_rank(assemble(path, trace, raw, _rank_of(path, trace, fallback_rank, warnings), tuple(warnings)))
 
 
 def load_rank_cycles(paths: list[Path]) -> RankTrace:
@@ -144,7 +146,7 @@ def load_rank_cycles(paths: list[Path]) -> RankTrace:
                 cols[name] = np.where(has, cols[name] + offset, MISSING)
                 top = max(top, int(cols[name].max()) + 1 if has.any() else 0)
         offset = max(offset, top)
-    return assemble(paths[0], trace, merge(raws), rank, tuple(warnings))
+    return compact_rank(assemble(paths[0], trace, merge(raws), rank, tuple(warnings)))
 
 
 def _rank_of(path: Path, trace, fallback_rank: int | None, warnings: list[str]) -> int:
