@@ -47,27 +47,30 @@ def analyze_folder(run_dir: Path | str, reference: Path | None, workers: int | N
     from tpscope.trace import load_run
 
     calibration = calibration_path(run_dir)  # from `tpscope calibrate`, used when present (§8)
+    cache = None
+    if use_cache and not isinstance(run_dir, str):  # a URL: no folder fingerprint to key the cache
+        from tpscope.cache import DiskCache
+
+        cache = DiskCache()
 
     def compute():
         from tpscope.progress import working
 
         samples = read_calibration(calibration)[0] if calibration.exists() else None
         if engine == "ray":  # the map's own progress: N/M ranks read
-            run = load_run(run_dir, workers=workers, engine=engine, address=address, progress=_progress)
+            run = load_run(run_dir, workers=workers, engine=engine, address=address, progress=_progress,
+                           cache=cache)
         else:
             with working(f"tpscope: reading {run_dir}"):
-                run = load_run(run_dir, workers=workers)
+                run = load_run(run_dir, workers=workers, cache=cache)
         with working(f"tpscope: reading {reference}") if reference is not None else nullcontext():
             ref = load_run(reference, workers=workers) if reference is not None else None
         with working(f"tpscope: analyzing {run_dir}"):
             return analyze_run(run, reference=ref, align=align, include_first_step=include_first_step,
                                calibration=samples)
 
-    if not use_cache or isinstance(run_dir, str):  # a URL: no folder fingerprint to key the cache
+    if cache is None:
         return compute()
-    from tpscope.cache import DiskCache
-
-    cache = DiskCache()
     kind = f"analysis-{align}{'-first' if include_first_step else ''}"
     if reference is not None:
         kind += f"-vs-{cache.key('reference', reference)}"

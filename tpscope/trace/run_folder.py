@@ -265,14 +265,17 @@ def is_url(path: str | Path) -> bool:
 
 
 def load_run(path: str | Path, workers: int | None = None, engine: str = "local",
-             address: str | None = None, progress=None) -> Run:
+             address: str | None = None, progress=None, cache=None) -> Run:
     """Load every rank of a run folder (or a single trace file): a map over the rank files (each
-    file to its compact `RankTrace`), then a reduce on this process (ranks in order, warnings).
+    file to its map result, a compact `RankTrace`: `compact.py`), then a reduce on this process
+    (ranks in order, warnings).
 
     engine "local": `workers` processes (default: every usable core) share the work: one big
     file is decoded in parts, several files are loaded side by side. engine "ray": one Ray task
     per file on the cluster at `address` (`ray_engine.py`); `progress(done, total)` is called as
-    ranks finish. `path` may be an fsspec URL (object storage) for either engine.
+    ranks finish. `path` may be an fsspec URL (object storage) for either engine. With `cache`
+    (a `tpscope.cache.DiskCache`), a local file's map result stored before and still matching the
+    file is read back instead of decoded, and the new ones are stored.
     """
     if engine not in ENGINES:
         raise UserError(f"--engine {engine}: unknown (choose from {', '.join(ENGINES)})")
@@ -280,14 +283,25 @@ def load_run(path: str | Path, workers: int | None = None, engine: str = "local"
     files = find_url_files(path) if isinstance(path, Url) else find_trace_files(path)
     workers = parallel.usable_cores() if workers is None else max(1, workers)
     jobs = [(f, i, 1) for f, i in zip(files, _worker_positions(files))]
+    if cache is None or isinstance(path, Url):
+        results: list = [None] * len(jobs)
+    else:
+        results = [cache.get_rank(f, i) for f, i, _ in jobs]
+    todo = [k for k, r in enumerate(results) if r is None]
     if engine == "ray":
         from tpscope.trace.ray_engine import map_ray
 
-        results = map_ray(_load_one, jobs, address, progress)
-    elif len(files) == 1:
-        results = [_load_one((files[0], 0, workers))]
+        done = len(jobs) - len(todo)
+        step = None if progress is None else (lambda k, _n: progress(done + k, len(jobs)))
+        mapped = map_ray(_load_one, [jobs[k] for k in todo], address, step) if todo else []
+    elif len(files) == 1 and todo:
+        mapped = [_load_one((files[0], jobs[0][1], workers))]
     else:
-        results = parallel.map_files(_load_one, jobs, workers)
+        mapped = parallel.map_files(_load_one, [jobs[k] for k in todo], workers)
+    for k, r in zip(todo, mapped):
+        results[k] = r
+    if cache is not None and not isinstance(path, Url):
+        cache.put_ranks([(jobs[k][0], jobs[k][1], results[k]) for k in todo if isinstance(results[k], RankTrace)])
     return reduce_ranks(path, files, results)
 
 
