@@ -220,6 +220,11 @@ def _fill_step(s: StepBreakdown, cross: dict, first_step: bool) -> StepBreakdown
 
 def as_json(analysis: RunAnalysis) -> dict:
     """The JSON document of `tpscope analyze --json`: a plain dump of the dataclasses."""
+    return {k: _plain(v) for k, v in json_fields(analysis).items()}
+
+
+def json_fields(analysis: RunAnalysis) -> dict:
+    """The top level of `as_json`, its values still dataclasses and numpy scalars."""
     doc = {"tpscope_version": __version__}
     for f in dataclasses.fields(analysis):
         if f.name == "manifest":
@@ -227,7 +232,7 @@ def as_json(analysis: RunAnalysis) -> dict:
         value = getattr(analysis, f.name)
         if f.name in ("clock_offsets_us", "clock_residual_us", "step_rule"):
             value = {str(k): v for k, v in value.items()}
-        doc[f.name] = _plain(value)
+        doc[f.name] = value
     return doc
 
 

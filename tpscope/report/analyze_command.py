@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from contextlib import nullcontext
 from pathlib import Path
@@ -116,9 +115,9 @@ def main(args: argparse.Namespace) -> int:
                               include_first_step=args.include_first_step, engine=args.engine,
                               address=args.address)
     if args.json:
-        from tpscope.metrics import as_json
+        from tpscope.report.json_text import analysis_text
 
-        _write(json.dumps(as_json(analysis), indent=1) + "\n", out)
+        _write(analysis_text(analysis) + "\n", out)
     else:
         from tpscope.report import terminal
 
@@ -140,10 +139,11 @@ def _many(root: Path, runs: list[Path], reference: Path | None, args: argparse.N
     analyses = [analyze_folder(r, reference, args.workers, use_cache=not args.no_cache, align=args.align,
                                include_first_step=args.include_first_step) for r in runs]
     if args.json:
-        from tpscope.metrics import as_json
+        from tpscope.metrics.analysis import json_fields
+        from tpscope.report.json_text import dumps
 
-        doc = {"runs": {r.name: as_json(a) for r, a in zip(runs, analyses)}}
-        _write(json.dumps(doc, indent=1) + "\n", out)
+        doc = {"runs": {r.name: json_fields(a) for r, a in zip(runs, analyses)}}
+        _write(dumps(doc) + "\n", out)
         return 0
     from tpscope.report import terminal
 
