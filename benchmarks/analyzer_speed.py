@@ -10,6 +10,10 @@ Markdown table and written as JSON with the machine, versions and the exact comm
 - tpscope: `tpscope analyze RUN --json --no-cache` end to end (decoding, every metric including
   the critical path and contention), with every core; and the same folder again from the cache.
 - HTA: `TraceAnalysis(trace_dir=RUN)` then `get_comm_comp_overlap()`.
+
+On a shared machine, `--repeat N` runs each one-rank measurement N times, tpscope and HTA
+interleaved (tpscope, HTA, tpscope, HTA ...) so that both see the same load, and reports the
+medians (every run is kept in the JSON, with the load average before and after).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -91,6 +96,12 @@ def measure(body: str, env: dict | None = None, timeout: float = 1800) -> dict:
     return result
 
 
+def median_of(runs: list[dict]) -> dict:
+    """The median wall time and peak memory of repeated runs, and the runs themselves."""
+    return {"wall_s": statistics.median(r["wall_s"] for r in runs),
+            "peak_pss_mb": statistics.median(r["peak_pss_mb"] for r in runs), "runs": runs}
+
+
 def count_events(folder: Path) -> int:
     import gzip
 
@@ -107,6 +118,8 @@ def main() -> None:
     p.add_argument("--hta-max", type=int, default=1_000_000, help="largest one-rank size to run HTA on")
     p.add_argument("--multi", default="8x330000", help="RANKSxEVENTS for the many-rank comparison")
     p.add_argument("--pool-ranks", type=int, default=64, help="generated ranks for the pool run (0: skip)")
+    p.add_argument("--repeat", type=int, default=1, help="one-rank runs of tpscope and HTA, interleaved (medians)")
+    p.add_argument("--multi-skip", action="store_true", help="leave out the many-rank comparison")
     p.add_argument("--out", type=Path, default=None)
     a = p.parse_args()
 
@@ -119,28 +132,37 @@ def main() -> None:
             run = work / f"r1-{size}"
             tile_run(a.source, run, size, ranks=1)
             events = count_events(run)
+            load_before = os.getloadavg()[0]
             mb = sum(f.stat().st_size for f in run.iterdir()) / 2**20
             row = {"case": f"1 rank, {events:,} events", "ranks": 1, "events": events, "gz_mb": round(mb, 1)}
-            row["tpscope"] = measure(TPSCOPE.format(run=str(run), extra=["--no-cache"]), env)
+            fresh, hta = [], []
+            for _ in range(a.repeat):  # interleaved: both see the machine's load of the moment
+                fresh.append(measure(TPSCOPE.format(run=str(run), extra=["--no-cache"]), env))
+                if size <= a.hta_max:
+                    hta.append(measure(HTA.format(run=str(run))))
+            row["tpscope"] = median_of(fresh)
+            if hta:
+                row["hta"] = median_of(hta)
             measure(TPSCOPE.format(run=str(run), extra=[]), env)  # fill the cache
             row["tpscope_cached"] = measure(TPSCOPE.format(run=str(run), extra=[]), env)
             row["tpscope_one_core"] = measure(TPSCOPE.format(run=str(run), extra=["--no-cache", "--workers", "1"]), env)
-            if size <= a.hta_max:
-                row["hta"] = measure(HTA.format(run=str(run)))
+            row["load_average"] = [load_before, os.getloadavg()[0]]
             rows.append(row)
             print(json.dumps(row), flush=True)
             shutil.rmtree(run)
         n_ranks, per_rank = (int(x) for x in a.multi.split("x"))
-        run = work / f"r{n_ranks}"
-        tile_run(a.source, run, per_rank, ranks=n_ranks)
-        events = count_events(run)
-        row = {"case": f"{n_ranks} ranks, {events:,} events", "ranks": n_ranks, "events": events}
-        row["tpscope"] = measure(TPSCOPE.format(run=str(run), extra=["--no-cache"]), env)
-        row["tpscope_one_core"] = measure(TPSCOPE.format(run=str(run), extra=["--no-cache", "--workers", "1"]), env)
-        row["hta"] = measure(HTA.format(run=str(run)))
-        rows.append(row)
-        print(json.dumps(row), flush=True)
-        shutil.rmtree(run)
+        if not a.multi_skip:
+            run = work / f"r{n_ranks}"
+            tile_run(a.source, run, per_rank, ranks=n_ranks)
+            events = count_events(run)
+            row = {"case": f"{n_ranks} ranks, {events:,} events", "ranks": n_ranks, "events": events}
+            row["tpscope"] = measure(TPSCOPE.format(run=str(run), extra=["--no-cache"]), env)
+            row["tpscope_one_core"] = measure(TPSCOPE.format(run=str(run), extra=["--no-cache", "--workers", "1"]),
+                                              env)
+            row["hta"] = measure(HTA.format(run=str(run)))
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            shutil.rmtree(run)
         if a.pool_ranks:
             run = work / f"r{a.pool_ranks}"
             tile_run(a.source, run, 20_000, ranks=a.pool_ranks)

@@ -166,10 +166,7 @@ def _read_raw(path: Path | str, workers: int, chunk_bytes: int = stream.CHUNK_BY
     if workers > 1 and parallel.can_fork() and not is_url(path):
         data = read_bytes(path)
         if len(data) >= parallel.SPLIT_MIN_BYTES:
-            buf = bytearray(data)  # cut in place; the copy costs less than the cut documents would
-            data = None
-            parts = parallel.decode_in_parts(buf, workers)
-            del buf
+            parts = parallel.decode_in_parts(data, workers)
     else:
         parts = _stream_file(path, chunk_bytes)
     if parts is not None:
