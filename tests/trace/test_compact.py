@@ -84,3 +84,25 @@ def test_a_nested_op_that_launches_nothing_is_dropped_and_its_parent_kept(tmp_pa
     names = lambda x: sorted(x.symbols[k] for k in x.cpu_ops.name_id.tolist())  # noqa: E731
     assert names(full) == ["aten::empty", "aten::linear", "aten::mm", "aten::view"]
     assert names(loaded) == ["aten::linear", "aten::mm", "aten::view"]
+
+
+def test_a_packed_map_result_unpacks_to_the_same_tables():
+    import dataclasses
+    import pickle
+
+    from tpscope.trace.compact import pack
+
+    path = REAL[0]
+    r = run_folder.load_rank_file(path)
+    packed = pack(r)
+    back = packed.unpack()
+    assert len(pickle.dumps(packed)) < len(pickle.dumps(r)) / 3
+    for f in dataclasses.fields(r):
+        a, b = getattr(r, f.name), getattr(back, f.name)
+        if dataclasses.is_dataclass(a):
+            for g in dataclasses.fields(a):
+                np.testing.assert_array_equal(getattr(a, g.name), getattr(b, g.name))
+        elif isinstance(a, np.ndarray):
+            np.testing.assert_array_equal(a, b)
+        else:
+            assert a == b

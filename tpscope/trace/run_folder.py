@@ -13,7 +13,7 @@ from tpscope.errors import TraceError, UserError
 from tpscope.trace import parallel, stream
 from tpscope.trace.assemble import assemble
 from tpscope.trace.columns import MISSING
-from tpscope.trace.compact import compact_rank
+from tpscope.trace.compact import PackedRank, compact_rank, pack
 from tpscope.trace.decode import base_time_ns, decode_trace, gunzip, read_bytes
 from tpscope.trace.extract import extract, merge
 from tpscope.trace.manifest import check_manifest
@@ -245,12 +245,19 @@ def find_url_files(url: str) -> list[str]:
     return files
 
 
-def _load_one(job: tuple[Path, int, int]) -> RankTrace | TraceError:
+def _read_one(job: tuple[Path, int, int]) -> RankTrace | TraceError:
     path, position, workers = job
     try:
         return load_rank_file(path, fallback_rank=position, workers=workers)
     except TraceError as exc:
         return exc
+
+
+def _load_one(job: tuple[Path, int, int]) -> PackedRank | TraceError:
+    """The map in a worker: one rank file to its packed map result (`compact.py`), or why it
+    cannot be read."""
+    r = _read_one(job)
+    return pack(r) if isinstance(r, RankTrace) else r
 
 
 ENGINES = ("local", "ray")
@@ -292,18 +299,21 @@ def load_run(path: str | Path, workers: int | None = None, engine: str = "local"
         step = None if progress is None else (lambda k, _n: progress(done + k, len(jobs)))
         mapped = map_ray(_load_one, [jobs[k] for k in todo], address, step) if todo else []
     elif len(files) == 1 and todo:
-        mapped = [_load_one((files[0], jobs[0][1], workers))]
+        mapped = [_read_one((files[0], jobs[0][1], workers))]  # in this process: nothing to send
     else:
         mapped = parallel.map_files(_load_one, [jobs[k] for k in todo], workers)
     for k, r in zip(todo, mapped):
         results[k] = r
     if cache is not None and not isinstance(path, Url):
-        cache.put_ranks([(jobs[k][0], jobs[k][1], results[k]) for k in todo if isinstance(results[k], RankTrace)])
+        cache.put_ranks([(jobs[k][0], jobs[k][1], pack(r) if isinstance(r, RankTrace) else r)
+                         for k in todo if isinstance(r := results[k], (RankTrace, PackedRank))])
     return reduce_ranks(path, files, results)
 
 
 def reduce_ranks(path: Path | Url, files: list, results: list) -> Run:
-    """The `Run` from the map's results (a `RankTrace` or the `TraceError` of each file)."""
+    """The `Run` from the map's results (a `PackedRank`, a `RankTrace` or the `TraceError` of each
+    file)."""
+    results = [r.unpack() if isinstance(r, PackedRank) else r for r in results]
     warnings: list[str] = []
     ranks = [r for r in results if isinstance(r, RankTrace)]
     refused = [str(r) for r in results if isinstance(r, TraceError)]
