@@ -4,7 +4,7 @@
 
 Traces are made by tiling a real sample run in time (`tile_trace.py`: real names and
 arguments, a handful of steps). Every measurement runs in a fresh process that reports its wall
-time and peak resident memory (its own and its worker processes'); the numbers are printed as a
+time, its CPU time and peak resident memory (its own and its worker processes'); the numbers are printed as a
 Markdown table and written as JSON with the machine, versions and the exact command.
 
 - tpscope: `tpscope analyze RUN --json --no-cache` end to end (decoding, every metric including
@@ -68,38 +68,48 @@ def _tree_pss_mb(proc) -> float:
     return total / 2**20
 
 
+SAMPLE_S = 0.1  # reading a process's smaps holds its memory map's lock: sampled every 10 ms, the
+# sampler slowed an allocating process several times over on this shared machine
+
+
 def measure(body: str, env: dict | None = None, timeout: float = 1800) -> dict:
-    """Run `body` in a fresh interpreter; its wall time, and the peak PSS of its process tree
-    sampled every 10 ms."""
+    """Run `body` in a fresh interpreter; its wall time, the CPU time of its process tree (user +
+    system, the reaped children included) and the peak PSS of the tree, sampled every SAMPLE_S."""
     import psutil
 
     code = MEASURE.format(body=body)
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=ROOT, env={**os.environ, **(env or {})})
-    ps = psutil.Process(proc.pid)
-    peak = 0.0
-    deadline = time.monotonic() + timeout
-    while proc.poll() is None:
-        try:
-            peak = max(peak, _tree_pss_mb(ps))
-        except psutil.NoSuchProcess:
-            break
-        if time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError("timed out")
-        time.sleep(0.01)
-    out, err = proc.communicate()
-    if proc.returncode != 0:
-        raise RuntimeError(err[-2000:])
-    result = json.loads(out.strip().splitlines()[-1])
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen([sys.executable, "-c", code], stdout=out, stderr=err, text=True, cwd=ROOT,
+                                env={**os.environ, **(env or {})})
+        ps = psutil.Process(proc.pid)
+        peak = 0.0
+        deadline = time.monotonic() + timeout
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            try:
+                peak = max(peak, _tree_pss_mb(ps))
+            except psutil.NoSuchProcess:
+                pass
+            if time.monotonic() > deadline:
+                proc.kill()
+                raise RuntimeError("timed out")
+            time.sleep(SAMPLE_S)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if proc.returncode != 0:
+            raise RuntimeError(err.read()[-2000:])
+        result = json.loads(out.read().strip().splitlines()[-1])
+    result["cpu_s"] = round(usage.ru_utime + usage.ru_stime, 2)
     result["peak_pss_mb"] = round(peak, 1)
     return result
 
 
 def median_of(runs: list[dict]) -> dict:
-    """The median wall time and peak memory of repeated runs, and the runs themselves."""
-    return {"wall_s": statistics.median(r["wall_s"] for r in runs),
-            "peak_pss_mb": statistics.median(r["peak_pss_mb"] for r in runs), "runs": runs}
+    """The median wall time, CPU time and peak memory of repeated runs, and the runs themselves."""
+    return {k: statistics.median(r[k] for r in runs) for k in ("wall_s", "cpu_s", "peak_pss_mb")} | {"runs": runs}
 
 
 def count_events(folder: Path) -> int:

@@ -20,7 +20,7 @@ from tpscope.metrics.analysis import RunAnalysis, json_fields
 # A number alone on its line (a raw newline never occurs inside a JSON string), in a form where
 # msgspec and repr() differ: with an exponent, or positional below 1e-4
 _FLOAT = re.compile(rb"(?<= )(-?\d+(?:\.\d+)?e[+-]?\d+|-?0\.0000\d*)(?=,?\n)")
-_MAYBE_FLOAT = re.compile(rb"\de[-+\d]|0\.0000")  # a quicker scan first: most documents have none
+_EXPONENT = re.compile(rb"\de[-+\d]")  # quicker scans first (most documents need no change)
 _NOT_ASCII = re.compile(r"[^\x00-\x7e]")  # msgspec has escaped the controls below 0x20 already
 
 
@@ -45,7 +45,7 @@ def dumps(doc: object) -> str:
     """`json.dumps(doc, indent=1)` for a document of dataclasses, dicts with string keys, lists,
     strings, ints, floats (non-finite ones as `null`) and numpy scalars."""
     text = msgspec.json.format(_ENCODER.encode(doc), indent=1)
-    if _MAYBE_FLOAT.search(text):
+    if text.find(b"0.0000") >= 0 or _EXPONENT.search(text):
         text = _FLOAT.sub(lambda m: repr(float(m.group())).encode(), text)
     text = text.decode()
     return text if text.isascii() and "\x7f" not in text else _NOT_ASCII.sub(_escape, text)
