@@ -85,6 +85,8 @@ class DiskCache:
         self._code = code_fingerprint()
         self.hits = 0
         self.misses = 0
+        self.rank_hits = 0  # per-rank map results, counted apart from whole analyses
+        self.rank_misses = 0
 
     def key(self, kind: str, path: Path) -> str:
         text = f"{kind}\n{self._code}\n{folder_fingerprint(path)}"
@@ -105,9 +107,9 @@ class DiskCache:
             return None
         value = self._read(file)
         if value is None:
-            self.misses += 1
+            self.rank_misses += 1
         else:
-            self.hits += 1
+            self.rank_hits += 1
         return value
 
     def put_ranks(self, items: list[tuple[Path, int, Any]]) -> None:
