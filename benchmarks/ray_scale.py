@@ -148,7 +148,16 @@ def main() -> None:
 
         from tpscope.trace.ray_engine import map_ray
 
-        ray.init(address=a.address, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+        for attempt in range(5):  # on a loaded machine the raylet may miss ray.init's fixed 30 s wait
+            try:
+                ray.init(address=a.address, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+                break
+            except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception on that timeout
+                print(f"ray.init failed ({str(exc)[:80]}), attempt {attempt + 1} of 5", flush=True)
+                ray.shutdown()
+        else:
+            raise SystemExit("no local Ray cluster came up")
+        result["ray_init_attempts"] = attempt + 1
         cluster_cpus = int(ray.cluster_resources().get("CPU", 1))
         result["ray"] = ray.__version__
     else:
