@@ -4,12 +4,16 @@
 
 Traces are made by tiling a real sample run in time (`tile_trace.py`: real names and
 arguments, a handful of steps). Every measurement runs in a fresh process that reports its wall
-time and peak resident memory (its own and its worker processes'); the numbers are printed as a
+time, its CPU time and peak resident memory (its own and its worker processes'); the numbers are printed as a
 Markdown table and written as JSON with the machine, versions and the exact command.
 
 - tpscope: `tpscope analyze RUN --json --no-cache` end to end (decoding, every metric including
   the critical path and contention), with every core; and the same folder again from the cache.
 - HTA: `TraceAnalysis(trace_dir=RUN)` then `get_comm_comp_overlap()`.
+
+On a shared machine, `--repeat N` runs each one-rank measurement N times, tpscope and HTA
+interleaved (tpscope, HTA, tpscope, HTA ...) so that both see the same load, and reports the
+medians (every run is kept in the JSON, with the load average before and after).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -63,32 +68,48 @@ def _tree_pss_mb(proc) -> float:
     return total / 2**20
 
 
+SAMPLE_S = 0.1  # reading a process's smaps holds its memory map's lock: sampled every 10 ms, the
+# sampler slowed an allocating process several times over on this shared machine
+
+
 def measure(body: str, env: dict | None = None, timeout: float = 1800) -> dict:
-    """Run `body` in a fresh interpreter; its wall time, and the peak PSS of its process tree
-    sampled every 10 ms."""
+    """Run `body` in a fresh interpreter; its wall time, the CPU time of its process tree (user +
+    system, the reaped children included) and the peak PSS of the tree, sampled every SAMPLE_S."""
     import psutil
 
     code = MEASURE.format(body=body)
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=ROOT, env={**os.environ, **(env or {})})
-    ps = psutil.Process(proc.pid)
-    peak = 0.0
-    deadline = time.monotonic() + timeout
-    while proc.poll() is None:
-        try:
-            peak = max(peak, _tree_pss_mb(ps))
-        except psutil.NoSuchProcess:
-            break
-        if time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError("timed out")
-        time.sleep(0.01)
-    out, err = proc.communicate()
-    if proc.returncode != 0:
-        raise RuntimeError(err[-2000:])
-    result = json.loads(out.strip().splitlines()[-1])
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen([sys.executable, "-c", code], stdout=out, stderr=err, text=True, cwd=ROOT,
+                                env={**os.environ, **(env or {})})
+        ps = psutil.Process(proc.pid)
+        peak = 0.0
+        deadline = time.monotonic() + timeout
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            try:
+                peak = max(peak, _tree_pss_mb(ps))
+            except psutil.NoSuchProcess:
+                pass
+            if time.monotonic() > deadline:
+                proc.kill()
+                raise RuntimeError("timed out")
+            time.sleep(SAMPLE_S)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if proc.returncode != 0:
+            raise RuntimeError(err.read()[-2000:])
+        result = json.loads(out.read().strip().splitlines()[-1])
+    result["cpu_s"] = round(usage.ru_utime + usage.ru_stime, 2)
     result["peak_pss_mb"] = round(peak, 1)
     return result
+
+
+def median_of(runs: list[dict]) -> dict:
+    """The median wall time, CPU time and peak memory of repeated runs, and the runs themselves."""
+    return {k: statistics.median(r[k] for r in runs) for k in ("wall_s", "cpu_s", "peak_pss_mb")} | {"runs": runs}
 
 
 def count_events(folder: Path) -> int:
@@ -107,6 +128,8 @@ def main() -> None:
     p.add_argument("--hta-max", type=int, default=1_000_000, help="largest one-rank size to run HTA on")
     p.add_argument("--multi", default="8x330000", help="RANKSxEVENTS for the many-rank comparison")
     p.add_argument("--pool-ranks", type=int, default=64, help="generated ranks for the pool run (0: skip)")
+    p.add_argument("--repeat", type=int, default=1, help="one-rank runs of tpscope and HTA, interleaved (medians)")
+    p.add_argument("--multi-skip", action="store_true", help="leave out the many-rank comparison")
     p.add_argument("--out", type=Path, default=None)
     a = p.parse_args()
 
@@ -119,28 +142,37 @@ def main() -> None:
             run = work / f"r1-{size}"
             tile_run(a.source, run, size, ranks=1)
             events = count_events(run)
+            load_before = os.getloadavg()[0]
             mb = sum(f.stat().st_size for f in run.iterdir()) / 2**20
             row = {"case": f"1 rank, {events:,} events", "ranks": 1, "events": events, "gz_mb": round(mb, 1)}
-            row["tpscope"] = measure(TPSCOPE.format(run=str(run), extra=["--no-cache"]), env)
+            fresh, hta = [], []
+            for _ in range(a.repeat):  # interleaved: both see the machine's load of the moment
+                fresh.append(measure(TPSCOPE.format(run=str(run), extra=["--no-cache"]), env))
+                if size <= a.hta_max:
+                    hta.append(measure(HTA.format(run=str(run))))
+            row["tpscope"] = median_of(fresh)
+            if hta:
+                row["hta"] = median_of(hta)
             measure(TPSCOPE.format(run=str(run), extra=[]), env)  # fill the cache
             row["tpscope_cached"] = measure(TPSCOPE.format(run=str(run), extra=[]), env)
             row["tpscope_one_core"] = measure(TPSCOPE.format(run=str(run), extra=["--no-cache", "--workers", "1"]), env)
-            if size <= a.hta_max:
-                row["hta"] = measure(HTA.format(run=str(run)))
+            row["load_average"] = [load_before, os.getloadavg()[0]]
             rows.append(row)
             print(json.dumps(row), flush=True)
             shutil.rmtree(run)
         n_ranks, per_rank = (int(x) for x in a.multi.split("x"))
-        run = work / f"r{n_ranks}"
-        tile_run(a.source, run, per_rank, ranks=n_ranks)
-        events = count_events(run)
-        row = {"case": f"{n_ranks} ranks, {events:,} events", "ranks": n_ranks, "events": events}
-        row["tpscope"] = measure(TPSCOPE.format(run=str(run), extra=["--no-cache"]), env)
-        row["tpscope_one_core"] = measure(TPSCOPE.format(run=str(run), extra=["--no-cache", "--workers", "1"]), env)
-        row["hta"] = measure(HTA.format(run=str(run)))
-        rows.append(row)
-        print(json.dumps(row), flush=True)
-        shutil.rmtree(run)
+        if not a.multi_skip:
+            run = work / f"r{n_ranks}"
+            tile_run(a.source, run, per_rank, ranks=n_ranks)
+            events = count_events(run)
+            row = {"case": f"{n_ranks} ranks, {events:,} events", "ranks": n_ranks, "events": events}
+            row["tpscope"] = measure(TPSCOPE.format(run=str(run), extra=["--no-cache"]), env)
+            row["tpscope_one_core"] = measure(TPSCOPE.format(run=str(run), extra=["--no-cache", "--workers", "1"]),
+                                              env)
+            row["hta"] = measure(HTA.format(run=str(run)))
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            shutil.rmtree(run)
         if a.pool_ranks:
             run = work / f"r{a.pool_ranks}"
             tile_run(a.source, run, 20_000, ranks=a.pool_ranks)

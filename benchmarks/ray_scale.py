@@ -134,7 +134,7 @@ def main() -> None:
 
     from tpscope.metrics import analyze_run, as_json
     from tpscope.trace import parallel, run_folder
-    from tpscope.trace.ray_engine import map_ray
+    from tpscope.trace.compact import PackedRank
 
     t0 = time.perf_counter()
     folder = a.folder / f"{a.source.name}-r{a.ranks}-e{a.events}"
@@ -146,7 +146,18 @@ def main() -> None:
     if a.engine == "ray":
         import ray
 
-        ray.init(address=a.address, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+        from tpscope.trace.ray_engine import map_ray
+
+        for attempt in range(5):  # on a loaded machine the raylet may miss ray.init's fixed 30 s wait
+            try:
+                ray.init(address=a.address, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+                break
+            except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception on that timeout
+                print(f"ray.init failed ({str(exc)[:80]}), attempt {attempt + 1} of 5", flush=True)
+                ray.shutdown()
+        else:
+            raise SystemExit("no local Ray cluster came up")
+        result["ray_init_attempts"] = attempt + 1
         cluster_cpus = int(ray.cluster_resources().get("CPU", 1))
         result["ray"] = ray.__version__
     else:
@@ -167,16 +178,19 @@ def main() -> None:
             children_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
             workers_mb = [children_mb] if conc > 1 else []  # the largest reaped worker's peak
         map_s = time.perf_counter() - t
+        packed = sum(len(r.data) for r in results if isinstance(r, PackedRank))
+        driver_after_map = rss_mb()
+        t = time.perf_counter()
         run = run_folder.reduce_ranks(folder, files, results)
         del results
-        t = time.perf_counter()
         analysis = analyze_run(run)
         reduce_s = time.perf_counter() - t
-        pickled = sum(len(pickle.dumps(r, protocol=5)) for r in run.ranks)
+        unpacked = sum(len(pickle.dumps(r, protocol=5)) for r in run.ranks)
         row = {"concurrency": conc, "map_s": map_s, "reduce_s": reduce_s, "total_s": map_s + reduce_s,
                "driver_peak_rss_mb": rss_mb(), "driver_rss_before_mb": before,
-               "worker_peak_rss_mb": workers_mb,
-               "map_results_bytes": pickled, "map_results_over_gz": pickled / written["gz_bytes_total"]}
+               "driver_peak_rss_after_map_mb": driver_after_map, "worker_peak_rss_mb": workers_mb,
+               "map_results_bytes": packed, "map_results_over_gz": packed / written["gz_bytes_total"],
+               "unpacked_bytes": unpacked}
         result["runs"].append(row)
         print(json.dumps({k: (round(v, 2) if isinstance(v, float) else v) for k, v in row.items()
                           if k != "worker_peak_rss_mb"} | {"workers": len(workers_mb),

@@ -140,7 +140,7 @@ class RunStore:
 
     def _load(self, entry: RunEntry, version: str) -> LoadedRun | Exception:
         def compute() -> tuple[Run, RunAnalysis]:
-            run = load_run(entry.path)
+            run = load_run(entry.path, cache=self.cache)
             return run, analyze_run(run)
 
         try:

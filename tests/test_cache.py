@@ -105,3 +105,37 @@ def test_the_code_fingerprint_follows_the_shared_modules_the_results_use():
             assert code_fingerprint() != before, name
         finally:
             os.utime(root / name, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def test_a_folder_with_one_changed_rank_decodes_only_that_rank(tmp_path, capsys, monkeypatch):
+    import gzip
+    import json
+
+    from tpscope.cli import main
+    from tpscope.trace import run_folder
+
+    monkeypatch.setenv("TPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    run = tmp_path / "run"
+    shutil.copytree(DATA / "h200-shm-chunked4", run)
+    decoded = []
+    read_raw = run_folder._read_raw
+    monkeypatch.setattr(run_folder, "_read_raw", lambda path, *a, **k: decoded.append(path.name) or read_raw(path, *a, **k))
+    assert main(["analyze", str(run), "--json", "--workers", "1"]) == 0
+    first = capsys.readouterr().out
+    assert len(decoded) == 2
+    assert len(list((tmp_path / "cache" / "ranks").glob("rank-*.pkl"))) == 2
+
+    changed = next(run.glob("rank1*"))  # rank 1's middle kernel made 100 µs longer
+    doc = json.loads(gzip.decompress(changed.read_bytes()))
+    kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+    kernels[len(kernels) // 2]["dur"] += 100.0
+    changed.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    decoded.clear()
+    assert main(["analyze", str(run), "--json", "--workers", "1"]) == 0
+    second = capsys.readouterr().out
+    assert decoded == [changed.name]  # rank 0's map result came from the cache
+    assert second != first
+    decoded.clear()
+    assert main(["analyze", str(run), "--json", "--workers", "1", "--no-cache"]) == 0
+    assert capsys.readouterr().out == second  # what the cache served equals a fresh read
+    assert len(decoded) == 2

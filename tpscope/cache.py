@@ -1,10 +1,13 @@
-"""Disk cache of analyzed runs, keyed by (folder, modification times, analyzer code).
+"""Disk cache of analyzed runs, keyed by (folder, modification times, analyzer code), and of
+each rank file's map result, keyed by (file, size, mtime, analyzer code).
 
 A folder analyzed before is read back from one pickle instead of being decoded and analyzed
 again (`tpscope analyze`, the dashboard). The key covers the name, size and mtime of every file the
 loader reads (the traces and the manifest, also the manifest beside a trace file analyzed alone)
 and the source of `tpscope.trace` and `tpscope.metrics`, so an edited trace or manifest or a
-changed analyzer never serves a stale result. The cache lives in the user's own folder ($TPSCOPE_CACHE_DIR, else
+changed analyzer never serves a stale result. A folder re-analyzed after one of its rank files
+changed decodes that one file: the other ranks' map results (`tpscope.trace.compact`) are read
+back from `ranks/`. The cache lives in the user's own folder ($TPSCOPE_CACHE_DIR, else
 ~/.cache/tpscope); pickles are only read from there, never from a run folder, and nothing is ever
 written into a run folder.
 """
@@ -22,6 +25,8 @@ from typing import Any
 ENV_VAR = "TPSCOPE_CACHE_DIR"
 MANIFEST_NAME = "tpscope_run.json"  # as tpscope.trace.run_folder reads it
 MAX_ENTRIES = 64  # oldest pickles beyond this are removed after each write
+RANKS_FOLDER = "ranks"  # per-rank map results, pruned on their own (a run of 1,024 ranks fits)
+MAX_RANK_ENTRIES = 4096
 
 
 def default_cache_dir() -> Path:
@@ -82,10 +87,44 @@ class DiskCache:
         self._code = code_fingerprint()
         self.hits = 0
         self.misses = 0
+        self.rank_hits = 0  # per-rank map results, counted apart from whole analyses
+        self.rank_misses = 0
 
     def key(self, kind: str, path: Path) -> str:
         text = f"{kind}\n{self._code}\n{folder_fingerprint(path)}"
         return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+    def rank_file(self, path: Path, position: int) -> Path:
+        """Where the map result of trace file `path` is kept: keyed by the file's identity (path,
+        size, mtime), its place in its folder (the rank a file without one is given) and the code."""
+        st = path.stat()
+        text = f"rank\n{self._code}\n{path.resolve()}\n{st.st_size}:{st.st_mtime_ns}\n{position}"
+        return self.folder / RANKS_FOLDER / f"rank-{hashlib.sha256(text.encode()).hexdigest()[:32]}.pkl"
+
+    def get_rank(self, path: Path, position: int) -> Any:
+        """The stored map result of `path`, or None (absent, unreadable, or the file changed)."""
+        try:
+            file = self.rank_file(path, position)
+        except OSError:
+            return None
+        value = self._read(file)
+        if value is None:
+            self.rank_misses += 1
+        else:
+            self.rank_hits += 1
+        return value
+
+    def put_ranks(self, items: list[tuple[Path, int, Any]]) -> None:
+        """Store the map results of (path, position, result), then prune the oldest beyond
+        MAX_RANK_ENTRIES."""
+        for path, position, value in items:
+            try:
+                file = self.rank_file(path, position)
+            except OSError:
+                continue
+            self._write(file, value, prune=False)
+        if items:
+            self._prune(self.folder / RANKS_FOLDER, MAX_RANK_ENTRIES)
 
     def get_or_compute(self, kind: str, path: Path, compute: Callable[[], Any]) -> Any:
         """The cached value for (kind, path as it is now), computing and storing it when absent."""
@@ -108,23 +147,25 @@ class DiskCache:
         except Exception:  # a truncated or foreign pickle: recompute and overwrite
             return None
 
-    def _write(self, file: Path, value: Any) -> None:
+    def _write(self, file: Path, value: Any, prune: bool = True) -> None:
         tmp: str | None = None
         try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.folder, suffix=".tmp")
+            file.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=file.parent, suffix=".tmp")
             with os.fdopen(fd, "wb") as fh:
                 pickle.dump(value, fh, protocol=pickle.HIGHEST_PROTOCOL)
             os.replace(tmp, file)  # a reader never sees half a file
-            self._prune()
+            if prune:
+                self._prune(self.folder, MAX_ENTRIES)
         except (OSError, pickle.PicklingError, TypeError, AttributeError):
             # the cache is an optimization: a read-only home or an unpicklable value is no error
             if tmp is not None and os.path.exists(tmp):
                 os.unlink(tmp)
 
-    def _prune(self) -> None:
-        files = sorted(self.folder.glob("*.pkl"), key=lambda f: f.stat().st_mtime)
-        for f in files[:-MAX_ENTRIES]:
+    @staticmethod
+    def _prune(folder: Path, keep: int) -> None:
+        files = sorted(folder.glob("*.pkl"), key=lambda f: f.stat().st_mtime)
+        for f in files[:-keep]:
             try:
                 f.unlink()
             except OSError:

@@ -1,5 +1,7 @@
-"""Results as plain JSON values: the one converter behind every JSON document tpscope writes
-(`tpscope analyze --json`, `tpscope report --format json`) and the dashboard's rows (metrics.md §10).
+"""Results as JSON: the one converter behind every JSON document tpscope writes (`tpscope analyze
+--json`, `tpscope report --format json`) and the dashboard's rows (metrics.md §10). `plain` turns a
+result into plain values; `dumps` writes a result's text by the same rule without walking it in
+Python (msgspec encodes and indents in C), character for character `json.dumps(plain(doc), indent=1)`.
 
 The rule, applied at every depth: a dataclass is an object of its fields in declaration order; an
 enum is its value; a dict is an object with `str` keys; a list, tuple or array is a list; a numpy
@@ -11,9 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from enum import Enum
 from typing import Any
 
+import msgspec
 import numpy as np
 
 
@@ -34,3 +38,43 @@ def plain(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
+
+
+# A number alone on its line (a raw newline never occurs inside a JSON string), in a form where
+# msgspec and repr() differ: with an exponent, or positional below 1e-4.
+_FLOAT = re.compile(rb"(?<= )(-?\d+(?:\.\d+)?e[+-]?\d+|-?0\.0000\d*)(?=,?\n)")
+_EXPONENT = re.compile(rb"\de[-+\d]")  # quicker scans first (most documents need no change)
+_NOT_ASCII = re.compile(r"[^\x00-\x7e]")  # msgspec has escaped the controls below 0x20 already
+
+
+def _hook(value: Any) -> Any:
+    """What msgspec cannot encode by itself, by the rule above."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    raise NotImplementedError(f"cannot write {type(value).__name__} as JSON")
+
+
+_ENCODER = msgspec.json.Encoder(enc_hook=_hook)
+
+
+def _escape(m: re.Match) -> str:
+    code = ord(m.group())
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 | (code >> 10):04x}\\u{0xDC00 | (code & 0x3FF):04x}"
+
+
+def dumps(doc: Any) -> str:
+    """`json.dumps(plain(doc), indent=1)`, written in C: msgspec encodes (non-finite floats as
+    `null`, enums as their values, numpy scalars and arrays through `_hook`) and indents, and the two
+    places where its text differs from Python's are put back: floats with an exponent or below 1e-4
+    as `repr(float)` writes them (`1e+16`, `9e-05`), and characters outside printable ASCII as
+    `\\uXXXX` escapes (`ensure_ascii`)."""
+    text = msgspec.json.format(_ENCODER.encode(doc), indent=1)
+    if text.find(b"0.0000") >= 0 or _EXPONENT.search(text):
+        text = _FLOAT.sub(lambda m: repr(float(m.group())).encode(), text)
+    text = text.decode()
+    return text if text.isascii() and "\x7f" not in text else _NOT_ASCII.sub(_escape, text)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tpscope.trace import load_run, parallel
-from tpscope.trace.parallel import split_in_place
+from tpscope.trace.parallel import part_spans
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 
@@ -31,22 +31,22 @@ def assert_same_ranks(a, b):
 
 @pytest.mark.parametrize("parts", [2, 3])
 @pytest.mark.parametrize("indent", [None, 1])
-def test_parts_cut_in_place_hold_every_event(parts, indent):
+def test_parts_hold_every_event(parts, indent):
     doc = json.load(gzip.open(next((DATA / "h200-shm-chunked4").glob("rank0*"))))
     doc["traceName"] = "after the events"
-    buf = bytearray(json.dumps(doc, indent=indent).encode())
+    buf = json.dumps(doc, indent=indent).encode()
     header = parallel.header_of(buf)
-    pieces = split_in_place(buf, parts)
-    assert pieces is not None and len(pieces) == parts
-    assert [e for p in pieces for e in json.loads(bytes(p))] == doc["traceEvents"]
+    spans = part_spans(buf, parts)
+    assert spans is not None and len(spans) == parts
+    assert [e for lo, hi in spans for e in json.loads(b"[" + buf[lo:hi] + b"]")] == doc["traceEvents"]
     assert header.distributedInfo.rank == doc["distributedInfo"]["rank"]
     assert header.baseTimeNanoseconds == doc["baseTimeNanoseconds"]
 
 
 def test_no_cut_without_trace_events_or_room_between_events():
-    assert split_in_place(bytearray(b'{"a": [{"b": 1}, {"c": 2}]}'), 2) is None
+    assert part_spans(b'{"a": [{"b": 1}, {"c": 2}]}', 2) is None
     compact = json.dumps({"traceEvents": [{"a": 1}, {"b": 2}, {"c": 3}]}, separators=(",", ":"))
-    assert split_in_place(bytearray(compact.encode()), 2) is None
+    assert part_spans(compact.encode(), 2) is None
 
 
 @pytest.mark.parametrize("run", ["h200-shm-chunked4", "h200-nvlink-unfused"])
@@ -74,9 +74,34 @@ def test_a_cut_inside_an_event_falls_back_to_one_piece(tmp_path, monkeypatch):
         {"ph": "X", "cat": "kernel", "name": "gemm", "ts": 1, "dur": 2,
          "args": {"device": 0, "stream": 7, "l": [{"a": i} for i in range(50)]}}]}
     text = json.dumps(doc, indent=2).encode()
-    assert split_in_place(bytearray(text), 2) is not None  # a cut is found ...
-    assert parallel.decode_in_parts(bytearray(text), 2) is None  # ... and detected as bad
+    assert part_spans(text, 2) is not None  # a cut is found ...
+    assert parallel.decode_in_parts(text, 2) is None  # ... and detected as bad
     path = tmp_path / "r.json"
     path.write_bytes(text)
     run = load_run(path, workers=2)
     assert len(run.ranks[0].gpu) == 1
+
+
+def test_a_part_decoded_a_piece_at_a_time_equals_the_part_decoded_whole():
+    from tpscope.trace.extract import SYMBOL_COLUMNS, extract
+    from tpscope.trace.stream import decode_span
+
+    doc = json.load(gzip.open(next((DATA / "h200-shm-chunked4").glob("rank0*"))))
+    buf = json.dumps(doc, indent=1).encode()
+    (lo, hi), = part_spans(buf, 1)
+    whole = extract(json_events(buf[lo:hi]), 0)
+    pieces = decode_span(buf, lo, hi, chunk_bytes=8192)  # about 60 pieces
+    assert pieces is not None
+    for group, cols in whole.groups.items():
+        for name, col in cols.items():
+            got = pieces.groups[group][name]
+            if name in SYMBOL_COLUMNS:  # ids number the symbols in another order: compare the names
+                col = np.array([whole.symbols[i] if i >= 0 else None for i in col.tolist()], object)
+                got = np.array([pieces.symbols[i] if i >= 0 else None for i in got.tolist()], object)
+            np.testing.assert_array_equal(got, col, err_msg=f"{group}.{name}")
+
+
+def json_events(text: bytes):
+    from tpscope.trace.decode import EVENTS_DECODER
+
+    return EVENTS_DECODER.decode(b"[" + text + b"]")

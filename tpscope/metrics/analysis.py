@@ -219,9 +219,15 @@ def _fill_step(s: StepBreakdown, cross: dict, first_step: bool) -> StepBreakdown
 
 
 def as_json(analysis: RunAnalysis) -> dict:
-    """The JSON document of `tpscope analyze --json`: a plain dump of the dataclasses (metrics.md §10)."""
+    """The JSON document of `tpscope analyze --json` as plain values (metrics.md §10)."""
+    return {k: plain(v) for k, v in json_fields(analysis).items()}
+
+
+def json_fields(analysis: RunAnalysis) -> dict:
+    """The top level of `as_json`, its values still dataclasses and numpy scalars (for
+    `tpscope.jsonable.dumps`, which writes them by the same rule without the Python walk)."""
     doc = {"tpscope_version": __version__}
     for f in dataclasses.fields(analysis):
         if f.name != "manifest":
-            doc[f.name] = plain(getattr(analysis, f.name))
+            doc[f.name] = getattr(analysis, f.name)
     return doc

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from contextlib import nullcontext
 from pathlib import Path
@@ -47,27 +46,30 @@ def analyze_folder(run_dir: Path | str, reference: Path | None, workers: int | N
     from tpscope.trace import load_run
 
     calibration = calibration_path(run_dir)  # from `tpscope calibrate`, used when present (§8)
+    cache = None
+    if use_cache and not isinstance(run_dir, str):  # a URL: no folder fingerprint to key the cache
+        from tpscope.cache import DiskCache
+
+        cache = DiskCache()
 
     def compute():
         from tpscope.progress import working
 
         samples = read_calibration(calibration)[0] if calibration.exists() else None
         if engine == "ray":  # the map's own progress: N/M ranks read
-            run = load_run(run_dir, workers=workers, engine=engine, address=address, progress=_progress)
+            run = load_run(run_dir, workers=workers, engine=engine, address=address, progress=_progress,
+                           cache=cache)
         else:
             with working(f"tpscope: reading {run_dir}"):
-                run = load_run(run_dir, workers=workers)
+                run = load_run(run_dir, workers=workers, cache=cache)
         with working(f"tpscope: reading {reference}") if reference is not None else nullcontext():
             ref = load_run(reference, workers=workers) if reference is not None else None
         with working(f"tpscope: analyzing {run_dir}"):
             return analyze_run(run, reference=ref, align=align, include_first_step=include_first_step,
                                calibration=samples)
 
-    if not use_cache or isinstance(run_dir, str):  # a URL: no folder fingerprint to key the cache
+    if cache is None:
         return compute()
-    from tpscope.cache import DiskCache
-
-    cache = DiskCache()
     kind = f"analysis-{align}{'-first' if include_first_step else ''}"
     if reference is not None:
         kind += f"-vs-{cache.key('reference', reference)}"
@@ -113,9 +115,10 @@ def main(args: argparse.Namespace) -> int:
                               include_first_step=args.include_first_step, engine=args.engine,
                               address=args.address)
     if args.json:
-        from tpscope.metrics import as_json
+        from tpscope.jsonable import dumps
+        from tpscope.metrics.analysis import json_fields
 
-        _write(json.dumps(as_json(analysis), indent=1) + "\n", out)
+        _write(dumps(json_fields(analysis)) + "\n", out)
     else:
         from tpscope.report import terminal
 
@@ -137,10 +140,11 @@ def _many(root: Path, runs: list[Path], reference: Path | None, args: argparse.N
     analyses = [analyze_folder(r, reference, args.workers, use_cache=not args.no_cache, align=args.align,
                                include_first_step=args.include_first_step) for r in runs]
     if args.json:
-        from tpscope.metrics import as_json
+        from tpscope.jsonable import dumps
+        from tpscope.metrics.analysis import json_fields
 
-        doc = {"runs": {r.name: as_json(a) for r, a in zip(runs, analyses)}}
-        _write(json.dumps(doc, indent=1) + "\n", out)
+        doc = {"runs": {r.name: json_fields(a) for r, a in zip(runs, analyses)}}
+        _write(dumps(doc) + "\n", out)
         return 0
     from tpscope.report import terminal
 

@@ -1,10 +1,11 @@
 """Use every core: big trace files decoded in parts, many rank files over a process pool.
 
-One file: the text of `traceEvents` is cut at event boundaries, in place, into one JSON text per
-core; each part is decoded and extracted (`extract.py`) in its own process (forked, so the text
-is shared, not copied or sent), and the raw columns come back through a pipe and are merged. A cut
-that does not give valid JSON (an unusual layout) is detected by the decoder, and the file is
-then read in one piece.
+One file: the `traceEvents` array of the text is cut at event boundaries into one run of events
+per core; each run is decoded and extracted (`extract.py`) in its own process (forked, so the text
+is shared, not copied or sent), a piece of `stream.CHUNK_BYTES` at a time so that only one piece's
+events exist at once, and the raw columns come back through a pipe and are merged. A cut that
+does not give valid JSON (an unusual layout) is detected by the decoder, and the file is then
+read in one piece.
 
 Many files: each worker process loads whole files and returns their compact tables, so the
 parent never holds more than the workers' files' events at once.
@@ -17,13 +18,13 @@ import os
 import re
 import threading
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
 
 import msgspec
 
-from tpscope.trace.decode import EVENTS_DECODER, TRACE_DECODER
-from tpscope.trace.extract import RawColumns, extract, merge
+from tpscope.trace.decode import TRACE_DECODER
+from tpscope.trace.extract import merge
 from tpscope.trace.schema import TraceFile
+from tpscope.trace.stream import DecodedParts, decode_span
 
 SPLIT_MIN_BYTES = 64 << 20  # below this, starting a process costs more than it saves (docs/benchmarks.md)
 _EVENT_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
@@ -41,9 +42,9 @@ def can_fork() -> bool:
     return "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
 
 
-def split_in_place(buf: bytearray, parts: int) -> list[memoryview] | None:
-    """Cut the `traceEvents` array of `buf` into `parts` JSON arrays by writing two bytes at each
-    cut: the comma between two events becomes `]` and the blank after it `[`.
+def part_spans(buf: bytes, parts: int) -> list[tuple[int, int]] | None:
+    """Cut the `traceEvents` array of `buf` into `parts` runs of whole events: per part, (lo, hi)
+    such that `buf[lo:hi]` is its events separated by commas (no brackets). The text is not changed.
 
     None when the file has no such array or no cut with a blank after the comma (Kineto writes
     `},\n  {`, Python's json `}, {`). The keys around the array come back through
@@ -55,22 +56,18 @@ def split_in_place(buf: bytearray, parts: int) -> list[memoryview] | None:
     end = buf.rfind(b"]")
     if start < 0 or end <= start:
         return None
-    bounds = [start]
+    commas = [start]
     for k in range(1, parts):
-        m = _EVENT_BOUNDARY.search(buf, max(bounds[-1] + 1, len(buf) * k // parts), end)
+        m = _EVENT_BOUNDARY.search(buf, max(commas[-1] + 1, len(buf) * k // parts), end)
         while m is not None and m.end() - m.start() < 4:  # "}", ",", a blank, "{"
             m = _EVENT_BOUNDARY.search(buf, m.end(), end)
         if m is None:
             return None
-        comma = m.start() + 1
-        buf[comma : comma + 2] = b"]["
-        bounds.append(comma)
-    view = memoryview(buf)
-    ends = [*bounds[1:], end]
-    return [view[lo + (k > 0) : hi + 1] for k, (lo, hi) in enumerate(zip(bounds, ends))]
+        commas.append(m.start() + 1)
+    return [(lo + 1, hi) for lo, hi in zip(commas, [*commas[1:], end])]
 
 
-def header_of(buf: bytearray) -> TraceFile | None:
+def header_of(buf: bytes) -> TraceFile | None:
     """The top-level keys before and after the `traceEvents` array, without the events."""
     key = buf.find(b'"traceEvents"')
     end = buf.rfind(b"]")
@@ -83,27 +80,10 @@ def header_of(buf: bytearray) -> TraceFile | None:
         return None
 
 
-@dataclass(frozen=True, slots=True)
-class DecodedParts:
-    """A file decoded in parts: its header (no events) and its merged raw columns (times relative,
-    `baseTimeNanoseconds` not yet added)."""
-
-    header: TraceFile
-    raw: RawColumns
-
-
-def _decode_part(part: memoryview) -> RawColumns | None:
-    try:
-        events = EVENTS_DECODER.decode(part)
-    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-        return None
-    return extract(events, 0)
-
-
-def _child(conn, part: memoryview) -> None:
+def _child(conn, buf: bytes, lo: int, hi: int) -> None:
     """Worker body: decode one part, send the raw columns, leave without tearing down."""
     try:
-        conn.send(_decode_part(part))
+        conn.send(decode_span(buf, lo, hi))
     except BaseException:  # noqa: BLE001 - the parent treats any failure as "read in one piece"
         try:
             conn.send(None)
@@ -113,22 +93,23 @@ def _child(conn, part: memoryview) -> None:
         os._exit(0)  # skip freeing half a million events: the process ends here
 
 
-def decode_in_parts(buf: bytearray, workers: int) -> DecodedParts | None:
-    """Decode and extract `buf` in `workers` processes (forked: the text is shared, not sent);
-    None when it cannot be cut cleanly. `buf` is modified at the cuts."""
+def decode_in_parts(buf: bytes, workers: int) -> DecodedParts | None:
+    """Decode and extract `buf` in `workers` processes (forked: the text is shared, not sent or
+    copied; each part is decoded a piece at a time, `stream.decode_span`); None when it cannot be
+    cut cleanly."""
     header = header_of(buf)
-    parts = split_in_place(buf, workers) if header is not None else None
-    if parts is None:
+    spans = part_spans(buf, workers) if header is not None else None
+    if spans is None:
         return None
     ctx = multiprocessing.get_context("fork")
     children = []
-    for part in parts[1:]:
+    for lo, hi in spans[1:]:
         recv, send = ctx.Pipe(duplex=False)
-        proc = ctx.Process(target=_child, args=(send, part), daemon=True)
+        proc = ctx.Process(target=_child, args=(send, buf, lo, hi), daemon=True)
         proc.start()
         send.close()
         children.append((proc, recv))
-    results = [_decode_part(parts[0])]
+    results = [decode_span(buf, *spans[0])]
     for proc, recv in children:
         try:
             results.append(recv.recv())

@@ -14,6 +14,7 @@ from tpscope.numbers import number
 from tpscope.trace import parallel, stream
 from tpscope.trace.assemble import assemble
 from tpscope.trace.columns import MISSING
+from tpscope.trace.compact import PackedRank, compact_rank, pack
 from tpscope.trace.decode import base_time_ns, decode_trace, gunzip, read_bytes
 from tpscope.trace.extract import extract, merge
 from tpscope.trace.manifest import check_manifest
@@ -119,13 +120,14 @@ def read_manifest(folder: Path) -> tuple[dict | None, list[str]]:
 
 def load_rank_file(path: Path | str, fallback_rank: int | None = None, workers: int = 1,
                    chunk_bytes: int = stream.CHUNK_BYTES) -> RankTrace:
-    """Read one trace file. Without `distributedInfo.rank`, use `fallback_rank` (with a warning).
+    """Read one trace file into its map result (`compact.py`). Without `distributedInfo.rank`, use
+    `fallback_rank` (with a warning).
 
     With `workers > 1`, a big file is decoded in that many processes (`parallel.py`); otherwise in
     one streaming pass of `chunk_bytes` of text at a time (`stream.py`).
     """
     trace, raw, warnings = _read_raw(path, workers, chunk_bytes)
-    return assemble(path, trace, raw, _rank_of(path, trace, fallback_rank, warnings), tuple(warnings))
+    return compact_rank(assemble(path, trace, raw, _rank_of(path, trace, fallback_rank, warnings), tuple(warnings)))
 
 
 def load_rank_cycles(paths: list[Path]) -> RankTrace:
@@ -145,7 +147,7 @@ def load_rank_cycles(paths: list[Path]) -> RankTrace:
                 cols[name] = np.where(has, cols[name] + offset, MISSING)
                 top = max(top, int(cols[name].max()) + 1 if has.any() else 0)
         offset = max(offset, top)
-    return assemble(paths[0], trace, merge(raws), rank, tuple(warnings))
+    return compact_rank(assemble(paths[0], trace, merge(raws), rank, tuple(warnings)))
 
 
 def _rank_of(path: Path, trace, fallback_rank: int | None, warnings: list[str]) -> int:
@@ -165,10 +167,7 @@ def _read_raw(path: Path | str, workers: int, chunk_bytes: int = stream.CHUNK_BY
     if workers > 1 and parallel.can_fork() and not is_url(path):
         data = read_bytes(path)
         if len(data) >= parallel.SPLIT_MIN_BYTES:
-            buf = bytearray(data)  # cut in place; the copy costs less than the cut documents would
-            data = None
-            parts = parallel.decode_in_parts(buf, workers)
-            del buf
+            parts = parallel.decode_in_parts(data, workers)
     else:
         parts = _stream_file(path, chunk_bytes)
     if parts is not None:
@@ -247,12 +246,19 @@ def find_url_files(url: str) -> list[str]:
     return files
 
 
-def _load_one(job: tuple[Path, int, int]) -> RankTrace | TraceError:
+def _read_one(job: tuple[Path, int, int]) -> RankTrace | TraceError:
     path, position, workers = job
     try:
         return load_rank_file(path, fallback_rank=position, workers=workers)
     except TraceError as exc:
         return exc
+
+
+def _load_one(job: tuple[Path, int, int]) -> PackedRank | TraceError:
+    """The map in a worker: one rank file to its packed map result (`compact.py`), or why it
+    cannot be read."""
+    r = _read_one(job)
+    return pack(r) if isinstance(r, RankTrace) else r
 
 
 ENGINES = ("local", "ray")
@@ -264,14 +270,17 @@ def is_url(path: str | Path) -> bool:
 
 
 def load_run(path: str | Path, workers: int | None = None, engine: str = "local",
-             address: str | None = None, progress=None) -> Run:
+             address: str | None = None, progress=None, cache=None) -> Run:
     """Load every rank of a run folder (or a single trace file): a map over the rank files (each
-    file to its compact `RankTrace`), then a reduce on this process (ranks in order, warnings).
+    file to its map result, a compact `RankTrace`: `compact.py`), then a reduce on this process
+    (ranks in order, warnings).
 
     engine "local": `workers` processes (default: every usable core) share the work: one big
     file is decoded in parts, several files are loaded side by side. engine "ray": one Ray task
     per file on the cluster at `address` (`ray_engine.py`); `progress(done, total)` is called as
-    ranks finish. `path` may be an fsspec URL (object storage) for either engine.
+    ranks finish. `path` may be an fsspec URL (object storage) for either engine. With `cache`
+    (a `tpscope.cache.DiskCache`), a local file's map result stored before and still matching the
+    file is read back instead of decoded, and the new ones are stored.
     """
     if engine not in ENGINES:
         raise UserError(f"--engine {engine}: unknown (choose from {', '.join(ENGINES)})")
@@ -279,19 +288,33 @@ def load_run(path: str | Path, workers: int | None = None, engine: str = "local"
     files = find_url_files(path) if isinstance(path, Url) else find_trace_files(path)
     workers = parallel.usable_cores() if workers is None else max(1, workers)
     jobs = [(f, i, 1) for f, i in zip(files, _worker_positions(files))]
+    if cache is None or isinstance(path, Url):
+        results: list = [None] * len(jobs)
+    else:
+        results = [cache.get_rank(f, i) for f, i, _ in jobs]
+    todo = [k for k, r in enumerate(results) if r is None]
     if engine == "ray":
         from tpscope.trace.ray_engine import map_ray
 
-        results = map_ray(_load_one, jobs, address, progress)
-    elif len(files) == 1:
-        results = [_load_one((files[0], 0, workers))]
+        done = len(jobs) - len(todo)
+        step = None if progress is None else (lambda k, _n: progress(done + k, len(jobs)))
+        mapped = map_ray(_load_one, [jobs[k] for k in todo], address, step) if todo else []
+    elif len(files) == 1 and todo:
+        mapped = [_read_one((files[0], jobs[0][1], workers))]  # in this process: nothing to send
     else:
-        results = parallel.map_files(_load_one, jobs, workers)
+        mapped = parallel.map_files(_load_one, [jobs[k] for k in todo], workers)
+    for k, r in zip(todo, mapped):
+        results[k] = r
+    if cache is not None and not isinstance(path, Url):
+        cache.put_ranks([(jobs[k][0], jobs[k][1], pack(r) if isinstance(r, RankTrace) else r)
+                         for k in todo if isinstance(r := results[k], (RankTrace, PackedRank))])
     return reduce_ranks(path, files, results)
 
 
 def reduce_ranks(path: Path | Url, files: list, results: list) -> Run:
-    """The `Run` from the map's results (a `RankTrace` or the `TraceError` of each file)."""
+    """The `Run` from the map's results (a `PackedRank`, a `RankTrace` or the `TraceError` of each
+    file)."""
+    results = [r.unpack() if isinstance(r, PackedRank) else r for r in results]
     warnings: list[str] = []
     ranks = [r for r in results if isinstance(r, RankTrace)]
     refused = [str(r) for r in results if isinstance(r, TraceError)]

@@ -18,13 +18,24 @@ from __future__ import annotations
 import gzip
 import re
 import zlib
+from dataclasses import dataclass
 from typing import BinaryIO
 
 import msgspec
 
 from tpscope.trace.decode import _GZIP_MAGIC, EVENTS_DECODER, TRACE_DECODER, _IsalError
 from tpscope.trace.extract import RawColumns, extract, merge
-from tpscope.trace.parallel import DecodedParts
+from tpscope.trace.schema import TraceFile
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedParts:
+    """A file decoded in parts: its header (no events) and its merged raw columns (times relative,
+    `baseTimeNanoseconds` not yet added)."""
+
+    header: TraceFile
+    raw: RawColumns
+
 
 try:  # ISA-L's streaming inflate, as decode.py's one-shot one
     from isal import igzip as _gzip_module
@@ -53,15 +64,40 @@ def open_text(fh: BinaryIO) -> BinaryIO:
 
 def _last_cut(buf: bytearray, lo: int) -> int:
     """Index of the comma of the last event boundary in `buf[lo:]`, or -1."""
-    for start in (max(lo, len(buf) - _TAIL_SEARCH), lo):
+    return _last_boundary(buf, lo, len(buf))
+
+
+def _last_boundary(buf: bytes | bytearray, lo: int, hi: int) -> int:
+    """Index of the comma of the last event boundary in `buf[lo:hi]`, or -1 (the last MiB is
+    searched first)."""
+    for start in (max(lo, hi - _TAIL_SEARCH), lo):
         last = None
-        for last in _BOUNDARY.finditer(buf, start):  # noqa: B007 - the last match is wanted
+        for last in _BOUNDARY.finditer(buf, start, hi):  # noqa: B007 - the last match is wanted
             pass
         if last is not None:
             return buf.index(b",", last.start())
         if start == lo:
             break
     return -1
+
+
+def decode_span(buf: bytes, lo: int, hi: int, chunk_bytes: int = CHUNK_BYTES) -> RawColumns | None:
+    """Extract the events `buf[lo:hi]` (whole events separated by commas, a part of
+    `parallel.part_spans`) about `chunk_bytes` of text at a time, so that only one piece's events
+    exist at once; None when a piece is not valid JSON (a cut inside an event)."""
+    parts: list[RawColumns] = []
+    with memoryview(buf) as view:
+        while lo < hi:
+            stop = _last_boundary(buf, lo, lo + chunk_bytes) if hi - lo > chunk_bytes else -1
+            stop = hi if stop < 0 else stop
+            try:
+                events = EVENTS_DECODER.decode(b"[" + view[lo:stop] + b"]")
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                return None
+            parts.append(extract(events, 0))
+            del events
+            lo = stop + 1
+    return merge(parts) if parts else None
 
 
 def _decode_part(buf: bytearray, stop: int) -> RawColumns:
