@@ -13,7 +13,7 @@ import torch
 import torch.distributed as dist
 
 from tpscope.fusion.ops import all_gather_matmul, matmul_reduce_scatter
-from tpscope.fusion.regimes import apply_in_process
+from tpscope.runfolder.regimes import apply_in_process
 
 TOLERANCE = 2e-2
 

@@ -25,7 +25,7 @@ fi
 python3 - "$OUT" <<'PY' | tee "$OUT/summary.txt"
 import json, sys
 from pathlib import Path
-from tpscope.fusion.losses import loss_agreement, loss_trend
+from tpscope.runfolder.losses import loss_agreement, loss_trend
 out = Path(sys.argv[1])
 def losses(name):
     p = out / name / "tpscope_run.json"

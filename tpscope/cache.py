@@ -19,8 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tpscope.runfolder.layout import MANIFEST_NAME
+
 ENV_VAR = "TPSCOPE_CACHE_DIR"
-MANIFEST_NAME = "tpscope_run.json"  # as tpscope.trace.run_folder reads it
 MAX_ENTRIES = 64  # oldest pickles beyond this are removed after each write
 
 

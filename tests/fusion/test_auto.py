@@ -13,14 +13,14 @@ from tpscope.fusion import compat
 from tpscope.fusion.auto import (
     auto_plan,
     cache_key,
-    candidate_key,
     candidates,
     contender,
     decide,
     kind_shapes,
     sm_margins,
 )
-from tpscope.fusion.config import FusionChoice, ModelConfig, RunConfig
+from tpscope.fusion.config import ModelConfig, RunConfig
+from tpscope.runfolder.fusion_choice import FusionChoice
 
 from ._dist import run_world, scratch_dir
 
@@ -30,27 +30,27 @@ def _t(median, p10=None, p90=None):
 
 
 def test_decide_keeps_unfused_unless_a_fusion_wins_clearly():
-    choice, why = decide({"none/k1": _t(10.0, 9.8), "chunked/k2": _t(8.0, 7.9, 8.2), "ring/k1": _t(9.0)})
+    choice, why = decide({"none": _t(10.0, 9.8), "chunked/k2": _t(8.0, 7.9, 8.2), "ring": _t(9.0)})
     assert choice == FusionChoice(mode="chunked", chunks=2) and "chunked/k2 8.000 ms" in why
-    choice, why = decide({"none/k1": _t(10.0), "ring/k4": _t(9.95)})  # 0.5 % faster: keep unfused
+    choice, why = decide({"none": _t(10.0), "ring/k4": _t(9.95)})  # 0.5 % faster: keep unfused
     assert choice == FusionChoice(mode="none") and "clearly" in why
     # 6 % faster by the median, but the spreads overlap (a noisy link): keep unfused
-    choice, _ = decide({"none/k1": _t(10.0, 9.0, 11.0), "chunked/k2": _t(9.4, 8.8, 9.9)})
+    choice, _ = decide({"none": _t(10.0, 9.0, 11.0), "chunked/k2": _t(9.4, 8.8, 9.9)})
     assert choice == FusionChoice(mode="none")
-    choice, _ = decide({"none/k1": _t(10.0), "symm_mem/k1": {"error": "x"}, "ring/k1": _t(12.0)})
+    choice, _ = decide({"none": _t(10.0), "symm_mem": {"error": "x"}, "ring": _t(12.0)})
     assert choice == FusionChoice(mode="none")
 
 
 def test_a_contender_is_rematched_only_when_no_candidate_won_clearly_but_its_median_is_ahead():
-    noisy = {"none/k1": _t(10.0, 9.0, 11.0), "chunked/k2": _t(9.4, 8.8, 9.9), "ring/k1": _t(9.7, 9.5, 9.9)}
+    noisy = {"none": _t(10.0, 9.0, 11.0), "chunked/k2": _t(9.4, 8.8, 9.9), "ring": _t(9.7, 9.5, 9.9)}
     assert contender(noisy) == "chunked/k2"
     assert contender({**noisy, "ring/k2": _t(8.0, 7.9, 8.1)}) is None  # ring/k2 wins clearly
-    assert contender({"none/k1": _t(10.0, 9.0), "ring/k1": _t(9.95, 9.0, 11.0)}) is None  # 0.5 %: not worth it
-    assert contender({"none/k1": _t(10.0), "symm_mem/k1": {"error": "x"}}) is None
+    assert contender({"none": _t(10.0, 9.0), "ring": _t(9.95, 9.0, 11.0)}) is None  # 0.5 %: not worth it
+    assert contender({"none": _t(10.0), "symm_mem": {"error": "x"}}) is None
 
 
 def test_decide_takes_the_contender_that_won_the_paired_rematch():
-    noisy = {"none/k1": _t(10.0, 9.0, 11.0), "chunked/k2/m16": _t(9.4, 8.8, 9.9)}
+    noisy = {"none": _t(10.0, 9.0, 11.0), "chunked/k2/m16": _t(9.4, 8.8, 9.9)}
 
     def paired(median, p90):
         return {"candidate": "chunked/k2/m16", "pairs": 20, "median_ratio": median, "p10_ratio": median - 0.02,
@@ -67,11 +67,11 @@ def test_decide_takes_the_contender_that_won_the_paired_rematch():
 
 
 def test_decide_reads_the_sm_margin_of_the_winner():
-    choice, why = decide({"none/k1": _t(10.0, 9.9), "chunked/k2": _t(9.0, 8.9, 9.1),
+    choice, why = decide({"none": _t(10.0, 9.9), "chunked/k2": _t(9.0, 8.9, 9.1),
                           "chunked/k2/m8": _t(8.0, 7.9, 8.1)})
     assert choice == FusionChoice(mode="chunked", chunks=2, sm_margin=8) and "chunked/k2/m8" in why
     for c in candidates(8, torch.device("cpu"), "nvlink", (0, 8)):
-        assert decide({"none/k1": _t(10.0), candidate_key(c): _t(1.0)})[0] == c or c.mode == "none"
+        assert decide({"none": _t(10.0), c.label: _t(1.0)})[0] == c or c.mode == "none"
 
 
 def test_candidates_cover_each_margin():
@@ -91,8 +91,8 @@ def test_off_nvlink_at_two_ranks_the_ring_is_also_probed_with_its_all_gather_exc
     assert all(not x for *_, x in rings("nvlink", 2)) and all(not x for *_, x in rings("shm", 4))
     # a probe's key names the exchange, and the decision reads it back
     for c in candidates(4, torch.device("cpu"), "shm", (0, 16)):
-        assert decide({"none/k1": _t(10.0), candidate_key(c): _t(1.0)})[0] == c or c.mode == "none"
-    assert candidate_key(FusionChoice(mode="ring", chunks=4, sm_margin=16, ring_all_gather=True)) == "ring/k4/m16/agx"
+        assert decide({"none": _t(10.0), c.label: _t(1.0)})[0] == c or c.mode == "none"
+    assert FusionChoice(mode="ring", chunks=4, sm_margin=16, ring_all_gather=True).label == "ring/k4/m16/agx"
 
 
 def test_probed_shapes_are_the_layers_forward_and_backward_ops():

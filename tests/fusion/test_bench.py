@@ -46,7 +46,7 @@ def test_variant_labels():
                          "ag") == "chunked/k2/m8/c4"
     # recorded results: keys absent from older files label as before (pulls, even pieces)
     assert variant_label({"mode": "ring", "chunks": 4, "sm_margin": 16, "taper": True, "all_gather": True},
-                         "rs") == "ring/k4/m16/taper/agx"
+                         "rs") == "ring/k4/m16/agx/taper"
     assert variant_label({"mode": "copy_engine", "chunks": 2, "push": True}, "ag") == "copy_engine/k2/push"
     assert variant_label({"mode": "copy_engine", "chunks": 1, "tail_fill": True}, "ag") == "copy_engine/tail"
 
@@ -63,7 +63,7 @@ def test_tapers_pushes_and_exchanges_multiply_the_variants_they_apply_to():
     assert labels(both, "rs", "cpu") == ["chunked/k1", "chunked/k4", "chunked/k4/taper", "ring/k4", "ring/k4/taper"]
     # the all-gather exchange is a GEMM-RS ring option only
     agx = BenchConfig(modes=("ring",), ring_chunks=(4,), tapers=(True,), ring_all_gather=(False, True))
-    assert labels(agx, "rs", "cpu") == ["ring/k4/taper", "ring/k4/taper/agx"]
+    assert labels(agx, "rs", "cpu") == ["ring/k4/taper", "ring/k4/agx/taper"]
     assert labels(agx, "ag", "cpu") == ["ring/k4/taper"]
     # push and pull are copy_engine's AG side; its GEMM-RS has no such variant
     copies = BenchConfig(modes=("copy_engine",), ring_chunks=(1,), copy_push=(False, True))

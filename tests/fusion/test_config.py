@@ -4,22 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tpscope.fusion.config import (
-    FusionChoice,
-    ModelConfig,
-    RunConfig,
-    config_from_json,
-    config_to_json,
-)
-
-
-def test_fusion_choice_refuses_unknown_mode_and_auto():
-    with pytest.raises(ValueError, match="fusion mode"):
-        FusionChoice(mode="fast")
-    with pytest.raises(ValueError, match="fusion mode"):
-        FusionChoice(mode="auto")  # auto is resolved before a layer sees it
-    with pytest.raises(ValueError, match="chunks"):
-        FusionChoice(mode="chunked", chunks=0)
+from tpscope.fusion.config import ModelConfig, RunConfig, config_from_json, config_to_json
 
 
 def test_model_config_checks_heads_and_tp():

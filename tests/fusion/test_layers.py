@@ -8,8 +8,8 @@ from dataclasses import replace
 import torch
 import torch.nn.functional as F
 
-from tpscope.fusion.config import FusionChoice
 from tpscope.fusion.layers import ColumnParallelLinear, RowParallelLinear
+from tpscope.runfolder.fusion_choice import FusionChoice
 
 from ._dist import run_world
 

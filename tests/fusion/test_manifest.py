@@ -7,7 +7,8 @@ import json
 import torch
 
 from tpscope.fusion.config import ModelConfig, RunConfig
-from tpscope.fusion.manifest import build_manifest, timed_steps, write_manifest
+from tpscope.fusion.manifest import build_manifest, timed_steps
+from tpscope.runfolder.manifest import write_manifest
 
 DESIGN_FIELDS = [  # the run folder's manifest (docs/runtime.md)
     "tpscope_version", "torch_version", "nccl_version", "cuda_version", "gpu_name", "gpu_count",
@@ -28,7 +29,8 @@ def _manifest(cfg: RunConfig) -> dict:
 def test_every_design_field_is_present(tmp_path):
     cfg = RunConfig(out_dir=str(tmp_path), steps=6, seq_len=64, batch=2, mode="ring",
                     model=ModelConfig(hidden=32, heads=2, ffn=64))
-    m = _manifest(cfg)
+    typed = _manifest(cfg)
+    m = typed.to_dict()
     missing = [f for f in DESIGN_FIELDS if f not in m]
     assert missing == []
     assert m["step_times_ms"] == [100.0, 12, 20, 30, 44, 50]  # the slowest rank per step
@@ -36,7 +38,7 @@ def test_every_design_field_is_present(tmp_path):
     assert m["median_step_time_ms"] == 47.0
     assert m["tokens_per_s"] == 128 / 0.047
     assert m["peak_memory_bytes"] == 7 and m["gpu_name"] is None and m["nccl_version"] is None
-    path = write_manifest(tmp_path, m)
+    path = write_manifest(tmp_path, typed)
     assert json.loads(path.read_text())["regime"] == "shm"
     assert not list(tmp_path.glob("*.tmp"))
 
@@ -53,6 +55,6 @@ def test_the_loss_trend_is_the_first_and_last_tenth(tmp_path):
     m = build_manifest(cfg=cfg, regime="", regime_env={}, tp=1, world_size=1, backend="gloo",
                        device=torch.device("cpu"), losses=losses, step_times_ms_by_rank=[[1.0] * 20],
                        peak_memory_by_rank=[1], peak_memory_kind="process_max_rss", profiled=[],
-                       fusion_by_layer={}, auto=None, command=[])
+                       fusion_by_layer={}, auto=None, command=[]).to_dict()
     assert m["loss_trend"] == {"window_steps": 2, "first_mean": 9.0, "last_mean": 1.5, "fell": True}
     assert m["warmup_steps"] == 2 and m["grad_clip"] == 1.0 and m["data"].startswith("affine4")

@@ -7,10 +7,11 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from tpscope.fusion.config import FusionChoice, ModelConfig
+from tpscope.fusion.config import ModelConfig
 from tpscope.fusion.data import sequence_major, synthetic_batch
 from tpscope.fusion.model import TPTransformer, full_state, shard_state
 from tpscope.fusion.train import sum_replicated_grads
+from tpscope.runfolder.fusion_choice import FusionChoice
 
 from ._dist import run_world
 

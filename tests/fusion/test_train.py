@@ -12,8 +12,9 @@ from dataclasses import replace
 import pytest
 import torch
 
-from tpscope.fusion.config import FusionChoice, ModelConfig, RunConfig
+from tpscope.fusion.config import ModelConfig, RunConfig
 from tpscope.fusion.train import profiled_steps, train
+from tpscope.runfolder.fusion_choice import FusionChoice
 
 from ._dist import run_world, scratch_dir
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from tpscope.fusion.config import FusionChoice, RunConfig
+from tpscope.fusion.config import RunConfig
 from tpscope.fusion.worker import _plan
+from tpscope.runfolder.fusion_choice import FusionChoice
 
 
 def test_fixed_plan_records_each_layer():

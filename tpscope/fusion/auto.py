@@ -36,9 +36,10 @@ import torch
 import torch.distributed as dist
 
 from tpscope.fusion import compat
-from tpscope.fusion.config import FusionChoice, RunConfig
-from tpscope.fusion.regimes import nccl_env, transport_settings
+from tpscope.fusion.config import RunConfig
 from tpscope.fusion.timing import sample_regions, summarize, time_region
+from tpscope.runfolder.fusion_choice import FusionChoice, parse_label
+from tpscope.runfolder.regimes import nccl_env, transport_settings
 
 MIN_GAIN_RATIO = 0.01
 PROBE_REPS = 10
@@ -85,17 +86,8 @@ def sm_margins(cfg: RunConfig) -> tuple[int, ...]:
     return tuple(sorted({*AUTO_SM_MARGINS, cfg.sm_margin}))
 
 
-def candidate_key(c: FusionChoice) -> str:
-    """`none/k1`, `chunked/k4`, `ring/k2/m8`, `ring/k4/m16/agx` (m: SM margin, left out when 0;
-    agx: the ring's GEMM-RS pieces swapped by all-gather)."""
-    return (f"{c.mode}/k{c.chunks}" + (f"/m{c.sm_margin}" if c.sm_margin else "")
-            + ("/agx" if c.ring_all_gather else ""))
-
-
-def _parse_key(key: str) -> FusionChoice:
-    mode, k, *rest = key.split("/")
-    margin = next((int(r[1:]) for r in rest if r.startswith("m")), 0)
-    return FusionChoice(mode=mode, chunks=int(k[1:]), sm_margin=margin, ring_all_gather="agx" in rest)
+UNFUSED = FusionChoice(mode="none").label
+"""The baseline's key among a probe's timings (every candidate is keyed by its FusionChoice.label)."""
 
 
 def candidates(local_rows: int, device: torch.device, regime: str,
@@ -158,7 +150,7 @@ def _time_candidates(step: Callable[[FusionChoice], Any], choices: list[FusionCh
                      device: torch.device) -> dict[str, Any]:
     timings: dict[str, Any] = {}
     for c in choices:
-        key = candidate_key(c)
+        key = c.label
         try:
             t = time_region(lambda c=c: [step(c) for _ in range(PROBE_BATCH)], device=device,
                             reps=PROBE_REPS, warmup=PROBE_WARMUP)
@@ -170,8 +162,8 @@ def _time_candidates(step: Callable[[FusionChoice], Any], choices: list[FusionCh
 
 
 def _clear_winners(timings: dict[str, dict]) -> dict[str, dict]:
-    base = timings["none/k1"]
-    return {k: v for k, v in timings.items() if k != "none/k1" and "median_ms" in v
+    base = timings[UNFUSED]
+    return {k: v for k, v in timings.items() if k != UNFUSED and "median_ms" in v
             and v["median_ms"] < base["median_ms"] * (1 - MIN_GAIN_RATIO) and v["p90_ms"] < base["p10_ms"]}
 
 
@@ -180,8 +172,8 @@ def contender(timings: dict[str, dict]) -> str | None:
     than MIN_GAIN_RATIO below unfused's."""
     if _clear_winners(timings):
         return None
-    base = timings["none/k1"]["median_ms"]
-    fused = {k: v["median_ms"] for k, v in timings.items() if k != "none/k1" and "median_ms" in v}
+    base = timings[UNFUSED]["median_ms"]
+    fused = {k: v["median_ms"] for k, v in timings.items() if k != UNFUSED and "median_ms" in v}
     if not fused:
         return None
     best = min(fused, key=fused.__getitem__)
@@ -191,11 +183,11 @@ def contender(timings: dict[str, dict]) -> str | None:
 def rematch(step: Callable[[FusionChoice], Any], key: str, device: torch.device) -> dict[str, Any]:
     """Unfused and the contender `key` timed in REMATCH_PAIRS round-robin pairs; the spread of
     contender / unfused over the pairs."""
-    none, rival = FusionChoice(mode="none"), _parse_key(key)
-    samples = sample_regions({"none/k1": lambda: [step(none) for _ in range(PROBE_BATCH)],
+    none, rival = FusionChoice(mode="none"), parse_label(key)
+    samples = sample_regions({UNFUSED: lambda: [step(none) for _ in range(PROBE_BATCH)],
                               key: lambda: [step(rival) for _ in range(PROBE_BATCH)]},
                              device=device, reps=REMATCH_PAIRS, warmup=1)
-    ratio = summarize([c / u for u, c in zip(samples["none/k1"], samples[key])])
+    ratio = summarize([c / u for u, c in zip(samples[UNFUSED], samples[key])])
     return {"candidate": key, "pairs": ratio.reps, "median_ratio": ratio.median_ms,
             "p10_ratio": ratio.p10_ms, "p90_ratio": ratio.p90_ms}
 
@@ -205,11 +197,11 @@ def decide(timings: dict[str, dict], paired: dict[str, Any] | None = None) -> tu
     its p90 below unfused's p10); else the rematched contender if it beat unfused in the pairs
     (median ratio below 1 - MIN_GAIN_RATIO, and faster in at least 90 % of them: p90 ratio
     below 1); else unfused."""
-    base = timings["none/k1"]
+    base = timings[UNFUSED]
     measured = {k: v for k, v in timings.items() if "median_ms" in v}
     clear = _clear_winners(timings)
     if not clear and paired and paired["median_ratio"] < 1 - MIN_GAIN_RATIO and paired["p90_ratio"] < 1:
-        return _parse_key(paired["candidate"]), (
+        return parse_label(paired["candidate"]), (
             f"no candidate beat unfused clearly when timed one after the other; in {paired['pairs']} "
             f"round-robin pairs {paired['candidate']} took {paired['median_ratio']:.3f}x unfused's time "
             f"(p90 {paired['p90_ratio']:.3f}x)")
@@ -222,7 +214,7 @@ def decide(timings: dict[str, dict], paired: dict[str, Any] | None = None) -> tu
             f"(median -{MIN_GAIN_RATIO:.0%} and p90 < unfused p10); fastest median was {best} "
             f"{measured[best]['median_ms']:.3f} ms{tail}")
     best = min(clear, key=lambda k: clear[k]["median_ms"])
-    return _parse_key(best), (
+    return parse_label(best), (
         f"fastest of {len(measured)} probed that beat unfused clearly: {best} {clear[best]['median_ms']:.3f} ms "
         f"(p90 {clear[best]['p90_ms']:.3f}) fwd+bwd vs unfused {base['median_ms']:.3f} ms (p10 {base['p10_ms']:.3f})")
 
@@ -289,7 +281,7 @@ def auto_plan(cfg: RunConfig, tp: int, device: torch.device, regime: str,
         choices[kind] = {**entry, "source": source, "key": keys[kind]}
         plans[kind] = replace(cfg.fusion(entry["mode"], entry["chunks"]), sm_margin=entry.get("sm_margin", 0),
                               ring_all_gather=entry.get("ring_all_gather", False))
-        say(f"auto: {kind} -> {candidate_key(plans[kind])} ("
+        say(f"auto: {kind} -> {plans[kind].label} ("
             + (f"probed in {time.perf_counter() - started:.1f} s" if source == "probe" else f"cached in {path}")
             + ")")
     if dist.get_rank() == 0:

@@ -22,14 +22,16 @@ import torch.distributed as dist
 
 from tpscope import __version__
 from tpscope.fusion import compat
-from tpscope.fusion.config import CUDA_ONLY_MODES, variant_label  # noqa: F401 - variant_label re-exported
+from tpscope.fusion.config import variant_label
 from tpscope.fusion.launch import exit_now, resolve_regime
 from tpscope.fusion.ops import all_gather_matmul, matmul_reduce_scatter, resolve_taper
-from tpscope.fusion.regimes import apply_defaults, apply_in_process, nccl_env, regime_env
 from tpscope.fusion.resources import fusion_group, gemm_sm_margin
 from tpscope.fusion.shapes import SHAPES, parse_shape  # noqa: F401 - re-exported
 from tpscope.fusion.streams import CommStream
-from tpscope.fusion.timing import attained_saving, overlap_efficiency, time_regions
+from tpscope.fusion.timing import time_regions
+from tpscope.runfolder.fusion_choice import CUDA_ONLY_MODES  # noqa: F401 - variant_label re-exported
+from tpscope.runfolder.overlap import attained_saving, flux_overlap_efficiency
+from tpscope.runfolder.regimes import apply_defaults, apply_in_process, nccl_env, regime_env
 
 TOLERANCE = {torch.bfloat16: 2e-2, torch.float32: 1e-4}
 
@@ -200,7 +202,7 @@ def bench_side(side: str, shape: tuple[int, int, int], cfg: BenchConfig, tp: int
             continue
         row.update(
             timing=t.as_dict(),
-            E=overlap_efficiency(t.median_ms, t_gemm.median_ms, t_unfused.median_ms),
+            E=flux_overlap_efficiency(t.median_ms, t_unfused.median_ms, t_gemm.median_ms),
             attained_saving=attained_saving(t.median_ms, t_unfused.median_ms, t_gemm.median_ms,
                                             t_comm.median_ms),
             speedup_vs_unfused=t_unfused.median_ms / t.median_ms,

@@ -13,8 +13,8 @@ import sys
 from dataclasses import asdict
 
 from tpscope.errors import UserError
-from tpscope.fusion.config import CUDA_ONLY_MODES, FIXED_MODES, Regime
 from tpscope.fusion.shapes import SHAPES
+from tpscope.runfolder.fusion_choice import CUDA_ONLY_MODES, FIXED_MODES, Regime
 
 PRESETS = tuple(SHAPES)
 

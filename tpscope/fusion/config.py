@@ -1,8 +1,6 @@
-"""Configuration of the fused-TP runtime: frozen dataclasses and the fixed vocabularies.
-
-Vocabulary: a *mode* is how a GEMM and its collective are fused; *chunks* is how many pieces the
-chunked mode cuts the local rows into; a *regime* is an NCCL environment that stands for an
-interconnect (docs/benchmarks.md). No torch here: the CLI parses options without importing it.
+"""Configuration of the fused-TP runtime: frozen dataclasses (the fusion of one op and its
+vocabulary are tpscope.runfolder.fusion_choice's). No torch here: the CLI parses options
+without importing it.
 """
 
 from __future__ import annotations
@@ -10,76 +8,15 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass, field
-from enum import Enum
 
-
-class Mode(str, Enum):
-    """How a GEMM and its collective are fused."""
-
-    NONE = "none"  # collective, then GEMM (AG side); GEMM, then collective (RS side)
-    CHUNKED = "chunked"  # k collectives of row chunks pipelined with k GEMMs
-    RING = "ring"  # send/recv ring: own shard first (AG), peer rows first (RS)
-    SYMM_MEM = "symm_mem"  # torch's fused_all_gather_matmul / fused_matmul_reduce_scatter
-    COPY_ENGINE = "copy_engine"  # peer copies on the copy engines, no SM (tpscope.fusion.copy_engine)
-    AUTO = "auto"  # chosen per shape by a timed probe (tpscope.fusion.auto); resolved before use
-
-
-FIXED_MODES: tuple[str, ...] = tuple(m.value for m in Mode if m is not Mode.AUTO)
-CUDA_ONLY_MODES: tuple[str, ...] = (Mode.SYMM_MEM.value, Mode.COPY_ENGINE.value)
-"""Modes over torch's symmetric memory: CUDA peer access, no CPU path."""
-CHUNKED_MODES: tuple[str, ...] = (Mode.CHUNKED.value, Mode.RING.value, Mode.COPY_ENGINE.value)
-"""Modes whose `chunks` cut the local rows (which must divide by it)."""
-ALL_MODES: tuple[str, ...] = tuple(m.value for m in Mode)
-
-
-class Regime(str, Enum):
-    """An NCCL environment standing for an interconnect; names fixed by docs/benchmarks.md."""
-
-    NVLINK = "nvlink"
-    SHM = "shm"
-    SOCKET = "socket"
-
-
-def check_resources(sm_margin: int, comm_ctas: int) -> None:
-    """Refuse a negative SM margin or CTA cap (0 turns either off)."""
-    if sm_margin < 0 or comm_ctas < 0:
-        raise ValueError(f"sm_margin and comm_ctas must be >= 0, not {sm_margin}, {comm_ctas}")
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class FusionChoice:
-    """The fusion of one op: a fixed mode and its chunk count (CHUNKED_MODES read it)."""
-
-    mode: str = Mode.NONE.value
-    """One of FIXED_MODES; `auto` is resolved into a FusionChoice before any layer sees it."""
-    chunks: int = 1
-    """Row chunks per rank for `chunked`, `ring` (transfers per ring step) and `copy_engine`
-    (copies per peer)."""
-    own_first: bool = True
-    """AG side of `chunked`: multiply this rank's own shard first, while the peers' chunks travel
-    (False: each chunk's GEMM covers every rank's rows, the first waiting for the first transfer)."""
-    sm_margin: int = 0
-    """SMs that the GEMMs running beside a transfer leave to the collective (0: all SMs to the
-    GEMM); tpscope.fusion.resources."""
-    comm_ctas: int = 0
-    """Most CTAs the fused ops' NCCL kernels may use (0: NCCL's choice); its own communicator."""
-    bwd_overlap: bool = True
-    """Backward also hides the collective under the layer's weight-gradient GEMM (fused modes)."""
-    ring_all_gather: bool = False
-    """`ring` GEMM-RS at two ranks: swap each piece by one all-gather instead of send/recv
-    (faster transfers, slower GEMMs beside them: docs/benchmarks.md, "pushed copies, the GPU fed ahead, tapered pieces")."""
-
-    def __post_init__(self) -> None:
-        if self.mode not in FIXED_MODES:
-            raise ValueError(f"fusion mode must be one of {', '.join(FIXED_MODES)}, not {self.mode!r}")
-        if self.chunks < 1:
-            raise ValueError(f"chunks must be >= 1, not {self.chunks}")
-        check_resources(self.sm_margin, self.comm_ctas)
-
-    @property
-    def overlaps_backward(self) -> bool:
-        """Whether the layer's backward overlaps its collective with the weight gradient."""
-        return self.bwd_overlap and self.mode != Mode.NONE.value
+from tpscope.runfolder.fusion_choice import (
+    ALL_MODES,
+    CHUNKED_MODES,
+    FusionChoice,
+    Mode,
+    Regime,
+    check_resources,
+)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -244,23 +181,18 @@ def config_from_json(text: str) -> RunConfig:
 
 
 def variant_label(v: dict, side: str) -> str:
-    """`chunked/k4`, `chunked/k4/rank-order`, `ring`, `ring/k4`, `symm_mem`, and `/m8` (SM
-    margin), `/c4` (CTA cap) where set."""
-    label = v["mode"]
-    if v["mode"] == "chunked" or (v["mode"] in ("ring", "copy_engine") and v["chunks"] > 1):
-        label += f"/k{v['chunks']}"
-    if v["mode"] == "chunked" and side == "ag" and not v.get("own_first", False):
-        label += "/rank-order"  # results recorded before own_first existed were rank order
-    if v.get("sm_margin"):
-        label += f"/m{v['sm_margin']}"
-    if v.get("comm_ctas"):
-        label += f"/c{v['comm_ctas']}"
+    """A `tpscope bench` variant's label: its FusionChoice's (`chunked/k4`, `ring/k2/m8`;
+    `/rank-order` on the AG side only), then the op options bench also varies: `/taper` (the
+    exposed piece halved), `/push` or `/pull` (copy_engine's AG), `/tail`."""
+    ag_chunked = v["mode"] == "chunked" and side == "ag"
+    choice = FusionChoice(mode=v["mode"], chunks=v.get("chunks", 1), sm_margin=v.get("sm_margin", 0),
+                          comm_ctas=v.get("comm_ctas", 0), ring_all_gather=bool(v.get("all_gather")),
+                          own_first=v.get("own_first", False) if ag_chunked else True)
+    label = choice.label
     if v.get("taper"):
         label += "/taper"
-    if v.get("all_gather"):
-        label += "/agx"  # a ring's pieces swapped by all-gather
     if v["mode"] == "copy_engine" and "push" in v:
-        label += "/push" if v["push"] else "/pull"  # results recorded before push existed pulled
+        label += "/push" if v["push"] else "/pull"  # a result without `push` pulled
     if v.get("tail_fill"):
-        label += "/tail"  # results recorded before tail_fill existed ran without it
+        label += "/tail"  # a result without `tail_fill` ran without it
     return label

@@ -20,12 +20,11 @@ from pathlib import Path
 
 from tpscope.errors import UserError
 from tpscope.fusion.lifetime import LAUNCHER_PID_ENV, OUT_DIR_ENV
-from tpscope.fusion.regimes import DEFAULT_ENV, SAFETY_ENV, infer_regime, worker_env
 from tpscope.outputs import check_out_folder, make_folder
+from tpscope.runfolder.layout import LOCK_NAME, MANIFEST_NAME, RUN_ARTIFACTS
+from tpscope.runfolder.manifest import ManifestError, incomplete, manifest_from_dict, write_manifest
+from tpscope.runfolder.regimes import DEFAULT_ENV, SAFETY_ENV, infer_regime, worker_env
 
-MANIFEST_NAME = "tpscope_run.json"
-RUN_ARTIFACTS = ("*.pt.trace.json", "*.pt.trace.json.gz", MANIFEST_NAME)
-LOCK_NAME = ".tpscope-run.lock"  # flock-ed by the `tpscope run` writing the folder
 _REPO_ROOT = str(Path(__file__).resolve().parents[2])
 
 
@@ -134,21 +133,15 @@ def mark_incomplete(out_dir: str | Path, reason: str, command: list[str] | None 
     A manifest of a finished run is left as it is; else a minimal one is written (atomically)."""
     path = Path(out_dir) / MANIFEST_NAME
     try:
-        manifest = json.loads(path.read_text())
-    except (OSError, ValueError):
+        manifest = manifest_from_dict(json.loads(path.read_text()), str(path))
+    except (OSError, ValueError, ManifestError):
         manifest = None
-    if isinstance(manifest, dict) and manifest.get("complete") is True:
+    if manifest is not None and manifest.complete is True:
         return
     from tpscope import __version__
 
-    manifest = {**(manifest if isinstance(manifest, dict) else {}), "schema_version": 1,
-                "tpscope_version": __version__, "complete": False, "stopped": reason}
-    if command is not None:
-        manifest.setdefault("command", command)
     try:
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(manifest, indent=2) + "\n")
-        tmp.replace(path)
+        write_manifest(out_dir, incomplete(manifest, reason, __version__, command))
     except OSError:
         pass  # the folder went away: nothing left to mark
 

@@ -24,9 +24,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from tpscope.fusion.config import FusionChoice
 from tpscope.fusion.ops import all_gather_matmul, matmul_reduce_scatter
 from tpscope.fusion.resources import fusion_group
+from tpscope.runfolder.fusion_choice import FusionChoice
 
 
 class AllGatherMatmulFn(torch.autograd.Function):

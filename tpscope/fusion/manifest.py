@@ -1,4 +1,5 @@
-"""The run folder's manifest, `tpscope_run.json` (docs/runtime.md).
+"""What rank 0 of `tpscope run` records in the run folder's manifest (tpscope.runfolder.manifest
+holds its fields and writes it; docs/runtime.md, "The run folder").
 
 Fields: tpscope version, torch/NCCL/CUDA versions, GPU name and count, regime and its env, mode,
 chunks, tp, model shape, dtype, seq len, batch, steps, per-step wall times, tokens/s, peak memory;
@@ -9,13 +10,11 @@ Unknown values are null, never a made-up 0.
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import statistics
 import sys
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -24,13 +23,11 @@ from tpscope import __version__
 from tpscope.fusion import compat
 from tpscope.fusion.config import RunConfig
 from tpscope.fusion.data import TASK
-from tpscope.fusion.losses import loss_trend
 from tpscope.fusion.optim import warmup_steps
-from tpscope.fusion.regimes import nccl_env
 from tpscope.fusion.train import OPTIMIZER
-
-MANIFEST_NAME = "tpscope_run.json"
-SCHEMA_VERSION = 1
+from tpscope.runfolder.losses import loss_trend
+from tpscope.runfolder.manifest import SCHEMA_VERSION, Manifest
+from tpscope.runfolder.regimes import nccl_env
 
 
 def timed_steps(cfg: RunConfig, profiled: list[int]) -> list[int]:
@@ -56,14 +53,14 @@ def build_manifest(*, cfg: RunConfig, regime: str, regime_env: dict[str, str], t
                    world_size: int, backend: str, device: torch.device, losses: list[float],
                    step_times_ms_by_rank: list[list[float]], peak_memory_by_rank: list[int],
                    peak_memory_kind: str, profiled: list[int], fusion_by_layer: dict[str, dict],
-                   auto: dict | None, command: list[str], embed_overlap: bool = False) -> dict[str, Any]:
-    """The manifest as a plain dict. Step time of a step is the slowest rank's. `embed_overlap`:
+                   auto: dict | None, command: list[str], embed_overlap: bool = False) -> Manifest:
+    """The run's manifest. Step time of a step is the slowest rank's. `embed_overlap`:
     whether the embedding's gradient did travel beside the optimizer (TrainResult)."""
     per_step = [max(ts) for ts in zip(*step_times_ms_by_rank)]
     used = timed_steps(cfg, profiled)
     median_ms = statistics.median(per_step[s] for s in used) if used else None
     tokens_per_s = cfg.tokens_per_step / (median_ms / 1e3) if median_ms else None
-    return {
+    return Manifest(**{
         "schema_version": SCHEMA_VERSION,
         "tpscope_version": __version__,
         "complete": True,  # the launcher sets it false (with "stopped": why) when a run does not finish
@@ -119,13 +116,4 @@ def build_manifest(*, cfg: RunConfig, regime: str, regime_env: dict[str, str], t
         "peak_memory_bytes_by_rank": peak_memory_by_rank,
         "peak_memory_kind": peak_memory_kind,
         "command": command,
-    }
-
-
-def write_manifest(out_dir: str | Path, manifest: dict[str, Any]) -> Path:
-    """Write `tpscope_run.json` (atomically: a reader never sees half a file)."""
-    path = Path(out_dir) / MANIFEST_NAME
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(manifest, indent=2) + "\n")
-    tmp.replace(path)
-    return path
+    })

@@ -31,9 +31,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tpscope.fusion.config import FusionChoice, ModelConfig
+from tpscope.fusion.config import ModelConfig
 from tpscope.fusion.layers import ColumnParallelLinear, RowParallelLinear, init_full_weight
 from tpscope.fusion.vocab import VocabParallelEmbedding, vocab_parallel_cross_entropy
+from tpscope.runfolder.fusion_choice import FusionChoice
 
 FusionPlan = Callable[[str], FusionChoice]
 """Maps a layer label (`block0.mlp.fc1`) to the fusion its op uses."""

@@ -31,11 +31,11 @@ import torch.distributed as dist
 from torch.profiler import record_function
 
 from tpscope.fusion import compat
-from tpscope.fusion.config import Mode
 from tpscope.fusion.resources import gemm_sm_margin
 from tpscope.fusion.schedule import chunk_bounds
 from tpscope.fusion.streams import CommStream, wait_all
 from tpscope.fusion.validate import check_all_gather_matmul, check_matmul_reduce_scatter
+from tpscope.runfolder.fusion_choice import Mode
 
 AG_GEMM = "ag_gemm"
 GEMM_RS = "gemm_rs"

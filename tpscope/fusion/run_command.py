@@ -15,14 +15,8 @@ import time
 from dataclasses import replace
 
 from tpscope.errors import UserError
-from tpscope.fusion.config import (
-    ALL_MODES,
-    CUDA_ONLY_MODES,
-    ModelConfig,
-    Regime,
-    RunConfig,
-    config_to_json,
-)
+from tpscope.fusion.config import ModelConfig, RunConfig, config_to_json
+from tpscope.runfolder.fusion_choice import ALL_MODES, CUDA_ONLY_MODES, Regime
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:

@@ -18,8 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tpscope.errors import UserError
-from tpscope.fusion.config import ALL_MODES, CHUNKED_MODES, Regime, RunConfig, config_to_json
-from tpscope.fusion.regimes import RECORDED_PREFIXES, REGIME_KEYS, SAFETY_ENV
+from tpscope.fusion.config import RunConfig, config_to_json
 from tpscope.fusion.run_command import (
     add_model_arguments,
     add_node_arguments,
@@ -27,6 +26,8 @@ from tpscope.fusion.run_command import (
     config_from_args,
     preflight,
 )
+from tpscope.runfolder.fusion_choice import ALL_MODES, CHUNKED_MODES, Regime
+from tpscope.runfolder.regimes import RECORDED_PREFIXES, REGIME_KEYS, SAFETY_ENV
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -187,6 +188,7 @@ def main(args: argparse.Namespace) -> int:
     from tpscope.fusion.launch import launch, prepare_out_dir
     from tpscope.fusion.run_command import _device, _nproc, claim_run_dir, rendezvous_from_args
     from tpscope.progress import working
+    from tpscope.runfolder.manifest import read_manifest
 
     device = _device(args)
     nproc = _nproc(args, device)
@@ -224,15 +226,15 @@ def main(args: argparse.Namespace) -> int:
         return 1 if failed else 0
     rows = []
     for v, run_dir in runs:
-        manifest = json.loads((run_dir / "tpscope_run.json").read_text())
+        manifest = read_manifest(run_dir)
         with working(f"tpscope sweep: analyzing {run_dir}"):
             summary, why = (None, "skipped (--no-analyze)") if args.no_analyze else _analyze(run_dir)
-        rows.append({"run": run_dir.name, "mode": v.mode, "chunks": v.chunks, "regime": manifest["regime"],
-                     "sm_margin": manifest.get("sm_margin"), "comm_ctas": manifest.get("comm_ctas"),
-                     "bwd_overlap": manifest.get("bwd_overlap"), "embed_overlap": manifest.get("embed_overlap"),
-                     "ring_all_gather": manifest.get("ring_all_gather"), "env": dict(v.env),
-                     "tokens_per_s": manifest["tokens_per_s"], "median_step_time_ms": manifest["median_step_time_ms"],
-                     "peak_memory_bytes": manifest["peak_memory_bytes"], "fusion_by_layer": manifest["fusion_by_layer"],
+        rows.append({"run": run_dir.name, "mode": v.mode, "chunks": v.chunks, "regime": manifest.regime,
+                     "sm_margin": manifest.sm_margin, "comm_ctas": manifest.comm_ctas,
+                     "bwd_overlap": manifest.bwd_overlap, "embed_overlap": manifest.embed_overlap,
+                     "ring_all_gather": manifest.ring_all_gather, "env": dict(v.env),
+                     "tokens_per_s": manifest.tokens_per_s, "median_step_time_ms": manifest.median_step_time_ms,
+                     "peak_memory_bytes": manifest.peak_memory_bytes, "fusion_by_layer": manifest.fusion_by_layer,
                      "analyze": summary, "analyze_note": why})
     table = compare(rows)
     (root / "sweep.json").write_text(json.dumps({"baseline": rows[0]["run"], "runs": rows, "failed": failed},

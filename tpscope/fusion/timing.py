@@ -123,15 +123,3 @@ def sample_regions(fns: dict[str, Callable[[], object]], *, device: torch.device
     dist.all_gather_object(per_rank, samples)
     return {name: [max(vals) for vals in zip(*(r[name] for r in per_rank))] for name in fns}
 
-
-def overlap_efficiency(t_fused: float, t_gemm: float, t_unfused: float) -> float | None:
-    """Flux's E = 1 - (T_fused - T_gemm) / (T_unfused - T_gemm); None if unfused <= gemm."""
-    denom = t_unfused - t_gemm
-    return None if denom <= 0 else 1.0 - (t_fused - t_gemm) / denom
-
-
-def attained_saving(t_fused: float, t_unfused: float, t_gemm: float, t_comm: float) -> float | None:
-    """(T_unfused - T_fused) / (T_unfused - max(T_gemm, T_comm)): share of the saving the physical
-    limit allows; None when that limit allows none."""
-    denom = t_unfused - max(t_gemm, t_comm)
-    return None if denom <= 0 else (t_unfused - t_fused) / denom

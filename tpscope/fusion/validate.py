@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tpscope.fusion.config import CHUNKED_MODES, CUDA_ONLY_MODES, FIXED_MODES
+from tpscope.runfolder.fusion_choice import CHUNKED_MODES, CUDA_ONLY_MODES, FIXED_MODES
 
 
 class FusionShapeError(ValueError):

@@ -18,12 +18,14 @@ import torch
 import torch.distributed as dist
 
 from tpscope.errors import UserError
-from tpscope.fusion.config import FusionChoice, Mode, RunConfig, config_from_json
+from tpscope.fusion.config import RunConfig, config_from_json
 from tpscope.fusion.launch import exit_now, resolve_regime
 from tpscope.fusion.lifetime import die_with_parent
-from tpscope.fusion.manifest import build_manifest, write_manifest
-from tpscope.fusion.regimes import apply_defaults, apply_in_process, regime_env
+from tpscope.fusion.manifest import build_manifest
 from tpscope.fusion.train import StepRecord, train
+from tpscope.runfolder.fusion_choice import FusionChoice, Mode
+from tpscope.runfolder.manifest import write_manifest
+from tpscope.runfolder.regimes import apply_defaults, apply_in_process, regime_env
 
 
 def init_group(cfg: RunConfig) -> tuple[int, int, torch.device, str]:
@@ -89,9 +91,7 @@ def _plan(cfg: RunConfig, tp: int, device: torch.device, regime: str, rank: int 
 
     def plan(label: str) -> FusionChoice:
         choice = plan_fn(label)
-        chosen[label] = {"mode": choice.mode, "chunks": choice.chunks, "sm_margin": choice.sm_margin,
-                         "comm_ctas": choice.comm_ctas, "bwd_overlap": choice.overlaps_backward,
-                         "ring_all_gather": choice.ring_all_gather}
+        chosen[label] = choice.as_record()
         return choice
 
     return plan, chosen, auto_info
@@ -128,7 +128,7 @@ def run_rank(cfg: RunConfig, command: list[str]) -> int:
                 embed_overlap=result.embed_overlap,
             )
             path = write_manifest(cfg.out_dir, manifest)
-            tps, trend = manifest["tokens_per_s"], manifest["loss_trend"]
+            tps, trend = manifest.tokens_per_s, manifest.loss_trend
             if trend:
                 print(f"tpscope run: loss {trend['first_mean']:.4f} -> {trend['last_mean']:.4f} (mean of the "
                       f"first and last {trend['window_steps']} steps): "

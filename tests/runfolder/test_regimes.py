@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tpscope.fusion.regimes import (
+from tpscope.runfolder.regimes import (
     SAFETY_ENV,
     apply_defaults,
     apply_in_process,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from tpscope.fusion.losses import loss_agreement, loss_trend
+from tpscope.runfolder.losses import loss_agreement, loss_trend
 
 
 def test_trend_means_the_first_and_last_tenth():
