@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 5, third round, last call: the bench with round-robin timing (tpscope.fusion.timing.
+# Issue 5, third round, last call: the bench with round-robin timing (tpscope.fusion.tuning.timing.
 # time_regions: every timed function in turn within each repetition, so that the GEMM alone, the
 # unfused op and each variant see the same GPU clocks), in all three regimes, final code.
 # Output in $OUT: bench-{nvlink,shm,socket}.json, log.txt (the caller tees).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 5, fourth round, fifth call: shm. The tapered chunk schedule (the exposed piece halved:
-# the AG-GEMM's last, the GEMM-RS's first; tpscope.fusion.schedule) side by side with even pieces;
+# the AG-GEMM's last, the GEMM-RS's first; tpscope.fusion.ops.schedule) side by side with even pieces;
 # chunked AG-GEMM assembling the gathered input on the side stream as chunks land. Kineto traces
 # of the shm bench's calls; the shm bench with 5 ms of GPU work queued ahead of each call.
 # Output in $OUT: bench-trace-shm/, bench-shm.json, log.txt (the caller tees).

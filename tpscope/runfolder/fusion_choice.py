@@ -19,8 +19,8 @@ class Mode(str, Enum):
     CHUNKED = "chunked"  # k collectives of row chunks pipelined with k GEMMs
     RING = "ring"  # send/recv ring: own shard first (AG), peer rows first (RS)
     SYMM_MEM = "symm_mem"  # torch's fused_all_gather_matmul / fused_matmul_reduce_scatter
-    COPY_ENGINE = "copy_engine"  # peer copies on the copy engines, no SM (tpscope.fusion.copy_engine)
-    AUTO = "auto"  # chosen per shape by a timed probe (tpscope.fusion.auto); resolved before use
+    COPY_ENGINE = "copy_engine"  # peer copies on the copy engines, no SM (tpscope.fusion.ops.copy_engine)
+    AUTO = "auto"  # chosen per shape by a timed probe (tpscope.fusion.run.auto); resolved before use
 
 
 FIXED_MODES: tuple[str, ...] = tuple(m.value for m in Mode if m is not Mode.AUTO)
@@ -59,14 +59,14 @@ class FusionChoice:
     (False: each chunk's GEMM covers every rank's rows, the first waiting for the first transfer)."""
     sm_margin: int = 0
     """SMs that the GEMMs running beside a transfer leave to the collective (0: all SMs to the
-    GEMM); tpscope.fusion.resources."""
+    GEMM); tpscope.fusion.ops.resources."""
     comm_ctas: int = 0
     """Most CTAs the fused ops' NCCL kernels may use (0: NCCL's choice); its own communicator."""
     bwd_overlap: bool = True
     """Backward also hides the collective under the layer's weight-gradient GEMM (fused modes)."""
     ring_all_gather: bool = False
     """`ring` GEMM-RS at two ranks: swap each piece by one all-gather instead of send/recv
-    (faster transfers, slower GEMMs beside them: docs/benchmarks.md, "pushed copies, the GPU fed ahead, tapered pieces")."""
+    (faster transfers, slower GEMMs beside them: docs/benchmarks.md)."""
 
     def __post_init__(self) -> None:
         if self.mode not in FIXED_MODES:

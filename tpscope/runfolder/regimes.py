@@ -22,10 +22,10 @@ DEFAULT_ENV: dict[str, str] = {
     # went from E 0.25 to E 0.85; no change in shm. Kept unless the user set it.
     "TORCH_NCCL_HIGH_PRIORITY": "1",
     # NCCL's send/recv in 512 KiB steps where its path is neither NVLink nor the network (NCCL's
-    # default there is 128 KiB). Measured on 2 x H200 in shm (gpu_levers27.sh, one bench per
+    # default there is 128 KiB). Measured on 2 x H200 in shm (one bench per
     # setting): the ring's GEMM-RS k8/m4 went from 3.318 to 2.911 ms (unfused 5.10) and its
     # AG-GEMM k8/m16 from 3.299 to 2.995; the collectives, which do not use it, did not move.
-    # End to end the ring k=4 trained 1.279x unfused against 1.215x (gpu_levers33.sh). 2 MiB
+    # End to end the ring k=4 trained 1.279x unfused against 1.215x. 2 MiB
     # steps were slower than 512 KiB. Kept unless the user set it.
     "NCCL_P2P_PCI_CHUNKSIZE": "524288",
 }
