@@ -3,7 +3,7 @@
 A folder analyzed before is read back from one pickle instead of being decoded and analyzed
 again (`tpscope analyze`, the dashboard). The key covers the name, size and mtime of every file the
 loader reads (the traces and the manifest, also the manifest beside a trace file analyzed alone)
-and the source of `tpscope.trace` and `tpscope.metrics`, so an edited trace or manifest or a
+and the source of `tpscope.trace`, `tpscope.metrics` and `tpscope.runfolder`, so an edited trace or manifest or a
 changed analyzer never serves a stale result. The cache lives in the user's own folder ($TPSCOPE_CACHE_DIR, else
 ~/.cache/tpscope); pickles are only read from there, never from a run folder, and nothing is ever
 written into a run folder.
@@ -60,10 +60,10 @@ def folder_fingerprint(path: Path) -> str:
 def code_fingerprint() -> str:
     """Size and mtime of every source file of the parts that produce cached results."""
     import tpscope
-    from tpscope import metrics, trace
+    from tpscope import metrics, runfolder, trace
 
     parts = [tpscope.__version__]
-    for pkg in (trace, metrics):
+    for pkg in (trace, metrics, runfolder):  # runfolder: the manifest's reading, the Flux formulas
         folder = Path(pkg.__file__).parent
         for f in sorted(folder.glob("*.py")):
             st = f.stat()

@@ -1,5 +1,5 @@
 """The fusion of one op: how a GEMM and its collective are fused (the mode), in how many pieces,
-and how it shares the GPU; and its one label syntax (docs/runtime.md, "Fusion labels").
+and how it shares the GPU; and its one label syntax (docs/runtime.md, "The fusion of an op, and its label").
 
 Vocabulary: a *mode* is how a GEMM and its collective are fused; *chunks* is how many pieces the
 chunked modes cut the local rows into; a *regime* is an NCCL environment that stands for an

@@ -168,3 +168,9 @@ def test_every_mode_equals_unfused_world4():
 def test_uninitialized_distributed_is_a_clear_error():
     with pytest.raises(RuntimeError, match="not initialized"):
         ops.all_gather_matmul(torch.zeros(2, 2), torch.zeros(2, 2))
+
+
+def test_every_mode_has_both_ops_in_the_table():
+    from tpscope.runfolder.fusion_choice import FIXED_MODES
+
+    assert set(ops.ALL_GATHER_MATMUL) == set(ops.MATMUL_REDUCE_SCATTER) == set(FIXED_MODES)

@@ -78,7 +78,7 @@ def test_candidates_cover_each_margin():
     got = [(c.mode, c.chunks, c.sm_margin) for c in candidates(2, torch.device("cpu"), "nvlink", (0, 8))]
     assert got == [("none", 1, 0), ("chunked", 1, 0), ("chunked", 2, 0), ("ring", 1, 0), ("ring", 2, 0),
                    ("chunked", 1, 8), ("chunked", 2, 8), ("ring", 1, 8), ("ring", 2, 8)]
-    assert sm_margins(RunConfig(out_dir="x", sm_margin=8)) == (0, 8, 16)
+    assert sm_margins(RunConfig(out_dir="x", fusion=FusionChoice(sm_margin=8))) == (0, 8, 16)
 
 
 def test_off_nvlink_at_two_ranks_the_ring_is_also_probed_with_its_all_gather_exchange():

@@ -195,7 +195,7 @@ def test_every_option_default_is_run_configs():
     assert config_from_args(parser.parse_args([]), "cuda", "out") == RunConfig(out_dir="out")
     assert config_from_args(parser.parse_args([]), "cpu", "out") == RunConfig(out_dir="out", device="cpu",
                                                                               dtype="float32")
-    for mode, chunks in (("chunked", 4), ("auto", 4), ("ring", 1), ("copy_engine", 1), ("none", 1)):
-        assert config_from_args(parser.parse_args(["--mode", mode]), "cuda", "o").chunks == chunks
+    for mode, chunks in (("chunked", 4), ("auto", 1), ("ring", 1), ("copy_engine", 1), ("none", 1)):
+        assert config_from_args(parser.parse_args(["--mode", mode]), "cuda", "o").fusion.chunks == chunks
     no_profiler = config_from_args(parser.parse_args(["--profile-steps", "0"]), "cuda", "o")
     assert (no_profiler.profile_wait, no_profiler.profile_warmup, no_profiler.profile_active) == (0, 0, 0)

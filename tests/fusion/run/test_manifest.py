@@ -9,6 +9,7 @@ import torch
 from tpscope.fusion.model.config import ModelConfig
 from tpscope.fusion.run.config import RunConfig
 from tpscope.fusion.run.manifest import build_manifest, timed_steps
+from tpscope.runfolder.fusion_choice import FusionChoice
 from tpscope.runfolder.manifest import write_manifest
 
 DESIGN_FIELDS = [  # the run folder's manifest (docs/runtime.md)
@@ -28,8 +29,7 @@ def _manifest(cfg: RunConfig) -> dict:
 
 
 def test_every_design_field_is_present(tmp_path):
-    cfg = RunConfig(out_dir=str(tmp_path), steps=6, seq_len=64, batch=2, mode="ring",
-                    model=ModelConfig(hidden=32, heads=2, ffn=64))
+    cfg = RunConfig(out_dir=str(tmp_path), steps=6, seq_len=64, batch=2, model=ModelConfig(hidden=32, heads=2, ffn=64), fusion=FusionChoice(mode="ring"))
     typed = _manifest(cfg)
     m = typed.to_dict()
     missing = [f for f in DESIGN_FIELDS if f not in m]

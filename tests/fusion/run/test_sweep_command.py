@@ -13,6 +13,7 @@ import pytest
 
 from tpscope.errors import UserError
 from tpscope.fusion.run.sweep_command import Variant, compare, parse_variants
+from tpscope.runfolder.fusion_choice import FusionChoice
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -21,7 +22,7 @@ def test_parse_variants():
     assert parse_variants("chunked:2, ring ,auto,regime=shm", "nvlink") == [
         Variant(name="chunked-k2", mode="chunked", chunks=2, regime="nvlink"),
         Variant(name="ring-k1", mode="ring", chunks=1, regime="nvlink"),
-        Variant(name="auto", mode="auto", chunks=4, regime="nvlink"),
+        Variant(name="auto", mode="auto", chunks=1, regime="nvlink"),
         Variant(name="none-shm", mode="none", chunks=1, regime="shm"),
     ]
     for bad in ("fast", "chunked:x", "regime=ib", "chunked:2:margin=x", "ring:speed=3", "ring:bwd=maybe", "auto:embed=1",
@@ -32,16 +33,16 @@ def test_parse_variants():
 
 def test_parse_variants_with_resource_options():
     assert parse_variants("auto:embed=off", "shm") == [
-        Variant(name="auto-embedoff", mode="auto", chunks=4, regime="shm", embed_overlap=False)]
+        Variant(name="auto-embedoff", mode="auto", chunks=1, regime="shm", changes=(("embed_overlap", False),))]
     assert parse_variants("chunked:8:margin=8:ctas=4:bwd=off,ring:margin=0,auto:bwd=on", "shm") == [
         Variant(name="chunked-k8-margin8-ctas4-bwdoff", mode="chunked", chunks=8, regime="shm",
-                sm_margin=8, comm_ctas=4, bwd_overlap=False),
-        Variant(name="ring-k1-margin0", mode="ring", chunks=1, regime="shm", sm_margin=0),
-        Variant(name="auto-bwdon", mode="auto", chunks=4, regime="shm", bwd_overlap=True),
+                changes=(("sm_margin", 8), ("comm_ctas", 4), ("bwd_overlap", False))),
+        Variant(name="ring-k1-margin0", mode="ring", chunks=1, regime="shm", changes=(("sm_margin", 0),)),
+        Variant(name="auto-bwdon", mode="auto", chunks=1, regime="shm", changes=(("bwd_overlap", True),)),
     ]
     assert parse_variants("ring:8:margin=4:agx=on", "shm") == [
-        Variant(name="ring-k8-margin4-agxon", mode="ring", chunks=8, regime="shm", sm_margin=4,
-                ring_all_gather=True)]
+        Variant(name="ring-k8-margin4-agxon", mode="ring", chunks=8, regime="shm",
+                changes=(("sm_margin", 4), ("ring_all_gather", True)))]
     with pytest.raises(UserError, match="agx"):
         parse_variants("ring:agx=yes", "shm")
 
@@ -49,7 +50,7 @@ def test_parse_variants_with_resource_options():
 def test_parse_variants_with_nccl_settings():
     assert parse_variants("ring:4:margin=4:NCCL_P2P_PCI_CHUNKSIZE=131072,none:NCCL_BUFFSIZE=16777216", "shm") == [
         Variant(name="ring-k4-margin4-NCCL_P2P_PCI_CHUNKSIZE131072", mode="ring", chunks=4, regime="shm",
-                sm_margin=4, env=(("NCCL_P2P_PCI_CHUNKSIZE", "131072"),)),
+                changes=(("sm_margin", 4),), env=(("NCCL_P2P_PCI_CHUNKSIZE", "131072"),)),
         Variant(name="none-NCCL_BUFFSIZE16777216", mode="none", chunks=1, regime="shm",
                 env=(("NCCL_BUFFSIZE", "16777216"),)),
     ]
@@ -103,6 +104,7 @@ def test_a_failed_variant_is_reported_and_the_sweep_goes_on(tmp_path, monkeypatc
     def fake_launch(nproc, module, args, regime, prog="tpscope run", extra_env=None, out_dir=None, command=None,
                     rdzv=None):
         cfg = json.loads(args[args.index("--config-json") + 1])
+        cfg = {**cfg, **cfg["fusion"], "mode": "auto" if cfg["auto"] else cfg["fusion"]["mode"]}
         launched.append(cfg["mode"])
         assert out_dir == cfg["out_dir"]  # the folder launch marks incomplete when the run fails
         if cfg["mode"] == "ring":
@@ -135,6 +137,7 @@ def test_a_signal_that_stops_a_variant_stops_the_sweep(tmp_path, monkeypatch):
     def fake_launch(nproc, module, args, regime, prog="tpscope run", extra_env=None, out_dir=None, command=None,
                     rdzv=None):
         cfg = json.loads(args[args.index("--config-json") + 1])
+        cfg = {**cfg, **cfg["fusion"], "mode": "auto" if cfg["auto"] else cfg["fusion"]["mode"]}
         launched.append(cfg["mode"])
         if cfg["mode"] == "ring":
             return 143
@@ -161,5 +164,27 @@ def test_every_option_default_is_run_configs():
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     args = parser.parse_args(["--out", "s"])
-    assert config_from_args(args, "cuda", "s/none") == RunConfig(out_dir="s/none", mode="none", chunks=1)
-    assert [v.chunks for v in parse_variants("chunked,auto,ring,copy_engine", "")] == [4, 4, 1, 1]
+    assert config_from_args(args, "cuda", "s/none") == RunConfig(out_dir="s/none", fusion=FusionChoice(mode="none", chunks=1))
+    assert [v.chunks for v in parse_variants("chunked,auto,ring,copy_engine", "")] == [4, 1, 1, 1]
+
+
+def test_a_variant_changes_only_what_it_names():
+    """The sweep's own options (here --sm-margin 16 --no-bwd-overlap) stay unless a variant sets
+    them; auto probes with them (its fusion unfused)."""
+    import argparse
+
+    from tpscope.fusion.run.command import config_from_args
+    from tpscope.fusion.run.sweep_command import add_arguments
+    from tpscope.runfolder.fusion_choice import FusionChoice
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    base = config_from_args(parser.parse_args(["--out", "s", "--sm-margin", "16", "--no-bwd-overlap"]), "cuda", "")
+    ring, auto = parse_variants("ring:4:margin=0,auto:embed=off", "shm")
+    cfg = ring.config(base, "s/01")
+    assert cfg.fusion == FusionChoice(mode="ring", chunks=4, sm_margin=0, bwd_overlap=False)
+    assert (cfg.out_dir, cfg.regime, cfg.auto, cfg.embed_overlap) == ("s/01", "shm", False, True)
+    cfg = auto.config(base, "s/02")
+    assert cfg.fusion == FusionChoice(mode="none", sm_margin=16, bwd_overlap=False) and cfg.auto and cfg.mode == "auto"
+    assert not cfg.embed_overlap
+

@@ -83,7 +83,7 @@ AUTO_SM_MARGINS = (0, 16)
 
 def sm_margins(cfg: RunConfig) -> tuple[int, ...]:
     """The margins the probe tries: AUTO_SM_MARGINS and the run's own."""
-    return tuple(sorted({*AUTO_SM_MARGINS, cfg.sm_margin}))
+    return tuple(sorted({*AUTO_SM_MARGINS, cfg.fusion.sm_margin}))
 
 
 UNFUSED = FusionChoice(mode="none").label
@@ -236,8 +236,8 @@ def cache_key(cfg: RunConfig, tp: int, device: torch.device, regime: str, specs:
               environ: Mapping[str, str] | None = None) -> str:
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     shapes = ";".join(f"{k}={','.join(map(str, v))}" for k, v in sorted(specs.items()))
-    resources = (f"margins{','.join(map(str, sm_margins(cfg)))}|ctas{cfg.comm_ctas}|"
-                 f"bwd{'on' if cfg.bwd_overlap else 'off'}")
+    resources = (f"margins{','.join(map(str, sm_margins(cfg)))}|ctas{cfg.fusion.comm_ctas}|"
+                 f"bwd{'on' if cfg.fusion.bwd_overlap else 'off'}")
     env = nccl_settings_tag(os.environ if environ is None else environ)
     return (f"v{CACHE_SCHEMA}|{gpu}|tp{tp}|{regime}|torch{torch.__version__}|nccl{compat.nccl_version()}|"
             f"env{env}|{cfg.dtype}|{shapes}|{resources}")
@@ -270,7 +270,7 @@ def auto_plan(cfg: RunConfig, tp: int, device: torch.device, regime: str,
         if entry is None:
             cands = candidates(_local_rows(shapes[kind], tp), device, regime, sm_margins(cfg), tp)
             say(f"auto: probing {kind}: {len(cands)} candidates, forward + backward of its shapes")
-            timings, paired = probe_kind(shapes[kind], cands, device, dtype, tp, cfg.fusion("none", 1))
+            timings, paired = probe_kind(shapes[kind], cands, device, dtype, tp, cfg.choice("none", 1))
             choice, why = decide(timings, paired)
             entry = {"mode": choice.mode, "chunks": choice.chunks, "sm_margin": choice.sm_margin,
                      "ring_all_gather": choice.ring_all_gather, "why": why, "timings_ms": timings,
@@ -279,7 +279,7 @@ def auto_plan(cfg: RunConfig, tp: int, device: torch.device, regime: str,
             cache[keys[kind]] = entry
             source = "probe"
         choices[kind] = {**entry, "source": source, "key": keys[kind]}
-        plans[kind] = replace(cfg.fusion(entry["mode"], entry["chunks"]), sm_margin=entry.get("sm_margin", 0),
+        plans[kind] = replace(cfg.choice(entry["mode"], entry["chunks"]), sm_margin=entry.get("sm_margin", 0),
                               ring_all_gather=entry.get("ring_all_gather", False))
         say(f"auto: {kind} -> {plans[kind].label} ("
             + (f"probed in {time.perf_counter() - started:.1f} s" if source == "probe" else f"cached in {path}")

@@ -17,9 +17,17 @@ from dataclasses import replace
 from tpscope.errors import UserError
 from tpscope.fusion.model.config import MODEL_DEFAULTS, ModelConfig
 from tpscope.fusion.run.config import RUN_DEFAULTS, RunConfig, config_to_json, default_chunks
-from tpscope.runfolder.fusion_choice import ALL_MODES, CUDA_ONLY_MODES, Regime
+from tpscope.runfolder.fusion_choice import (
+    ALL_MODES,
+    CHUNKED_MODES,
+    CUDA_ONLY_MODES,
+    FusionChoice,
+    Mode,
+    Regime,
+)
 
 R, M = RUN_DEFAULTS, MODEL_DEFAULTS  # every option's default is the config's (the one place they live)
+F = RUN_DEFAULTS["fusion"]  # a run's default FusionChoice
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,7 +56,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nproc", type=int, default=None,
                         help="workers on this node (default: GPUs seen, or 2 with --device cpu)")
-    parser.add_argument("--mode", choices=ALL_MODES, default=R["mode"], help="fusion mode (default %(default)s)")
+    parser.add_argument("--mode", choices=ALL_MODES, default=F.mode, help="fusion mode (default %(default)s)")
     parser.add_argument("--chunks", type=int, default=None,
                         help=f"row chunks: chunked (default {default_chunks('chunked')}), ring transfers per step "
                              f"(default {default_chunks('ring')}), copy_engine copies per peer "
@@ -97,16 +105,16 @@ def rendezvous_from_args(args: argparse.Namespace):
 def add_resource_arguments(parser: argparse.ArgumentParser) -> None:
     """How fused ops share the GPU with their collectives (shared by `run` and `sweep`)."""
     r = parser.add_argument_group("fusion resources (docs/runtime.md)")
-    r.add_argument("--sm-margin", type=int, default=R["sm_margin"],
+    r.add_argument("--sm-margin", type=int, default=F.sm_margin,
                    help="SMs the GEMMs beside a transfer leave to the collective (default %(default)s; 0: none)")
-    r.add_argument("--comm-ctas", type=int, default=R["comm_ctas"],
+    r.add_argument("--comm-ctas", type=int, default=F.comm_ctas,
                    help="most CTAs for the fused ops' NCCL kernels, own communicator (default %(default)s; "
                         "0: NCCL's choice)")
-    r.add_argument("--no-bwd-overlap", dest="bwd_overlap", action="store_false", default=R["bwd_overlap"],
+    r.add_argument("--no-bwd-overlap", dest="bwd_overlap", action="store_false", default=F.bwd_overlap,
                    help="backward: do not overlap the collective with the weight-gradient GEMM")
     r.add_argument("--no-embed-overlap", dest="embed_overlap", action="store_false", default=R["embed_overlap"],
                    help="do not run the embedding gradient's all-gather beside the optimizer update")
-    r.add_argument("--ring-all-gather", action="store_true", default=R["ring_all_gather"],
+    r.add_argument("--ring-all-gather", action="store_true", default=F.ring_all_gather,
                    help="ring GEMM-RS at two ranks: swap each piece by one all-gather instead of send/recv")
 
 
@@ -115,9 +123,14 @@ def config_from_args(args: argparse.Namespace, device: str, out_dir: str) -> Run
     try:
         model = ModelConfig(layers=args.layers, hidden=args.hidden, ffn=args.ffn, heads=args.heads,
                             vocab=args.vocab)
+        auto = args.mode == Mode.AUTO.value
+        fusion = FusionChoice(mode=Mode.NONE.value if auto else args.mode,
+                              chunks=default_chunks(args.mode) if args.chunks is None else args.chunks,
+                              sm_margin=args.sm_margin, comm_ctas=args.comm_ctas, bwd_overlap=args.bwd_overlap,
+                              ring_all_gather=args.ring_all_gather)
         return RunConfig(
-            out_dir=out_dir, mode=args.mode,
-            chunks=default_chunks(args.mode) if args.chunks is None else args.chunks, regime=args.regime, device=device,
+            out_dir=out_dir, fusion=replace(fusion, chunks=1) if fusion.mode not in CHUNKED_MODES else fusion,
+            auto=auto, regime=args.regime, device=device,
             dtype=args.dtype or ("bfloat16" if device == "cuda" else "float32"), model=model,
             seq_len=args.seq_len, batch=args.batch, steps=args.steps,
             profile_wait=R["profile_wait"] if args.profile_steps else 0,
@@ -125,8 +138,7 @@ def config_from_args(args: argparse.Namespace, device: str, out_dir: str) -> Run
             profile_active=args.profile_steps, lr=args.lr, seed=args.seed,
             warmup_steps=args.warmup_steps, grad_clip=args.grad_clip,
             timeout_s=args.timeout_s, auto_cache=getattr(args, "auto_cache", R["auto_cache"]),
-            sm_margin=args.sm_margin, comm_ctas=args.comm_ctas, bwd_overlap=args.bwd_overlap,
-            embed_overlap=args.embed_overlap, ring_all_gather=args.ring_all_gather,
+            embed_overlap=args.embed_overlap,
         )
     except ValueError as exc:
         raise UserError(option_message(str(exc))) from None

@@ -7,17 +7,18 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 
 from tpscope.fusion.model.config import ModelConfig
 from tpscope.runfolder.fusion_choice import (
-    ALL_MODES,
     CHUNKED_MODES,
     FusionChoice,
     Mode,
     Regime,
-    check_resources,
 )
+
+DEFAULT_FUSION = FusionChoice(mode=Mode.CHUNKED.value, chunks=4)
+"""A run's fusion unless told: chunked in 4 row chunks, every SM to the GEMMs, NCCL's CTAs."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -26,10 +27,11 @@ class RunConfig:
 
     out_dir: str
     """The run folder (traces and tpscope_run.json)."""
-    mode: str = Mode.CHUNKED.value
-    """One of ALL_MODES."""
-    chunks: int = 4
-    """Row chunks for `chunked` (`ring`: transfers per ring step; `copy_engine`: copies per peer)."""
+    fusion: FusionChoice = DEFAULT_FUSION
+    """How every layer's ops are fused; with `auto`, the options (SM margin, CTA cap, backward
+    overlap) every candidate of the probe takes, its mode `none`."""
+    auto: bool = False
+    """Choose each layer kind's fusion by a timed probe at start-up (tpscope.fusion.run.auto)."""
     regime: str = ""
     """NCCL environment (docs/benchmarks.md); '' keeps the inherited one (its regime is inferred)."""
     device: str = "cuda"
@@ -65,34 +67,29 @@ class RunConfig:
     """Collective timeout: a dead rank makes the others fail after this long instead of hanging."""
     auto_cache: str = ""
     """File of cached `auto` probes ('' = the default under ~/.cache/tpscope)."""
-    sm_margin: int = 0
-    """SMs the GEMMs beside a transfer leave to the collective (FusionChoice.sm_margin)."""
-    comm_ctas: int = 0
-    """CTA cap of the fused ops' NCCL communicator, 0 = NCCL's choice (FusionChoice.comm_ctas)."""
-    bwd_overlap: bool = True
-    """Backward hides each collective under the layer's weight gradient too (fused modes)."""
     embed_overlap: bool = True
     """The embedding's backward all-gather runs beside the optimizer update of the other
     parameters (when the head is fused with backward overlap; never for `none`)."""
-    ring_all_gather: bool = False
-    """`ring` GEMM-RS at two ranks swaps its pieces by all-gather (FusionChoice.ring_all_gather)."""
 
-    def fusion(self, mode: str, chunks: int) -> FusionChoice:
-        """The FusionChoice of a fixed mode under this run's resource options."""
-        return FusionChoice(mode=mode, chunks=chunks if mode in CHUNKED_MODES else 1,
-                            sm_margin=self.sm_margin, comm_ctas=self.comm_ctas,
-                            bwd_overlap=self.bwd_overlap, ring_all_gather=self.ring_all_gather)
+    @property
+    def mode(self) -> str:
+        """`auto`, or the fixed mode of `fusion` (ALL_MODES)."""
+        return Mode.AUTO.value if self.auto else self.fusion.mode
+
+    def choice(self, mode: str, chunks: int) -> FusionChoice:
+        """A fixed mode's FusionChoice under this run's options (chunks only where the mode cuts rows)."""
+        return replace(self.fusion, mode=mode, chunks=chunks if mode in CHUNKED_MODES else 1)
 
     def __post_init__(self) -> None:
-        if self.mode not in ALL_MODES:
-            raise ValueError(f"mode must be one of {', '.join(ALL_MODES)}, not {self.mode!r}")
+        if not isinstance(self.fusion, FusionChoice):
+            raise ValueError(f"fusion must be a FusionChoice, not {self.fusion!r}")
         if self.regime and self.regime not in {r.value for r in Regime}:
             raise ValueError(f"regime must be nvlink, shm or socket, not {self.regime!r}")
         if self.device not in ("cuda", "cpu"):
             raise ValueError(f"device must be cuda or cpu, not {self.device!r}")
         if self.dtype not in ("bfloat16", "float32"):
             raise ValueError(f"dtype must be bfloat16 or float32, not {self.dtype!r}")
-        for name in ("chunks", "seq_len", "batch", "steps"):
+        for name in ("seq_len", "batch", "steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, not {getattr(self, name)}")
         for name in ("profile_wait", "profile_warmup", "profile_active"):
@@ -112,7 +109,6 @@ class RunConfig:
         if not (self.lr > 0 and 0 <= self.decay_to <= 1 and self.grad_clip >= 0 and self.weight_decay >= 0):
             raise ValueError(f"need lr > 0, 0 <= decay_to <= 1, grad_clip >= 0 and weight_decay >= 0; got lr={self.lr}, "
                              f"decay_to={self.decay_to}, grad_clip={self.grad_clip}, weight_decay={self.weight_decay}")
-        check_resources(self.sm_margin, self.comm_ctas)
 
     @property
     def tokens_per_step(self) -> int:
@@ -125,9 +121,9 @@ class RunConfig:
         if self.tokens_per_step % tp:
             raise ValueError(f"seq_len*batch = {self.tokens_per_step} tokens do not divide over tp={tp}")
         local = self.tokens_per_step // tp
-        if self.mode in CHUNKED_MODES and local % self.chunks:
+        if self.mode in CHUNKED_MODES and local % self.fusion.chunks:
             raise ValueError(
-                f"{local} tokens per rank do not split into {self.chunks} chunks (seq_len*batch/tp % chunks != 0)"
+                f"{local} tokens per rank do not split into {self.fusion.chunks} chunks (seq_len*batch/tp % chunks != 0)"
             )
 
 
@@ -136,9 +132,9 @@ RUN_DEFAULTS = {f.name: f.default for f in fields(RunConfig) if f.default is not
 
 
 def default_chunks(mode: str) -> int:
-    """The chunk count a mode runs with unless told: RunConfig's for `chunked` and `auto`'s probe
-    template, 1 for the others (`ring`: one transfer per step; `copy_engine`: one copy per peer)."""
-    return RUN_DEFAULTS["chunks"] if mode in (Mode.CHUNKED.value, Mode.AUTO.value) else 1
+    """The chunk count a mode runs with unless told: DEFAULT_FUSION's for `chunked`, 1 for the
+    others (`ring`: one transfer per step; `copy_engine`: one copy per peer; `auto` probes its own)."""
+    return DEFAULT_FUSION.chunks if mode == Mode.CHUNKED.value else 1
 
 
 def config_to_json(cfg: RunConfig) -> str:
@@ -150,4 +146,5 @@ def config_from_json(text: str) -> RunConfig:
     """The inverse of config_to_json."""
     raw = json.loads(text)
     raw["model"] = ModelConfig(**raw["model"])
+    raw["fusion"] = FusionChoice(**raw["fusion"])
     return RunConfig(**raw)

@@ -14,7 +14,7 @@ import argparse
 import json
 import subprocess
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from tpscope.errors import UserError
@@ -26,7 +26,7 @@ from tpscope.fusion.run.command import (
     preflight,
 )
 from tpscope.fusion.run.config import RUN_DEFAULTS, RunConfig, config_to_json, default_chunks
-from tpscope.runfolder.fusion_choice import ALL_MODES, CHUNKED_MODES, Regime
+from tpscope.runfolder.fusion_choice import ALL_MODES, CHUNKED_MODES, FusionChoice, Mode, Regime
 from tpscope.runfolder.regimes import RECORDED_PREFIXES, REGIME_KEYS, SAFETY_ENV
 
 R = RUN_DEFAULTS  # every option's default is RunConfig's (the one place they live)
@@ -34,20 +34,33 @@ R = RUN_DEFAULTS  # every option's default is RunConfig's (the one place they li
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Variant:
-    """One change against the baseline: a mode (with chunks, resource options and NCCL settings)
-    or a regime. Resource options left None keep the sweep's own (`--sm-margin`, `--comm-ctas`,
-    ...); `env` is set in the variant's workers only, over the runtime's defaults."""
+    """One change against the baseline: a mode (with chunks, option changes and NCCL settings)
+    or a regime. `changes` are the RunConfig fields it sets (FusionChoice's sm_margin,
+    comm_ctas, bwd_overlap, ring_all_gather; the run's embed_overlap), in the order given; every
+    other keeps the sweep's own (`--sm-margin`, ...). `env` is set in the variant's workers only,
+    over the runtime's defaults."""
 
     name: str
     mode: str
+    """One of ALL_MODES (`auto` included)."""
     chunks: int
     regime: str
-    sm_margin: int | None = None
-    comm_ctas: int | None = None
-    bwd_overlap: bool | None = None
-    embed_overlap: bool | None = None
-    ring_all_gather: bool | None = None
+    changes: tuple[tuple[str, int | bool], ...] = ()
     env: tuple[tuple[str, str], ...] = ()
+
+    def config(self, base: RunConfig, out_dir: str) -> RunConfig:
+        """The run of this variant: `base` (the sweep's options) with this variant's changes."""
+        auto = self.mode == Mode.AUTO.value
+        changes = dict(self.changes)
+        fusion_changes = {k: v for k, v in changes.items() if k in FUSION_FIELDS}
+        mode = Mode.NONE.value if auto else self.mode
+        fusion = replace(base.fusion, mode=mode, chunks=self.chunks if mode in CHUNKED_MODES else 1,
+                         **fusion_changes)
+        return replace(base, out_dir=out_dir, fusion=fusion, auto=auto, regime=self.regime,
+                       **{k: v for k, v in changes.items() if k not in FUSION_FIELDS})
+
+
+FUSION_FIELDS = frozenset(f.name for f in fields(FusionChoice))
 
 
 _OPTIONS = {"margin": "sm_margin", "ctas": "comm_ctas", "bwd": "bwd_overlap", "embed": "embed_overlap",
@@ -111,7 +124,8 @@ def parse_variants(text: str, base_regime: str) -> list[Variant]:
         name = mode + (f"-k{chunks}" if mode in CHUNKED_MODES else "")
         name += "".join(f"-{_SHORT[field]}{_suffix(v)}" for field, v in options.items())
         name += "".join(f"-{key}{value}" for key, value in env)
-        out.append(Variant(name=name, mode=mode, chunks=chunks, regime=base_regime, env=env, **options))
+        out.append(Variant(name=name, mode=mode, chunks=chunks, regime=base_regime, changes=tuple(options.items()),
+                           env=env))
     return out
 
 
@@ -203,8 +217,7 @@ def main(args: argparse.Namespace) -> int:
     runs, failed = [], []
     for i, v in enumerate(variants):
         run_dir = root / f"{i:02d}-{v.name}"
-        overrides = {f: getattr(v, f) for f in _OPTIONS.values() if getattr(v, f) is not None}
-        cfg = replace(base_cfg, out_dir=str(run_dir), mode=v.mode, chunks=v.chunks, regime=v.regime, **overrides)
+        cfg = v.config(base_cfg, str(run_dir))
         preflight(cfg, nproc, rdzv.max_nodes)
         claim = claim_run_dir(str(run_dir), args.overwrite, rdzv)
         print(f"tpscope sweep: [{i + 1}/{len(variants)}] {v.name} -> {run_dir}", flush=True)

@@ -66,7 +66,7 @@ def _plan(cfg: RunConfig, tp: int, device: torch.device, regime: str, rank: int 
 
         plan_fn, auto_info = auto_plan(cfg, tp, device, regime, say)
     else:
-        fixed = cfg.fusion(cfg.mode, cfg.chunks)
+        fixed = cfg.choice(cfg.fusion.mode, cfg.fusion.chunks)
         plan_fn, auto_info = (lambda _label: fixed), None
 
     def plan(label: str) -> FusionChoice:
