@@ -1,13 +1,13 @@
 """What splitting a GEMM by rows costs on this GPU, and how much of it a second stream wins back.
 
 The fused AG-GEMM and GEMM-RS multiply a layer's rows in pieces (the own shard, then each peer's),
-one cuBLAS GEMM each. A piece of half the rows can leave its last wave of tiles nearly empty
-(docs/benchmarks.md, third round). Issued on a second, higher-priority stream, the next piece
-may start its tiles while the one before drains (the tail-fill lever, docs/benchmarks.md, fourth
-round). No communication here: per shape, round robin (tpscope.fusion.tuning.timing.time_regions),
+one cuBLAS GEMM each. A piece of half the rows can leave its last wave of tiles nearly empty.
+Issued on a second, higher-priority stream, the next piece may start its tiles while the one
+before drains (the tail-fill lever, dropped: docs/decisions.md, "Tail fill"). No communication
+here: per shape, round robin (tpscope.fusion.tuning.timing.time_regions),
 
 - `full`: one GEMM over all rows (what unfused runs);
-- `halves`: two GEMMs of half the rows, one after the other (the fused modes before tail_fill);
+- `halves`: two GEMMs of half the rows, one after the other (what the fused modes run);
 - `halves/tail`: the second on a stream of priority -1, launched together;
 - `half+quarters` and `half+quarters/tail`: the own half, then two quarters (copy_engine k=2).
 

@@ -128,7 +128,7 @@ def test_plan_and_run_dir_misuse_is_one_clear_error(tmp_path, capsys):
 
 @pytest.mark.parametrize("run", ["shm-chunked", "shm-auto", "nvlink-ring", "nvlink-copy_engine"])
 def test_the_gpu_scripts_plans_are_the_sample_runs_calls(run):
-    """benchmarks/gpu_calibrate.sh replays benchmarks/calibrate_plans/: they must be what --plan-out
+    """The `calibrate` recipe (benchmarks/recipes.py) replays benchmarks/calibrate_plans/: they must be what --plan-out
     writes for the sample runs today (the same calls, margins and key)."""
     from tpscope.calibrate.calibrate_command import run_plan
 

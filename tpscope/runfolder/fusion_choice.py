@@ -20,13 +20,15 @@ class Mode(str, Enum):
     RING = "ring"  # send/recv ring: own shard first (AG), peer rows first (RS)
     SYMM_MEM = "symm_mem"  # torch's fused_all_gather_matmul / fused_matmul_reduce_scatter
     COPY_ENGINE = "copy_engine"  # peer copies on the copy engines, no SM (tpscope.fusion.ops.copy_engine)
+    HOST_STAGED = "host_staged"  # staged through shared host memory on the copy engines (tpscope.fusion.ops.host_staged)
     AUTO = "auto"  # chosen per shape by a timed probe (tpscope.fusion.run.auto); resolved before use
 
 
 FIXED_MODES: tuple[str, ...] = tuple(m.value for m in Mode if m is not Mode.AUTO)
 CUDA_ONLY_MODES: tuple[str, ...] = (Mode.SYMM_MEM.value, Mode.COPY_ENGINE.value)
 """Modes over torch's symmetric memory: CUDA peer access, no CPU path."""
-CHUNKED_MODES: tuple[str, ...] = (Mode.CHUNKED.value, Mode.RING.value, Mode.COPY_ENGINE.value)
+CHUNKED_MODES: tuple[str, ...] = (Mode.CHUNKED.value, Mode.RING.value, Mode.COPY_ENGINE.value,
+                                   Mode.HOST_STAGED.value)
 """Modes whose `chunks` cut the local rows (which must divide by it)."""
 ALL_MODES: tuple[str, ...] = tuple(m.value for m in Mode)
 
@@ -52,8 +54,8 @@ class FusionChoice:
     mode: str = Mode.NONE.value
     """One of FIXED_MODES; `auto` is resolved into a FusionChoice before any layer sees it."""
     chunks: int = 1
-    """Row chunks per rank for `chunked`, `ring` (transfers per ring step) and `copy_engine`
-    (copies per peer)."""
+    """Row chunks per rank for `chunked`, `ring` (transfers per ring step), `copy_engine`
+    (copies per peer) and `host_staged` (pieces per peer)."""
     own_first: bool = True
     """AG side of `chunked`: multiply this rank's own shard first, while the peers' chunks travel
     (False: each chunk's GEMM covers every rank's rows, the first waiting for the first transfer)."""

@@ -9,7 +9,9 @@ import torch
 from tpscope.fusion.ops.validate import (
     FusionShapeError,
     check_all_gather_matmul,
+    check_host_local,
     check_matmul_reduce_scatter,
+    check_nodes,
 )
 
 
@@ -50,3 +52,15 @@ def test_symm_mem_on_cpu_is_a_clear_error():
         check_all_gather_matmul(torch.zeros(4, 4), torch.zeros(4, 4), 2, "symm_mem", 1)
     with pytest.raises(FusionShapeError, match="symm_mem needs CUDA"):
         check_matmul_reduce_scatter(torch.zeros(4, 4), torch.zeros(4, 4), 2, "symm_mem", 1)
+
+
+def test_refusals_name_the_ranks():
+    check_host_local(["a", "a"], ["cpu", "cpu"])
+    with pytest.raises(FusionShapeError, match="one host.*rank 0 on a, rank 1 on b"):
+        check_host_local(["a", "b"], ["cuda", "cuda"])
+    with pytest.raises(FusionShapeError, match="same kind of device; rank 0 on cpu, rank 1 on cuda"):
+        check_host_local(["a", "a"], ["cpu", "cuda"])
+    check_nodes("host_staged", 1)
+    check_nodes("chunked", 4)
+    with pytest.raises(FusionShapeError, match="must be on one node, not 2"):
+        check_nodes("host_staged", 2)

@@ -135,6 +135,18 @@ def test_copy_engine_is_a_candidate_on_cuda_nvlink_only(monkeypatch):
     assert odd == [("copy_engine", 1)]  # 3 rows do not split into 2 copies
 
 
+def test_host_staged_is_a_candidate_off_nvlink_only():
+    for device in ("cpu", "cuda"):
+        for regime in ("shm", "socket"):  # no peer access: the transfers go through host memory
+            got = [(c.mode, c.chunks) for c in candidates(8, torch.device(device), regime) if c.mode == "host_staged"]
+            assert got == [("host_staged", 1), ("host_staged", 2), ("host_staged", 4)]
+        assert all(c.mode != "host_staged" for c in candidates(8, torch.device(device), "nvlink"))
+    odd = [c.chunks for c in candidates(6, torch.device("cuda"), "shm") if c.mode == "host_staged"]
+    assert odd == [1, 2]  # 6 rows do not split into 4 pieces
+    for c in candidates(8, torch.device("cpu"), "shm", (0, 16)):  # the decision reads its key back
+        assert decide({"none": _t(10.0), c.label: _t(1.0)})[0] == c or c.mode == "none"
+
+
 def _probe(rank: int, world: int, cache: str, out: str) -> None:
     cfg = RunConfig(out_dir="x", device="cpu", dtype="float32", seq_len=16, batch=2, auto_cache=cache,
                     model=ModelConfig(layers=1, hidden=16, ffn=32, heads=2, vocab=16))

@@ -156,32 +156,6 @@ def test_a_model_larger_than_memory_is_one_line_per_rank_and_exit_2(tmp_path):
     assert lines and all("out of memory" in line and line.startswith("tpscope run: error: rank ") for line in lines), lines
 
 
-def test_the_gpu_training_check_asks_for_runs_the_cli_accepts():
-    """benchmarks/gpu_training_check.sh runs where no one watches: its `tpscope run` lines parse
-    into configs whose world divides (TP=1 and TP=2, each mode and chunk count it names)."""
-    import re
-    import shlex
-
-    from tpscope.cli import build_parser
-    from tpscope.fusion.run.command import config_from_args
-
-    script = (REPO / "benchmarks" / "gpu_training_check.sh").read_text()
-    ref = re.search(r'^REF="([^"]+)"', script, flags=re.M).group(1)
-    variants = re.search(r"for v in ([^;]+);", script).group(1).split()
-    lines = [line.strip() for line in script.replace("\\\n", " ").splitlines() if "$TP run" in line]
-    assert len(lines) == 2 and len(variants) == 5
-    parser = build_parser()
-    for line in lines:
-        argv = shlex.split(line.split("$TP ", 1)[1].split(">")[0].replace("$REF", ref))
-        for v in variants if "$mode" in line else ["none:1"]:
-            mode, k = v.split(":")
-            args = parser.parse_args([a.replace('"$mode"', mode).replace("$mode", mode).replace("$k", k)
-                                      .replace("$OUT", "out") for a in argv])
-            cfg = config_from_args(args, "cuda", "out")
-            cfg.check_world(args.nproc)
-            assert (cfg.steps, cfg.profile_active, cfg.model.hidden, cfg.seq_len) == (50, 0, 8192, 8192)
-
-
 def test_every_option_default_is_run_configs():
     """No option restates a default: `tpscope run` with no option is RunConfig's defaults (on a
     GPU; on CPU the dtype is float32), and the chunk count follows the mode."""

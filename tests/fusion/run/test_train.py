@@ -83,7 +83,8 @@ SAME_50 = [FusionChoice(mode="none"), FusionChoice(mode="chunked", chunks=1), Fu
            FusionChoice(mode="chunked", chunks=8), FusionChoice(mode="chunked", chunks=2, own_first=False),
            FusionChoice(mode="chunked", chunks=4, bwd_overlap=False), FusionChoice(mode="ring"),
            FusionChoice(mode="ring", chunks=4), FusionChoice(mode="ring", chunks=2, ring_all_gather=True),
-           FusionChoice(mode="ring", chunks=2, bwd_overlap=False)]
+           FusionChoice(mode="ring", chunks=2, bwd_overlap=False), FusionChoice(mode="host_staged"),
+           FusionChoice(mode="host_staged", chunks=4)]
 FP32_RTOL = 1e-5
 """Fused against unfused, per step, fp32: the largest difference measured over 200 steps of
 LEARN was 3.3e-7 of the loss (chunked; summation order), so 1e-5 leaves a 30x margin and still

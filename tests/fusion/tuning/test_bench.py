@@ -79,3 +79,12 @@ def test_table_marks_a_wrong_output():
         {"mode": "symm_mem", "chunks": 1, "error": "SymmMemUnavailable: no"}]}
     text = format_table([result], "nvlink")
     assert "WRONG" in text and "error: SymmMemUnavailable" in text and "0.50" in text
+
+
+def test_host_staged_is_timed_at_the_piece_counts_on_cpu_too():
+    cfg = BenchConfig(modes=("host_staged",), ring_chunks=(1, 2, 3), sm_margins=(0, 8), copy_push=(False, True))
+    for device in ("cpu", "cuda"):  # it has a CPU path; margins and push do not apply to it
+        assert [(v["mode"], v["chunks"], v["sm_margin"], "push" in v) for v in variants(cfg, 8, torch.device(device))] \
+            == [("host_staged", 1, 0, False), ("host_staged", 2, 0, False)]
+    assert variant_label({"mode": "host_staged", "chunks": 2}, "rs") == "host_staged/k2"
+    assert variant_label({"mode": "host_staged", "chunks": 1}, "ag") == "host_staged"

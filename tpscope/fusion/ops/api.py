@@ -7,7 +7,8 @@ weight [K_local, N]) -> [S/tp, N]` equals this rank's row block of `sum_ranks(y 
 Modes: one module each, every one with the same `ag(x, w, AgCall)` and `rs(y, w, RsCall)`, and
 ALL_GATHER_MATMUL / MATMUL_REDUCE_SCATTER the table from mode to them: `none` (unfused),
 `chunked`, `ring`, `symm_mem` (torch's fused ops: symm), `copy_engine` (peer copies on the copy
-engines beside the GEMMs, no SM for the transfer). Every op is forward-only (no autograd graph);
+engines beside the GEMMs, no SM for the transfer), `host_staged` (the same off peer access,
+staged through shared host memory). Every op is forward-only (no autograd graph);
 tpscope.fusion.model.layers wraps them in autograd functions. Each call is labelled
 `tpscope/<label>/ag_gemm` or `tpscope/<label>/gemm_rs`, and each chunk `.../chunk<i>` (docs/runtime.md).
 
@@ -28,7 +29,7 @@ from typing import Any
 import torch
 from torch.profiler import record_function
 
-from tpscope.fusion.ops import chunked, copy_engine, ring, symm, unfused
+from tpscope.fusion.ops import chunked, copy_engine, host_staged, ring, symm, unfused
 from tpscope.fusion.ops.common import (
     AG_GEMM,
     GEMM_RS,
@@ -49,6 +50,7 @@ ALL_GATHER_MATMUL: dict[str, AgImpl] = {
     Mode.RING.value: ring.ag,
     Mode.SYMM_MEM.value: symm.ag,
     Mode.COPY_ENGINE.value: copy_engine.ag,
+    Mode.HOST_STAGED.value: host_staged.ag,
 }
 """Mode -> all_gather_matmul's implementation: (out, gathered or None, weight gradient or None)."""
 
@@ -58,6 +60,7 @@ MATMUL_REDUCE_SCATTER: dict[str, RsImpl] = {
     Mode.RING.value: ring.rs,
     Mode.SYMM_MEM.value: symm.rs,
     Mode.COPY_ENGINE.value: copy_engine.rs,
+    Mode.HOST_STAGED.value: host_staged.rs,
 }
 """Mode -> matmul_reduce_scatter's implementation: (out, the `overlap` result or None)."""
 

@@ -5,7 +5,7 @@ column- or row-parallel layer of known shapes. The probe times that layer's forw
 (tpscope.fusion.model.layers' autograd functions, so the backward's weight-gradient overlap is in it)
 for every candidate (unfused; chunked and ring at the legal chunk counts, each with the SM
 margins of `sm_margins`, the ring off nvlink at two ranks also with its all-gather exchange;
-symm_mem and copy_engine on nvlink) with the ranks aligned, and keeps the fastest of
+symm_mem and copy_engine on nvlink; host_staged off it) with the ranks aligned, and keeps the fastest of
 those that beat unfused clearly: median more than
 `MIN_GAIN_RATIO` below unfused's and 90th percentile below unfused's 10th. If none does but the
 fastest median is ahead, that contender and unfused are timed again in round-robin pairs, and it
@@ -57,6 +57,9 @@ each pair is timed back to back, and the ratio of the two cancels the drift."""
 CHUNK_CANDIDATES = (1, 2, 4, 8)
 RING_CHUNK_CANDIDATES = (1, 2, 4, 8)
 COPY_CHUNK_CANDIDATES = (1, 2)
+HOST_STAGED_CHUNK_CANDIDATES = (1, 2, 4)
+HOST_STAGED_REGIMES = ("shm", "socket")
+"""Regimes where host_staged is a candidate: those without peer access (tpscope.fusion.ops.host_staged)."""
 KINDS = ("attn.qkv", "attn.out", "mlp.fc1", "mlp.fc2", "head")
 
 
@@ -103,6 +106,8 @@ def candidates(local_rows: int, device: torch.device, regime: str,
     if device.type == "cuda" and regime == "nvlink" and compat.symm_mem_ops() is not None:
         out.append(FusionChoice(mode="symm_mem"))
         out += [FusionChoice(mode="copy_engine", chunks=k) for k in COPY_CHUNK_CANDIDATES if local_rows % k == 0]
+    if regime in HOST_STAGED_REGIMES:
+        out += [FusionChoice(mode="host_staged", chunks=k) for k in HOST_STAGED_CHUNK_CANDIDATES if local_rows % k == 0]
     return out
 
 
@@ -219,10 +224,10 @@ def decide(timings: dict[str, dict], paired: dict[str, Any] | None = None) -> tu
         f"(p90 {clear[best]['p90_ms']:.3f}) fwd+bwd vs unfused {base['median_ms']:.3f} ms (p10 {base['p10_ms']:.3f})")
 
 
-CACHE_SCHEMA = 7  # 2: timings with spread, the clear-win rule; 3: layer fwd+bwd, SM margins;
+CACHE_SCHEMA = 8  # 2: timings with spread, the clear-win rule; 3: layer fwd+bwd, SM margins;
 # 4: copy_engine, PROBE_BATCH steps per sample; 5: copy_engine pushes the AG-GEMM shards;
 # 6: the ring tapered, and with the all-gather exchange off NVLink; 7: the NCCL settings in
-# the key, the ring at 8 pieces, the paired rematch
+# the key, the ring at 8 pieces, the paired rematch; 8: host_staged off nvlink
 
 
 def nccl_settings_tag(environ: Mapping[str, str]) -> str:

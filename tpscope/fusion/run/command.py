@@ -180,6 +180,15 @@ def _refuse_cuda_only_on_cpu(cfg: RunConfig) -> None:
         raise UserError(f"--mode {cfg.mode} needs --device cuda (torch's symmetric memory has no CPU path)")
 
 
+def _refuse_host_local_across_nodes(mode: str, nodes: int) -> None:
+    from tpscope.fusion.ops.validate import FusionShapeError, check_nodes
+
+    try:
+        check_nodes(mode, nodes)
+    except FusionShapeError as exc:
+        raise UserError(str(exc)) from None
+
+
 def claim_run_dir(out_dir: str, overwrite: bool, rdzv):
     """The run folder of this node: node 0 holds it (launch.out_dir.claim_out_dir: checked, cleared with
     --overwrite, refused while another run holds it); the other nodes' ranks write into it beside
@@ -196,6 +205,7 @@ def preflight(cfg: RunConfig, nproc: int, nodes: int = 1) -> None:
     """Refuse, before any process starts, what would fail in every rank (`nodes` launchers of
     `nproc` workers each)."""
     _refuse_cuda_only_on_cpu(cfg)
+    _refuse_host_local_across_nodes(cfg.mode, nodes)
     if cfg.device == "cuda":
         import torch
 
@@ -223,6 +233,8 @@ def main(args: argparse.Namespace) -> int:
     if inside_torchrun(os.environ):
         cfg = config_from_args(args, device, out_dir)
         _refuse_cuda_only_on_cpu(cfg)
+        _refuse_host_local_across_nodes(cfg.mode, int(os.environ.get("WORLD_SIZE", "1"))
+                                        // int(os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("WORLD_SIZE", "1")))
         local_zero = os.environ.get("LOCAL_RANK", "0") == "0"
         prepare_out_dir(out_dir, args.overwrite, clear=local_zero)
         from tpscope.fusion.run.worker import run_rank

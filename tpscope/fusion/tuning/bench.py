@@ -57,8 +57,8 @@ def variants(cfg: BenchConfig, local_rows: int, device: torch.device,
                     for t in (cfg.tapers if k > 1 else (None,)) for x in exchanges]
         elif mode in CUDA_ONLY_MODES and device.type != "cuda":
             continue
-        elif mode == "copy_engine":
-            pushes = cfg.copy_push if side == "ag" else (None,)
+        elif mode in ("copy_engine", "host_staged"):
+            pushes = cfg.copy_push if side == "ag" and mode == "copy_engine" else (None,)
             out += [{"mode": mode, "chunks": k, "own_first": True, "sm_margin": 0, "comm_ctas": 0,
                      **({} if p is None else {"push": p})}
                     for k in cfg.ring_chunks if local_rows % k == 0 for p in pushes]

@@ -47,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chunks", type=_csv(int), default=D["chunks"],
                         help=f"chunk counts (default {_shown(D['chunks'])})")
     parser.add_argument("--ring-chunks", type=_csv(int), default=D["ring_chunks"],
-                        help="transfers per ring step, and copies per peer for copy_engine, to time "
+                        help="transfers per ring step, and pieces per peer for copy_engine and host_staged, to time "
                              f"(default {_shown(D['ring_chunks'])})")
     parser.add_argument("--rank-order", action="store_true", default=D["rank_order"],
                         help="also time chunked AG-GEMM in rank order (not own shard first)")
