@@ -6,9 +6,9 @@ per job (docs/runtime.md, "Where things live"):
 - `model`: the column/row-parallel layers (autograd) and the small TP transformer.
 - `launch`: starting ranks (torchrun, the supervisor), joining the process group, the run
   folder's claim.
-- `run`: one `tpscope run`: its config, `auto`'s probe, the training loop, the worker, the
-  manifest record.
-- `tuning`: `tpscope bench` and `tpscope sweep`, and the timing they share.
+- `run`: `tpscope run` (its config, `auto`'s probe, the training loop, the worker, the manifest
+  record) and `tpscope sweep`.
+- `tuning`: `tpscope bench`, and the timing it shares with `auto`'s probe.
 
 Importing this package is light on purpose: no torch at import time, so that `tpscope --help`
 works without torch. The run folder's format (manifest, regimes, fusion labels) is
