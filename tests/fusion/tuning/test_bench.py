@@ -35,23 +35,6 @@ def test_margins_and_cta_caps_multiply_chunked_and_ring_only():
     assert got == expected + [("symm_mem", 1, True, 0, 0)]
 
 
-def test_variant_labels():
-    assert variant_label({"mode": "chunked", "chunks": 4, "own_first": True}, "ag") == "chunked/k4"
-    assert variant_label({"mode": "chunked", "chunks": 4}, "ag") == "chunked/k4/rank-order"
-    assert variant_label({"mode": "chunked", "chunks": 4}, "rs") == "chunked/k4"
-    assert variant_label({"mode": "ring", "chunks": 1}, "rs") == "ring"
-    assert variant_label({"mode": "ring", "chunks": 2}, "rs") == "ring/k2"
-    assert variant_label({"mode": "copy_engine", "chunks": 1}, "ag") == "copy_engine"
-    assert variant_label({"mode": "copy_engine", "chunks": 2}, "ag") == "copy_engine/k2"
-    assert variant_label({"mode": "chunked", "chunks": 2, "own_first": True, "sm_margin": 8, "comm_ctas": 4},
-                         "ag") == "chunked/k2/m8/c4"
-    # recorded results: keys absent from older files label as before (pulls, even pieces)
-    assert variant_label({"mode": "ring", "chunks": 4, "sm_margin": 16, "taper": True, "all_gather": True},
-                         "rs") == "ring/k4/m16/agx/taper"
-    assert variant_label({"mode": "copy_engine", "chunks": 2, "push": True}, "ag") == "copy_engine/k2/push"
-    assert variant_label({"mode": "copy_engine", "chunks": 1, "tail_fill": True}, "ag") == "copy_engine/tail"
-
-
 def test_tapers_pushes_and_exchanges_multiply_the_variants_they_apply_to():
     def labels(cfg, side, device="cuda"):
         return [variant_label(v, side) for v in variants(cfg, 8, torch.device(device), side)]
