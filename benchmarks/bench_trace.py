@@ -22,10 +22,10 @@ import torch
 import torch.distributed as dist
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from tpscope.fusion.ops import all_gather_matmul, matmul_reduce_scatter
-from tpscope.fusion.regimes import apply_defaults, apply_in_process
-from tpscope.fusion.shapes import parse_shape
-from tpscope.fusion.timing import align_ranks, spin_cycles_per_ms
+from tpscope.fusion.ops.api import all_gather_matmul, matmul_reduce_scatter
+from tpscope.fusion.tuning.shapes import parse_shape
+from tpscope.fusion.tuning.timing import align_ranks, spin_cycles_per_ms
+from tpscope.runfolder.regimes import apply_defaults, apply_in_process
 
 
 def main() -> int:

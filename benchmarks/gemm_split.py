@@ -4,7 +4,7 @@ The fused AG-GEMM and GEMM-RS multiply a layer's rows in pieces (the own shard, 
 one cuBLAS GEMM each. A piece of half the rows can leave its last wave of tiles nearly empty.
 Issued on a second, higher-priority stream, the next piece may start its tiles while the one
 before drains (the tail-fill lever, dropped: docs/decisions.md, "Tail fill"). No communication
-here: per shape, round robin (tpscope.fusion.timing.time_regions),
+here: per shape, round robin (tpscope.fusion.tuning.timing.time_regions),
 
 - `full`: one GEMM over all rows (what unfused runs);
 - `halves`: two GEMMs of half the rows, one after the other (what the fused modes run);
@@ -25,7 +25,7 @@ import os
 import torch
 import torch.distributed as dist
 
-from tpscope.fusion.timing import time_regions
+from tpscope.fusion.tuning.timing import time_regions
 
 SHAPES = {
     # name: (rows M, inner K, columns N) of `[M, K] @ [K, N]`, the per-rank GEMMs at TP=2

@@ -3,7 +3,7 @@
     PYTHONPATH=. python3 benchmarks/host_staged_one_gpu.py --out host_staged_one_gpu.json
 
 (a) `bandwidth`: device -> host and host -> device copies through the registered shared file
-    (tpscope.fusion.host_shm, as the mode maps it), alone and both directions at once, at the piece
+    (tpscope.fusion.ops.host_shm, as the mode maps it), alone and both directions at once, at the piece
     sizes of the reference and 8B shapes at TP=2 (1, 2 and 4 pieces per shard); beside them a
     buffer pinned by torch and a pageable one; and the cost of one flag written and waited for on a
     stream (cuStreamWriteValue32 + cuStreamWaitValue32).
@@ -73,7 +73,7 @@ def env_info() -> dict:
 def make_region(slot_bytes: int, device: torch.device):
     """A region as the mode makes it (file in /dev/shm, mapped, registered), for rank 0 of 2;
     its file unlinked at once."""
-    from tpscope.fusion import host_shm
+    from tpscope.fusion.ops import host_shm
 
     nbytes = host_shm._round_up(2 * TP * host_shm.FLAG_LINE) + 2 * TP * slot_bytes
     path = host_shm._create(host_shm.shm_dir(), nbytes)
@@ -255,9 +255,9 @@ def _rank_main(rank: int, world: int, port: int, out_dir: str, reps: int, gpus: 
 
     import torch.distributed as dist
 
-    from tpscope.fusion.config import FusionChoice
-    from tpscope.fusion.layers import AllGatherMatmulFn, MatmulReduceScatterFn
-    from tpscope.fusion.ops import all_gather_matmul, matmul_reduce_scatter
+    from tpscope.fusion.model.layers import AllGatherMatmulFn, MatmulReduceScatterFn
+    from tpscope.fusion.ops.api import all_gather_matmul, matmul_reduce_scatter
+    from tpscope.runfolder.fusion_choice import FusionChoice
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dev = torch.device("cuda", rank % gpus)

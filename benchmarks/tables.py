@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tpscope.fusion.config import variant_label  # noqa: E402 - torch-free
+from tpscope.fusion.tuning.labels import variant_label  # noqa: E402 - torch-free
 
 
 def _f(v, digits=2):

@@ -11,6 +11,7 @@ from typing import Any
 
 from tpscope.jsonable import plain
 from tpscope.numbers import number
+from tpscope.runfolder.manifest import Manifest
 
 GIB = float(1 << 30)
 
@@ -35,18 +36,18 @@ RATIO_FIELDS = {"exposed_comm_ratio", "critical_path_exposed_comm_ratio", "hidde
                 "contention_slowdown", "flux_overlap_efficiency", "attained_saving", "overlap_ratio"}
 
 
-def overview_row(run_id: str, doc: dict, manifest: dict | None) -> dict:
+def overview_row(run_id: str, doc: dict, manifest: Manifest | None) -> dict:
     """One run's line of the Overview table (summary of the analyzer JSON, manifest extras)."""
     summary = doc.get("summary") or {}
-    manifest = manifest or {}
-    peak = manifest.get("peak_memory_bytes")
+    manifest = manifest or Manifest()
+    peak = manifest.peak_memory_bytes
     row = {
         "run": run_id,
-        "mode": manifest.get("mode"),
-        "regime": manifest.get("regime"),
+        "mode": manifest.mode,
+        "regime": manifest.regime,
         "ranks": len(doc.get("ranks") or []),
         "steps": len({s["step"] for s in doc.get("steps") or []}),
-        "peak_memory_gib": peak / GIB if isinstance(peak, (int, float)) else None,
+        "peak_memory_gib": peak / GIB if peak is not None else None,
         "status": f"{len(doc.get('warnings') or [])} warning(s)" if doc.get("warnings") else "ok",
     }
     for key in ("step_time_us", "tokens_per_s", "exposed_comm_ratio", "critical_path_exposed_comm_ratio",
@@ -177,11 +178,11 @@ def step_label(summary: dict) -> str:
     return text + (" · slowest" if summary["slowest"] else "")
 
 
-def comparable(mine: dict | None, base: dict | None, keys: tuple[str, ...]) -> str | None:
+def comparable(mine: Manifest | None, base: Manifest | None, keys: tuple[str, ...]) -> str | None:
     """Why two runs' manifests describe different experiments (`regime shm vs nvlink`), or None
     when every key both manifests state is equal (metrics.md §9: same model shape and regime)."""
-    if not mine or not base:
+    if mine is None or base is None:
         return None
-    differ = [f"{k} {mine[k]} vs {base[k]}" for k in keys
-              if mine.get(k) is not None and base.get(k) is not None and mine[k] != base[k]]
+    pairs = [(k, getattr(mine, k), getattr(base, k)) for k in keys]
+    differ = [f"{k} {m} vs {b}" for k, m, b in pairs if m is not None and b is not None and m != b]
     return ", ".join(differ) or None

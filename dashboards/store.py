@@ -18,8 +18,8 @@ from typing import Any
 from tpscope.cache import DiskCache, folder_fingerprint
 from tpscope.errors import UserError
 from tpscope.metrics import RunAnalysis, analyze_run, as_json
+from tpscope.runfolder.manifest import Manifest, read_manifest
 from tpscope.trace import Run, load_run
-from tpscope.trace.run_folder import read_manifest
 
 log = logging.getLogger("tpscope.dash")
 
@@ -194,15 +194,15 @@ class RunStore:
         """The unfused run of the same experiment among the served folders (manifest mode `none`,
         same EXPERIMENT_KEYS), the first by order given; None for an unfused run, a run without a
         manifest, or when no folder fits. Reads manifests only, never traces."""
-        mine, _ = read_manifest(self.entry(run_id).path)
-        if not mine or mine.get("mode") in (None, "none"):
+        mine = _manifest_or_none(self.entry(run_id).path)
+        if mine is None or mine.mode in (None, "none"):
             return None
-        want = {k: mine.get(k) for k in EXPERIMENT_KEYS}
+        want = {k: getattr(mine, k) for k in EXPERIMENT_KEYS}
         for e in self.entries:
             if e.run_id == run_id:
                 continue
-            other, _ = read_manifest(e.path)
-            if other and other.get("mode") == "none" and all(other.get(k) == v for k, v in want.items()):
+            other = _manifest_or_none(e.path)
+            if other is not None and other.mode == "none" and all(getattr(other, k) == v for k, v in want.items()):
                 return e.run_id
         return None
 
@@ -211,9 +211,8 @@ class RunStore:
         models, ...: `regime nvlink vs shm`), or None. Reads manifests only."""
         from tpscope.dashboards.results import comparable
 
-        mine, _ = read_manifest(self.entry(run_id).path)
-        base, _ = read_manifest(self.entry(baseline_id).path)
-        return comparable(mine, base, EXPERIMENT_KEYS)
+        return comparable(_manifest_or_none(self.entry(run_id).path),
+                          _manifest_or_none(self.entry(baseline_id).path), EXPERIMENT_KEYS)
 
     def compared(self, run_id: object, baseline_id: object) -> RunAnalysis:
         """The run analyzed against a baseline run (`reference`: isolated medians, Flux E)."""
@@ -304,3 +303,12 @@ def run_hta(trace_files: dict[int, str]) -> HtaResult:
     except Exception as exc:  # HTA refuses some traces; the view says why
         text = str(exc).splitlines()[0] if str(exc) else ""
         return HtaResult(error=f"HTA could not analyze this run ({type(exc).__name__}{': ' + text if text else ''})")
+
+
+def _manifest_or_none(folder: Path) -> Manifest | None:
+    """A served folder's manifest; None without one or when it cannot be read (opening that run
+    says why, in its one line)."""
+    try:
+        return read_manifest(folder)
+    except UserError:
+        return None

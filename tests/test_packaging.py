@@ -15,8 +15,12 @@ def test_wheel_contains_every_package(tmp_path):
     (wheel,) = tmp_path.glob("tpscope-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     for module in ("tpscope/cli.py", "tpscope/trace/extract.py", "tpscope/metrics/analysis.py",
-                   "tpscope/report/report_command.py", "tpscope/fusion/ops.py",
-                   "tpscope/calibrate/calibrate_command.py",
+                   "tpscope/report/report_command.py", "tpscope/fusion/ops/api.py",
+                   "tpscope/runfolder/manifest.py", "tpscope/calibrate/calibrate_command.py",
                    "tpscope/dashboards/app.py", "tpscope/dashboards/figures/timeline.py",
                    "tpscope/dashboards/assets/style.css"):
         assert module in names, module
+    # every module of the source tree, so a new folder cannot be left out of pyproject's packages
+    sources = {p.relative_to(ROOT).as_posix() for p in (ROOT / "tpscope").rglob("*.py")
+               if "dashboards" not in p.relative_to(ROOT).parts and "__pycache__" not in p.parts}
+    assert sources - names == set()

@@ -4,10 +4,10 @@ each rank file's map result, keyed by (file, size, mtime, analyzer code).
 A folder analyzed before is read back from one pickle instead of being decoded and analyzed
 again (`tpscope analyze`, the dashboard). The key covers the name, size and mtime of every file the
 loader reads (the traces and the manifest, also the manifest beside a trace file analyzed alone)
-and the source of `tpscope.trace` and `tpscope.metrics`, so an edited trace or manifest or a
-changed analyzer never serves a stale result. A folder re-analyzed after one of its rank files
-changed decodes that one file: the other ranks' map results (`tpscope.trace.compact`) are read
-back from `ranks/`. The cache lives in the user's own folder ($TPSCOPE_CACHE_DIR, else
+and the source of `tpscope.trace`, `tpscope.metrics` and `tpscope.runfolder`, so an edited trace or
+manifest or a changed analyzer never serves a stale result. A folder re-analyzed after one of its
+rank files changed decodes that one file: the other ranks' map results (`tpscope.trace.compact`)
+are read back from `ranks/`. The cache lives in the user's own folder ($TPSCOPE_CACHE_DIR, else
 ~/.cache/tpscope); pickles are only read from there, never from a run folder, and nothing is ever
 written into a run folder.
 """
@@ -22,8 +22,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tpscope.runfolder.layout import MANIFEST_NAME
+
 ENV_VAR = "TPSCOPE_CACHE_DIR"
-MANIFEST_NAME = "tpscope_run.json"  # as tpscope.trace.run_folder reads it
 MAX_ENTRIES = 64  # oldest pickles beyond this are removed after each write
 RANKS_FOLDER = "ranks"  # per-rank map results, pruned on their own (a run of 1,024 ranks fits)
 MAX_RANK_ENTRIES = 4096
@@ -64,10 +65,10 @@ def folder_fingerprint(path: Path) -> str:
 def code_fingerprint() -> str:
     """Size and mtime of every source file of the parts that produce cached results."""
     import tpscope
-    from tpscope import metrics, trace
+    from tpscope import metrics, runfolder, trace
 
     parts = [tpscope.__version__]
-    for pkg in (trace, metrics):
+    for pkg in (trace, metrics, runfolder):  # runfolder: the manifest's reading, the Flux formulas
         folder = Path(pkg.__file__).parent
         for f in sorted(folder.glob("*.py")):
             st = f.stat()

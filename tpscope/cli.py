@@ -25,9 +25,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "report": ("tpscope.report.report_command", "comparison report for CI; exit 1 on a regression"),
     "dash": ("tpscope.dashboards.dash_command", "the interactive dashboard on run folders"),
     "export": ("tpscope.export.export_command", "a step as a Chrome/Kineto trace with tpscope's tracks, for Perfetto"),
-    "run": ("tpscope.fusion.run_command", "instrumented fused-TP training; writes a run folder"),
-    "bench": ("tpscope.fusion.bench_command", "fused AG-GEMM / GEMM-RS microbenchmark (GPU)"),
-    "sweep": ("tpscope.fusion.sweep_command", "one change at a time against an unfused baseline"),
+    "run": ("tpscope.fusion.run.command", "instrumented fused-TP training; writes a run folder"),
+    "bench": ("tpscope.fusion.tuning.bench_command", "fused AG-GEMM / GEMM-RS microbenchmark (GPU)"),
+    "sweep": ("tpscope.fusion.run.sweep_command", "one change at a time against an unfused baseline"),
     "calibrate": ("tpscope.calibrate.calibrate_command", "replay a run's GEMMs alone on this GPU (contention baselines)"),
 }
 

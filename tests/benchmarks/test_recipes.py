@@ -92,7 +92,7 @@ def test_the_training_check_runs_the_reference_model_50_steps_per_mode():
                          ids=[f"{n}-{i}" for n, i, s in TP_STEPS if s.argv[0] == "run"])
 def test_run_steps_make_configs_whose_world_divides(name, i, step):
     """A GPU recipe runs where no one watches: each `tpscope run` must pass the runtime's own checks."""
-    from tpscope.fusion.run_command import config_from_args
+    from tpscope.fusion.run.command import config_from_args
 
     args = build_parser().parse_args(list(step.argv))
     cfg = config_from_args(args, args.device or ("cpu" if BY_NAME[name].hardware == "cpu" else "cuda"), "out")
@@ -103,7 +103,7 @@ def test_run_steps_make_configs_whose_world_divides(name, i, step):
                          ids=[f"{n}-{i}" for n, i, s in TP_STEPS if s.argv[0] == "sweep"])
 def test_sweep_variants_parse(name, i, step):
     """Each sweep's --variants is what the sweep's own parser accepts (it fails only at run time)."""
-    from tpscope.fusion.sweep_command import parse_variants
+    from tpscope.fusion.run.sweep_command import parse_variants
 
     args = build_parser().parse_args(list(step.argv))
     variants = parse_variants(args.variants, args.regime)

@@ -19,6 +19,7 @@ from tpscope.cli import main
 from tpscope.metrics.calibration import calibration_path
 from tpscope.metrics.gemm import GemmCall, parse_shape
 from tpscope.report.analyze_command import analyze_folder
+from tpscope.runfolder.manifest import Manifest
 
 AG = Collective("_allgather_base", group_size=2)
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -63,7 +64,7 @@ def test_operands_keep_the_recorded_layout():
 
 def test_margins_from_the_manifest():
     assert run_margins(None) == [0]
-    assert run_margins({"sm_margin": 0, "fusion_by_layer": {"a": {"sm_margin": 16}, "b": {"sm_margin": 8}}}) == [0, 8, 16]
+    assert run_margins(Manifest(sm_margin=0, fusion_by_layer={"a": {"sm_margin": 16}, "b": {"sm_margin": 8}})) == [0, 8, 16]
 
 
 def test_a_run_without_gemm_shapes_is_one_clear_error(tmp_path, capsys):

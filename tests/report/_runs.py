@@ -68,7 +68,7 @@ def copy_run(src: Path, dst: Path, manifest: dict | None = None) -> Path:
 
 def manifest(step_times_ms: list[float], peak_memory_bytes: int | None, tokens_per_step: int = 4096,
              timed_steps: list[int] | None = None) -> dict:
-    """The fields of tpscope_run.json that a report reads (key names of tpscope/fusion/manifest.py)."""
+    """The fields of tpscope_run.json that a report reads (tpscope.runfolder.manifest.Manifest's fields)."""
     timed = timed_steps if timed_steps is not None else list(range(1, len(step_times_ms)))
     return {"schema_version": 1, "regime": "nvlink", "mode": "none", "chunks": 1, "tp": 2,
             "tokens_per_step": tokens_per_step, "step_times_ms": step_times_ms, "timed_steps": timed,

@@ -11,6 +11,7 @@ from junitparser import Failure, JUnitXml
 from tests.report._runs import UNFUSED, copy_run, manifest
 from tpscope.cli import main
 from tpscope.report.loss_check import loss_check
+from tpscope.runfolder.manifest import Manifest, manifest_from_dict
 
 LEARNING = [10.4, 9.0, 7.5, 6.0, 5.0, 4.2, 3.6, 3.1, 2.8, 2.6]
 SAME = {"seed": 0, "model": {"layers": 2, "hidden": 8192}, "device": "cuda", "dtype": "float32", "seq_len": 8192, "batch": 1,
@@ -18,8 +19,12 @@ SAME = {"seed": 0, "model": {"layers": 2, "hidden": 8192}, "device": "cuda", "dt
         "tp": 2, "optimizer": "AdamW", "data": "affine4"}
 
 
-def _m(losses: list[float], **over) -> dict:
+def _raw(losses: list[float], **over) -> dict:
     return {**manifest([10.0] * 4, 2**30), **SAME, "losses": losses, **over}
+
+
+def _m(losses: list[float], **over) -> Manifest:
+    return manifest_from_dict(_raw(losses, **over), "m.json")
 
 
 def test_within_the_dtype_tolerance_agrees_beyond_it_fails():
@@ -37,7 +42,7 @@ def test_runs_of_another_model_or_seed_are_not_compared():
     for key, value in (("seed", 1), ("lr", 1e-3), ("data", "other"), ("model", {"layers": 1}), ("device", "cpu")):
         check = loss_check(_m(LEARNING), _m(LEARNING[::-1], **{key: value}))
         assert check.agreement is None and not check.failed and key in check.not_compared
-    old = {k: v for k, v in _m(LEARNING).items() if k != "warmup_steps"}  # a manifest without the field
+    old = manifest_from_dict({k: v for k, v in _raw(LEARNING).items() if k != "warmup_steps"}, "m.json")  # a manifest without the field
     assert "warmup_steps" in loss_check(old, _m(LEARNING)).not_compared
 
 
@@ -46,13 +51,13 @@ def test_a_rising_loss_is_flagged_alone_and_against_a_baseline():
     alone = loss_check(None, _m(rising))
     assert alone.diverged and not alone.failed and alone.candidate_trend.last_mean == 21.0
     assert not loss_check(None, _m(LEARNING)).diverged
-    assert loss_check(None, {"mode": "none"}) is None  # no losses recorded: nothing to say
+    assert loss_check(None, Manifest(mode="none")) is None  # no losses recorded: nothing to say
 
 
 def test_report_fails_a_departing_candidate_and_says_why(capsys, tmp_path):
-    base = copy_run(UNFUSED, tmp_path / "base", _m(LEARNING))
-    same = copy_run(UNFUSED, tmp_path / "same", _m([x * (1 + 2e-6) for x in LEARNING], mode="chunked"))
-    apart = copy_run(UNFUSED, tmp_path / "apart", _m(LEARNING[:3] + [x + 0.5 for x in LEARNING[3:]], mode="ring"))
+    base = copy_run(UNFUSED, tmp_path / "base", _raw(LEARNING))
+    same = copy_run(UNFUSED, tmp_path / "same", _raw([x * (1 + 2e-6) for x in LEARNING], mode="chunked"))
+    apart = copy_run(UNFUSED, tmp_path / "apart", _raw(LEARNING[:3] + [x + 0.5 for x in LEARNING[3:]], mode="ring"))
     assert main(["report", str(same), "--baseline", str(base)]) == 0
     out = capsys.readouterr().out
     assert "loss curves agree over 10 steps" in out and "tolerance 1e-05" in out
@@ -70,7 +75,7 @@ def test_report_fails_a_departing_candidate_and_says_why(capsys, tmp_path):
 
 
 def test_a_bad_loss_tolerance_exits_2_with_one_line(capsys, tmp_path):
-    base = copy_run(UNFUSED, tmp_path / "base", _m(LEARNING))
+    base = copy_run(UNFUSED, tmp_path / "base", _raw(LEARNING))
     for bad in ("-1", "abc", "inf"):
         assert main(["report", str(base), "--baseline", str(base), "--loss-rtol", bad]) == 2
         err = capsys.readouterr().err

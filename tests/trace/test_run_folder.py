@@ -68,7 +68,7 @@ def test_trace_without_rank_takes_its_place_in_the_folder(tmp_path):
 def test_manifest_is_read(tmp_path):
     write_run(tmp_path / "run", two_ranks(), manifest={"tokens_per_s": 1234.5})
     run = load_run(tmp_path / "run")
-    assert run.manifest["tokens_per_s"] == 1234.5
+    assert run.manifest.tokens_per_s == 1234.5
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from tpscope.errors import UserError
+from tpscope.runfolder.manifest import Manifest
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -24,12 +25,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plan", metavar="FILE", help="replay the calls of a --plan-out FILE instead of reading RUN_DIR")
 
 
-def run_margins(manifest: dict | None) -> list[int]:
+def run_margins(manifest: Manifest | None) -> list[int]:
     """0 and every SM margin of the run's manifest (per fused layer, or the run's own)."""
     margins = {0}
-    if manifest:
-        layers = manifest.get("fusion_by_layer") or {}
-        for m in [manifest.get("sm_margin"), *(v.get("sm_margin") for v in layers.values() if isinstance(v, dict))]:
+    if manifest is not None:
+        layers = manifest.fusion_by_layer or {}
+        for m in [manifest.sm_margin, *(v.get("sm_margin") for v in layers.values() if isinstance(v, dict))]:
             if isinstance(m, int) and m > 0:
                 margins.add(m)
     return sorted(margins)

@@ -7,7 +7,7 @@ import time
 
 import torch
 
-from tpscope.fusion.resources import gemm_sm_margin
+from tpscope.fusion.ops.resources import gemm_sm_margin
 from tpscope.gemm_shapes import GEMM_OPERANDS, GemmCall
 
 # `Input type` names -> torch dtypes that a GEMM can be replayed in

@@ -9,18 +9,7 @@ import numpy as np
 
 from tpscope.metrics.breakdown import StepBreakdown
 from tpscope.metrics.critical_path import CriticalPath
-
-
-def flux_overlap_efficiency(t_fused_us: float, t_base_us: float, t_comp_us: float) -> float | None:
-    """1 - (T_fused - T_comp) / (T_base - T_comp): 0 no better than serial, 1 fully hidden (§9)."""
-    den = t_base_us - t_comp_us
-    return 1.0 - (t_fused_us - t_comp_us) / den if den > 0 else None
-
-
-def attained_saving(t_fused_us: float, t_base_us: float, t_comp_us: float, t_comm_us: float) -> float | None:
-    """(T_base - T_fused) / (T_base - max(T_comp, T_comm)): the share of the possible saving (§9)."""
-    den = t_base_us - max(t_comp_us, t_comm_us)
-    return (t_base_us - t_fused_us) / den if den > 0 else None
+from tpscope.runfolder.overlap import attained_saving, flux_overlap_efficiency
 
 
 @dataclass(frozen=True, slots=True)

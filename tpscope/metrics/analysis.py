@@ -34,6 +34,7 @@ from tpscope.metrics.contention import (
 )
 from tpscope.metrics.critical_path import CriticalPath, critical_paths, path_graph
 from tpscope.metrics.gemm import Samples
+from tpscope.runfolder.manifest import Manifest
 from tpscope.trace import Run
 
 
@@ -72,7 +73,7 @@ class RunAnalysis:
     gemm_budget: GemmBudget | None = None
     contention_by_layer: list[TaxPart] = field(default_factory=list)
     contention_by_kernel: list[TaxPart] = field(default_factory=list)
-    manifest: dict | None = None
+    manifest: Manifest | None = None
     cpu_run: bool = False  # every rank without GPU activity, analyzed from its CPU side (metrics.md §1)
     step_rule: dict[int, str] = field(default_factory=dict)  # per rank: the §3 rule its steps came from
     first_step_included: bool = False  # whether the summary's means hold the first profiled step
@@ -82,7 +83,7 @@ def _sum(steps: list[StepBreakdown], attr: str) -> float:
     return float(sum(getattr(s, attr) for s in steps))
 
 
-def summarize(steps: list[StepBreakdown], manifest: dict | None) -> Summary:
+def summarize(steps: list[StepBreakdown], manifest: Manifest | None) -> Summary:
     """Ratios of sums over every rank and step, so long steps weigh more (metrics.md §4)."""
     if not steps:
         return Summary(None, None, None, None, tokens_per_s=_tokens_per_s(manifest))
@@ -102,12 +103,10 @@ def summarize(steps: list[StepBreakdown], manifest: dict | None) -> Summary:
     )
 
 
-def _tokens_per_s(manifest: dict | None) -> float | None:
+def _tokens_per_s(manifest: Manifest | None) -> float | None:
     """metrics.md §9: throughput comes from the run manifest, never from a trace."""
-    if not manifest:
-        return None
-    value = manifest.get("tokens_per_s")
-    return float(value) if isinstance(value, (int, float)) else None
+    value = manifest.tokens_per_s if manifest is not None else None
+    return float(value) if value is not None else None
 
 
 def analyze_run(run: Run, reference: Run | None = None, align: str = "auto",
@@ -197,12 +196,12 @@ def _cross_rank(run: Run, sets: list[ClassSets], reference: Run | None, align: s
     }
 
 
-def _sm_margin(manifest: dict | None) -> int | None:
+def _sm_margin(manifest: Manifest | None) -> int | None:
     """The SM margin the run's fused GEMMs left free, when the manifest names exactly one (§8)."""
-    if not manifest:
+    if manifest is None:
         return None
-    layers = manifest.get("fusion_by_layer") or {}
-    margins = {v.get("sm_margin") for v in layers.values() if isinstance(v, dict)} or {manifest.get("sm_margin")}
+    layers = manifest.fusion_by_layer or {}
+    margins = {v.get("sm_margin") for v in layers.values() if isinstance(v, dict)} or {manifest.sm_margin}
     margins = {m for m in margins if isinstance(m, int) and m > 0}
     return margins.pop() if len(margins) == 1 else None
 

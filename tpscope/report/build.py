@@ -7,10 +7,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tpscope.fusion.regimes import (  # torch-free: the manifest's contract
-    RECORDED_PREFIXES,
-    transport_settings,
-)
 from tpscope.metrics import RunAnalysis
 from tpscope.metrics.across_runs import compare as flux_compare
 from tpscope.metrics.across_runs import run_times
@@ -30,6 +26,8 @@ from tpscope.report.kernel_families import by_family, names_differ
 from tpscope.report.loss_check import LossCheck, loss_check, with_loss
 from tpscope.report.metric_defs import METRICS
 from tpscope.report.step_samples import RunSamples, run_samples
+from tpscope.runfolder.manifest import Manifest
+from tpscope.runfolder.regimes import RECORDED_PREFIXES, transport_settings
 
 # Manifest fields that describe the experiment; a difference is listed at the top of a report.
 # The fusion's settings: they may differ for Flux efficiency to mean something.
@@ -134,9 +132,9 @@ class Report:
 
 
 def run_info(analysis: RunAnalysis, samples: RunSamples) -> RunInfo:
-    m = analysis.manifest or {}
-    config = tuple((k, _text(m[k])) for k in CONFIG_KEYS if k in m and m[k] is not None)
-    env = tuple((k, str(v)) for k, v in transport_settings(m.get("nccl_env") or {}).items())
+    m = analysis.manifest or Manifest()
+    config = tuple((k, _text(getattr(m, k))) for k in CONFIG_KEYS if getattr(m, k) is not None)
+    env = tuple((k, str(v)) for k, v in transport_settings(m.nccl_env or {}).items())
     return RunInfo(analysis.run_dir, tuple(analysis.ranks), samples.steps, analysis.manifest is not None,
                    config, tuple(analysis.warnings), env, analysis.cpu_run)
 

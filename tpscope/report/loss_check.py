@@ -1,7 +1,7 @@
 """The numerics gate: does the candidate train the baseline's model? (docs/ci.md, "Loss curves").
 
 A fusion changes the order of sums, not what is computed, so with the same seed, model, data and
-recipe a candidate's per-step losses equal the baseline's to rounding (tpscope.fusion.losses
+recipe a candidate's per-step losses equal the baseline's to rounding (tpscope.runfolder.losses
 holds the rule and its tolerance by dtype). Beyond the tolerance the candidate fails: a fusion
 that changes the numerics is a regression. Runs whose manifests differ in what they train are not
 compared (the reason is said). A run whose loss did not fall is flagged, whatever the baseline.
@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tpscope.fusion.losses import (  # torch-free: the manifest's contract
+from tpscope.report.compare import Verdict
+from tpscope.runfolder.losses import (
     LOSS_RTOL,
     SAME_RUN_KEYS,
     LossAgreement,
@@ -20,7 +21,7 @@ from tpscope.fusion.losses import (  # torch-free: the manifest's contract
     loss_agreement,
     loss_trend,
 )
-from tpscope.report.compare import Verdict
+from tpscope.runfolder.manifest import Manifest
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,27 +62,22 @@ class LossCheck:
                 f"(tolerance {a.rtol:g})")
 
 
-def _losses(manifest: dict | None) -> list[float] | None:
-    losses = (manifest or {}).get("losses")
-    if not isinstance(losses, list) or not losses:
-        return None
-    try:
-        return [float(x) if x is not None else float("nan") for x in losses]
-    except (TypeError, ValueError):
-        return None
+def _losses(manifest: Manifest | None) -> list[float] | None:
+    losses = manifest.losses if manifest is not None else None
+    return [float(x) for x in losses] if losses else None
 
 
-def _why_not_comparable(baseline: dict, candidate: dict) -> str:
+def _why_not_comparable(baseline: Manifest, candidate: Manifest) -> str:
     for key in SAME_RUN_KEYS:
-        if key not in baseline or key not in candidate:
-            which = "baseline's" if key not in baseline else "candidate's"
-            return f"the {which} manifest does not record {key}"
-        if baseline[key] != candidate[key]:
-            return f"{key} differs ({baseline[key]} -> {candidate[key]})"
+        b, c = getattr(baseline, key), getattr(candidate, key)
+        if b is None or c is None:
+            return f"the {'baseline' if b is None else 'candidate'}'s manifest does not record {key}"
+        if b != c:
+            return f"{key} differs ({b} -> {c})"
     return ""
 
 
-def loss_check(baseline: dict | None, candidate: dict | None, rtol: float | None = None) -> LossCheck | None:
+def loss_check(baseline: Manifest | None, candidate: Manifest | None, rtol: float | None = None) -> LossCheck | None:
     """The check of `candidate`'s manifest (against `baseline`'s when given). `rtol`: the
     tolerance (None: LOSS_RTOL of the runs' dtype; a negative value turns the comparison off).
     None when the candidate has no losses."""
@@ -100,9 +96,9 @@ def loss_check(baseline: dict | None, candidate: dict | None, rtol: float | None
     why = _why_not_comparable(baseline, candidate)
     if why:
         return LossCheck(c_trend, b_trend, None, why)
-    tol = rtol if rtol is not None else LOSS_RTOL.get(str(candidate.get("dtype")))
+    tol = rtol if rtol is not None else LOSS_RTOL.get(str(candidate.dtype))
     if tol is None:
-        return LossCheck(c_trend, b_trend, None, f"no tolerance for dtype {candidate.get('dtype')}")
+        return LossCheck(c_trend, b_trend, None, f"no tolerance for dtype {candidate.dtype}")
     return LossCheck(c_trend, b_trend, loss_agreement(b_losses, c_losses, tol))
 
 

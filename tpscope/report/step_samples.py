@@ -15,6 +15,7 @@ from types import MappingProxyType
 import numpy as np
 
 from tpscope.metrics import RunAnalysis
+from tpscope.runfolder.manifest import Manifest
 
 MEAN_US_FIELDS = ("exposed_comm_us", "comm_us", "compute_us", "idle_us", "comm_wait_us")
 
@@ -89,39 +90,31 @@ def trace_samples(analysis: RunAnalysis) -> tuple[tuple[int, ...], dict[str, np.
     return tuple(int(s) for s in uniq), {k: v[np.isfinite(v)] for k, v in out.items()}
 
 
-def manifest_samples(manifest: dict | None) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+def manifest_samples(manifest: Manifest | None) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """tokens/s per timed step and peak memory, from `tpscope_run.json` (metrics.md §9)."""
-    if not manifest:
+    if manifest is None:
         why = "no tpscope_run.json manifest in the run folder"
         return {}, {"tokens_per_s": why, "peak_memory_bytes": why}
     values: dict[str, np.ndarray] = {}
     missing: dict[str, str] = {}
-    times_ms = _numbers(manifest.get("step_times_ms"))
-    timed = manifest.get("timed_steps")
-    tokens = manifest.get("tokens_per_step")
-    if times_ms is not None and isinstance(tokens, (int, float)) and tokens > 0:
-        if isinstance(timed, list) and timed and all(isinstance(i, int) and 0 <= i < len(times_ms) for i in timed):
+    times_ms = np.asarray(manifest.step_times_ms, dtype=float) if manifest.step_times_ms else None
+    timed = manifest.timed_steps
+    tokens = manifest.tokens_per_step
+    if times_ms is not None and tokens is not None:  # the manifest's types: metrics.md §9
+        if timed and all(i < len(times_ms) for i in timed):
             times_ms = times_ms[np.asarray(timed)]
         times_ms = times_ms[times_ms > 0]
         values["tokens_per_s"] = tokens / (times_ms / 1e3)
-    elif isinstance(manifest.get("tokens_per_s"), (int, float)):
-        values["tokens_per_s"] = np.array([float(manifest["tokens_per_s"])])
+    elif manifest.tokens_per_s is not None:
+        values["tokens_per_s"] = np.array([float(manifest.tokens_per_s)])
     else:
         missing["tokens_per_s"] = "the manifest has no tokens_per_s nor per-step times"
-    peak = manifest.get("peak_memory_bytes")
-    if isinstance(peak, (int, float)) and peak > 0:
+    peak = manifest.peak_memory_bytes
+    if peak is not None and peak > 0:
         values["peak_memory_bytes"] = np.array([float(peak)])
     else:
         missing["peak_memory_bytes"] = "the manifest has no peak_memory_bytes"
     return values, missing
-
-
-def _numbers(value) -> np.ndarray | None:
-    if not isinstance(value, list) or not value:
-        return None
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
-        return None
-    return np.asarray(value, dtype=float)
 
 
 def run_samples(analysis: RunAnalysis) -> RunSamples:

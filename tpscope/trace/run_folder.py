@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,18 +10,18 @@ import numpy as np
 
 from tpscope.errors import TraceError, UserError
 from tpscope.numbers import number
+from tpscope.runfolder.layout import MANIFEST_NAME, is_trace_name
+from tpscope.runfolder.manifest import Manifest
+from tpscope.runfolder.manifest import read_manifest as read_typed_manifest
 from tpscope.trace import parallel, stream
 from tpscope.trace.assemble import assemble
 from tpscope.trace.columns import MISSING
 from tpscope.trace.compact import PackedRank, compact_rank, pack
 from tpscope.trace.decode import base_time_ns, decode_trace, gunzip, read_bytes
 from tpscope.trace.extract import extract, merge
-from tpscope.trace.manifest import check_manifest
 from tpscope.trace.tables import RankTrace
 
-MANIFEST_NAME = "tpscope_run.json"
 _ID_COLUMNS = frozenset({"correlation", "external_id", "wait_on_event_corr"})  # join keys within one file
-TRACE_SUFFIXES = (".json", ".json.gz")
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +30,7 @@ class Run:
 
     path: Path | str  # a `Url` for object storage
     ranks: tuple[RankTrace, ...]
-    manifest: dict | None
+    manifest: Manifest | None
     warnings: tuple[str, ...]
 
     @property
@@ -59,15 +58,15 @@ def find_trace_files(path: Path) -> list[Path]:
             raise UserError(f"{path}: a folder of {len(runs)} runs ({names}), not one run: name one of them "
                             "(analyze and dash open them all)")
         manifest, _ = read_manifest(path)
-        stopped = (f"; its manifest says the run did not finish ({manifest.get('stopped') or 'no reason recorded'})"
-                   if manifest is not None and manifest.get("complete") is False else "")
+        stopped = (f"; its manifest says the run did not finish ({manifest.stopped or 'no reason recorded'})"
+                   if manifest is not None and not manifest.finished else "")
         raise UserError(f"{path}: no trace files (*.json or *.json.gz from torch.profiler) in this folder{stopped}")
     return files
 
 
 def _trace_files(entries: list[Path]) -> list[Path]:
     return [p for p in entries
-            if p.name != MANIFEST_NAME and p.name.endswith(TRACE_SUFFIXES) and _is_regular_file(p)]
+            if is_trace_name(p.name) and _is_regular_file(p)]
 
 
 def find_runs(path: str | Path) -> list[Path]:
@@ -100,22 +99,14 @@ def _is_regular_file(p: Path) -> bool:
         return False
 
 
-def read_manifest(folder: Path) -> tuple[dict | None, list[str]]:
-    path = folder / MANIFEST_NAME
-    if not path.is_file():
-        return None, []
-    try:
-        manifest = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        return None, [f"{path}: manifest ignored ({exc})"]
-    if not isinstance(manifest, dict):
-        return None, [f"{path}: manifest ignored (not a JSON object)"]
-    manifest, warnings = check_manifest(manifest, str(path))
-    if manifest.get("complete") is False:
-        why = manifest.get("stopped")
-        warnings.append(f"{path}: the run did not finish ({why if isinstance(why, str) else 'no reason recorded'}); "
-                        "its traces may miss steps")
-    return manifest, warnings
+def read_manifest(folder: Path) -> tuple[Manifest | None, list[str]]:
+    """The run folder's manifest (None without one) and a warning when the run did not finish;
+    ManifestError (a UserError naming the file and field) when it cannot be read."""
+    manifest = read_typed_manifest(folder)
+    if manifest is None or manifest.finished:
+        return manifest, []
+    why = manifest.stopped or "no reason recorded"
+    return manifest, [f"{folder / MANIFEST_NAME}: the run did not finish ({why}); its traces may miss steps"]
 
 
 def load_rank_file(path: Path | str, fallback_rank: int | None = None, workers: int = 1,
@@ -240,7 +231,7 @@ def find_url_files(url: str) -> list[str]:
     if names is None:
         raise UserError(f"{url}: no such file or folder")
     files = [Url(fs.unstrip_protocol(n)) for n in names
-             if n.rsplit("/", 1)[-1] != MANIFEST_NAME and n.endswith(TRACE_SUFFIXES) and fs.isfile(n)]
+             if is_trace_name(n.rsplit("/", 1)[-1]) and fs.isfile(n)]
     if not files:
         raise UserError(f"{url}: no trace files (*.json or *.json.gz from torch.profiler) in this folder")
     return files
