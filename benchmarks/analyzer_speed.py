@@ -79,8 +79,14 @@ def measure(body: str, env: dict | None = None, timeout: float = 1800) -> dict:
 
     code = MEASURE.format(body=body)
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen([sys.executable, "-c", code], stdout=out, stderr=err, text=True, cwd=ROOT,
-                                env={**os.environ, **(env or {})})
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code],
+            stdout=out,
+            stderr=err,
+            text=True,
+            cwd=ROOT,
+            env={**os.environ, **(env or {})},
+        )
         ps = psutil.Process(proc.pid)
         peak = 0.0
         deadline = time.monotonic() + timeout
@@ -109,7 +115,9 @@ def measure(body: str, env: dict | None = None, timeout: float = 1800) -> dict:
 
 def median_of(runs: list[dict]) -> dict:
     """The median wall time, CPU time and peak memory of repeated runs, and the runs themselves."""
-    return {k: statistics.median(r[k] for r in runs) for k in ("wall_s", "cpu_s", "peak_pss_mb")} | {"runs": runs}
+    return {
+        k: statistics.median(r[k] for r in runs) for k in ("wall_s", "cpu_s", "peak_pss_mb")
+    } | {"runs": runs}
 
 
 def count_events(folder: Path) -> int:
@@ -122,13 +130,26 @@ def count_events(folder: Path) -> int:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--source", type=Path, default=ROOT / "sample_traces" / "h200x2-shm-chunked")
-    p.add_argument("--sizes", default="100000,300000,1000000,3000000", help="events per rank, one rank")
-    p.add_argument("--hta-max", type=int, default=1_000_000, help="largest one-rank size to run HTA on")
+    p.add_argument(
+        "--sizes", default="100000,300000,1000000,3000000", help="events per rank, one rank"
+    )
+    p.add_argument(
+        "--hta-max", type=int, default=1_000_000, help="largest one-rank size to run HTA on"
+    )
     p.add_argument("--multi", default="8x330000", help="RANKSxEVENTS for the many-rank comparison")
-    p.add_argument("--pool-ranks", type=int, default=64, help="generated ranks for the pool run (0: skip)")
-    p.add_argument("--repeat", type=int, default=1, help="one-rank runs of tpscope and HTA, interleaved (medians)")
+    p.add_argument(
+        "--pool-ranks", type=int, default=64, help="generated ranks for the pool run (0: skip)"
+    )
+    p.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="one-rank runs of tpscope and HTA, interleaved (medians)",
+    )
     p.add_argument("--multi-skip", action="store_true", help="leave out the many-rank comparison")
     p.add_argument("--out", type=Path, default=None)
     a = p.parse_args()
@@ -144,7 +165,12 @@ def main() -> None:
             events = count_events(run)
             load_before = os.getloadavg()[0]
             mb = sum(f.stat().st_size for f in run.iterdir()) / 2**20
-            row = {"case": f"1 rank, {events:,} events", "ranks": 1, "events": events, "gz_mb": round(mb, 1)}
+            row = {
+                "case": f"1 rank, {events:,} events",
+                "ranks": 1,
+                "events": events,
+                "gz_mb": round(mb, 1),
+            }
             fresh, hta = [], []
             for _ in range(a.repeat):  # interleaved: both see the machine's load of the moment
                 fresh.append(measure(TPSCOPE.format(run=str(run), extra=["--no-cache"]), env))
@@ -155,7 +181,9 @@ def main() -> None:
                 row["hta"] = median_of(hta)
             measure(TPSCOPE.format(run=str(run), extra=[]), env)  # fill the cache
             row["tpscope_cached"] = measure(TPSCOPE.format(run=str(run), extra=[]), env)
-            row["tpscope_one_core"] = measure(TPSCOPE.format(run=str(run), extra=["--no-cache", "--workers", "1"]), env)
+            row["tpscope_one_core"] = measure(
+                TPSCOPE.format(run=str(run), extra=["--no-cache", "--workers", "1"]), env
+            )
             row["load_average"] = [load_before, os.getloadavg()[0]]
             rows.append(row)
             print(json.dumps(row), flush=True)
@@ -165,10 +193,15 @@ def main() -> None:
             run = work / f"r{n_ranks}"
             tile_run(a.source, run, per_rank, ranks=n_ranks)
             events = count_events(run)
-            row = {"case": f"{n_ranks} ranks, {events:,} events", "ranks": n_ranks, "events": events}
+            row = {
+                "case": f"{n_ranks} ranks, {events:,} events",
+                "ranks": n_ranks,
+                "events": events,
+            }
             row["tpscope"] = measure(TPSCOPE.format(run=str(run), extra=["--no-cache"]), env)
-            row["tpscope_one_core"] = measure(TPSCOPE.format(run=str(run), extra=["--no-cache", "--workers", "1"]),
-                                              env)
+            row["tpscope_one_core"] = measure(
+                TPSCOPE.format(run=str(run), extra=["--no-cache", "--workers", "1"]), env
+            )
             row["hta"] = measure(HTA.format(run=str(run)))
             rows.append(row)
             print(json.dumps(row), flush=True)
@@ -177,7 +210,11 @@ def main() -> None:
             run = work / f"r{a.pool_ranks}"
             tile_run(a.source, run, 20_000, ranks=a.pool_ranks)
             events = count_events(run)
-            row = {"case": f"{a.pool_ranks} ranks, {events:,} events", "ranks": a.pool_ranks, "events": events}
+            row = {
+                "case": f"{a.pool_ranks} ranks, {events:,} events",
+                "ranks": a.pool_ranks,
+                "events": events,
+            }
             row["tpscope"] = measure(TPSCOPE.format(run=str(run), extra=["--no-cache"]), env)
             rows.append(row)
             print(json.dumps(row), flush=True)
@@ -185,16 +222,23 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
 
     print()
-    print("| case | tpscope s (all cores) | tpscope s (1 core) | cached s | HTA s | HTA / tpscope | tpscope MB | HTA MB | tpscope / HTA memory |")
+    print(
+        "| case | tpscope s (all cores) | tpscope s (1 core) | cached s | HTA s | HTA / tpscope | tpscope MB | HTA MB | tpscope / HTA memory |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         t, h = r["tpscope"], r.get("hta")
         one, cached = r.get("tpscope_one_core"), r.get("tpscope_cached")
         cells = [
-            r["case"], f"{t['wall_s']:.2f}", f"{one['wall_s']:.2f}" if one else "-",
-            f"{cached['wall_s']:.2f}" if cached else "-", f"{h['wall_s']:.1f}" if h else "-",
-            f"{h['wall_s'] / t['wall_s']:.1f}x" if h else "-", f"{t['peak_pss_mb']:.0f}",
-            f"{h['peak_pss_mb']:.0f}" if h else "-", f"{t['peak_pss_mb'] / h['peak_pss_mb']:.2f}" if h else "-",
+            r["case"],
+            f"{t['wall_s']:.2f}",
+            f"{one['wall_s']:.2f}" if one else "-",
+            f"{cached['wall_s']:.2f}" if cached else "-",
+            f"{h['wall_s']:.1f}" if h else "-",
+            f"{h['wall_s'] / t['wall_s']:.1f}x" if h else "-",
+            f"{t['peak_pss_mb']:.0f}",
+            f"{h['peak_pss_mb']:.0f}" if h else "-",
+            f"{t['peak_pss_mb'] / h['peak_pss_mb']:.2f}" if h else "-",
         ]
         print("| " + " | ".join(cells) + " |")
     if a.out:
@@ -203,12 +247,29 @@ def main() -> None:
         import numpy
 
         doc = {
-            "command": "python3 " + " ".join([str(Path(sys.argv[0]).relative_to(ROOT)) if Path(sys.argv[0]).is_absolute() else sys.argv[0], *sys.argv[1:]]),
+            "command": "python3 "
+            + " ".join(
+                [
+                    str(Path(sys.argv[0]).relative_to(ROOT))
+                    if Path(sys.argv[0]).is_absolute()
+                    else sys.argv[0],
+                    *sys.argv[1:],
+                ]
+            ),
             "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-            "machine": {"cores": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
-            "versions": {"numpy": numpy.__version__, "msgspec": msgspec.__version__,
-                         "hta": getattr(hta, "__version__", "traceinsight 0.6.1")},
-            "source": str(a.source.relative_to(ROOT)) if a.source.is_relative_to(ROOT) else str(a.source),
+            "machine": {
+                "cores": os.cpu_count(),
+                "platform": platform.platform(),
+                "python": platform.python_version(),
+            },
+            "versions": {
+                "numpy": numpy.__version__,
+                "msgspec": msgspec.__version__,
+                "hta": getattr(hta, "__version__", "traceinsight 0.6.1"),
+            },
+            "source": str(a.source.relative_to(ROOT))
+            if a.source.is_relative_to(ROOT)
+            else str(a.source),
             "rows": rows,
         }
         a.out.parent.mkdir(parents=True, exist_ok=True)

@@ -35,9 +35,13 @@ def main() -> int:
     parser.add_argument("--feed-ahead-ms", type=float, default=2.0)
     parser.add_argument("--calls", type=int, default=3)
     parser.add_argument("--regime", choices=("nvlink", "shm"), default="nvlink")
-    parser.add_argument("--set", choices=("modes", "rs-exchange"), default="modes",
-                        help="shm: chunked and ring at 4 chunks (modes), or the ring GEMM-RS at 8 chunks "
-                             "swapping pieces by send/recv and by all-gather (rs-exchange)")
+    parser.add_argument(
+        "--set",
+        choices=("modes", "rs-exchange"),
+        default="modes",
+        help="shm: chunked and ring at 4 chunks (modes), or the ring GEMM-RS at 8 chunks "
+        "swapping pieces by send/recv and by all-gather (rs-exchange)",
+    )
     args = parser.parse_args()
     apply_in_process(args.regime, os.environ)
     apply_defaults(os.environ)
@@ -57,29 +61,41 @@ def main() -> int:
     nvlink = {
         "ag/gemm": lambda: gathered @ w1,
         "ag/unfused": lambda: all_gather_matmul(x, w1, mode="none", return_gathered=True),
-        "ag/copy_engine/push": lambda: all_gather_matmul(x, w1, mode="copy_engine", chunks=1, return_gathered=True),
-        "ag/copy_engine/pull": lambda: all_gather_matmul(x, w1, mode="copy_engine", chunks=1, return_gathered=True,
-                                                         copy_push=False),
+        "ag/copy_engine/push": lambda: all_gather_matmul(
+            x, w1, mode="copy_engine", chunks=1, return_gathered=True
+        ),
+        "ag/copy_engine/pull": lambda: all_gather_matmul(
+            x, w1, mode="copy_engine", chunks=1, return_gathered=True, copy_push=False
+        ),
         "rs/gemm": lambda: y @ w2,
         "rs/unfused": lambda: matmul_reduce_scatter(y, w2, mode="none"),
         "rs/copy_engine": lambda: matmul_reduce_scatter(y, w2, mode="copy_engine", chunks=1),
     }
-    shm = {"ag/gemm": nvlink["ag/gemm"], "ag/unfused": nvlink["ag/unfused"],
-           "rs/gemm": nvlink["rs/gemm"], "rs/unfused": nvlink["rs/unfused"]}
+    shm = {
+        "ag/gemm": nvlink["ag/gemm"],
+        "ag/unfused": nvlink["ag/unfused"],
+        "rs/gemm": nvlink["rs/gemm"],
+        "rs/unfused": nvlink["rs/unfused"],
+    }
     for taper in (False, True):
         tag = "/taper" if taper else ""
         shm[f"ag/chunked/k4/m16{tag}"] = lambda t=taper: all_gather_matmul(
-            x, w1, mode="chunked", chunks=4, sm_margin=16, return_gathered=True, taper=t)
+            x, w1, mode="chunked", chunks=4, sm_margin=16, return_gathered=True, taper=t
+        )
         shm[f"rs/ring/k4/m4{tag}"] = lambda t=taper: matmul_reduce_scatter(
-            y, w2, mode="ring", chunks=4, sm_margin=4, taper=t)
+            y, w2, mode="ring", chunks=4, sm_margin=4, taper=t
+        )
         shm[f"rs/chunked/k4/m4{tag}"] = lambda t=taper: matmul_reduce_scatter(
-            y, w2, mode="chunked", chunks=4, sm_margin=4, taper=t)
+            y, w2, mode="chunked", chunks=4, sm_margin=4, taper=t
+        )
     exchange = {"rs/gemm": nvlink["rs/gemm"], "rs/unfused": nvlink["rs/unfused"]}
     for margin in (4, 16):
         for agx in (False, True):
             exchange[f"rs/ring/k8/m{margin}/taper" + ("/agx" if agx else "")] = (
-                lambda m=margin, a=agx: matmul_reduce_scatter(y, w2, mode="ring", chunks=8, sm_margin=m,
-                                                              ring_all_gather=a))
+                lambda m=margin, a=agx: matmul_reduce_scatter(
+                    y, w2, mode="ring", chunks=8, sm_margin=m, ring_all_gather=a
+                )
+            )
     fns = nvlink if args.regime == "nvlink" else shm if args.set == "modes" else exchange
     spin = int(args.feed_ahead_ms * spin_cycles_per_ms(device))
     token = torch.zeros(1, device=device)

@@ -40,10 +40,14 @@ def main() -> int:
             fused.append(matmul_reduce_scatter(*args, mode="copy_engine", chunks=chunks))
         elif kind == "ag":
             args = (rnd(s // tp, h), rnd(h, f // tp))
-            fused.append(all_gather_matmul(*args, mode="copy_engine", chunks=chunks, return_gathered=True))
+            fused.append(
+                all_gather_matmul(*args, mode="copy_engine", chunks=chunks, return_gathered=True)
+            )
         else:
             args = (rnd(s // tp, h), rnd(h, f // tp), rnd(s, 512))
-            fused.append(all_gather_matmul(*args[:2], mode="copy_engine", chunks=chunks, wgrad_lhs=args[2]))
+            fused.append(
+                all_gather_matmul(*args[:2], mode="copy_engine", chunks=chunks, wgrad_lhs=args[2])
+            )
         calls.append((kind, args))
     torch.cuda.synchronize()
     worst = 0.0
@@ -62,8 +66,10 @@ def main() -> int:
     dist.all_reduce(ok, op=dist.ReduceOp.MAX)
     if rank == 0:
         verdict = "ok" if ok.item() <= TOLERANCE else "WRONG"
-        print(f"copy_engine_check: {len(calls)} calls back to back, worst relative error {ok.item():.2e}: {verdict}",
-              flush=True)
+        print(
+            f"copy_engine_check: {len(calls)} calls back to back, worst relative error {ok.item():.2e}: {verdict}",
+            flush=True,
+        )
     dist.destroy_process_group()
     return 0 if ok.item() <= TOLERANCE else 1
 

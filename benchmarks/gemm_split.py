@@ -61,13 +61,19 @@ def pieces_fns(a: torch.Tensor, w: torch.Tensor, out: torch.Tensor) -> dict:
                     torch.mm(a[lo:hi], w, out=out[lo:hi])
             if use_tail:
                 main.wait_stream(tail)
+
         return fn
 
     half, quarter = m // 2, m // 4
     halves = [(0, half), (half, m)]
     quarters = [(0, half), (half, half + quarter), (half + quarter, m)]
-    return {"full": run([(0, m)], False), "halves": run(halves, False), "halves/tail": run(halves, True),
-            "half+quarters": run(quarters, False), "half+quarters/tail": run(quarters, True)}
+    return {
+        "full": run([(0, m)], False),
+        "halves": run(halves, False),
+        "halves/tail": run(halves, True),
+        "half+quarters": run(quarters, False),
+        "half+quarters/tail": run(quarters, True),
+    }
 
 
 def main() -> int:
@@ -93,21 +99,36 @@ def main() -> int:
             torch.cuda.synchronize()
             err = float((out.float() - ref.float()).abs().max() / ref.float().abs().max())
             if err > 2e-2:
-                raise SystemExit(f"gemm_split: {name} {label} differs from one GEMM (rel. err {err:.1e})")
+                raise SystemExit(
+                    f"gemm_split: {name} {label} differs from one GEMM (rel. err {err:.1e})"
+                )
         timed = time_regions(fns, device=device, reps=args.reps, warmup=args.warmup)
         full = timed["full"].median_ms
-        row = {"shape": name, "M": m, "K": k, "N": n,
-               "timing": {label: t.as_dict() for label, t in timed.items()},
-               "vs_full": {label: t.median_ms / full for label, t in timed.items()}}
+        row = {
+            "shape": name,
+            "M": m,
+            "K": k,
+            "N": n,
+            "timing": {label: t.as_dict() for label, t in timed.items()},
+            "vs_full": {label: t.median_ms / full for label, t in timed.items()},
+        }
         results.append(row)
         if dist.get_rank() == 0:
-            cells = "  ".join(f"{label} {t.median_ms:.3f} ({t.median_ms / full:.3f}x)"
-                              for label, t in timed.items())
+            cells = "  ".join(
+                f"{label} {t.median_ms:.3f} ({t.median_ms / full:.3f}x)"
+                for label, t in timed.items()
+            )
             print(f"{name:<14} M,K,N={m},{k},{n}  {cells}", flush=True)
     if dist.get_rank() == 0 and args.json:
-        doc = {"torch_version": torch.__version__, "gpu_name": torch.cuda.get_device_name(device),
-               "reps": args.reps, "warmup": args.warmup, "dtype": "bfloat16",
-               "timing": "round robin, slowest rank per repetition, cuda events", "results": results}
+        doc = {
+            "torch_version": torch.__version__,
+            "gpu_name": torch.cuda.get_device_name(device),
+            "reps": args.reps,
+            "warmup": args.warmup,
+            "dtype": "bfloat16",
+            "timing": "round robin, slowest rank per repetition, cuda events",
+            "results": results,
+        }
         with open(args.json, "w") as fh:
             json.dump(doc, fh, indent=1)
     dist.destroy_process_group()

@@ -53,20 +53,30 @@ def say(msg: str) -> None:
 
 def median_ms(samples: list[float]) -> dict:
     s = sorted(samples)
-    return {"median_ms": statistics.median(s), "p10_ms": s[len(s) // 10], "p90_ms": s[(len(s) * 9) // 10],
-            "reps": len(s)}
+    return {
+        "median_ms": statistics.median(s),
+        "p10_ms": s[len(s) // 10],
+        "p90_ms": s[(len(s) * 9) // 10],
+        "reps": len(s),
+    }
 
 
 def env_info() -> dict:
-    info = {"torch": torch.__version__, "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(0),
-            "python": sys.version.split()[0]}
+    info = {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "gpu": torch.cuda.get_device_name(0),
+        "python": sys.version.split()[0],
+    }
     try:
         st = os.statvfs("/dev/shm")
         info["dev_shm_free_bytes"] = st.f_bavail * st.f_frsize
     except OSError as exc:
         info["dev_shm_error"] = str(exc)
     # under NEED_BYTES the regions go to anonymous shared memory (the mode's own fallback)
-    info["regions_in"] = "/dev/shm" if info.get("dev_shm_free_bytes", 0) >= NEED_BYTES else "/dev/shm or memfd"
+    info["regions_in"] = (
+        "/dev/shm" if info.get("dev_shm_free_bytes", 0) >= NEED_BYTES else "/dev/shm or memfd"
+    )
     return info
 
 
@@ -92,7 +102,9 @@ def part_bandwidth(reps: int) -> dict:
     biggest = sizes[-1]
     reg = make_region(biggest, dev)
     out_slot = reg.bytes[reg.header_bytes : reg.header_bytes + biggest]
-    in_slot = reg.bytes[reg.header_bytes + 2 * biggest : reg.header_bytes + 3 * biggest]  # "rank 1"'s slot
+    in_slot = reg.bytes[
+        reg.header_bytes + 2 * biggest : reg.header_bytes + 3 * biggest
+    ]  # "rank 1"'s slot
     in_slot.fill_(1)
     src = torch.ones(biggest, dtype=torch.uint8, device=dev)
     dst = torch.empty(biggest, dtype=torch.uint8, device=dev)
@@ -118,8 +130,10 @@ def part_bandwidth(reps: int) -> dict:
         cases = {
             "d2h": [(d2h_s, lambda: host_out[:n].copy_(src[:n], non_blocking=True))],
             "h2d": [(h2d_s, lambda: dst[:n].copy_(host_in[:n], non_blocking=True))],
-            "both": [(d2h_s, lambda: host_out[:n].copy_(src[:n], non_blocking=True)),
-                     (h2d_s, lambda: dst[:n].copy_(host_in[:n], non_blocking=True))],
+            "both": [
+                (d2h_s, lambda: host_out[:n].copy_(src[:n], non_blocking=True)),
+                (h2d_s, lambda: dst[:n].copy_(host_in[:n], non_blocking=True)),
+            ],
         }
         samples = {k: [] for k in cases}
         for i in range(reps + 3):
@@ -137,15 +151,19 @@ def part_bandwidth(reps: int) -> dict:
 
     for n in sizes:
         result["shared_file"][str(n)] = measure(out_slot, in_slot, n)
-        say(f"(a) shared file {n / 2**20:.0f} MiB: d2h {result['shared_file'][str(n)]['d2h']['gbps']:.1f} GB/s, "
-            f"h2d {result['shared_file'][str(n)]['h2d']['gbps']:.1f}, both {result['shared_file'][str(n)]['both']['gbps']:.1f}")
+        say(
+            f"(a) shared file {n / 2**20:.0f} MiB: d2h {result['shared_file'][str(n)]['d2h']['gbps']:.1f} GB/s, "
+            f"h2d {result['shared_file'][str(n)]['h2d']['gbps']:.1f}, both {result['shared_file'][str(n)]['both']['gbps']:.1f}"
+        )
     pinned = torch.empty(biggest, dtype=torch.uint8, pin_memory=True)
     pinned.fill_(1)
     result["pinned_by_torch"][str(biggest)] = measure(pinned, pinned, biggest)
     pageable = torch.ones(biggest, dtype=torch.uint8)
     result["pageable"][str(biggest)] = measure(pageable, pageable, biggest)
-    say(f"(a) torch-pinned {biggest / 2**20:.0f} MiB d2h {result['pinned_by_torch'][str(biggest)]['d2h']['gbps']:.1f} GB/s,"
-        f" pageable {result['pageable'][str(biggest)]['d2h']['gbps']:.1f} GB/s")
+    say(
+        f"(a) torch-pinned {biggest / 2**20:.0f} MiB d2h {result['pinned_by_torch'][str(biggest)]['d2h']['gbps']:.1f} GB/s,"
+        f" pageable {result['pageable'][str(biggest)]['d2h']['gbps']:.1f} GB/s"
+    )
 
     # one flag raised and waited for on a stream, 100 times in a row
     flag = reg.ready(0)
@@ -186,23 +204,44 @@ def part_contention(reps: int) -> dict:
         sm_src = torch.ones(nbytes // 2, dtype=torch.bfloat16, device=dev)
         sm_dst = torch.empty(nbytes // 2, dtype=torch.bfloat16, device=dev)
         gemms = {
-            "ag": (torch.randn(s, h, device=dev, dtype=torch.bfloat16), torch.randn(h, f // TP, device=dev, dtype=torch.bfloat16)),
-            "rs": (torch.randn(s, f // TP, device=dev, dtype=torch.bfloat16), torch.randn(f // TP, h, device=dev, dtype=torch.bfloat16)),
+            "ag": (
+                torch.randn(s, h, device=dev, dtype=torch.bfloat16),
+                torch.randn(h, f // TP, device=dev, dtype=torch.bfloat16),
+            ),
+            "rs": (
+                torch.randn(s, f // TP, device=dev, dtype=torch.bfloat16),
+                torch.randn(f // TP, h, device=dev, dtype=torch.bfloat16),
+            ),
         }
         for side, (a, b) in gemms.items():
-            samples = _gemm_cases(a, b, [(d2h_s, host_out, src), (h2d_s, dst, host_in)], (sm_s, sm_src, sm_dst),
-                                  main, reps)
-            res = {k: {part: median_ms(v) for part, v in parts.items() if v} for k, parts in samples.items()}
+            samples = _gemm_cases(
+                a,
+                b,
+                [(d2h_s, host_out, src), (h2d_s, dst, host_in)],
+                (sm_s, sm_src, sm_dst),
+                main,
+                reps,
+            )
+            res = {
+                k: {part: median_ms(v) for part, v in parts.items() if v}
+                for k, parts in samples.items()
+            }
             alone = res["gemm_alone"]["gemm"]["median_ms"]
-            res["gemm_slowdown_by_copy_engines"] = res["gemm_with_copy_engines"]["gemm"]["median_ms"] / alone - 1
-            res["gemm_slowdown_by_sm_copy"] = res["gemm_with_sm_copy"]["gemm"]["median_ms"] / alone - 1
+            res["gemm_slowdown_by_copy_engines"] = (
+                res["gemm_with_copy_engines"]["gemm"]["median_ms"] / alone - 1
+            )
+            res["gemm_slowdown_by_sm_copy"] = (
+                res["gemm_with_sm_copy"]["gemm"]["median_ms"] / alone - 1
+            )
             res["copy_bytes_each_direction"] = nbytes
             res["gemm_shape"] = [a.shape[0], a.shape[1], b.shape[1]]
             out[f"{name}/{side}"] = res
-            say(f"(b) {name} {side} GEMM {alone:.3f} ms alone; beside the copy engines "
+            say(
+                f"(b) {name} {side} GEMM {alone:.3f} ms alone; beside the copy engines "
                 f"{res['gemm_slowdown_by_copy_engines']:+.1%}, beside an SM copy {res['gemm_slowdown_by_sm_copy']:+.1%}; "
                 f"copies {res['copy_engines_alone']['side']['median_ms']:.3f} ms alone, "
-                f"{res['gemm_with_copy_engines']['side']['median_ms']:.3f} beside the GEMM")
+                f"{res['gemm_with_copy_engines']['side']['median_ms']:.3f} beside the GEMM"
+            )
         reg.close()
     return out
 
@@ -212,11 +251,17 @@ def _gemm_cases(a, b, copy_pairs, sm, main, reps: int) -> dict:
     copy of the same bytes alone and beside the GEMM: per case, the GEMM's time, the side's, both."""
     c = torch.empty(a.shape[0], b.shape[1], device=a.device, dtype=a.dtype)
     sm_s, sm_src, sm_dst = sm
-    copies = [(stream, lambda d=d, s=s: d.copy_(s, non_blocking=True)) for stream, d, s in copy_pairs]
+    copies = [
+        (stream, lambda d=d, s=s: d.copy_(s, non_blocking=True)) for stream, d, s in copy_pairs
+    ]
     sm_copy = [(sm_s, lambda: (torch.mul(sm_src, 1, out=sm_dst), torch.mul(sm_dst, 1, out=sm_src)))]
-    cases = {"gemm_alone": (True, []), "copy_engines_alone": (False, copies),
-             "gemm_with_copy_engines": (True, copies), "sm_copy_alone": (False, sm_copy),
-             "gemm_with_sm_copy": (True, sm_copy)}
+    cases = {
+        "gemm_alone": (True, []),
+        "copy_engines_alone": (False, copies),
+        "gemm_with_copy_engines": (True, copies),
+        "sm_copy_alone": (False, sm_copy),
+        "gemm_with_sm_copy": (True, sm_copy),
+    }
     samples: dict = {k: {"gemm": [], "side": [], "both": []} for k in cases}
     for i in range(reps + 3):
         for k, (with_gemm, side_fns) in cases.items():
@@ -262,7 +307,9 @@ def _rank_main(rank: int, world: int, port: int, out_dir: str, reps: int, gpus: 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dev = torch.device("cuda", rank % gpus)
     torch.cuda.set_device(dev)
-    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=120))
+    dist.init_process_group(
+        "gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=120)
+    )
     res: dict = {"checks": {}, "timings": {}}
 
     def rel(a, b) -> float:
@@ -270,11 +317,18 @@ def _rank_main(rank: int, world: int, port: int, out_dir: str, reps: int, gpus: 
 
     def inputs(seed: int, *shapes):  # every rank's tensors, drawn alike on every rank
         g = torch.Generator(device=dev).manual_seed(seed)
-        return [[(torch.randn(*sh, generator=g, device=dev) * 0.1).bfloat16() for sh in shapes] for _ in range(world)]
+        return [
+            [(torch.randn(*sh, generator=g, device=dev) * 0.1).bfloat16() for sh in shapes]
+            for _ in range(world)
+        ]
 
     # forward, both sides, several piece counts, three shapes (smallest first: the region is made
     # again, larger, on CUDA twice)
-    for name, (s, h, f) in {"odd": (1536, 640, 1920), "8b": SHAPES["8b"], "ref": SHAPES["ref"]}.items():
+    for name, (s, h, f) in {
+        "odd": (1536, 640, 1920),
+        "8b": SHAPES["8b"],
+        "ref": SHAPES["ref"],
+    }.items():
         for k in PIECES:
             xs = inputs(k, (s // world, h), (h, f // world))
             w = xs[0][1]
@@ -284,12 +338,21 @@ def _rank_main(rank: int, world: int, port: int, out_dir: str, reps: int, gpus: 
             ys = inputs(100 + k, (s, f // world), (f // world, h))
             got = matmul_reduce_scatter(ys[rank][0], ys[rank][1], mode="host_staged", chunks=k)
             full = sum(y[0].float() @ y[1].float() for y in ys)
-            res["checks"][f"rs/{name}/k{k}"] = rel(got, full[rank * (s // world) : (rank + 1) * (s // world)])
+            res["checks"][f"rs/{name}/k{k}"] = rel(
+                got, full[rank * (s // world) : (rank + 1) * (s // world)]
+            )
     # backward of both layers (bwd overlap on), against gradients written out by hand
     s, h, f = 2048, 1024, 3072
     for k in (1, 2):
-        t = inputs(7 + k, (s // world, h), (h, f // world), (s, f // world), (s, f // world), (f // world, h),
-                   (s // world, h))
+        t = inputs(
+            7 + k,
+            (s // world, h),
+            (h, f // world),
+            (s, f // world),
+            (s, f // world),
+            (f // world, h),
+            (s // world, h),
+        )
         x, w1, g1 = t[rank][0].requires_grad_(), t[rank][1].requires_grad_(), t[rank][2]
         y, w2, g2 = t[rank][3].requires_grad_(), t[rank][4].requires_grad_(), t[rank][5]
         fusion = FusionChoice(mode="host_staged", chunks=k)
@@ -313,13 +376,21 @@ def _rank_main(rank: int, world: int, port: int, out_dir: str, reps: int, gpus: 
         k = 1 + i % 2
         if i % 2:
             xs = inputs(1000 + i, (s // world, h), (h, f // world))
-            queued.append((all_gather_matmul(xs[rank][0], xs[0][1], mode="host_staged", chunks=k),
-                           lambda xs=xs: torch.cat([x[0] for x in xs]) @ xs[0][1]))
+            queued.append(
+                (
+                    all_gather_matmul(xs[rank][0], xs[0][1], mode="host_staged", chunks=k),
+                    lambda xs=xs: torch.cat([x[0] for x in xs]) @ xs[0][1],
+                )
+            )
         else:
             ys = inputs(2000 + i, (s, f // world), (f // world, h))
             sl = slice(rank * (s // world), (rank + 1) * (s // world))
-            queued.append((matmul_reduce_scatter(ys[rank][0], ys[rank][1], mode="host_staged", chunks=k),
-                           lambda ys=ys, sl=sl: sum(y[0].float() @ y[1].float() for y in ys)[sl]))
+            queued.append(
+                (
+                    matmul_reduce_scatter(ys[rank][0], ys[rank][1], mode="host_staged", chunks=k),
+                    lambda ys=ys, sl=sl: sum(y[0].float() @ y[1].float() for y in ys)[sl],
+                )
+            )
     torch.cuda.synchronize()
     for got, ref in queued:
         worst = max(worst, rel(got, ref()))
@@ -332,16 +403,26 @@ def _rank_main(rank: int, world: int, port: int, out_dir: str, reps: int, gpus: 
         y = torch.randn(s, f // world, generator=g, device=dev).bfloat16()
         w2 = torch.randn(f // world, h, generator=g, device=dev).bfloat16()
         xg = torch.randn(s, h, generator=g, device=dev).bfloat16()
-        fns = {"gemm_ag_alone": lambda xg=xg, w=w: xg @ w, "gemm_rs_alone": lambda y=y, w2=w2: y @ w2}
+        fns = {
+            "gemm_ag_alone": lambda xg=xg, w=w: xg @ w,
+            "gemm_rs_alone": lambda y=y, w2=w2: y @ w2,
+        }
         for k in PIECES:
-            fns[f"ag/k{k}"] = lambda k=k, x=x, w=w: all_gather_matmul(x, w, mode="host_staged", chunks=k)
-            fns[f"rs/k{k}"] = lambda k=k, y=y, w2=w2: matmul_reduce_scatter(y, w2, mode="host_staged", chunks=k)
+            fns[f"ag/k{k}"] = lambda k=k, x=x, w=w: all_gather_matmul(
+                x, w, mode="host_staged", chunks=k
+            )
+            fns[f"rs/k{k}"] = lambda k=k, y=y, w2=w2: matmul_reduce_scatter(
+                y, w2, mode="host_staged", chunks=k
+            )
         samples: dict = {key: [] for key in fns}
         for i in range(reps + 2):
             for key, fn in fns.items():
                 torch.cuda.synchronize()
                 dist.barrier()
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start, end = (
+                    torch.cuda.Event(enable_timing=True),
+                    torch.cuda.Event(enable_timing=True),
+                )
                 start.record()
                 fn()
                 end.record()
@@ -363,7 +444,9 @@ def part_two_processes(reps: int, timeout_s: float, gpus: int = 1) -> dict:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     out_dir = tempfile.mkdtemp(prefix="host_staged_one_gpu-")
-    ctx = mp.start_processes(_rank_main, args=(2, port, out_dir, reps, gpus), nprocs=2, join=False, start_method="spawn")
+    ctx = mp.start_processes(
+        _rank_main, args=(2, port, out_dir, reps, gpus), nprocs=2, join=False, start_method="spawn"
+    )
     deadline = time.monotonic() + timeout_s
     try:
         while not ctx.join(timeout=5):
@@ -371,8 +454,10 @@ def part_two_processes(reps: int, timeout_s: float, gpus: int = 1) -> dict:
                 for p in ctx.processes:
                     if p.is_alive():
                         p.kill()
-                return {"error": f"the two processes did not finish in {timeout_s:.0f} s (a hang in the ordering?)",
-                        "partial": _read_ranks(out_dir)}
+                return {
+                    "error": f"the two processes did not finish in {timeout_s:.0f} s (a hang in the ordering?)",
+                    "partial": _read_ranks(out_dir),
+                }
     except Exception as exc:  # noqa: BLE001 - a rank's failure is a result to record
         return {"error": str(exc)[-3000:], "partial": _read_ranks(out_dir)}
     return _read_ranks(out_dir)
@@ -390,52 +475,86 @@ def _summary(result: dict) -> dict:
         out[f"gbps_{int(size) // 2**20}MiB"] = {k: round(v["gbps"], 1) for k, v in cases.items()}
     for key, res in result.get("contention", {}).items():
         if isinstance(res, dict) and "gemm_slowdown_by_copy_engines" in res:
-            out[f"gemm_slowdown/{key}"] = {"copy_engines": round(res["gemm_slowdown_by_copy_engines"], 4),
-                                           "sm_copy": round(res["gemm_slowdown_by_sm_copy"], 4)}
+            out[f"gemm_slowdown/{key}"] = {
+                "copy_engines": round(res["gemm_slowdown_by_copy_engines"], 4),
+                "sm_copy": round(res["gemm_slowdown_by_sm_copy"], 4),
+            }
     return out
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--out", required=True, help="JSON file to write")
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--two-process-timeout-s", type=float, default=150.0)
-    parser.add_argument("--gpus", type=int, choices=(1, 2), default=1,
-                        help="(c) on 1 GPU (both processes on GPU 0) or 2 (a GPU each: its times are the mode's)")
+    parser.add_argument(
+        "--gpus",
+        type=int,
+        choices=(1, 2),
+        default=1,
+        help="(c) on 1 GPU (both processes on GPU 0) or 2 (a GPU each: its times are the mode's)",
+    )
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("host_staged_one_gpu: error: needs a CUDA GPU", file=sys.stderr)
         return 2
     t0 = time.monotonic()
-    result: dict = {"env": env_info(), "reps": args.reps, "shapes": SHAPES, "tp": TP, "gpus": args.gpus}
+    result: dict = {
+        "env": env_info(),
+        "reps": args.reps,
+        "shapes": SHAPES,
+        "tp": TP,
+        "gpus": args.gpus,
+    }
     say(f"env {result['env']}")
 
     def save() -> None:
         result["wall_s"] = time.monotonic() - t0
         Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
 
-    for key, fn in (("bandwidth", lambda: part_bandwidth(args.reps)),
-                    ("contention", lambda: part_contention(args.reps)),
-                    ("two_processes", lambda: part_two_processes(max(5, args.reps // 2), args.two_process_timeout_s, args.gpus))):
+    for key, fn in (
+        ("bandwidth", lambda: part_bandwidth(args.reps)),
+        ("contention", lambda: part_contention(args.reps)),
+        (
+            "two_processes",
+            lambda: part_two_processes(
+                max(5, args.reps // 2), args.two_process_timeout_s, args.gpus
+            ),
+        ),
+    ):
         say(f"part {key} ...")
         try:
             result[key] = fn()
         except Exception as exc:  # noqa: BLE001 - record the failure, go on with the next part
-            result[key] = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-4000:]}
+            result[key] = {
+                "error": f"{type(exc).__name__}: {exc}",
+                "traceback": traceback.format_exc()[-4000:],
+            }
             say(f"part {key} failed: {type(exc).__name__}: {exc}")
         torch.cuda.synchronize()
         save()
         say(f"part {key} done ({time.monotonic() - t0:.0f} s); wrote {args.out}")
     tp_checks = result.get("two_processes", {})
-    worst = max((v for r in tp_checks.values() if isinstance(r, dict) for v in r.get("checks", {}).values()),
-                default=None)
+    worst = max(
+        (
+            v
+            for r in tp_checks.values()
+            if isinstance(r, dict)
+            for v in r.get("checks", {}).values()
+        ),
+        default=None,
+    )
     result["summary"] = _summary(result)
     result["two_processes_worst_rel_err"] = worst
     result["two_processes_ok"] = worst is not None and worst <= TOLERANCE
     save()
     say(f"summary {json.dumps(result['summary'])}")
-    say(f"two processes: worst relative error {worst} against {TOLERANCE} (bfloat16): "
-        f"{'OK' if result['two_processes_ok'] else 'FAILED'}")
+    say(
+        f"two processes: worst relative error {worst} against {TOLERANCE} (bfloat16): "
+        f"{'OK' if result['two_processes_ok'] else 'FAILED'}"
+    )
     return 0 if result["two_processes_ok"] else 1
 
 

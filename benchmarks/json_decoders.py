@@ -33,7 +33,9 @@ def main() -> None:
 
     from tpscope.trace.schema import TraceFile
 
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("source", type=Path)
     p.add_argument("--events", type=int, default=1_000_000)
     a = p.parse_args()
@@ -68,7 +70,9 @@ def main() -> None:
         peak = tracemalloc.get_traced_memory()[1] / 2**20
         tracemalloc.stop()
         del doc
-        print(f"| {name} | {statistics.median(times[True]):.2f} | {statistics.median(times[False]):.2f} | {peak:.0f} |")
+        print(
+            f"| {name} | {statistics.median(times[True]):.2f} | {statistics.median(times[False]):.2f} | {peak:.0f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -25,8 +25,15 @@ from tpscope.trace.compact import pack
 
 def measure(folder: Path) -> dict:
     files = run_folder.find_trace_files(folder)
-    row = {"run": folder.name, "ranks": len(files), "file_bytes": 0, "text_bytes": 0, "map_result_bytes": 0,
-           "unpacked_bytes": 0, "uncut_bytes": 0}
+    row = {
+        "run": folder.name,
+        "ranks": len(files),
+        "file_bytes": 0,
+        "text_bytes": 0,
+        "map_result_bytes": 0,
+        "unpacked_bytes": 0,
+        "uncut_bytes": 0,
+    }
     for f in files:
         row["file_bytes"] += f.stat().st_size
         raw = f.read_bytes()
@@ -43,20 +50,28 @@ def measure(folder: Path) -> dict:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("runs", nargs="+", type=Path)
     p.add_argument("--out", type=Path)
     a = p.parse_args()
     rows = [measure(r) for r in a.runs]
-    print("| run | ranks | files (gzip) | JSON text | map results | / files | / text | unpacked | before the cut |")
+    print(
+        "| run | ranks | files (gzip) | JSON text | map results | / files | / text | unpacked | before the cut |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['run']} | {r['ranks']} | {r['file_bytes'] / 1e6:.2f} MB | {r['text_bytes'] / 1e6:.1f} MB | "
-              f"{r['map_result_bytes'] / 1e6:.2f} MB | {r['over_file']:.2f} | {r['over_text']:.3f} | "
-              f"{r['unpacked_bytes'] / 1e6:.2f} MB | {r['uncut_bytes'] / 1e6:.2f} MB |")
+        print(
+            f"| {r['run']} | {r['ranks']} | {r['file_bytes'] / 1e6:.2f} MB | {r['text_bytes'] / 1e6:.1f} MB | "
+            f"{r['map_result_bytes'] / 1e6:.2f} MB | {r['over_file']:.2f} | {r['over_text']:.3f} | "
+            f"{r['unpacked_bytes'] / 1e6:.2f} MB | {r['uncut_bytes'] / 1e6:.2f} MB |"
+        )
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)
-        a.out.write_text(json.dumps({"command": "python3 " + " ".join(sys.argv), "rows": rows}, indent=1) + "\n")
+        a.out.write_text(
+            json.dumps({"command": "python3 " + " ".join(sys.argv), "rows": rows}, indent=1) + "\n"
+        )
 
 
 if __name__ == "__main__":

@@ -34,7 +34,9 @@ def main() -> None:
     ap.add_argument("--hidden", type=int, default=4096)
     ap.add_argument("--tokens", type=int, default=4096)
     ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--small-kernels", type=int, default=200, help="tiny kernels launched one by one per step")
+    ap.add_argument(
+        "--small-kernels", type=int, default=200, help="tiny kernels launched one by one per step"
+    )
     ap.add_argument("--wait", type=int, default=1)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--active", type=int, default=6)
@@ -47,8 +49,15 @@ def main() -> None:
     dev = torch.device("cuda")
     torch.manual_seed(0)
     h = args.hidden
-    blocks = [torch.nn.Sequential(torch.nn.LayerNorm(h), torch.nn.Linear(h, 4 * h), torch.nn.GELU(),
-                                  torch.nn.Linear(4 * h, h)) for _ in range(args.layers)]
+    blocks = [
+        torch.nn.Sequential(
+            torch.nn.LayerNorm(h),
+            torch.nn.Linear(h, 4 * h),
+            torch.nn.GELU(),
+            torch.nn.Linear(4 * h, h),
+        )
+        for _ in range(args.layers)
+    ]
     model = torch.nn.ModuleList(blocks).to(dev, torch.bfloat16)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     x = torch.randn(args.tokens, h, device=dev, dtype=torch.bfloat16)
@@ -56,7 +65,10 @@ def main() -> None:
     side = torch.cuda.Stream()
     small = torch.zeros(64, device=dev)
     n_steps = args.wait + args.warmup + args.active
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n_steps)]
+    events = [
+        (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+        for _ in range(n_steps)
+    ]
     try:
         from torch._C._profiler import _ExperimentalConfig
 
@@ -66,10 +78,15 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     losses = []
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
-                 schedule=schedule(wait=args.wait, warmup=args.warmup, active=args.active, repeat=1),
-                 on_trace_ready=tensorboard_trace_handler(str(out), worker_name=f"rank{rank}", use_gzip=True),
-                 record_shapes=True, **extra) as prof:
+    with profile(
+        activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+        schedule=schedule(wait=args.wait, warmup=args.warmup, active=args.active, repeat=1),
+        on_trace_ready=tensorboard_trace_handler(
+            str(out), worker_name=f"rank{rank}", use_gzip=True
+        ),
+        record_shapes=True,
+        **extra,
+    ) as prof:
         for step in range(n_steps):
             events[step][0].record()
             with record_function("train_step"):
@@ -97,7 +114,9 @@ def main() -> None:
                 with record_function("optimizer"):
                     opt.step()
                     opt.zero_grad(set_to_none=True)
-                with record_function("small_kernels"):  # CPU-bound: each kernel is shorter than its launch
+                with record_function(
+                    "small_kernels"
+                ):  # CPU-bound: each kernel is shorter than its launch
                     for _ in range(args.small_kernels):
                         small.add_(1.0)
                 with record_function("read_loss"):
@@ -106,9 +125,18 @@ def main() -> None:
             prof.step()
     torch.cuda.synchronize()
     times = [a.elapsed_time(b) for a, b in events]
-    (out / f"step_times_rank{rank}.json").write_text(json.dumps(
-        {"step_ms": times, "profiled_from": args.wait + args.warmup, "losses": losses,
-         "gpu": torch.cuda.get_device_name(), "torch": torch.__version__}, indent=1))
+    (out / f"step_times_rank{rank}.json").write_text(
+        json.dumps(
+            {
+                "step_ms": times,
+                "profiled_from": args.wait + args.warmup,
+                "losses": losses,
+                "gpu": torch.cuda.get_device_name(),
+                "torch": torch.__version__,
+            },
+            indent=1,
+        )
+    )
     print(f"rank {rank}: step ms {[round(t, 3) for t in times]}")
     if world > 1:
         dist.destroy_process_group()

@@ -65,9 +65,15 @@ def write_folder(dst: Path, ranks: int, events: int, seed: int = 0, source: Path
     for rank in range(ranks):
         k = rank % len(sources)
         head = dict(heads[k])
-        head["distributedInfo"] = {**(head.get("distributedInfo") or {}), "rank": rank, "world_size": ranks}
+        head["distributedInfo"] = {
+            **(head.get("distributedInfo") or {}),
+            "rank": rank,
+            "world_size": ranks,
+        }
         prefix = json.dumps(head)[:-1] + ',\n  "traceEvents": [\n  '
-        suffix = f'\n  ],\n  "baseTimeNanoseconds": {bases[k] + host_skew[rank // RANKS_PER_HOST]}\n}}\n'
+        suffix = (
+            f'\n  ],\n  "baseTimeNanoseconds": {bases[k] + host_skew[rank // RANKS_PER_HOST]}\n}}\n'
+        )
         path = dst / f"rank{rank}.tiled.pt.trace.json.gz"
         with path.open("wb") as fh:
             fh.write(gzip.compress(prefix.encode(), compresslevel=1))
@@ -75,8 +81,13 @@ def write_folder(dst: Path, ranks: int, events: int, seed: int = 0, source: Path
             fh.write(gzip.compress(suffix.encode(), compresslevel=1))
         total_bytes += path.stat().st_size
         total_events += counts[k]
-    return {"ranks": ranks, "events_total": total_events, "events_per_rank": counts,
-            "gz_bytes_total": total_bytes, "host_skew_sigma_ns": HOST_SKEW_SIGMA_NS}
+    return {
+        "ranks": ranks,
+        "events_total": total_events,
+        "events_per_rank": counts,
+        "gz_bytes_total": total_bytes,
+        "host_skew_sigma_ns": HOST_SKEW_SIGMA_NS,
+    }
 
 
 class WorkerMemory:
@@ -93,9 +104,12 @@ class WorkerMemory:
         import psutil
 
         while not self._stop.is_set():
-            procs = [p for p in psutil.process_iter(["cmdline"])
-                     if self.marker in " ".join(p.info["cmdline"] or [])
-                     or (p.info["cmdline"] or [""])[0].startswith("ray::")]  # a worker renames itself
+            procs = [
+                p
+                for p in psutil.process_iter(["cmdline"])
+                if self.marker in " ".join(p.info["cmdline"] or [])
+                or (p.info["cmdline"] or [""])[0].startswith("ray::")
+            ]  # a worker renames itself
             for p in procs:
                 try:
                     rss = p.memory_info().rss
@@ -118,17 +132,30 @@ def rss_mb() -> float:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--ranks", type=int, default=1024)
     p.add_argument("--events", type=int, default=100_000, help="events per rank file (about)")
     p.add_argument("--folder", type=Path, default=Path("/tmp/tpscope-ray-scale"))
     p.add_argument("--source", type=Path, default=SOURCE, help="the real run folder to tile")
-    p.add_argument("--engine", choices=("ray", "local"), default="ray",
-                   help="local: the same measurements through the local process pool (no Ray)")
+    p.add_argument(
+        "--engine",
+        choices=("ray", "local"),
+        default="ray",
+        help="local: the same measurements through the local process pool (no Ray)",
+    )
     p.add_argument("--address", default=None, help="Ray cluster (default: start a local one)")
-    p.add_argument("--concurrency", type=int, nargs="+", default=[2],
-                   help="tasks at a time, one run each (e.g. 1 2: how time falls with workers)")
-    p.add_argument("--compare-local", action="store_true", help="also the local pool, checked equal")
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        nargs="+",
+        default=[2],
+        help="tasks at a time, one run each (e.g. 1 2: how time falls with workers)",
+    )
+    p.add_argument(
+        "--compare-local", action="store_true", help="also the local pool, checked equal"
+    )
     p.add_argument("--out", type=Path)
     a = p.parse_args()
 
@@ -139,18 +166,32 @@ def main() -> None:
     t0 = time.perf_counter()
     folder = a.folder / f"{a.source.name}-r{a.ranks}-e{a.events}"
     written = write_folder(folder, a.ranks, a.events, source=a.source)
-    result = {"command": " ".join(sys.argv), "machine": platform.node(), "cpus": os.cpu_count(),
-              "python": platform.python_version(), "engine": a.engine, "folder": written,
-              "write_s": time.perf_counter() - t0, "runs": []}
+    result = {
+        "command": " ".join(sys.argv),
+        "machine": platform.node(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "engine": a.engine,
+        "folder": written,
+        "write_s": time.perf_counter() - t0,
+        "runs": [],
+    }
     print(json.dumps(result["folder"] | {"write_s": round(result["write_s"], 1)}), flush=True)
     if a.engine == "ray":
         import ray
 
         from tpscope.trace.ray_engine import map_ray
 
-        for attempt in range(5):  # on a loaded machine the raylet may miss ray.init's fixed 30 s wait
+        for attempt in range(
+            5
+        ):  # on a loaded machine the raylet may miss ray.init's fixed 30 s wait
             try:
-                ray.init(address=a.address, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+                ray.init(
+                    address=a.address,
+                    include_dashboard=False,
+                    logging_level="ERROR",
+                    log_to_driver=False,
+                )
                 break
             except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception on that timeout
                 print(f"ray.init failed ({str(exc)[:80]}), attempt {attempt + 1} of 5", flush=True)
@@ -170,8 +211,12 @@ def main() -> None:
         t = time.perf_counter()
         if a.engine == "ray":
             with WorkerMemory() as mem:
-                results = map_ray(run_folder._load_one, jobs, progress=None,
-                                  cpus_per_task=cluster_cpus / max(1, conc))
+                results = map_ray(
+                    run_folder._load_one,
+                    jobs,
+                    progress=None,
+                    cpus_per_task=cluster_cpus / max(1, conc),
+                )
             workers_mb = sorted(v / 2**20 for v in mem.peak.values())
         else:  # no sampling thread here: the pool forks only from a single-threaded process
             results = parallel.map_files(run_folder._load_one, jobs, conc)
@@ -186,16 +231,34 @@ def main() -> None:
         analysis = analyze_run(run)
         reduce_s = time.perf_counter() - t
         unpacked = sum(len(pickle.dumps(r, protocol=5)) for r in run.ranks)
-        row = {"concurrency": conc, "map_s": map_s, "reduce_s": reduce_s, "total_s": map_s + reduce_s,
-               "driver_peak_rss_mb": rss_mb(), "driver_rss_before_mb": before,
-               "driver_peak_rss_after_map_mb": driver_after_map, "worker_peak_rss_mb": workers_mb,
-               "map_results_bytes": packed, "map_results_over_gz": packed / written["gz_bytes_total"],
-               "unpacked_bytes": unpacked}
+        row = {
+            "concurrency": conc,
+            "map_s": map_s,
+            "reduce_s": reduce_s,
+            "total_s": map_s + reduce_s,
+            "driver_peak_rss_mb": rss_mb(),
+            "driver_rss_before_mb": before,
+            "driver_peak_rss_after_map_mb": driver_after_map,
+            "worker_peak_rss_mb": workers_mb,
+            "map_results_bytes": packed,
+            "map_results_over_gz": packed / written["gz_bytes_total"],
+            "unpacked_bytes": unpacked,
+        }
         result["runs"].append(row)
-        print(json.dumps({k: (round(v, 2) if isinstance(v, float) else v) for k, v in row.items()
-                          if k != "worker_peak_rss_mb"} | {"workers": len(workers_mb),
-                          "worker_peak_rss_mb_max": round(max(workers_mb, default=0), 1)}),
-              flush=True)
+        print(
+            json.dumps(
+                {
+                    k: (round(v, 2) if isinstance(v, float) else v)
+                    for k, v in row.items()
+                    if k != "worker_peak_rss_mb"
+                }
+                | {
+                    "workers": len(workers_mb),
+                    "worker_peak_rss_mb_max": round(max(workers_mb, default=0), 1),
+                }
+            ),
+            flush=True,
+        )
         del run
     if a.engine == "ray":
         ray.shutdown()
@@ -204,7 +267,11 @@ def main() -> None:
         local = analyze_run(run_folder.load_run(folder, workers=cluster_cpus))
         result["local_total_s"] = time.perf_counter() - t
         result["local_equal"] = as_json(local) == as_json(analysis)
-        print(json.dumps({"local_total_s": round(result["local_total_s"], 1), "equal": result["local_equal"]}))
+        print(
+            json.dumps(
+                {"local_total_s": round(result["local_total_s"], 1), "equal": result["local_equal"]}
+            )
+        )
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)
         a.out.write_text(json.dumps(result, indent=1) + "\n")

@@ -65,7 +65,14 @@ def command(step: Step, out: Path) -> list[str]:
     if step.program == "tpscope":
         return [sys.executable, "-m", "tpscope.cli", *args]
     if step.torchrun:
-        return [sys.executable, "-m", "torch.distributed.run", *step.torchrun, str(HERE / step.program), *args]
+        return [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            *step.torchrun,
+            str(HERE / step.program),
+            *args,
+        ]
     return [sys.executable, str(HERE / step.program), *args]
 
 
@@ -82,9 +89,15 @@ def step_env(step: Step, out: Path, base: dict[str, str]) -> dict[str, str]:
 
 def shown(step: Step, out: Path) -> str:
     """A step as a shell line a reader can paste (from the repository root, PYTHONPATH=.)."""
-    prog = "python -m tpscope.cli" if step.program == "tpscope" else f"python benchmarks/{step.program}"
+    prog = (
+        "python -m tpscope.cli"
+        if step.program == "tpscope"
+        else f"python benchmarks/{step.program}"
+    )
     if step.torchrun:
-        prog = f"python -m torch.distributed.run {' '.join(step.torchrun)} benchmarks/{step.program}"
+        prog = (
+            f"python -m torch.distributed.run {' '.join(step.torchrun)} benchmarks/{step.program}"
+        )
     env = " ".join(f"{k}={shlex.quote(v)}" for k, v in step.env)
     args = " ".join(shlex.quote(a.replace("{out}", str(out))) for a in step.argv)
     return f"{env + ' ' if env else ''}{prog} {args}"
@@ -93,11 +106,18 @@ def shown(step: Step, out: Path) -> str:
 def versions() -> dict:
     """Python, torch, CUDA, NCCL, the GPUs and tpscope as a child process sees them, plus the
     driver (nvidia-smi) and the source's git commit where there are."""
-    done = subprocess.run([sys.executable, "-c", VERSIONS_PY], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", VERSIONS_PY],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
     v = json.loads(done.stdout) if done.returncode == 0 else {"python": platform.python_version()}
-    for key, argv in (("driver", ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]),
-                      ("commit", ["git", "-C", str(ROOT), "rev-parse", "HEAD"])):
+    for key, argv in (
+        ("driver", ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]),
+        ("commit", ["git", "-C", str(ROOT), "rev-parse", "HEAD"]),
+    ):
         try:
             got = subprocess.run(argv, capture_output=True, text=True, timeout=30)
         except (OSError, subprocess.TimeoutExpired):
@@ -112,9 +132,16 @@ def run_recipe(recipe: Recipe, out: Path, log=sys.stdout) -> dict:
     """Run every step of a recipe into `out`; the record of result.json."""
     out.mkdir(parents=True, exist_ok=True)
     started = dt.datetime.now(dt.timezone.utc)
-    record = {"recipe": recipe.name, "hardware": HARDWARE[recipe.hardware], "regime": recipe.regime,
-              "shape": recipe.shape, "compares": recipe.compares,
-              "date": started.strftime("%Y-%m-%d %H:%M UTC"), "versions": versions(), "steps": []}
+    record = {
+        "recipe": recipe.name,
+        "hardware": HARDWARE[recipe.hardware],
+        "regime": recipe.regime,
+        "shape": recipe.shape,
+        "compares": recipe.compares,
+        "date": started.strftime("%Y-%m-%d %H:%M UTC"),
+        "versions": versions(),
+        "steps": [],
+    }
     with open(out / "log.txt", "a") as logf:
         for step in recipe.steps:
             line = shown(step, out)
@@ -123,13 +150,21 @@ def run_recipe(recipe: Recipe, out: Path, log=sys.stdout) -> dict:
             logf.flush()
             t0 = time.monotonic()
             try:
-                done = subprocess.run(command(step, out), cwd=ROOT, env=step_env(step, out, dict(os.environ)),
-                                      stdout=logf, stderr=subprocess.STDOUT, timeout=step.limit_s)
+                done = subprocess.run(
+                    command(step, out),
+                    cwd=ROOT,
+                    env=step_env(step, out, dict(os.environ)),
+                    stdout=logf,
+                    stderr=subprocess.STDOUT,
+                    timeout=step.limit_s,
+                )
                 rc = done.returncode
             except subprocess.TimeoutExpired:
                 rc = 124
             seconds = round(time.monotonic() - t0, 1)
-            status = f"exit {rc} after {seconds} s" + (f" (limit {step.limit_s} s)" if rc == 124 else "")
+            status = f"exit {rc} after {seconds} s" + (
+                f" (limit {step.limit_s} s)" if rc == 124 else ""
+            )
             print(f"== {status}", file=log, flush=True)
             logf.write(f"== {status}\n")
             record["steps"].append({"command": line, "exit": rc, "seconds": seconds})
@@ -142,21 +177,42 @@ def write_readme(out: Path) -> None:
     """README.md of a result folder from its result.json and recorded files."""
     rec = json.loads((out / "result.json").read_text())
     v = rec["versions"]
-    lines = [f"# {rec['recipe']}, {rec['date'][:10]}", "", rec["compares"][0].upper() + rec["compares"][1:] + ".",
-             "", f"- **Recipe:** `{rec['recipe']}` (`PYTHONPATH=. python benchmarks/run.py {rec['recipe']}`)",
-             f"- **Hardware:** {rec['hardware']}; seen: {', '.join(v.get('gpus') or []) or 'no GPU'}, "
-             f"{v.get('cpus')} CPUs",
-             f"- **Regime:** {rec['regime']}", f"- **Shape:** {rec['shape']}",
-             f"- **Date:** {rec['date']}",
-             "- **Versions:** " + ", ".join(f"{k} {v[k]}" for k in ("python", "torch", "cuda", "nccl", "driver",
-                                                                   "tpscope", "commit") if v.get(k)),
-             "- **Environment:** " + " ".join(f"{k}={val}" for k, val in MULTICAST_OFF.items()) + " in every step",
-             "", "## Commands", "", "Run from the repository root with `PYTHONPATH=.`:", "", "```"]
+    lines = [
+        f"# {rec['recipe']}, {rec['date'][:10]}",
+        "",
+        rec["compares"][0].upper() + rec["compares"][1:] + ".",
+        "",
+        f"- **Recipe:** `{rec['recipe']}` (`PYTHONPATH=. python benchmarks/run.py {rec['recipe']}`)",
+        f"- **Hardware:** {rec['hardware']}; seen: {', '.join(v.get('gpus') or []) or 'no GPU'}, "
+        f"{v.get('cpus')} CPUs",
+        f"- **Regime:** {rec['regime']}",
+        f"- **Shape:** {rec['shape']}",
+        f"- **Date:** {rec['date']}",
+        "- **Versions:** "
+        + ", ".join(
+            f"{k} {v[k]}"
+            for k in ("python", "torch", "cuda", "nccl", "driver", "tpscope", "commit")
+            if v.get(k)
+        ),
+        "- **Environment:** "
+        + " ".join(f"{k}={val}" for k, val in MULTICAST_OFF.items())
+        + " in every step",
+        "",
+        "## Commands",
+        "",
+        "Run from the repository root with `PYTHONPATH=.`:",
+        "",
+        "```",
+    ]
     lines += [s["command"] for s in rec["steps"]]
     lines += ["```", ""]
     failed = [s for s in rec["steps"] if s["exit"] != 0]
-    lines.append("Every step exited 0." if not failed else
-                 "**Failed steps:** " + "; ".join(f"`{s['command'][:80]}` exit {s['exit']}" for s in failed))
+    lines.append(
+        "Every step exited 0."
+        if not failed
+        else "**Failed steps:** "
+        + "; ".join(f"`{s['command'][:80]}` exit {s['exit']}" for s in failed)
+    )
     for title, table in folder_tables(out):
         lines += ["", f"## {title}", "", table]
     (out / "README.md").write_text("\n".join(lines) + "\n")
@@ -169,9 +225,13 @@ def analyze_sweeps(out: Path) -> None:
         doc = json.loads(path.read_text())
         for row in doc["runs"]:
             run_dir = path.parent / row["run"]
-            done = subprocess.run([sys.executable, "-m", "tpscope.cli", "analyze", str(run_dir), "--json"],
-                                  capture_output=True, text=True, cwd=ROOT,
-                                  env={**os.environ, "PYTHONPATH": str(ROOT)})
+            done = subprocess.run(
+                [sys.executable, "-m", "tpscope.cli", "analyze", str(run_dir), "--json"],
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+                env={**os.environ, "PYTHONPATH": str(ROOT)},
+            )
             if done.returncode == 0:
                 row["analyze"] = json.loads(done.stdout).get("summary")
                 row["analyze_note"] = None
@@ -181,10 +241,18 @@ def analyze_sweeps(out: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="benchmarks/run.py", description=__doc__.splitlines()[0])
     p.add_argument("recipe", nargs="?", help="a recipe's name (--list shows them)")
-    p.add_argument("--out", type=Path, help="result folder (default benchmarks/results/RECIPE-YYYY-MM-DD)")
+    p.add_argument(
+        "--out", type=Path, help="result folder (default benchmarks/results/RECIPE-YYYY-MM-DD)"
+    )
     p.add_argument("--list", action="store_true", help="list the recipes")
-    p.add_argument("--readme", type=Path, metavar="DIR", help="rewrite DIR/README.md from its files")
-    p.add_argument("--analyze", action="store_true", help="with --readme: run the analyzer on DIR's sweeps first")
+    p.add_argument(
+        "--readme", type=Path, metavar="DIR", help="rewrite DIR/README.md from its files"
+    )
+    p.add_argument(
+        "--analyze",
+        action="store_true",
+        help="with --readme: run the analyzer on DIR's sweeps first",
+    )
     args = p.parse_args(argv)
     try:
         if args.list:
@@ -193,15 +261,20 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.readme:
             if not (args.readme / "result.json").is_file():
-                raise UsageError(f"--readme {args.readme}: no result.json there (not a folder run.py wrote)")
+                raise UsageError(
+                    f"--readme {args.readme}: no result.json there (not a folder run.py wrote)"
+                )
             if args.analyze:
                 analyze_sweeps(args.readme)
             write_readme(args.readme)
             print(f"wrote {args.readme / 'README.md'}")
             return 0
         if args.recipe not in BY_NAME:
-            raise UsageError(f"RECIPE {args.recipe!r}: not a recipe (one of {', '.join(BY_NAME)})"
-                             if args.recipe else "give a RECIPE (--list shows them)")
+            raise UsageError(
+                f"RECIPE {args.recipe!r}: not a recipe (one of {', '.join(BY_NAME)})"
+                if args.recipe
+                else "give a RECIPE (--list shows them)"
+            )
         recipe = BY_NAME[args.recipe]
         out = args.out or HERE / "results" / f"{recipe.name}-{dt.date.today().isoformat()}"
         if out.exists() and any(out.iterdir()):

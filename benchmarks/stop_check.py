@@ -20,8 +20,28 @@ import tempfile
 import time
 from pathlib import Path
 
-SMALL = ["--device", "cuda", "--steps", "3000", "--profile-steps", "1", "--layers", "2", "--hidden", "1024",
-         "--ffn", "4096", "--heads", "8", "--vocab", "4096", "--seq-len", "512", "--batch", "4"]
+SMALL = [
+    "--device",
+    "cuda",
+    "--steps",
+    "3000",
+    "--profile-steps",
+    "1",
+    "--layers",
+    "2",
+    "--hidden",
+    "1024",
+    "--ffn",
+    "4096",
+    "--heads",
+    "8",
+    "--vocab",
+    "4096",
+    "--seq-len",
+    "512",
+    "--batch",
+    "4",
+]
 
 
 def descendants(pid: int) -> set[int]:
@@ -52,8 +72,22 @@ def alive(pid: int) -> bool:
 
 
 def stop_case(how: str, nproc: int, out: Path) -> bool:
-    proc = subprocess.Popen([sys.executable, "-m", "tpscope.cli", "run", "--nproc", str(nproc), *SMALL,
-                             "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tpscope.cli",
+            "run",
+            "--nproc",
+            str(nproc),
+            *SMALL,
+            "--out",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     for line in proc.stdout:
         if line.startswith("step 6/"):
             break
@@ -70,19 +104,43 @@ def stop_case(how: str, nproc: int, out: Path) -> bool:
     except (OSError, ValueError):
         manifest = {}
     ok = not left and took < 10 and manifest.get("complete") is False
-    print(f"{how}: {len(tree)} processes, all gone in {took:.1f} s, left {left}, exit {rc}, "
-          f"manifest complete={manifest.get('complete')} stopped={manifest.get('stopped')!r}: "
-          f"{'ok' if ok else 'FAILED'}", flush=True)
+    print(
+        f"{how}: {len(tree)} processes, all gone in {took:.1f} s, left {left}, exit {rc}, "
+        f"manifest complete={manifest.get('complete')} stopped={manifest.get('stopped')!r}: "
+        f"{'ok' if ok else 'FAILED'}",
+        flush=True,
+    )
     return ok
 
 
 def memory_case(nproc: int) -> bool:
-    done = subprocess.run([sys.executable, "-m", "tpscope.cli", "run", "--nproc", str(nproc), "--device", "cuda",
-                           "--hidden", "65536", "--heads", "8", "--ffn", "262144", "--out",
-                           tempfile.mkdtemp(prefix="tpscope-stop-check-") + "/run"],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tpscope.cli",
+            "run",
+            "--nproc",
+            str(nproc),
+            "--device",
+            "cuda",
+            "--hidden",
+            "65536",
+            "--heads",
+            "8",
+            "--ffn",
+            "262144",
+            "--out",
+            tempfile.mkdtemp(prefix="tpscope-stop-check-") + "/run",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     ok = done.returncode == 2 and done.stderr.count("\n") == 1 and "AdamW state" in done.stderr
-    print(f"model larger than a GPU: exit {done.returncode}, {done.stderr.strip()!r}: {'ok' if ok else 'FAILED'}")
+    print(
+        f"model larger than a GPU: exit {done.returncode}, {done.stderr.strip()!r}: {'ok' if ok else 'FAILED'}"
+    )
     return ok
 
 

@@ -48,7 +48,9 @@ def text_bytes(path: Path) -> int:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("files", type=Path, nargs="+")
     p.add_argument("--out", type=Path)
     a = p.parse_args()
@@ -56,17 +58,30 @@ def main() -> None:
     for f in a.files:
         size = {"file": f.name, "gz_bytes": f.stat().st_size, "text_bytes": text_bytes(f)}
         for mode in ("stream", "one_piece"):
-            out = subprocess.run([sys.executable, "-c", CHILD, mode, str(f)], capture_output=True, text=True,
-                                 check=True)
+            out = subprocess.run(
+                [sys.executable, "-c", CHILD, mode, str(f)],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             row = size | json.loads(out.stdout)
             row["result_over_text"] = row["result_bytes"] / row["text_bytes"]
             row["result_over_gz"] = row["result_bytes"] / row["gz_bytes"]
             rows.append(row)
-            print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
+            print(
+                json.dumps(
+                    {k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}
+                ),
+                flush=True,
+            )
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)
-        doc = {"command": " ".join(sys.argv), "machine": platform.node(), "python": platform.python_version(),
-               "rows": rows}
+        doc = {
+            "command": " ".join(sys.argv),
+            "machine": platform.node(),
+            "python": platform.python_version(),
+            "rows": rows,
+        }
         a.out.write_text(json.dumps(doc, indent=1) + "\n")
 
 

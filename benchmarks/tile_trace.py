@@ -29,8 +29,18 @@ def tile_document(doc: dict, copies: int, steps: int = 5) -> dict:
     t0 = min(e["ts"] for e in timed)
     t1 = max(e["ts"] + (e.get("dur") or 0) for e in timed)
     span = (t1 - t0) + 10.0
-    max_id = max((int(e.get("args", {}).get(k, 0) or 0) for e in events for k in ID_KEYS
-                  if isinstance(e.get("args", {}).get(k), int)), default=0) + 1
+    max_id = (
+        max(
+            (
+                int(e.get("args", {}).get(k, 0) or 0)
+                for e in events
+                for k in ID_KEYS
+                if isinstance(e.get("args", {}).get(k), int)
+            ),
+            default=0,
+        )
+        + 1
+    )
     step_events = [e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")]
     cpu_step = next((e for e in step_events if e.get("cat") == "user_annotation"), None)
     gpu_step = next((e for e in step_events if e.get("cat") == "gpu_user_annotation"), None)
@@ -68,13 +78,19 @@ def tile_document(doc: dict, copies: int, steps: int = 5) -> dict:
     return tiled
 
 
-def tile_run(src: Path, dst: Path, events_per_rank: int, ranks: int | None = None, steps: int = 5) -> list[Path]:
+def tile_run(
+    src: Path, dst: Path, events_per_rank: int, ranks: int | None = None, steps: int = 5
+) -> list[Path]:
     """Write a run folder whose rank files each hold about `events_per_rank` events.
 
     With `ranks` larger than the source's rank count, source ranks are reused under new rank ids.
     """
     dst.mkdir(parents=True, exist_ok=True)
-    sources = sorted(p for p in src.iterdir() if p.name.endswith((".json", ".json.gz")) and p.name != "tpscope_run.json")
+    sources = sorted(
+        p
+        for p in src.iterdir()
+        if p.name.endswith((".json", ".json.gz")) and p.name != "tpscope_run.json"
+    )
     docs = [json.load(gzip.open(p) if p.name.endswith(".gz") else open(p)) for p in sources]
     n_ranks = ranks or len(docs)
     written = []
@@ -92,7 +108,9 @@ def tile_run(src: Path, dst: Path, events_per_rank: int, ranks: int | None = Non
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("src", type=Path)
     p.add_argument("dst", type=Path)
     p.add_argument("--events", type=int, default=1_000_000, help="events per rank file")

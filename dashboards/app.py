@@ -14,15 +14,25 @@ from tpscope.cache import DiskCache
 ASSETS = Path(__file__).resolve().parent / "assets"
 
 
-def create_app(run_dirs: list[Path], cache_dir: Path | None = None, use_cache: bool = True,
-               default_run: Path | None = None) -> Dash:
+def create_app(
+    run_dirs: list[Path],
+    cache_dir: Path | None = None,
+    use_cache: bool = True,
+    default_run: Path | None = None,
+) -> Dash:
     """The dashboard over `run_dirs`; parsed runs cached under `cache_dir` unless `use_cache` is off."""
     store = RunStore(list(run_dirs), DiskCache(cache_dir) if use_cache else None)
     first = store.entries[0].run_id if store.entries else None
     if default_run is not None:
         first = next((e.run_id for e in store.entries if e.path == Path(default_run)), first)
-    app = Dash(__name__, title="tpscope", assets_folder=str(ASSETS), serve_locally=True,
-               suppress_callback_exceptions=False, update_title=None)
+    app = Dash(
+        __name__,
+        title="tpscope",
+        assets_folder=str(ASSETS),
+        serve_locally=True,
+        suppress_callback_exceptions=False,
+        update_title=None,
+    )
     app.layout = build_layout(store.run_ids, first)
     register_callbacks(app, store)
     app.server.config["TPSCOPE_STORE"] = store

@@ -82,9 +82,12 @@ def register_callbacks(app, store: RunStore) -> None:
         return view, ""
 
     @app.callback(
-        Output("run-select", "value"), Output("tabs", "value"), Output("zoom", "data", allow_duplicate=True),
+        Output("run-select", "value"),
+        Output("tabs", "value"),
+        Output("zoom", "data", allow_duplicate=True),
         Output("selection", "data"),
-        Input("want", "data"), State("run-select", "value"),
+        Input("want", "data"),
+        State("run-select", "value"),
         prevent_initial_call=True,
     )
     def go_to(want, current):
@@ -98,11 +101,16 @@ def register_callbacks(app, store: RunStore) -> None:
         return run_id, want.get("tab", no_update), zoom, sel
 
     @app.callback(
-        Output("step-select", "options"), Output("step-select", "value"),
-        Output("rank-select", "options"), Output("rank-select", "value"),
-        Output("baseline-select", "value"), Output("step-strip", "figure"),
-        Output("run-warnings", "children"), Output("run-error", "children"),
-        Input("run-select", "value"), State("want", "data"),
+        Output("step-select", "options"),
+        Output("step-select", "value"),
+        Output("rank-select", "options"),
+        Output("rank-select", "value"),
+        Output("baseline-select", "value"),
+        Output("step-strip", "figure"),
+        Output("run-warnings", "children"),
+        Output("run-error", "children"),
+        Input("run-select", "value"),
+        State("want", "data"),
     )
     def on_run(run_id, want):
         """The run's steps (with time and exposed share), ranks and baseline; a URL's or a click's
@@ -110,7 +118,16 @@ def register_callbacks(app, store: RunStore) -> None:
         try:
             loaded = store.load(run_id)
         except Exception as exc:
-            return [], None, [], [], None, not_available(_message(exc), height=110), "", _message(exc)
+            return (
+                [],
+                None,
+                [],
+                [],
+                None,
+                not_available(_message(exc), height=110),
+                "",
+                _message(exc),
+            )
         summaries = results.step_summaries(loaded.doc)
         steps = [s["step"] for s in summaries]
         ranks = loaded.doc.get("ranks") or []
@@ -120,12 +137,23 @@ def register_callbacks(app, store: RunStore) -> None:
         baseline = want["baseline"] if "baseline" in want else _suggested(store, run_id)
         warnings = loaded.doc.get("warnings") or []
         note = f"{len(warnings)} warning(s): " + " | ".join(warnings[:5]) if warnings else ""
-        return ([{"label": results.step_label(s), "value": s["step"]} for s in summaries], step,
-                [{"label": f"rank {r}", "value": r} for r in ranks], chosen, baseline,
-                steps_figure.strip_figure(summaries, step), note, "")
+        return (
+            [{"label": results.step_label(s), "value": s["step"]} for s in summaries],
+            step,
+            [{"label": f"rank {r}", "value": r} for r in ranks],
+            chosen,
+            baseline,
+            steps_figure.strip_figure(summaries, step),
+            note,
+            "",
+        )
 
-    @app.callback(Output("step-strip", "figure", allow_duplicate=True), Input("step-select", "value"),
-                  State("run-select", "value"), prevent_initial_call=True)
+    @app.callback(
+        Output("step-strip", "figure", allow_duplicate=True),
+        Input("step-select", "value"),
+        State("run-select", "value"),
+        prevent_initial_call=True,
+    )
     def mark_step(step, run_id):
         try:
             return steps_figure.strip_figure(results.step_summaries(store.load(run_id).doc), step)
@@ -133,28 +161,55 @@ def register_callbacks(app, store: RunStore) -> None:
             raise PreventUpdate from None
 
     app.clientside_callback(
-        ClientsideFunction("tpscope", "writeUrl"), Output("url-sync", "data"),
-        Input("run-select", "value"), Input("baseline-select", "value"), Input("step-select", "value"),
-        Input("rank-select", "value"), Input("tabs", "value"), Input("zoom", "data"), Input("selection", "data"),
+        ClientsideFunction("tpscope", "writeUrl"),
+        Output("url-sync", "data"),
+        Input("run-select", "value"),
+        Input("baseline-select", "value"),
+        Input("step-select", "value"),
+        Input("rank-select", "value"),
+        Input("tabs", "value"),
+        Input("zoom", "data"),
+        Input("selection", "data"),
         State("run-select", "options"),
     )
     app.clientside_callback(
-        ClientsideFunction("tpscope", "zoomFromRelayout"), Output("zoom", "data"),
-        Input("timeline-graph", "relayoutData"), State("run-select", "value"), State("step-select", "value"),
+        ClientsideFunction("tpscope", "zoomFromRelayout"),
+        Output("zoom", "data"),
+        Input("timeline-graph", "relayoutData"),
+        State("run-select", "value"),
+        State("step-select", "value"),
     )
 
     @app.callback(
         Output("want", "data", allow_duplicate=True),
-        Input("overview-table", "cellClicked"), Input("step-strip", "clickData"),
-        Input("collectives-table", "cellClicked"), Input("breakdown-graph", "clickData"),
-        Input("critical-path-graph", "clickData"), Input("contention-graph", "clickData"),
+        Input("overview-table", "cellClicked"),
+        Input("step-strip", "clickData"),
+        Input("collectives-table", "cellClicked"),
+        Input("breakdown-graph", "clickData"),
+        Input("critical-path-graph", "clickData"),
+        Input("contention-graph", "clickData"),
         Input("timeline-search", "value"),
-        State("run-select", "value"), State("step-select", "value"), State("rank-select", "value"),
-        State("collectives-table", "rowData"), State("zoom", "data"),
+        State("run-select", "value"),
+        State("step-select", "value"),
+        State("rank-select", "value"),
+        State("collectives-table", "rowData"),
+        State("zoom", "data"),
         prevent_initial_call=True,
     )
-    def drill(run_click, strip_click, coll_click, breakdown_click, path_click, contention_click, search,
-              run_id, step, ranks, coll_rows, zoom):
+    def drill(
+        run_click,
+        strip_click,
+        coll_click,
+        breakdown_click,
+        path_click,
+        contention_click,
+        search,
+        run_id,
+        step,
+        ranks,
+        coll_rows,
+        zoom,
+    ):
         """A click on a run, step, rank, collective, class or kernel: its place on the Timeline."""
         source = ctx.triggered_id
         want = {"run": run_id, "step": step, "ranks": ranks, "tab": "timeline"}
@@ -165,20 +220,30 @@ def register_callbacks(app, store: RunStore) -> None:
             want = {"run": clicked, "tab": "timeline"}
         elif source in ("step-strip", "critical-path-graph"):
             point = _point(strip_click if source == "step-strip" else path_click)
-            want["step"] = int(point["customdata"][0]) if source == "step-strip" else _step_of(point["x"])
+            want["step"] = (
+                int(point["customdata"][0]) if source == "step-strip" else _step_of(point["x"])
+            )
         elif source == "breakdown-graph":
             point = _point(breakdown_click)
             rank, want["step"] = _rank_step_of(point["x"])
             want["ranks"] = sorted(set(ranks or []) | {rank})
-            kind = breakdown.CLASS_OF_SERIES.get((point.get("data") or {}).get("name")) or _series(breakdown_click)
+            kind = breakdown.CLASS_OF_SERIES.get((point.get("data") or {}).get("name")) or _series(
+                breakdown_click
+            )
             if kind:
                 want["sel"] = {"kind": "class", "key": kind}
         elif source == "collectives-table":
             row = _clicked_row(coll_click, coll_rows)
             loaded = store.load(run_id)
             want["step"] = int(row["step"])
-            window = focus.collective_window(loaded.run, store.activity_detail(run_id), want["step"], ranks or [],
-                                             loaded.doc.get("clock_offsets_us") or {}, str(row["key"]))
+            window = focus.collective_window(
+                loaded.run,
+                store.activity_detail(run_id),
+                want["step"],
+                ranks or [],
+                loaded.doc.get("clock_offsets_us") or {},
+                str(row["key"]),
+            )
             if window is not None:
                 want["zoom"] = window
             want["sel"] = {"kind": "collective", "key": str(row["key"])}
@@ -198,9 +263,13 @@ def register_callbacks(app, store: RunStore) -> None:
         return want
 
     @app.callback(
-        Output("overview-table", "rowData"), Output("overview-graph", "figure"), Output("baseline-note", "children"),
+        Output("overview-table", "rowData"),
+        Output("overview-graph", "figure"),
+        Output("baseline-note", "children"),
         Output("overview-poll", "disabled"),
-        Input("run-select", "value"), Input("baseline-select", "value"), Input("overview-poll", "n_intervals"),
+        Input("run-select", "value"),
+        Input("baseline-select", "value"),
+        Input("overview-poll", "n_intervals"),
     )
     @guarded(4, (1,))
     def on_overview(run_id, baseline_id, _tick):
@@ -220,15 +289,24 @@ def register_callbacks(app, store: RunStore) -> None:
                 ready = store.ready(baseline_id) if baseline_id else None
                 compared = _compared_summary(store, run, baseline_id) if ready is not None else None
                 rows.append(results.with_baseline(row, compared))
-        base_ready = bool(run_id) and store.ready(run_id) is not None and (
-            not baseline_id or store.ready(baseline_id) is not None)
+        base_ready = (
+            bool(run_id)
+            and store.ready(run_id) is not None
+            and (not baseline_id or store.ready(baseline_id) is not None)
+        )
         note = _baseline_note(store, run_id, baseline_id) if base_ready else ""
         return rows, overview.ratios_figure(rows), note, pending == 0
 
     @app.callback(
-        Output("timeline-graph", "figure"), Output("timeline-note", "children"),
-        Input("run-select", "value"), Input("step-select", "value"), Input("rank-select", "value"),
-        Input("zoom", "data"), Input("selection", "data"), Input("timeline-options", "value"), Input("tabs", "value"),
+        Output("timeline-graph", "figure"),
+        Output("timeline-note", "children"),
+        Input("run-select", "value"),
+        Input("step-select", "value"),
+        Input("rank-select", "value"),
+        Input("zoom", "data"),
+        Input("selection", "data"),
+        Input("timeline-options", "value"),
+        Input("tabs", "value"),
     )
     @guarded(2, (0,))
     def on_timeline(run_id, step, ranks, zoom, selection, options, tab):
@@ -237,62 +315,110 @@ def register_callbacks(app, store: RunStore) -> None:
         if step is None or not ranks:
             return not_available("pick a step and at least one rank"), ""
         offsets = {int(k): v for k, v in (loaded.doc.get("clock_offsets_us") or {}).items()}
-        zoom = views.pinned(zoom, run_id, step)  # zoomed: draw what the window holds (cap, label names)
+        zoom = views.pinned(
+            zoom, run_id, step
+        )  # zoomed: draw what the window holds (cap, label names)
         window = tuple(zoom["x"]) if zoom else None
-        data = timeline_data(loaded.run, step, ranks, window_us=window, offsets_us=offsets,
-                             launches="launches" in (options or []))
+        data = timeline_data(
+            loaded.run,
+            step,
+            ranks,
+            window_us=window,
+            offsets_us=offsets,
+            launches="launches" in (options or []),
+        )
         fig, note = _timeline(store, run_id, data, step, views.pinned(selection, run_id, step))
         fig.update_layout(uirevision=f"{run_id}|{step}|{sorted(ranks)}|{window}")
         return fig, note
 
-    @app.callback(Output("perfetto-download", "data"), Output("timeline-note", "children", allow_duplicate=True),
-                  Input("perfetto-button", "n_clicks"), State("run-select", "value"), State("step-select", "value"),
-                  State("rank-select", "value"), prevent_initial_call=True)
+    @app.callback(
+        Output("perfetto-download", "data"),
+        Output("timeline-note", "children", allow_duplicate=True),
+        Input("perfetto-button", "n_clicks"),
+        State("run-select", "value"),
+        State("step-select", "value"),
+        State("rank-select", "value"),
+        prevent_initial_call=True,
+    )
     @guarded(2)
     def to_perfetto(clicks, run_id, step, ranks):
         """The chosen step on the chosen ranks as a Chrome/Kineto trace JSON (tpscope.export)."""
         if not clicks or step is None:
             raise PreventUpdate
         loaded = store.load(run_id)
-        trace = step_trace(loaded.run, store.activity_detail(run_id), step, ranks or None,
-                           loaded.doc.get("clock_offsets_us"), loaded.analysis.kernel_contention)
+        trace = step_trace(
+            loaded.run,
+            store.activity_detail(run_id),
+            step,
+            ranks or None,
+            loaded.doc.get("clock_offsets_us"),
+            loaded.analysis.kernel_contention,
+        )
         name = f"{run_id}-step-{step}.json"
-        return (dcc.send_string(json.dumps(trace, allow_nan=False, separators=(",", ":")), name),
-                f"Wrote {name}: open it at ui.perfetto.dev (Open trace file) or in chrome://tracing.")
+        return (
+            dcc.send_string(json.dumps(trace, allow_nan=False, separators=(",", ":")), name),
+            f"Wrote {name}: open it at ui.perfetto.dev (Open trace file) or in chrome://tracing.",
+        )
 
     @app.callback(
-        Output("breakdown-graph", "figure"), Output("critical-path-graph", "figure"),
-        Input("run-select", "value"), Input("rank-select", "value"), Input("tabs", "value"),
+        Output("breakdown-graph", "figure"),
+        Output("critical-path-graph", "figure"),
+        Input("run-select", "value"),
+        Input("rank-select", "value"),
+        Input("tabs", "value"),
     )
     @guarded(2, (0, 1))
     def on_breakdown(run_id, ranks, tab):
         _only_on(tab, "breakdown")
         doc = store.load(run_id).doc
-        return (breakdown.breakdown_figure(results.step_rows(doc, ranks or [])),
-                breakdown.critical_path_figure(results.critical_path_rows(doc)))
+        return (
+            breakdown.breakdown_figure(results.step_rows(doc, ranks or [])),
+            breakdown.critical_path_figure(results.critical_path_rows(doc)),
+        )
 
     @app.callback(
-        Output("collectives-table", "rowData"), Output("collectives-table", "columnDefs"),
-        Output("skew-graph", "figure"), Output("arrival-graph", "figure"), Output("collectives-note", "children"),
-        Input("run-select", "value"), Input("step-select", "value"), Input("tabs", "value"),
+        Output("collectives-table", "rowData"),
+        Output("collectives-table", "columnDefs"),
+        Output("skew-graph", "figure"),
+        Output("arrival-graph", "figure"),
+        Output("collectives-note", "children"),
+        Input("run-select", "value"),
+        Input("step-select", "value"),
+        Input("tabs", "value"),
     )
     @guarded(5, (2, 3))
     def on_collectives(run_id, step, tab):
         _only_on(tab, "collectives")
         loaded = store.load(run_id)
         rows = results.collective_rows(loaded.doc, step)
-        note = (f"Step {step}: {len(rows)} matched collective instance(s)." if rows else
-                f"Step {step}: no matched collectives reported for this run (not available).")
+        note = (
+            f"Step {step}: {len(rows)} matched collective instance(s)."
+            if rows
+            else f"Step {step}: no matched collectives reported for this run (not available)."
+        )
         detail = store.activity_detail(run_id)
-        members = overlays.collective_members(detail, step) if detail is not None and step is not None else None
+        members = (
+            overlays.collective_members(detail, step)
+            if detail is not None and step is not None
+            else None
+        )
         arrival = (members.rank, overlays.arrival_us(members)) if members is not None else ([], [])
-        return (rows, collectives.table_columns(rows), collectives.skew_figure(rows),
-                collectives.arrival_figure(*arrival), note)
+        return (
+            rows,
+            collectives.table_columns(rows),
+            collectives.skew_figure(rows),
+            collectives.arrival_figure(*arrival),
+            note,
+        )
 
     @app.callback(
-        Output("contention-graph", "figure"), Output("comm-contention-graph", "figure"),
-        Output("tax-graph", "figure"), Output("contention-note", "children"),
-        Input("run-select", "value"), Input("baseline-select", "value"), Input("rank-select", "value"),
+        Output("contention-graph", "figure"),
+        Output("comm-contention-graph", "figure"),
+        Output("tax-graph", "figure"),
+        Output("contention-note", "children"),
+        Input("run-select", "value"),
+        Input("baseline-select", "value"),
+        Input("rank-select", "value"),
         Input("tabs", "value"),
     )
     @guarded(4, (0, 1, 2))
@@ -305,31 +431,54 @@ def register_callbacks(app, store: RunStore) -> None:
         summary = doc.get("summary") or {}
         slowdown, coverage = summary.get("contention_slowdown"), summary.get("contention_coverage")
         note = f"Run contention slowdown: {fmt_ratio(slowdown)}"
-        note += f" (isolated medians from baseline {baseline_id} where the run has none)." if compared else "."
+        note += (
+            f" (isolated medians from baseline {baseline_id} where the run has none)."
+            if compared
+            else "."
+        )
         if coverage is not None:
             note += f" It covers {fmt_ratio(coverage)} of the overlapped GEMM time (metrics.md §8)."
         note += results.gemm_budget_text(analysis)
         gemms = results.gemm_contention_rows(analysis)
-        return (contention.gemm_contention_figure(gemms) if gemms
-                else contention.contention_figure(results.contention_rows(analysis)),
-                contention.comm_contention_figure(results.comm_contention_rows(analysis)),
-                contention.tax_figure(results.step_rows(doc, ranks or [])), note)
+        return (
+            contention.gemm_contention_figure(gemms)
+            if gemms
+            else contention.contention_figure(results.contention_rows(analysis)),
+            contention.comm_contention_figure(results.comm_contention_rows(analysis)),
+            contention.tax_figure(results.step_rows(doc, ranks or [])),
+            note,
+        )
 
-    @app.callback(Output("hta-status", "children"), Input("run-select", "value"), Input("tabs", "value"))
+    @app.callback(
+        Output("hta-status", "children"), Input("run-select", "value"), Input("tabs", "value")
+    )
     def hta_status(run_id, tab):
         """Says at once, while HTA works, what it is doing and that it is done only once per run."""
-        if tab != "hta" or store.ready(run_id) is None or isinstance(store.ready(run_id), Exception):
+        if (
+            tab != "hta"
+            or store.ready(run_id) is None
+            or isinstance(store.ready(run_id), Exception)
+        ):
             return ""
         if store.hta_cached(run_id):
             return ""
-        size = sum(Path(r.path).stat().st_size for r in store.load(run_id).run.ranks if Path(r.path).exists())
-        return (f"HTA is parsing the {size_text(size)} of trace files of {run_id} with its own parser (tpscope's "
-                "parse is not shared); this happens once per run: its results are then cached on disk like the "
-                "analyzer's.")
+        size = sum(
+            Path(r.path).stat().st_size
+            for r in store.load(run_id).run.ranks
+            if Path(r.path).exists()
+        )
+        return (
+            f"HTA is parsing the {size_text(size)} of trace files of {run_id} with its own parser (tpscope's "
+            "parse is not shared); this happens once per run: its results are then cached on disk like the "
+            "analyzer's."
+        )
 
     @app.callback(
-        Output("hta-temporal-graph", "figure"), Output("hta-idle-graph", "figure"), Output("hta-note", "children"),
-        Input("run-select", "value"), Input("tabs", "value"),
+        Output("hta-temporal-graph", "figure"),
+        Output("hta-idle-graph", "figure"),
+        Output("hta-note", "children"),
+        Input("run-select", "value"),
+        Input("tabs", "value"),
     )
     @guarded(3, (0, 1))
     def on_hta(run_id, tab):
@@ -338,8 +487,10 @@ def register_callbacks(app, store: RunStore) -> None:
         result = store.hta(run_id)
         if result.error:
             return not_available(result.error), not_available(result.error), result.error
-        note = ("Computed by Holistic Trace Analysis over the whole trace (every step, every stream), "
-                "so its totals differ from tpscope's per-step windows.")
+        note = (
+            "Computed by Holistic Trace Analysis over the whole trace (every step, every stream), "
+            "so its totals differ from tpscope's per-step windows."
+        )
         return hta.temporal_figure(result.temporal), hta.idle_figure(result.idle), note
 
 
@@ -392,7 +543,11 @@ def _series(click: dict) -> str | None:
     """The class of activity the clicked Breakdown series stands for (its curve's legend name)."""
     curve = _point(click).get("curveNumber")
     names = [name for _, name, _ in breakdown.STACK]
-    return breakdown.CLASS_OF_SERIES.get(names[curve]) if isinstance(curve, int) and curve < len(names) else None
+    return (
+        breakdown.CLASS_OF_SERIES.get(names[curve])
+        if isinstance(curve, int) and curve < len(names)
+        else None
+    )
 
 
 def _timeline(store, run_id, data, step, selection=None):
@@ -407,11 +562,15 @@ def _timeline(store, run_id, data, step, selection=None):
     shapes = store.gemm_shapes(run_id) if selection and selection.get("kind") == "gemm" else None
     selected = focus.selected_segments(data, detail, selection, shapes)
     label = f"{selection['kind']}:{selection['key']}" if selection else None
-    fig = timeline.timeline_figure(data, waits=waits, links=links, path=path, selected=selected, selection=label)
+    fig = timeline.timeline_figure(
+        data, waits=waits, links=links, path=path, selected=selected, selection=label
+    )
     note = timeline.timeline_note(data)
     if selection:
-        note += (f" Selected {selection['kind']} {selection['key']}: {len(selected)} activit"
-                 f"{'y' if len(selected) == 1 else 'ies'} outlined in yellow.")
+        note += (
+            f" Selected {selection['kind']} {selection['key']}: {len(selected)} activit"
+            f"{'y' if len(selected) == 1 else 'ies'} outlined in yellow."
+        )
     missing = []
     if path is None or not len(path[0]):
         missing.append("critical path")
@@ -448,15 +607,21 @@ def _compared_summary(store: RunStore, run_id, baseline_id) -> dict | None:
 
 def _baseline_note(store: RunStore, run_id, baseline_id) -> str:
     if not baseline_id:
-        return "Pick a baseline (an unfused run) to see Flux overlap efficiency and attained saving."
+        return (
+            "Pick a baseline (an unfused run) to see Flux overlap efficiency and attained saving."
+        )
     if baseline_id == run_id:
         return "The baseline is the run itself: pick another run as baseline."
     why = store.incomparable(run_id, baseline_id)
     if why:
-        return (f"{run_id} against baseline {baseline_id}: Flux overlap efficiency and attained saving not "
-                f"shown: the runs are different experiments ({why}); pick a baseline of the same regime "
-                "and model (metrics.md §9).")
+        return (
+            f"{run_id} against baseline {baseline_id}: Flux overlap efficiency and attained saving not "
+            f"shown: the runs are different experiments ({why}); pick a baseline of the same regime "
+            "and model (metrics.md §9)."
+        )
     summary = plain(store.compared(run_id, baseline_id).summary)
-    return (f"{run_id} against baseline {baseline_id}: Flux overlap efficiency "
-            f"{fmt_ratio(summary.get('flux_overlap_efficiency'))}, attained saving "
-            f"{fmt_ratio(summary.get('attained_saving'))}.")
+    return (
+        f"{run_id} against baseline {baseline_id}: Flux overlap efficiency "
+        f"{fmt_ratio(summary.get('flux_overlap_efficiency'))}, attained saving "
+        f"{fmt_ratio(summary.get('attained_saving'))}."
+    )

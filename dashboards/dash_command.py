@@ -12,14 +12,25 @@ DEFAULT_PORT = 8050
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_dirs", nargs="*", metavar="RUN_DIR",
-                   help="run folders, or folders of runs (one subfolder each), to serve (default: the bundled "
-                        "sample runs); only these are served")
-    p.add_argument("--host", default=DEFAULT_HOST, help=f"address to bind (default {DEFAULT_HOST}: this machine only)")
+    p.add_argument(
+        "run_dirs",
+        nargs="*",
+        metavar="RUN_DIR",
+        help="run folders, or folders of runs (one subfolder each), to serve (default: the bundled "
+        "sample runs); only these are served",
+    )
+    p.add_argument(
+        "--host",
+        default=DEFAULT_HOST,
+        help=f"address to bind (default {DEFAULT_HOST}: this machine only)",
+    )
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
-    p.add_argument("--cache-dir", metavar="DIR",
-                   help="where parsed runs are cached (default $TPSCOPE_CACHE_DIR, else "
-                        "$XDG_CACHE_HOME/tpscope, else ~/.cache/tpscope)")
+    p.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help="where parsed runs are cached (default $TPSCOPE_CACHE_DIR, else "
+        "$XDG_CACHE_HOME/tpscope, else ~/.cache/tpscope)",
+    )
     p.add_argument("--no-cache", action="store_true", help="read every run afresh; write no cache")
 
 
@@ -30,7 +41,9 @@ def resolve_run_dirs(given: list[str]) -> list[Path]:
 
     if not given:
         runs = sample_runs()
-        return runs if runs else [default_run()]  # default_run() raises the clear "none bundled" error
+        return (
+            runs if runs else [default_run()]
+        )  # default_run() raises the clear "none bundled" error
     from tpscope.trace import find_runs
 
     paths = []
@@ -52,7 +65,9 @@ def check_port_free(host: str, port: int) -> None:
         try:
             s.bind((host, port))
         except OSError as exc:
-            raise UserError(f"cannot listen on {host}:{port} ({exc.strerror or exc}); pass --port") from None
+            raise UserError(
+                f"cannot listen on {host}:{port} ({exc.strerror or exc}); pass --port"
+            ) from None
 
 
 def build_app(run_dirs: list[str], cache_dir: str | None = None, use_cache: bool = True):
@@ -63,8 +78,12 @@ def build_app(run_dirs: list[str], cache_dir: str | None = None, use_cache: bool
 
     runs = resolve_run_dirs(run_dirs)
     first = None if run_dirs else default_run()
-    return create_app(runs, cache_dir=Path(cache_dir) if cache_dir else None, use_cache=use_cache,
-                      default_run=first), runs
+    return create_app(
+        runs,
+        cache_dir=Path(cache_dir) if cache_dir else None,
+        use_cache=use_cache,
+        default_run=first,
+    ), runs
 
 
 def main(args: argparse.Namespace) -> int:
@@ -77,9 +96,13 @@ def main(args: argparse.Namespace) -> int:
 
     install_host_check(app.server, args.host)  # Host must be one of our names: no DNS rebinding
     check_port_free(args.host, args.port)
-    print(f"tpscope dash: serving {len(runs)} run folder(s) on http://{args.host}:{args.port}/ (Ctrl-C to stop)")
+    print(
+        f"tpscope dash: serving {len(runs)} run folder(s) on http://{args.host}:{args.port}/ (Ctrl-C to stop)"
+    )
     if args.host not in ("127.0.0.1", "localhost", "::1"):
-        print(f"tpscope dash: note: --host {args.host} lets anyone who can reach this port see these runs",
-              file=sys.stderr)
+        print(
+            f"tpscope dash: note: --host {args.host} lets anyone who can reach this port see these runs",
+            file=sys.stderr,
+        )
     app.run(host=args.host, port=args.port, debug=False)
     return 0

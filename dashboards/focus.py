@@ -28,20 +28,25 @@ MIN_PAD_US = 1.0
 def instance_rows(detail, step: int, key: str) -> np.ndarray:
     """Rows of `detail` (every rank's kernel) of the collective instance `key` in `step` (a key
     such as `0/_allgather_base/3` names the fourth such call of each step)."""
-    keys = np.asarray(getattr(detail, "instance_key", ()) if detail is not None else (), dtype=object)
+    keys = np.asarray(
+        getattr(detail, "instance_key", ()) if detail is not None else (), dtype=object
+    )
     named = np.flatnonzero(keys == key)
     if not len(named):
         return np.zeros(0, np.int64)
     return np.flatnonzero(np.isin(detail.instance, named) & (detail.step == step))
 
 
-def collective_window(run, detail, step: int, ranks: list[int], offsets_us: dict,
-                      key: str) -> list[float] | None:
+def collective_window(
+    run, detail, step: int, ranks: list[int], offsets_us: dict, key: str
+) -> list[float] | None:
     """The Timeline window (µs) around instance `key` on `ranks`, padded PAD_RATIO of its span
     each side; None when the instance is not on those ranks."""
     rows = instance_rows(detail, step, key)
     rows = rows[np.isin(detail.rank[rows], ranks)] if len(rows) else rows
-    offsets_ns = {int(k): int(round(v * 1000)) for k, v in (offsets_us or {}).items() if v is not None}
+    offsets_ns = {
+        int(k): int(round(v * 1000)) for k, v in (offsets_us or {}).items() if v is not None
+    }
     extent = step_extent_ns(run, step, ranks, offsets_ns)
     if not len(rows) or extent is None:
         return None
@@ -51,8 +56,9 @@ def collective_window(run, detail, step: int, ranks: list[int], offsets_us: dict
     return [lo - pad, hi + pad]
 
 
-def selected_segments(data: TimelineData, detail, selection: dict | None,
-                      gemm_shapes: np.ndarray | None = None) -> Segments:
+def selected_segments(
+    data: TimelineData, detail, selection: dict | None, gemm_shapes: np.ndarray | None = None
+) -> Segments:
     """The drawn activities a selection names, as segments to outline on the Timeline;
     `gemm_shapes` (per row of `detail`, `overlays.gemm_shape_labels`) for a "gemm" selection."""
     if not selection or data is None:
@@ -62,21 +68,35 @@ def selected_segments(data: TimelineData, detail, selection: dict | None,
         if detail is None or gemm_shapes is None or len(gemm_shapes) != len(detail):
             return empty_segments()
         rows = np.flatnonzero(gemm_shapes == key)
-        overlay = Overlay(detail.rank[rows], detail.lane[rows], detail.start_ns[rows], detail.end_ns[rows],
-                          rows, np.full(len(rows), key, dtype=object))
+        overlay = Overlay(
+            detail.rank[rows],
+            detail.lane[rows],
+            detail.start_ns[rows],
+            detail.end_ns[rows],
+            rows,
+            np.full(len(rows), key, dtype=object),
+        )
         return overlay_segments(data, overlay)
     if kind == "collective":
         rows = instance_rows(detail, data.step, key)
         if not len(rows):
             return empty_segments()
-        overlay = Overlay(detail.rank[rows], detail.lane[rows], detail.start_ns[rows], detail.end_ns[rows],
-                          detail.instance[rows], np.full(len(rows), key, dtype=object))
+        overlay = Overlay(
+            detail.rank[rows],
+            detail.lane[rows],
+            detail.start_ns[rows],
+            detail.end_ns[rows],
+            detail.instance[rows],
+            np.full(len(rows), key, dtype=object),
+        )
         return overlay_segments(data, overlay)
     if kind == "class" and key in CLASS_NAMES.values():
         return data.activities[key]
     if kind == "search":
         parts = [seg for seg in data.activities.values() if len(seg)]
-        hits = [s.take(np.char.find(np.char.lower(s.text.astype(str)), key.lower()) >= 0) for s in parts]
+        hits = [
+            s.take(np.char.find(np.char.lower(s.text.astype(str)), key.lower()) >= 0) for s in parts
+        ]
         return concat_segments(hits)
     if kind == "kernel":  # a signature is "name|grid=..|block=..|dims=..": its kernel's name
         name = short_names((key.split("|", 1)[0],))[0]

@@ -51,7 +51,10 @@ def install_host_check(server: Flask, bound: str) -> frozenset[str]:
     @server.before_request
     def _only_our_names():
         if host_name(request.host or "") not in allowed:
-            return "tpscope dash: this Host is not one of the server's names (DNS rebinding guard)\n", 403
+            return (
+                "tpscope dash: this Host is not one of the server's names (DNS rebinding guard)\n",
+                403,
+            )
         return None
 
     return allowed

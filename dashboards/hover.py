@@ -15,7 +15,9 @@ from tpscope.numbers import size_text
 from tpscope.trace import ActivityClass, RankTrace
 
 
-def _collective(r: RankTrace, coll: int, pg: int, dtype: int, n_in: int, n_out: int, size: int) -> str:
+def _collective(
+    r: RankTrace, coll: int, pg: int, dtype: int, n_in: int, n_out: int, size: int
+) -> str:
     name = r.symbols[coll]
     text = f"{name} · in {n_in:,} / out {n_out:,} elements"
     if dtype >= 0:
@@ -38,15 +40,28 @@ def activity_info(r: RankTrace, rows: np.ndarray) -> np.ndarray:
         return out
     comm = g.coll_name_id[rows] >= 0
     if comm.any():
-        cols = np.stack([g.coll_name_id[rows][comm], g.pg_name_id[rows][comm], g.dtype_id[rows][comm],
-                         g.in_nelems[rows][comm], g.out_nelems[rows][comm], g.group_size[rows][comm]], axis=1)
+        cols = np.stack(
+            [
+                g.coll_name_id[rows][comm],
+                g.pg_name_id[rows][comm],
+                g.dtype_id[rows][comm],
+                g.in_nelems[rows][comm],
+                g.out_nelems[rows][comm],
+                g.group_size[rows][comm],
+            ],
+            axis=1,
+        )
         uniq, inverse = np.unique(cols, axis=0, return_inverse=True)
-        texts = np.array([_collective(r, *map(int, u)) for u in uniq], dtype=object)  # once per combination
+        texts = np.array(
+            [_collective(r, *map(int, u)) for u in uniq], dtype=object
+        )  # once per combination
         out[comm] = texts[inverse.ravel()]
     compute = ~comm & (g.cls[rows] == ActivityClass.COMPUTE) & (g.signature_id[rows] >= 0)
     if compute.any():
         sig, inverse = np.unique(g.signature_id[rows][compute], return_inverse=True)
-        texts = np.array([_shapes(r.symbols[s]) for s in sig.tolist()], dtype=object)  # once per signature
+        texts = np.array(
+            [_shapes(r.symbols[s]) for s in sig.tolist()], dtype=object
+        )  # once per signature
         out[compute] = texts[inverse.ravel()]
     return out
 

@@ -7,12 +7,24 @@ from dash import dcc, html
 from tpscope.dashboards.figures.tables import DEFAULT_COLUMN, GRID_OPTIONS, STYLE, column
 from tpscope.dashboards.results import OVERVIEW_COLUMNS, RATIO_FIELDS
 
-TABS = [("overview", "Overview"), ("timeline", "Timeline"), ("breakdown", "Breakdown"),
-        ("collectives", "Collectives"), ("contention", "Contention"), ("hta", "HTA")]
+TABS = [
+    ("overview", "Overview"),
+    ("timeline", "Timeline"),
+    ("breakdown", "Breakdown"),
+    ("collectives", "Collectives"),
+    ("contention", "Contention"),
+    ("hta", "HTA"),
+]
 TAB_STYLE = {"padding": "6px 12px", "lineHeight": "22px"}
 # No button that offers to upload a chart to a cloud service (Chart Studio): the runs stay here.
-GRAPH_CONFIG = {"displaylogo": False, "responsive": True, "showSendToCloud": False,
-                "showEditInChartStudio": False, "showLink": False, "sendData": False}
+GRAPH_CONFIG = {
+    "displaylogo": False,
+    "responsive": True,
+    "showSendToCloud": False,
+    "showEditInChartStudio": False,
+    "showLink": False,
+    "sendData": False,
+}
 
 
 def _overview_columns() -> list[dict]:
@@ -31,13 +43,32 @@ def _overview_columns() -> list[dict]:
     return cols
 
 
-def _grid(grid_id: str, columns: list[dict], page_size: int | None = None, row_id: str | None = None) -> dag.AgGrid:
+def _grid(
+    grid_id: str, columns: list[dict], page_size: int | None = None, row_id: str | None = None
+) -> dag.AgGrid:
     """A sortable table (tpscope.dashboards.figures.tables), `page_size` rows a page if given."""
-    options = {**GRID_OPTIONS, **({"pagination": True, "paginationPageSize": page_size,
-                                   "paginationPageSizeSelector": False} if page_size else {})}
+    options = {
+        **GRID_OPTIONS,
+        **(
+            {
+                "pagination": True,
+                "paginationPageSize": page_size,
+                "paginationPageSizeSelector": False,
+            }
+            if page_size
+            else {}
+        ),
+    }
     ids = {"getRowId": f"params.data.{row_id}"} if row_id else {}  # what a click names (a string)
-    return dag.AgGrid(id=grid_id, columnDefs=columns, rowData=[], dashGridOptions=options,
-                      defaultColDef=DEFAULT_COLUMN, style=STYLE, **ids)
+    return dag.AgGrid(
+        id=grid_id,
+        columnDefs=columns,
+        rowData=[],
+        dashGridOptions=options,
+        defaultColDef=DEFAULT_COLUMN,
+        style=STYLE,
+        **ids,
+    )
 
 
 def _picker(label: str, component) -> html.Div:
@@ -45,67 +76,158 @@ def _picker(label: str, component) -> html.Div:
 
 
 def _graph(graph_id: str, style: dict | None = None, **config) -> dcc.Graph:
-    return dcc.Graph(id=graph_id, config={**GRAPH_CONFIG, **config}, **({"style": style} if style else {}))
+    return dcc.Graph(
+        id=graph_id, config={**GRAPH_CONFIG, **config}, **({"style": style} if style else {})
+    )
 
 
 def _tab_children(name: str) -> list:
     if name == "overview":
         # no spinner: a run still being read shows as "reading…" in its row until it arrives
-        return [dcc.Interval(id="overview-poll", interval=700, disabled=False),
-                _grid("overview-table", _overview_columns(), row_id="run"),
-                html.Div(id="baseline-note", className="note"),
-                _graph("overview-graph")]
+        return [
+            dcc.Interval(id="overview-poll", interval=700, disabled=False),
+            _grid("overview-table", _overview_columns(), row_id="run"),
+            html.Div(id="baseline-note", className="note"),
+            _graph("overview-graph"),
+        ]
     if name == "timeline":
-        return [html.Div([
-            dcc.Input(id="timeline-search", type="search", debounce=True, placeholder="search activities by name",
-                      className="search"),
-            dcc.Checklist(id="timeline-options", options=[{"label": "CPU threads", "value": "launches"}],
-                          value=[], inline=True),
-            html.Button("Open in Perfetto (download this step)", id="perfetto-button", n_clicks=0),
-            dcc.Download(id="perfetto-download"),
-        ], className="toolbar"),
-                html.Div(id="timeline-note", className="note"),
-                dcc.Loading(_graph("timeline-graph", scrollZoom=True))]
+        return [
+            html.Div(
+                [
+                    dcc.Input(
+                        id="timeline-search",
+                        type="search",
+                        debounce=True,
+                        placeholder="search activities by name",
+                        className="search",
+                    ),
+                    dcc.Checklist(
+                        id="timeline-options",
+                        options=[{"label": "CPU threads", "value": "launches"}],
+                        value=[],
+                        inline=True,
+                    ),
+                    html.Button(
+                        "Open in Perfetto (download this step)", id="perfetto-button", n_clicks=0
+                    ),
+                    dcc.Download(id="perfetto-download"),
+                ],
+                className="toolbar",
+            ),
+            html.Div(id="timeline-note", className="note"),
+            dcc.Loading(_graph("timeline-graph", scrollZoom=True)),
+        ]
     if name == "breakdown":
         return [dcc.Loading([_graph("breakdown-graph"), _graph("critical-path-graph")])]
     if name == "collectives":
-        return [dcc.Loading([
-            html.Div(id="collectives-note", className="note"),
-            _grid("collectives-table", [], page_size=15, row_id="key"),
-            _graph("skew-graph"), _graph("arrival-graph"),
-        ])]
+        return [
+            dcc.Loading(
+                [
+                    html.Div(id="collectives-note", className="note"),
+                    _grid("collectives-table", [], page_size=15, row_id="key"),
+                    _graph("skew-graph"),
+                    _graph("arrival-graph"),
+                ]
+            )
+        ]
     if name == "contention":
-        return [dcc.Loading([html.Div(id="contention-note", className="note"),
-                             _graph("contention-graph"), _graph("comm-contention-graph"),
-                             _graph("tax-graph")])]
-    return [html.Div(id="hta-status", className="note"),
-            dcc.Loading([html.Div(id="hta-note", className="note"), _graph("hta-temporal-graph"),
-                         _graph("hta-idle-graph")])]
+        return [
+            dcc.Loading(
+                [
+                    html.Div(id="contention-note", className="note"),
+                    _graph("contention-graph"),
+                    _graph("comm-contention-graph"),
+                    _graph("tax-graph"),
+                ]
+            )
+        ]
+    return [
+        html.Div(id="hta-status", className="note"),
+        dcc.Loading(
+            [
+                html.Div(id="hta-note", className="note"),
+                _graph("hta-temporal-graph"),
+                _graph("hta-idle-graph"),
+            ]
+        ),
+    ]
 
 
 def build_layout(run_ids: list[str], default_run: str | None) -> html.Div:
     options = [{"label": r, "value": r} for r in run_ids]
-    return html.Div([
-        dcc.Location(id="url", refresh=False),
-        # the view (views.py): asked for by the URL or a click; the zoom and selection shown
-        dcc.Store(id="want"), dcc.Store(id="zoom"), dcc.Store(id="selection"), dcc.Store(id="url-sync"),
-        html.Div([
-            html.H1("tpscope"),
-            html.Span("how much of a tensor-parallel step is communication that nothing hides",
-                      className="subtitle"),
-        ], className="header"),
-        html.Div([
-            _picker("run", dcc.Dropdown(id="run-select", options=options, value=default_run, clearable=False)),
-            _picker("baseline", dcc.Dropdown(id="baseline-select", options=options, value=None,
-                                             placeholder="none (pick an unfused run)")),
-            _picker("step", dcc.Dropdown(id="step-select", options=[], value=None, clearable=False)),
-            _picker("ranks", dcc.Checklist(id="rank-select", options=[], value=[], inline=True)),
-        ], className="controls"),
-        html.Div(_graph("step-strip", style={"height": "110px"}, displayModeBar=False), className="strip"),
-        html.Div(id="url-error", className="error"),
-        dcc.Loading(html.Div([html.Div(id="run-error", className="error"),
-                              html.Div(id="run-warnings", className="warnings")]), type="dot"),
-        dcc.Tabs(id="tabs", value="overview",
-                 children=[dcc.Tab(label=label, value=name, children=_tab_children(name), style=TAB_STYLE,
-                                   selected_style={**TAB_STYLE, "fontWeight": "600"}) for name, label in TABS]),
-    ], className="page")
+    return html.Div(
+        [
+            dcc.Location(id="url", refresh=False),
+            # the view (views.py): asked for by the URL or a click; the zoom and selection shown
+            dcc.Store(id="want"),
+            dcc.Store(id="zoom"),
+            dcc.Store(id="selection"),
+            dcc.Store(id="url-sync"),
+            html.Div(
+                [
+                    html.H1("tpscope"),
+                    html.Span(
+                        "how much of a tensor-parallel step is communication that nothing hides",
+                        className="subtitle",
+                    ),
+                ],
+                className="header",
+            ),
+            html.Div(
+                [
+                    _picker(
+                        "run",
+                        dcc.Dropdown(
+                            id="run-select", options=options, value=default_run, clearable=False
+                        ),
+                    ),
+                    _picker(
+                        "baseline",
+                        dcc.Dropdown(
+                            id="baseline-select",
+                            options=options,
+                            value=None,
+                            placeholder="none (pick an unfused run)",
+                        ),
+                    ),
+                    _picker(
+                        "step",
+                        dcc.Dropdown(id="step-select", options=[], value=None, clearable=False),
+                    ),
+                    _picker(
+                        "ranks", dcc.Checklist(id="rank-select", options=[], value=[], inline=True)
+                    ),
+                ],
+                className="controls",
+            ),
+            html.Div(
+                _graph("step-strip", style={"height": "110px"}, displayModeBar=False),
+                className="strip",
+            ),
+            html.Div(id="url-error", className="error"),
+            dcc.Loading(
+                html.Div(
+                    [
+                        html.Div(id="run-error", className="error"),
+                        html.Div(id="run-warnings", className="warnings"),
+                    ]
+                ),
+                type="dot",
+            ),
+            dcc.Tabs(
+                id="tabs",
+                value="overview",
+                children=[
+                    dcc.Tab(
+                        label=label,
+                        value=name,
+                        children=_tab_children(name),
+                        style=TAB_STYLE,
+                        selected_style={**TAB_STYLE, "fontWeight": "600"},
+                    )
+                    for name, label in TABS
+                ],
+            ),
+        ],
+        className="page",
+    )

@@ -37,7 +37,9 @@ class Overlay:
         return len(self.rank)
 
     def take(self, rows) -> Overlay:
-        return Overlay(*(None if getattr(self, f) is None else getattr(self, f)[rows] for f in self.__slots__))
+        return Overlay(
+            *(None if getattr(self, f) is None else getattr(self, f)[rows] for f in self.__slots__)
+        )
 
 
 def _empty_overlay() -> Overlay:
@@ -52,16 +54,28 @@ def _member_rows(x: ActivityDetail, step: int) -> np.ndarray:
 def collective_members(x: ActivityDetail, step: int) -> Overlay:
     """Every rank's kernel of each matched instance of `step`, ordered by instance then rank."""
     rows = _member_rows(x, step)
-    return Overlay(x.rank[rows], x.lane[rows], x.start_ns[rows], x.end_ns[rows], x.instance[rows],
-                   np.full(len(rows), "collective", dtype=object))
+    return Overlay(
+        x.rank[rows],
+        x.lane[rows],
+        x.start_ns[rows],
+        x.end_ns[rows],
+        x.instance[rows],
+        np.full(len(rows), "collective", dtype=object),
+    )
 
 
 def wait_parts(x: ActivityDetail, step: int) -> Overlay:
     """The waiting part [start, start + wait] of each member kernel of `step` that waited (§5)."""
     rows = _member_rows(x, step)
     rows = rows[x.wait_ns[rows] > 0]
-    return Overlay(x.rank[rows], x.lane[rows], x.start_ns[rows], x.start_ns[rows] + x.wait_ns[rows],
-                   x.instance[rows], np.full(len(rows), "waiting for the last rank to arrive", dtype=object))
+    return Overlay(
+        x.rank[rows],
+        x.lane[rows],
+        x.start_ns[rows],
+        x.start_ns[rows] + x.wait_ns[rows],
+        x.instance[rows],
+        np.full(len(rows), "waiting for the last rank to arrive", dtype=object),
+    )
 
 
 def arrival_us(members: Overlay) -> np.ndarray:
@@ -82,8 +96,12 @@ def critical_path(x: ActivityDetail, step: int) -> Overlay:
         return _empty_overlay()
     gpu = seg.row >= 0
     row = np.where(gpu, seg.row, 0)
-    rank_of_pos = np.full(int(max(x.graph.rank_pos.max(initial=0), seg.rank_pos.max(initial=0))) + 1, -1, np.int64)
-    rank_of_pos[x.graph.rank_pos] = x.rank  # rank_pos: the rank's place in the run, as the path graph counts
+    rank_of_pos = np.full(
+        int(max(x.graph.rank_pos.max(initial=0), seg.rank_pos.max(initial=0))) + 1, -1, np.int64
+    )
+    rank_of_pos[x.graph.rank_pos] = (
+        x.rank
+    )  # rank_pos: the rank's place in the run, as the path graph counts
     call = np.where(seg.call >= 0, seg.call, 0)
     tid = np.where(gpu | (seg.call < 0), -1, x.graph.cpu.tid[call] if len(x.graph.cpu) else -1)
     rank = np.where(gpu, x.rank[row], rank_of_pos[seg.rank_pos])

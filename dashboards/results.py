@@ -32,8 +32,15 @@ OVERVIEW_COLUMNS = [
     ("flux_overlap_efficiency", "Flux E vs baseline"),
     ("attained_saving", "attained saving vs baseline"),
 ]
-RATIO_FIELDS = {"exposed_comm_ratio", "critical_path_exposed_comm_ratio", "hidden_of_hideable_ratio",
-                "contention_slowdown", "flux_overlap_efficiency", "attained_saving", "overlap_ratio"}
+RATIO_FIELDS = {
+    "exposed_comm_ratio",
+    "critical_path_exposed_comm_ratio",
+    "hidden_of_hideable_ratio",
+    "contention_slowdown",
+    "flux_overlap_efficiency",
+    "attained_saving",
+    "overlap_ratio",
+}
 
 
 def overview_row(run_id: str, doc: dict, manifest: Manifest | None) -> dict:
@@ -50,8 +57,14 @@ def overview_row(run_id: str, doc: dict, manifest: Manifest | None) -> dict:
         "peak_memory_gib": peak / GIB if peak is not None else None,
         "status": f"{len(doc.get('warnings') or [])} warning(s)" if doc.get("warnings") else "ok",
     }
-    for key in ("step_time_us", "tokens_per_s", "exposed_comm_ratio", "critical_path_exposed_comm_ratio",
-                "hidden_of_hideable_ratio", "contention_slowdown"):
+    for key in (
+        "step_time_us",
+        "tokens_per_s",
+        "exposed_comm_ratio",
+        "critical_path_exposed_comm_ratio",
+        "hidden_of_hideable_ratio",
+        "contention_slowdown",
+    ):
         row[key] = summary.get(key)
     return row
 
@@ -59,8 +72,11 @@ def overview_row(run_id: str, doc: dict, manifest: Manifest | None) -> dict:
 def with_baseline(row: dict, summary: dict | None) -> dict:
     """The row plus Flux E and attained saving against the baseline (metrics.md §9), when compared."""
     summary = summary or {}
-    return {**row, "flux_overlap_efficiency": summary.get("flux_overlap_efficiency"),
-            "attained_saving": summary.get("attained_saving")}
+    return {
+        **row,
+        "flux_overlap_efficiency": summary.get("flux_overlap_efficiency"),
+        "attained_saving": summary.get("attained_saving"),
+    }
 
 
 PENDING = "reading…"
@@ -101,8 +117,11 @@ def collective_rows(doc: dict, step: int | None = None) -> list[dict]:
     for c in doc.get("collectives") or []:
         if step is not None and c.get("step") != step:
             continue
-        row = {k: (", ".join(map(str, v)) if isinstance(v, list) and k in ("ranks", "key") else v)
-               for k, v in c.items() if not isinstance(v, (dict, list)) or k in ("ranks", "key")}
+        row = {
+            k: (", ".join(map(str, v)) if isinstance(v, list) and k in ("ranks", "key") else v)
+            for k, v in c.items()
+            if not isinstance(v, (dict, list)) or k in ("ranks", "key")
+        }
         out.append(row)
     return out
 
@@ -121,8 +140,11 @@ def contention_rows(analysis: Any) -> list[dict]:
 def gemm_contention_rows(analysis: Any) -> list[dict]:
     """Per GEMM shape with a baseline and GEMMs beside a transfer: alone, same-SM and overlapped
     medians, the most taxed first (metrics.md §8)."""
-    return [plain(g) for g in getattr(analysis, "gemm_contention", None) or []
-            if g.baseline_us is not None and g.overlapped_median_us is not None]
+    return [
+        plain(g)
+        for g in getattr(analysis, "gemm_contention", None) or []
+        if g.baseline_us is not None and g.overlapped_median_us is not None
+    ]
 
 
 def gemm_budget_text(analysis: Any) -> str:
@@ -135,9 +157,11 @@ def gemm_budget_text(analysis: Any) -> str:
     def n(us: float) -> str:
         return number(us, "count")
 
-    text = (f" GEMM time per rank and step: {n(b.gemm_us)} µs = {n(b.predicted_us)} alone + {n(b.tax_us)} "
-            f"tax ({n(b.sm_us)} fewer SMs, {n(b.interference_us)} interference, {n(b.unsplit_us)} not split) "
-            f"+ {n(b.uncovered_us)} without a baseline + {n(b.residual_us)} unexplained (noise band {band}).")
+    text = (
+        f" GEMM time per rank and step: {n(b.gemm_us)} µs = {n(b.predicted_us)} alone + {n(b.tax_us)} "
+        f"tax ({n(b.sm_us)} fewer SMs, {n(b.interference_us)} interference, {n(b.unsplit_us)} not split) "
+        f"+ {n(b.uncovered_us)} without a baseline + {n(b.residual_us)} unexplained (noise band {band})."
+    )
     layers = getattr(analysis, "contention_by_layer", None) or []
     if layers:
         text += " Most taxed: " + ", ".join(f"{p.name} {n(p.tax_us)} µs" for p in layers[:3]) + "."
@@ -146,8 +170,11 @@ def gemm_budget_text(analysis: Any) -> str:
 
 def comm_contention_rows(analysis: Any) -> list[dict]:
     """Per collective shape with both sides: transfer isolated versus beside compute (§8)."""
-    return [plain(c) for c in getattr(analysis, "comm_contention", None) or []
-            if c.isolated_transfer_us is not None and c.overlapped_transfer_us is not None]
+    return [
+        plain(c)
+        for c in getattr(analysis, "comm_contention", None) or []
+        if c.isolated_transfer_us is not None and c.overlapped_transfer_us is not None
+    ]
 
 
 def step_summaries(doc: dict) -> list[dict]:
@@ -163,8 +190,14 @@ def step_summaries(doc: dict) -> list[dict]:
         time_us = max(float(r.get("step_time_us") or 0.0) for r in rows)
         total = sum(float(r.get("step_time_us") or 0.0) for r in rows)
         exposed = sum(float(r.get("exposed_comm_us") or 0.0) for r in rows)
-        out.append({"step": step, "time_us": time_us, "exposed_ratio": exposed / total if total > 0 else None,
-                    "slowest": False})
+        out.append(
+            {
+                "step": step,
+                "time_us": time_us,
+                "exposed_ratio": exposed / total if total > 0 else None,
+                "slowest": False,
+            }
+        )
     if out:
         max(out, key=lambda r: r["time_us"])["slowest"] = True
     return out

@@ -19,11 +19,26 @@ from pathlib import Path
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
-FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--no-first-run", "--hide-scrollbars", "--force-device-scale-factor=1")
-TAB_LABELS = {"overview": "Overview", "timeline": "Timeline", "breakdown": "Breakdown",
-              "collectives": "Collectives", "contention": "Contention", "hta": "HTA"}
+FLAGS = (
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--hide-scrollbars",
+    "--force-device-scale-factor=1",
+)
+TAB_LABELS = {
+    "overview": "Overview",
+    "timeline": "Timeline",
+    "breakdown": "Breakdown",
+    "collectives": "Collectives",
+    "contention": "Contention",
+    "hta": "HTA",
+}
 
 
 def _free_port() -> int:
@@ -35,9 +50,11 @@ def _free_port() -> int:
 def _wait_drawn(driver, timeout_s: float = 120.0) -> None:
     """Until no callback is loading and every visible graph holds data, for one second in a row."""
     deadline = time.monotonic() + timeout_s
-    script = ("return document.querySelectorAll('[data-dash-is-loading=\"true\"]').length === 0 && "
-              "Array.from(document.querySelectorAll('.js-plotly-plot'))"
-              ".every(g => g.data && (g.data.length > 0 || (g.layout.annotations || []).length > 0))")
+    script = (
+        "return document.querySelectorAll('[data-dash-is-loading=\"true\"]').length === 0 && "
+        "Array.from(document.querySelectorAll('.js-plotly-plot'))"
+        ".every(g => g.data && (g.data.length > 0 || (g.layout.annotations || []).length > 0))"
+    )
     stable_since = None
     while time.monotonic() < deadline:
         if driver.execute_script(script):
@@ -50,8 +67,15 @@ def _wait_drawn(driver, timeout_s: float = 120.0) -> None:
     raise TimeoutError("the dashboard did not finish drawing")
 
 
-def take(run_dirs: list[Path], out: Path, run: str | None, tab: str, width: int, height: int,
-         zoom_us: tuple[float, float] | None = None) -> Path:
+def take(
+    run_dirs: list[Path],
+    out: Path,
+    run: str | None,
+    tab: str,
+    width: int,
+    height: int,
+    zoom_us: tuple[float, float] | None = None,
+) -> Path:
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
@@ -77,11 +101,18 @@ def take(run_dirs: list[Path], out: Path, run: str | None, tab: str, width: int,
         driver.get(url)
         _wait_drawn(driver)
         label = TAB_LABELS[tab]
-        driver.find_element(By.XPATH, f"//*[contains(@class,'tab') and normalize-space()='{label}']").click()
+        driver.find_element(
+            By.XPATH, f"//*[contains(@class,'tab') and normalize-space()='{label}']"
+        ).click()
         _wait_drawn(driver)
-        if zoom_us is not None and tab == "timeline":  # as if the user had zoomed: the app redraws the window
-            driver.execute_script("Plotly.relayout(document.querySelector('#timeline-graph .js-plotly-plot'),"
-                                  "{'xaxis.range': [arguments[0], arguments[1]]});", *zoom_us)
+        if (
+            zoom_us is not None and tab == "timeline"
+        ):  # as if the user had zoomed: the app redraws the window
+            driver.execute_script(
+                "Plotly.relayout(document.querySelector('#timeline-graph .js-plotly-plot'),"
+                "{'xaxis.range': [arguments[0], arguments[1]]});",
+                *zoom_us,
+            )
             time.sleep(0.5)
             _wait_drawn(driver)
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -94,14 +125,20 @@ def take(run_dirs: list[Path], out: Path, run: str | None, tab: str, width: int,
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m tpscope.dashboards.screenshot", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="python -m tpscope.dashboards.screenshot", description=__doc__.splitlines()[0]
+    )
     p.add_argument("run_dirs", nargs="*", help="run folders (default: the bundled sample runs)")
     p.add_argument("--run", help="the run to show (a folder name; default: the first)")
     p.add_argument("--tab", choices=sorted(TAB_LABELS), default="timeline")
     p.add_argument("--out", type=Path, default=Path("docs/images/dashboard.png"))
     p.add_argument("--width", type=int, default=1400)
     p.add_argument("--height", type=int, default=860)
-    p.add_argument("--zoom-us", metavar="LO,HI", help="timeline window in µs since the step start, e.g. 0,30000")
+    p.add_argument(
+        "--zoom-us",
+        metavar="LO,HI",
+        help="timeline window in µs since the step start, e.g. 0,30000",
+    )
     args = p.parse_args(argv)
     from tpscope.dashboards.dash_command import resolve_run_dirs
 

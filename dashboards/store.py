@@ -118,12 +118,16 @@ class RunStore:
         if isinstance(run_id, str) and run_id in self._by_id:
             return self._by_id[run_id]
         shown = str(run_id)[:80]
-        raise UnknownRun(f"unknown run {shown!r}: this dashboard serves only the folders it was started with")
+        raise UnknownRun(
+            f"unknown run {shown!r}: this dashboard serves only the folders it was started with"
+        )
 
     def _memo(self, key: tuple) -> _Memo:
         with self._lock:
             if key not in self._memos and len(self._memos) >= MAX_MEMOS:
-                self._memos.pop(next(iter(self._memos)))  # the oldest: a folder rewritten many times
+                self._memos.pop(
+                    next(iter(self._memos))
+                )  # the oldest: a folder rewritten many times
             return self._memos.setdefault(key, _Memo())
 
     def load(self, run_id: object) -> LoadedRun:
@@ -167,7 +171,9 @@ class RunStore:
         with self._lock:
             if getattr(self, "_reader", None) is not None:
                 return
-            self._reader = threading.Thread(target=self._read_all, name="tpscope-read-runs", daemon=True)
+            self._reader = threading.Thread(
+                target=self._read_all, name="tpscope-read-runs", daemon=True
+            )
         self._reader.start()
 
     def _read_all(self) -> None:
@@ -186,7 +192,9 @@ class RunStore:
         if self.cache is None:
             return False
         try:
-            return (self.cache.folder / f"hta-{self.cache.key('hta', loaded.entry.path)}.pkl").exists()
+            return (
+                self.cache.folder / f"hta-{self.cache.key('hta', loaded.entry.path)}.pkl"
+            ).exists()
         except OSError:
             return False
 
@@ -202,7 +210,11 @@ class RunStore:
             if e.run_id == run_id:
                 continue
             other = _manifest_or_none(e.path)
-            if other is not None and other.mode == "none" and all(getattr(other, k) == v for k, v in want.items()):
+            if (
+                other is not None
+                and other.mode == "none"
+                and all(getattr(other, k) == v for k, v in want.items())
+            ):
                 return e.run_id
         return None
 
@@ -211,8 +223,11 @@ class RunStore:
         models, ...: `regime nvlink vs shm`), or None. Reads manifests only."""
         from tpscope.dashboards.results import comparable
 
-        return comparable(_manifest_or_none(self.entry(run_id).path),
-                          _manifest_or_none(self.entry(baseline_id).path), EXPERIMENT_KEYS)
+        return comparable(
+            _manifest_or_none(self.entry(run_id).path),
+            _manifest_or_none(self.entry(baseline_id).path),
+            EXPERIMENT_KEYS,
+        )
 
     def compared(self, run_id: object, baseline_id: object) -> RunAnalysis:
         """The run analyzed against a baseline run (`reference`: isolated medians, Flux E)."""
@@ -237,7 +252,9 @@ class RunStore:
             if memo.value is None:
                 try:
                     memo.value = (activity_detail(loaded.run),)
-                except Exception:  # the views then say "not available"; analyze_run's totals still show
+                except (
+                    Exception
+                ):  # the views then say "not available"; analyze_run's totals still show
                     log.exception("cross-rank detail of %s", loaded.entry.path)
                     memo.value = (None,)
         return memo.value[0]
@@ -295,14 +312,17 @@ def run_hta(trace_files: dict[int, str]) -> HtaResult:
 
         analysis = TraceAnalysis.__new__(TraceAnalysis)
         analysis.t = Trace(trace_files=trace_files)
-        analysis.t.load_traces(include_last_profiler_step=True, use_multiprocessing=False,
-                               use_memory_profiling=False)
+        analysis.t.load_traces(
+            include_last_profiler_step=True, use_multiprocessing=False, use_memory_profiling=False
+        )
         temporal = analysis.get_temporal_breakdown(visualize=False)
         idle, _ = analysis.get_idle_time_breakdown(ranks=sorted(trace_files), visualize=False)
         return HtaResult(temporal=temporal, idle=idle)
     except Exception as exc:  # HTA refuses some traces; the view says why
         text = str(exc).splitlines()[0] if str(exc) else ""
-        return HtaResult(error=f"HTA could not analyze this run ({type(exc).__name__}{': ' + text if text else ''})")
+        return HtaResult(
+            error=f"HTA could not analyze this run ({type(exc).__name__}{': ' + text if text else ''})"
+        )
 
 
 def _manifest_or_none(folder: Path) -> Manifest | None:

@@ -58,8 +58,13 @@ class Segments:
         return len(self.start_us)
 
     def take(self, m) -> Segments:
-        return Segments(self.start_us[m], self.end_us[m], self.y[m], self.text[m],
-                        None if self.info is None else self.info[m])
+        return Segments(
+            self.start_us[m],
+            self.end_us[m],
+            self.y[m],
+            self.text[m],
+            None if self.info is None else self.info[m],
+        )
 
 
 def concat_segments(parts: list[Segments]) -> Segments:
@@ -68,9 +73,16 @@ def concat_segments(parts: list[Segments]) -> Segments:
         return empty_segments()
     info = None
     if any(p.info is not None for p in parts):
-        info = np.concatenate([p.info if p.info is not None else np.full(len(p), "", dtype=object) for p in parts])
-    return Segments(*(np.concatenate([getattr(p, f) for p in parts]) for f in ("start_us", "end_us", "y", "text")),
-                    info)
+        info = np.concatenate(
+            [p.info if p.info is not None else np.full(len(p), "", dtype=object) for p in parts]
+        )
+    return Segments(
+        *(
+            np.concatenate([getattr(p, f) for p in parts])
+            for f in ("start_us", "end_us", "y", "text")
+        ),
+        info,
+    )
 
 
 def empty_segments() -> Segments:
@@ -93,8 +105,12 @@ class TimelineData:
     drawn: int  # segments drawn: activities, plus merged spans when aggregated
     lane_of: dict[tuple[int, int], int] = field(default_factory=dict)  # (rank, lane) -> y
     aggregated: int = 0  # activities narrower than a pixel merged into busy spans
-    launches: Segments | None = None  # CPU ops of the launching threads, on their (rank, thread) row
-    arrows: tuple[np.ndarray, np.ndarray] | None = None  # launch end -> activity start, NaN-separated
+    launches: Segments | None = (
+        None  # CPU ops of the launching threads, on their (rank, thread) row
+    )
+    arrows: tuple[np.ndarray, np.ndarray] | None = (
+        None  # launch end -> activity start, NaN-separated
+    )
     thread_of: dict[tuple[int, int], int] = field(default_factory=dict)  # (rank, tid) -> y
     cpu_total: int = 0  # outermost CPU ops in the view on the thread rows
     cpu_aggregated: int = 0  # of those, merged into busy spans
@@ -106,8 +122,10 @@ class TimelineData:
 
 def short_names(symbols: tuple[str, ...]) -> np.ndarray:
     """Each symbol cut to MAX_NAME_CHARS (kernel names can be kilobytes of template)."""
-    return np.array([s if len(s) <= MAX_NAME_CHARS else s[: MAX_NAME_CHARS - 1] + "…" for s in symbols],
-                    dtype=object)
+    return np.array(
+        [s if len(s) <= MAX_NAME_CHARS else s[: MAX_NAME_CHARS - 1] + "…" for s in symbols],
+        dtype=object,
+    )
 
 
 def _label_rows(symbols: tuple[str, ...]) -> np.ndarray:
@@ -149,7 +167,9 @@ def label_ranges(r) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     order = launched[np.argsort(g.launch_start_ns[launched], kind="stable")]
     launch = g.launch_start_ns[order]
     big = np.iinfo(np.int64).max
-    starts = np.append(g.start_ns[order], big)  # a sentinel: every [lo, hi) below is a valid reduceat pair
+    starts = np.append(
+        g.start_ns[order], big
+    )  # a sentinel: every [lo, hi) below is a valid reduceat pair
     ends = np.append(g.end_ns[order], -big)
     lo = np.searchsorted(launch, a.start_ns[cpu], "left")
     hi = np.searchsorted(launch, a.end_ns[cpu], "right")
@@ -160,7 +180,9 @@ def label_ranges(r) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     return first[some], last[some], a.name_id[cpu][some], lab_rows[cpu][some]
 
 
-def step_extent_ns(run: Run, step: int, ranks: list[int], offsets_ns: dict[int, int]) -> tuple[int, int] | None:
+def step_extent_ns(
+    run: Run, step: int, ranks: list[int], offsets_ns: dict[int, int]
+) -> tuple[int, int] | None:
     """Earliest start and latest end of step `step` over `ranks` (aligned clocks)."""
     lo, hi = None, None
     for r in run.ranks:
@@ -176,14 +198,22 @@ def step_extent_ns(run: Run, step: int, ranks: list[int], offsets_ns: dict[int, 
     return None if lo is None else (lo, hi)
 
 
-def timeline_data(run: Run, step: int, ranks: list[int], window_us: tuple[float, float] | None = None,
-                  offsets_us: dict[int, float] | None = None,
-                  max_activities: int = DEFAULT_MAX_ACTIVITIES, launches: bool = False) -> TimelineData | None:
+def timeline_data(
+    run: Run,
+    step: int,
+    ranks: list[int],
+    window_us: tuple[float, float] | None = None,
+    offsets_us: dict[int, float] | None = None,
+    max_activities: int = DEFAULT_MAX_ACTIVITIES,
+    launches: bool = False,
+) -> TimelineData | None:
     """The activities of `step` on `ranks`, optionally only those inside `window_us`; with
     `launches`, one row per (rank, CPU thread) that launched an activity of the view, holding that
     thread's outermost CPU ops in the view (`thread_ops`), and an arrow from each launch call's end
     on its thread row to the activity it launched (when neither side is merged)."""
-    offsets_ns = {int(k): int(round(v * 1000)) for k, v in (offsets_us or {}).items() if v is not None}
+    offsets_ns = {
+        int(k): int(round(v * 1000)) for k, v in (offsets_us or {}).items() if v is not None
+    }
     extent = step_extent_ns(run, step, ranks, offsets_ns)
     if extent is None:
         return None
@@ -224,8 +254,11 @@ def timeline_data(run: Run, step: int, ranks: list[int], window_us: tuple[float,
                 title = f"CPU thread {tid}" if tid >= 0 else "CPU launch calls"
                 lanes.append(Lane(len(lanes), f"rank {r.rank} · {title}", r.rank, LAUNCH_LANE, tid))
             if tids:
-                cpu_parts.append(thread_ops(r, tids, off, vlo, vhi, {t: thread_of[(r.rank, t)] for t in tids},
-                                            names))
+                cpu_parts.append(
+                    thread_ops(
+                        r, tids, off, vlo, vhi, {t: thread_of[(r.rank, t)] for t in tids}, names
+                    )
+                )
         used = np.unique(g.lane[in_step])
         order = sorted(used.tolist(), key=lambda k: (int(r.lanes[k][0]), int(r.lanes[k][1])))
         role_names = lane_names(r)
@@ -233,25 +266,52 @@ def timeline_data(run: Run, step: int, ranks: list[int], window_us: tuple[float,
             lane_of[(r.rank, k)] = len(lanes)
             lanes.append(Lane(len(lanes), f"rank {r.rank} · {role_names[k]}", r.rank, k))
         if m.any():
-            lut = np.array([lane_of.get((r.rank, k), -1) for k in range(len(r.lanes))], dtype=np.int64)
+            lut = np.array(
+                [lane_of.get((r.rank, k), -1) for k in range(len(r.lanes))], dtype=np.int64
+            )
             rows = np.flatnonzero(m)
-            parts.append((start[m], end[m], lut[g.lane[m]], names[g.name_id[m]], g.cls[m], activity_info(r, rows)))
+            parts.append(
+                (
+                    start[m],
+                    end[m],
+                    lut[g.lane[m]],
+                    names[g.name_id[m]],
+                    g.cls[m],
+                    activity_info(r, rows),
+                )
+            )
             if launches:
                 lr = rows[g.launch_start_ns[rows] >= 0]
-                thread_y = np.array([thread_of[(r.rank, t)] for t in g.launch_tid[lr].tolist()], dtype=np.int64)
-                launch_parts.append((np.maximum(g.launch_end_ns[lr], g.launch_start_ns[lr]) - off, thread_y,
-                                     start[lr], lut[g.lane[lr]]))
+                thread_y = np.array(
+                    [thread_of[(r.rank, t)] for t in g.launch_tid[lr].tolist()], dtype=np.int64
+                )
+                launch_parts.append(
+                    (
+                        np.maximum(g.launch_end_ns[lr], g.launch_start_ns[lr]) - off,
+                        thread_y,
+                        start[lr],
+                        lut[g.lane[lr]],
+                    )
+                )
         lm = lab_in_step & (a_start < vhi) & (a_end > vlo)
         if lm.any():
-            label_y = np.where(lab_rows[lm] == 1, lane_of.get((r.rank, -2), -1), lane_of.get((r.rank, -1), -1))
-            text = np.array([s[len(LABEL_PREFIX):] if s.startswith(LABEL_PREFIX) else s for s in r.symbols],
-                            dtype=object)
+            label_y = np.where(
+                lab_rows[lm] == 1, lane_of.get((r.rank, -2), -1), lane_of.get((r.rank, -1), -1)
+            )
+            text = np.array(
+                [s[len(LABEL_PREFIX) :] if s.startswith(LABEL_PREFIX) else s for s in r.symbols],
+                dtype=object,
+            )
             label_parts.append((a_start[lm], a_end[lm], label_y, text[a_name[lm]]))
     data = _assemble(step, t0, t1, vlo, vhi, lanes, lane_of, parts, label_parts, max_activities)
     if not launches:
         return data
-    ops, cpu_total, cpu_aggregated = _thread_segments(cpu_parts, t0, vlo, vhi, len(lanes), max_activities)
-    data = replace(data, launches=ops, thread_of=thread_of, cpu_total=cpu_total, cpu_aggregated=cpu_aggregated)
+    ops, cpu_total, cpu_aggregated = _thread_segments(
+        cpu_parts, t0, vlo, vhi, len(lanes), max_activities
+    )
+    data = replace(
+        data, launches=ops, thread_of=thread_of, cpu_total=cpu_total, cpu_aggregated=cpu_aggregated
+    )
     if launch_parts and not data.capped and not cpu_aggregated:
         le, ly, ks, ky = (np.concatenate(c) for c in zip(*launch_parts))
         x = np.full(3 * len(le), np.nan)
@@ -262,7 +322,9 @@ def timeline_data(run: Run, step: int, ranks: list[int], window_us: tuple[float,
     return data
 
 
-def thread_ops(r, tids: list[int], off: int, vlo: int, vhi: int, y_of: dict[int, int], names: np.ndarray):
+def thread_ops(
+    r, tids: list[int], off: int, vlo: int, vhi: int, y_of: dict[int, int], names: np.ndarray
+):
     """The outermost CPU ops (`cpu_ops` and runtime calls together) of threads `tids` of rank `r`
     among those overlapping [vlo, vhi) (aligned ns): an op inside an earlier-starting op of its
     thread is left out. (start_ns, end_ns, y, name id, kind (index into CPU_KINDS), tid, the
@@ -298,41 +360,71 @@ def _thread_segments(cpu_parts, t0, vlo, vhi, n_lanes, max_activities) -> tuple[
     merged = []
     if total > max_activities:
         narrow = [(p[1] - p[0]) * AGG_BINS < (vhi - vlo) for p in cpu_parts]
-        start, end, y = (np.concatenate([p[k][m] for p, m in zip(cpu_parts, narrow)]) for k in range(3))
+        start, end, y = (
+            np.concatenate([p[k][m] for p, m in zip(cpu_parts, narrow)]) for k in range(3)
+        )
         merged = merge_narrow(start, end, y, np.zeros(len(start), np.int8), vlo, vhi, n_lanes)
         cpu_parts = [tuple(a[~m] for a in p[:6]) + (p[6],) for p, m in zip(cpu_parts, narrow)]
     kinds = np.array(CPU_KINDS, dtype=object)
     start, end, y, text, info = [], [], [], [], []
-    for s_, e_, y_, name, kind, tid, names in cpu_parts:  # the names only of what is drawn one by one
+    for (
+        s_,
+        e_,
+        y_,
+        name,
+        kind,
+        tid,
+        names,
+    ) in cpu_parts:  # the names only of what is drawn one by one
         start.append(s_)
         end.append(e_)
         y.append(y_)
         text.append(names[name] if len(name) else np.zeros(0, dtype=object))
-        info.append(np.array([f"{k} · thread {t}" for k, t in zip(kinds[kind].tolist(), tid.tolist())],
-                             dtype=object))
+        info.append(
+            np.array(
+                [f"{k} · thread {t}" for k, t in zip(kinds[kind].tolist(), tid.tolist())],
+                dtype=object,
+            )
+        )
     start, end, y, text, info = (np.concatenate(a) for a in (start, end, y, text, info))
     seg = Segments((start - t0) / 1000.0, (end - t0) / 1000.0, y, text, info)
     if len(merged):
         k = len(merged[0])
-        seg = concat_segments([seg, Segments((merged[0] - t0) / 1000.0, (merged[1] - t0) / 1000.0, merged[2],
-                                             np.char.replace(merged[3].astype(str), "activities", "CPU ops")
-                                             .astype(object), np.full(k, "merged: zoom in to see each",
-                                                                      dtype=object))])
+        seg = concat_segments(
+            [
+                seg,
+                Segments(
+                    (merged[0] - t0) / 1000.0,
+                    (merged[1] - t0) / 1000.0,
+                    merged[2],
+                    np.char.replace(merged[3].astype(str), "activities", "CPU ops").astype(object),
+                    np.full(k, "merged: zoom in to see each", dtype=object),
+                ),
+            ]
+        )
     return seg, int(total), int(total - len(start))
 
 
-def _assemble(step, t0, t1, vlo, vhi, lanes, lane_of, parts, label_parts, max_activities) -> TimelineData:
+def _assemble(
+    step, t0, t1, vlo, vhi, lanes, lane_of, parts, label_parts, max_activities
+) -> TimelineData:
     if parts:
         start, end, y, text, cls, info = (np.concatenate(c) for c in zip(*parts))
     else:
         start = end = np.zeros(0, dtype=np.int64)
-        y, text, cls = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object), np.zeros(0, dtype=np.int8)
+        y, text, cls = (
+            np.zeros(0, dtype=np.int64),
+            np.zeros(0, dtype=object),
+            np.zeros(0, dtype=np.int8),
+        )
         info = np.zeros(0, dtype=object)
     total = len(start)
     merged = None
     if total > max_activities:
         narrow = (end - start) * AGG_BINS < (vhi - vlo)
-        merged = merge_narrow(start[narrow], end[narrow], y[narrow], cls[narrow], vlo, vhi, len(lanes))
+        merged = merge_narrow(
+            start[narrow], end[narrow], y[narrow], cls[narrow], vlo, vhi, len(lanes)
+        )
         start, end, y, text, cls, info = (a[~narrow] for a in (start, end, y, text, cls, info))
     activities = {}
     for c, name in CLASS_NAMES.items():
@@ -340,9 +432,18 @@ def _assemble(step, t0, t1, vlo, vhi, lanes, lane_of, parts, label_parts, max_ac
         seg = Segments((start[m] - t0) / 1000.0, (end[m] - t0) / 1000.0, y[m], text[m], info[m])
         if merged is not None:
             mm = merged[4] == c
-            seg = concat_segments([seg, Segments((merged[0][mm] - t0) / 1000.0, (merged[1][mm] - t0) / 1000.0,
-                                                 merged[2][mm], merged[3][mm],
-                                                 np.full(int(mm.sum()), "merged: zoom in to see each", dtype=object))])
+            seg = concat_segments(
+                [
+                    seg,
+                    Segments(
+                        (merged[0][mm] - t0) / 1000.0,
+                        (merged[1][mm] - t0) / 1000.0,
+                        merged[2][mm],
+                        merged[3][mm],
+                        np.full(int(mm.sum()), "merged: zoom in to see each", dtype=object),
+                    ),
+                ]
+            )
         activities[name] = seg
     if label_parts:
         ls, le, ly, lt = (np.concatenate(c) for c in zip(*label_parts))
@@ -383,8 +484,13 @@ def merge_narrow(start, end, y, cls, vlo: int, vhi: int, n_lanes: int):
     total = np.concatenate([[0], np.cumsum(count)])
     n = total[last + 1] - total[first]
     text = np.array([f"{k:,} activities" for k in n.tolist()], dtype=object)  # one per merged span
-    return (vlo + (first % AGG_BINS) * width, vlo + (last % AGG_BINS + 1) * width, first // (n_cls * AGG_BINS),
-            text, (first // AGG_BINS) % n_cls)
+    return (
+        vlo + (first % AGG_BINS) * width,
+        vlo + (last % AGG_BINS + 1) * width,
+        first // (n_cls * AGG_BINS),
+        text,
+        (first // AGG_BINS) % n_cls,
+    )
 
 
 def relative_us(t_ns: np.ndarray, data: TimelineData) -> np.ndarray:
@@ -443,16 +549,23 @@ def path_arrays(data: TimelineData, path) -> tuple[np.ndarray, np.ndarray, np.nd
     y = lane_rows(data, path.rank, path.lane)
     if path.tid is not None and data.thread_of:
         cpu = np.flatnonzero(path.lane == LAUNCH_LANE)
-        y[cpu] = [data.thread_of.get((r, t), -1) for r, t in zip(path.rank[cpu].tolist(), path.tid[cpu].tolist())]
+        y[cpu] = [
+            data.thread_of.get((r, t), -1)
+            for r, t in zip(path.rank[cpu].tolist(), path.tid[cpu].tolist())
+        ]
     start, end = relative_us(path.start_ns, data), relative_us(path.end_ns, data)
-    keep = np.flatnonzero((y >= 0) & (end > data.view_us[0]) & (start < data.view_us[1]) & (end > start))
+    keep = np.flatnonzero(
+        (y >= 0) & (end > data.view_us[0]) & (start < data.view_us[1]) & (end > start)
+    )
     if len(keep) == 0:
         return np.zeros(0), np.zeros(0), np.zeros((0, 2)), []
     x = np.column_stack([start[keep], end[keep]]).ravel()
     yy = np.repeat(y[keep].astype(float), 2)
     custom = np.column_stack([np.repeat(start[keep], 2), np.repeat(end[keep] - start[keep], 2)])
     text = np.repeat(path.text[keep], 2)
-    breaks = 2 * (np.flatnonzero(np.diff(keep) > 1) + 1)  # a hidden part of the path between two kept ones
+    breaks = 2 * (
+        np.flatnonzero(np.diff(keep) > 1) + 1
+    )  # a hidden part of the path between two kept ones
     x, yy = np.insert(x, breaks, np.nan), np.insert(yy, breaks, np.nan)
     custom = np.insert(custom, breaks, np.nan, axis=0)
     text = np.insert(text, breaks, "")

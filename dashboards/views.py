@@ -67,7 +67,9 @@ def parse_view(search: str | None) -> dict:
     if _one(query, "sel"):
         kind, _, key = _one(query, "sel").partition(":")
         if kind not in SELECTION_KINDS or not key:
-            raise UserError(f"URL: sel= must be KIND:NAME with KIND one of {', '.join(SELECTION_KINDS)}")
+            raise UserError(
+                f"URL: sel= must be KIND:NAME with KIND one of {', '.join(SELECTION_KINDS)}"
+            )
         view["sel"] = {"kind": kind, "key": key}
     return view
 

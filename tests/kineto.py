@@ -49,10 +49,20 @@ class Collective:
 class RankTrace:
     """Events of one rank's trace."""
 
-    def __init__(self, rank: int | None, world_size: int = 2, device: int | None = None,
-                 hostname: str | None = None, pg_config: list[dict] | None = None) -> None:
+    def __init__(
+        self,
+        rank: int | None,
+        world_size: int = 2,
+        device: int | None = None,
+        hostname: str | None = None,
+        pg_config: list[dict] | None = None,
+    ) -> None:
         self.rank = rank
-        self.pg_config = pg_config if pg_config is not None else [{"pg_name": "0", "ranks": list(range(world_size))}]
+        self.pg_config = (
+            pg_config
+            if pg_config is not None
+            else [{"pg_name": "0", "ranks": list(range(world_size))}]
+        )
         self.world_size = world_size
         self.device = rank if device is None and rank is not None else (device or 0)
         self.hostname = hostname
@@ -61,10 +71,22 @@ class RankTrace:
         self._ext = 1
 
     # ---- GPU activities -------------------------------------------------------------
-    def kernel(self, name: str, start_us: float, dur_us: float, stream: int = 7, *,
-               cat: str = "kernel", launch_us: tuple[float, float] | None = None,
-               collective: Collective | None = None, grid=(1, 1, 1), block=(128, 1, 1),
-               input_dims: list | None = None, cpu_op: str = "aten::mm", input_type: list | None = None) -> int:
+    def kernel(
+        self,
+        name: str,
+        start_us: float,
+        dur_us: float,
+        stream: int = 7,
+        *,
+        cat: str = "kernel",
+        launch_us: tuple[float, float] | None = None,
+        collective: Collective | None = None,
+        grid=(1, 1, 1),
+        block=(128, 1, 1),
+        input_dims: list | None = None,
+        cpu_op: str = "aten::mm",
+        input_type: list | None = None,
+    ) -> int:
         """A GPU activity; with `launch_us=(ts, dur)` also its CPU launch call (correlation id)."""
         self._corr += 1
         corr = self._corr
@@ -73,9 +95,23 @@ class RankTrace:
             args.update({"grid": list(grid), "block": list(block)})
         if collective is not None and collective.on_kernel:
             args.update(collective.args())
-        self.events.append({"ph": "X", "cat": cat, "name": name, "pid": self.device, "tid": stream,
-                            "ts": start_us, "dur": dur_us, "args": args})
-        if launch_us is not None or (collective is not None and not collective.on_kernel) or input_dims is not None:
+        self.events.append(
+            {
+                "ph": "X",
+                "cat": cat,
+                "name": name,
+                "pid": self.device,
+                "tid": stream,
+                "ts": start_us,
+                "dur": dur_us,
+                "args": args,
+            }
+        )
+        if (
+            launch_us is not None
+            or (collective is not None and not collective.on_kernel)
+            or input_dims is not None
+        ):
             ts, dur = launch_us if launch_us is not None else (start_us - 5.0, 1.0)
             self._ext += 1
             ext = self._ext
@@ -89,32 +125,94 @@ class RankTrace:
                 op_args["Input Dims"] = input_dims
             if input_type is not None:
                 op_args["Input type"] = input_type
-            self.events.append({"ph": "X", "cat": "cpu_op", "name": op_name, "pid": 100, "tid": 100,
-                                "ts": ts - 0.5, "dur": dur + 1.0, "args": op_args})
-            self.events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 100,
-                                "tid": 100, "ts": ts, "dur": dur,
-                                "args": {"correlation": corr, "External id": ext}})
+            self.events.append(
+                {
+                    "ph": "X",
+                    "cat": "cpu_op",
+                    "name": op_name,
+                    "pid": 100,
+                    "tid": 100,
+                    "ts": ts - 0.5,
+                    "dur": dur + 1.0,
+                    "args": op_args,
+                }
+            )
+            self.events.append(
+                {
+                    "ph": "X",
+                    "cat": "cuda_runtime",
+                    "name": "cudaLaunchKernel",
+                    "pid": 100,
+                    "tid": 100,
+                    "ts": ts,
+                    "dur": dur,
+                    "args": {"correlation": corr, "External id": ext},
+                }
+            )
         return corr
 
-    def p2p_batch(self, start_us: float, dur_us: float, ops: list[tuple[str, int, int]], ranks: list[int],
-                  pg: str = "0", stream: int = 20) -> int:
+    def p2p_batch(
+        self,
+        start_us: float,
+        dur_us: float,
+        ops: list[tuple[str, int, int]],
+        ranks: list[int],
+        pg: str = "0",
+        stream: int = 20,
+    ) -> int:
         """One `ncclDevKernel_SendRecv` kernel launched after `record_param_comms` send/recv ops
         `(\"send\" | \"recv\", group-local peer, nelems)`, as torch's batch_isend_irecv records them."""
         launch = start_us - 20.0
         for k, (kind, peer, nelems) in enumerate(ops):
             self._ext += 1
-            args = {"External id": self._ext, "Collective name": kind, "Process Group Name": pg,
-                    "Process Group Ranks": str(ranks), "Group size": len(ranks), "dtype": "BFloat16",
-                    "In msg nelems": nelems, "Out msg nelems": nelems,
-                    ("Dst Rank" if kind == "send" else "Src Rank"): peer}
-            self.events.append({"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 100, "tid": 100,
-                                "ts": launch - 10.0 + k, "dur": 0.5, "args": args})
+            args = {
+                "External id": self._ext,
+                "Collective name": kind,
+                "Process Group Name": pg,
+                "Process Group Ranks": str(ranks),
+                "Group size": len(ranks),
+                "dtype": "BFloat16",
+                "In msg nelems": nelems,
+                "Out msg nelems": nelems,
+                ("Dst Rank" if kind == "send" else "Src Rank"): peer,
+            }
+            self.events.append(
+                {
+                    "ph": "X",
+                    "cat": "cpu_op",
+                    "name": "record_param_comms",
+                    "pid": 100,
+                    "tid": 100,
+                    "ts": launch - 10.0 + k,
+                    "dur": 0.5,
+                    "args": args,
+                }
+            )
         self._corr += 1
-        self.events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 100, "tid": 100,
-                            "ts": launch, "dur": 1.0, "args": {"correlation": self._corr, "External id": 1}})
-        self.events.append({"ph": "X", "cat": "kernel", "name": "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage)",
-                            "pid": self.device, "tid": stream, "ts": start_us, "dur": dur_us,
-                            "args": {"device": self.device, "stream": stream, "correlation": self._corr}})
+        self.events.append(
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaLaunchKernel",
+                "pid": 100,
+                "tid": 100,
+                "ts": launch,
+                "dur": 1.0,
+                "args": {"correlation": self._corr, "External id": 1},
+            }
+        )
+        self.events.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage)",
+                "pid": self.device,
+                "tid": stream,
+                "ts": start_us,
+                "dur": dur_us,
+                "args": {"device": self.device, "stream": stream, "correlation": self._corr},
+            }
+        )
         return self._corr
 
     def memcpy(self, name: str, start_us: float, dur_us: float, stream: int = 7, **kw) -> int:
@@ -125,19 +223,54 @@ class RankTrace:
 
     # ---- annotations ---------------------------------------------------------------
     def gpu_annotation(self, name: str, start_us: float, dur_us: float, stream: int = 7) -> None:
-        self.events.append({"ph": "X", "cat": "gpu_user_annotation", "name": name, "pid": self.device,
-                            "tid": stream, "ts": start_us, "dur": dur_us, "args": {}})
+        self.events.append(
+            {
+                "ph": "X",
+                "cat": "gpu_user_annotation",
+                "name": name,
+                "pid": self.device,
+                "tid": stream,
+                "ts": start_us,
+                "dur": dur_us,
+                "args": {},
+            }
+        )
 
     def cpu_annotation(self, name: str, start_us: float, dur_us: float, tid: int = 100) -> None:
-        self.events.append({"ph": "X", "cat": "user_annotation", "name": name, "pid": 100, "tid": tid,
-                            "ts": start_us, "dur": dur_us, "args": {}})
+        self.events.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": name,
+                "pid": 100,
+                "tid": tid,
+                "ts": start_us,
+                "dur": dur_us,
+                "args": {},
+            }
+        )
 
-    def stream_wait(self, start_us: float, stream: int, wait_on_stream: int, event_corr: int) -> None:
+    def stream_wait(
+        self, start_us: float, stream: int, wait_on_stream: int, event_corr: int
+    ) -> None:
         """A `cuda_sync` Stream Wait Event: `stream` waits for the event recorded by `event_corr`."""
-        self.events.append({"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": self.device,
-                            "tid": stream, "ts": start_us, "dur": 0,
-                            "args": {"device": self.device, "stream": stream, "wait_on_stream": wait_on_stream,
-                                     "wait_on_cuda_event_record_corr_id": event_corr}})
+        self.events.append(
+            {
+                "ph": "X",
+                "cat": "cuda_sync",
+                "name": "Stream Wait Event",
+                "pid": self.device,
+                "tid": stream,
+                "ts": start_us,
+                "dur": 0,
+                "args": {
+                    "device": self.device,
+                    "stream": stream,
+                    "wait_on_stream": wait_on_stream,
+                    "wait_on_cuda_event_record_corr_id": event_corr,
+                },
+            }
+        )
 
     def raw(self, event: dict) -> None:
         self.events.append(event)
@@ -155,8 +288,12 @@ class RankTrace:
         else:
             doc["baseTimeNanoseconds"] = BASE_NS
         if self.rank is not None:
-            doc["distributedInfo"] = {"backend": "nccl", "rank": self.rank, "world_size": self.world_size,
-                                      "pg_config": self.pg_config}
+            doc["distributedInfo"] = {
+                "backend": "nccl",
+                "rank": self.rank,
+                "world_size": self.world_size,
+                "pg_config": self.pg_config,
+            }
         if self.hostname is not None:
             doc["hostname"] = self.hostname
         doc["traceEvents"] = events
@@ -169,8 +306,13 @@ class RankTrace:
         return path
 
 
-def write_run(folder: Path, ranks: list[RankTrace], manifest: dict | None = None, gz: bool = True,
-              old_format: bool = False) -> Path:
+def write_run(
+    folder: Path,
+    ranks: list[RankTrace],
+    manifest: dict | None = None,
+    gz: bool = True,
+    old_format: bool = False,
+) -> Path:
     """A run folder named like tensorboard_trace_handler's output, one file per rank."""
     folder.mkdir(parents=True, exist_ok=True)
     for i, r in enumerate(ranks):
@@ -189,7 +331,14 @@ def late_all_gather_ranks(late_us: float = 40.0) -> list[RankTrace]:
         r = RankTrace(rank)
         r.gpu_annotation("ProfilerStep#1", 0, 400)
         r.kernel("gemm", 0, 50 + late)
-        r.kernel("ncclDevKernel_AllGather", 60 + late, 100 - late if rank else 140, stream=14,
-                 collective=Collective("_allgather_base", in_nelems=4, out_nelems=8, seq=1, on_kernel=True))
+        r.kernel(
+            "ncclDevKernel_AllGather",
+            60 + late,
+            100 - late if rank else 140,
+            stream=14,
+            collective=Collective(
+                "_allgather_base", in_nelems=4, out_nelems=8, seq=1, on_kernel=True
+            ),
+        )
         ranks.append(r)
     return ranks

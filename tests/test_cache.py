@@ -64,7 +64,9 @@ def test_analyze_twice_reads_the_cache(tmp_path, capsys, monkeypatch):
     assert "AssertionError: the traces were read again" in Path(details).read_text()
 
 
-def test_a_trace_file_analyzed_alone_sees_a_later_change_of_its_folders_manifest(tmp_path, capsys, monkeypatch):
+def test_a_trace_file_analyzed_alone_sees_a_later_change_of_its_folders_manifest(
+    tmp_path, capsys, monkeypatch
+):
     import json
     import os
 
@@ -85,7 +87,9 @@ def test_a_trace_file_analyzed_alone_sees_a_later_change_of_its_folders_manifest
     assert tokens_per_s() == 1000.0
     manifest.write_text(json.dumps({"tokens_per_s": 2000.0}))
     st = manifest.stat()
-    os.utime(manifest, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))  # a later write, as a clock sees it
+    os.utime(
+        manifest, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000)
+    )  # a later write, as a clock sees it
     assert tokens_per_s() == 2000.0
     assert len(list((tmp_path / "cache").glob("analysis-*.pkl"))) == 3  # three keys, three analyses
 
@@ -119,7 +123,11 @@ def test_a_folder_with_one_changed_rank_decodes_only_that_rank(tmp_path, capsys,
     shutil.copytree(DATA / "h200-shm-chunked4", run)
     decoded = []
     read_raw = run_folder._read_raw
-    monkeypatch.setattr(run_folder, "_read_raw", lambda path, *a, **k: decoded.append(path.name) or read_raw(path, *a, **k))
+    monkeypatch.setattr(
+        run_folder,
+        "_read_raw",
+        lambda path, *a, **k: decoded.append(path.name) or read_raw(path, *a, **k),
+    )
     assert main(["analyze", str(run), "--json", "--workers", "1"]) == 0
     first = capsys.readouterr().out
     assert len(decoded) == 2

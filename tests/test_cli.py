@@ -13,8 +13,14 @@ RUN = ROOT / "tests" / "data" / "h200-nvlink-unfused"
 
 
 def tpscope(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tpscope.cli", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=120, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    return subprocess.run(
+        [sys.executable, "-m", "tpscope.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
 
 
 @pytest.mark.parametrize(
@@ -23,7 +29,10 @@ def tpscope(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
         (lambda p: None, "no such file or folder"),
         (lambda p: p.mkdir(), "no trace files"),
         (lambda p: (p.mkdir(), (p / "notes.json").write_text("hello")), "not valid JSON"),
-        (lambda p: (p.mkdir(), (p / "r.json.gz").write_bytes(gzip.compress(b"{" * 4000)[:30])), "broken gzip"),
+        (
+            lambda p: (p.mkdir(), (p / "r.json.gz").write_bytes(gzip.compress(b"{" * 4000)[:30])),
+            "broken gzip",
+        ),
     ],
     ids=["missing", "empty", "non-trace", "truncated-gzip"],
 )
@@ -47,16 +56,46 @@ def test_analyze_json_follows_the_design_contract():
     done = tpscope("analyze", str(RUN), "--json")
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
-    assert {"tpscope_version", "run_dir", "ranks", "warnings", "steps", "critical_path", "collectives",
-            "clock_offsets_us", "summary"} <= set(doc)
+    assert {
+        "tpscope_version",
+        "run_dir",
+        "ranks",
+        "warnings",
+        "steps",
+        "critical_path",
+        "collectives",
+        "clock_offsets_us",
+        "summary",
+    } <= set(doc)
     assert doc["ranks"] == [0, 1]
-    step_fields = {"rank", "step", "step_time_us", "compute_us", "comm_us", "memory_us", "idle_us",
-                   "hidden_comm_us", "exposed_comm_us", "exposed_comm_ratio", "overlap_ratio",
-                   "hidden_of_hideable_ratio", "comm_wait_us", "comm_transfer_us", "contention_tax_us",
-                   "contention_slowdown"}
+    step_fields = {
+        "rank",
+        "step",
+        "step_time_us",
+        "compute_us",
+        "comm_us",
+        "memory_us",
+        "idle_us",
+        "hidden_comm_us",
+        "exposed_comm_us",
+        "exposed_comm_ratio",
+        "overlap_ratio",
+        "hidden_of_hideable_ratio",
+        "comm_wait_us",
+        "comm_transfer_us",
+        "contention_tax_us",
+        "contention_slowdown",
+    }
     assert all(step_fields <= set(s) for s in doc["steps"]) and len(doc["steps"]) == 6
-    assert {"step_time_us", "exposed_comm_ratio", "overlap_ratio", "hidden_of_hideable_ratio",
-            "critical_path_exposed_comm_ratio", "contention_slowdown", "tokens_per_s"} <= set(doc["summary"])
+    assert {
+        "step_time_us",
+        "exposed_comm_ratio",
+        "overlap_ratio",
+        "hidden_of_hideable_ratio",
+        "critical_path_exposed_comm_ratio",
+        "contention_slowdown",
+        "tokens_per_s",
+    } <= set(doc["summary"])
     assert doc["summary"]["tokens_per_s"] is None  # no manifest: unknown, never a made-up 0
 
 
@@ -65,7 +104,9 @@ def test_no_command_prints_help_and_exits_2():
     assert done.returncode == 2 and "analyze" in done.stdout
 
 
-def test_an_internal_error_exits_3_with_one_line_and_the_traceback_in_a_file(monkeypatch, capsys, tmp_path):
+def test_an_internal_error_exits_3_with_one_line_and_the_traceback_in_a_file(
+    monkeypatch, capsys, tmp_path
+):
     """A bug of ours is neither a regression (1) nor the user's input (2)."""
     from tpscope import cli
     from tpscope.report import report_command
@@ -87,7 +128,9 @@ def test_help_lists_the_exit_codes():
     for command in ("analyze", "report", "run"):
         done = tpscope(command, "--help")
         text = " ".join(done.stdout.split())
-        assert "2 a mistake in the input or the options" in text and "3 an internal error" in text, command
+        assert (
+            "2 a mistake in the input or the options" in text and "3 an internal error" in text
+        ), command
 
 
 @pytest.mark.parametrize("workers", ["0", "-3"])

@@ -18,16 +18,46 @@ from tests.dashboards.conftest import free_port
 from tests.dashboards.test_every_folder import call
 
 REPO = Path(__file__).resolve().parent.parent
-SMALL = ["--device", "cpu", "--nproc", "2", "--steps", "4", "--profile-steps", "2", "--layers", "1", "--hidden", "32",
-         "--ffn", "64", "--heads", "2", "--vocab", "32", "--seq-len", "16", "--batch", "2", "--timeout-s", "60"]
+SMALL = [
+    "--device",
+    "cpu",
+    "--nproc",
+    "2",
+    "--steps",
+    "4",
+    "--profile-steps",
+    "2",
+    "--layers",
+    "1",
+    "--hidden",
+    "32",
+    "--ffn",
+    "64",
+    "--heads",
+    "2",
+    "--vocab",
+    "32",
+    "--seq-len",
+    "16",
+    "--batch",
+    "2",
+    "--timeout-s",
+    "60",
+]
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 
 pytestmark = pytest.mark.timeout(240)
 
 
 def tpscope(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tpscope.cli", *args], env=ENV, capture_output=True, text=True,
-                          timeout=180, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "tpscope.cli", *args],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=REPO,
+    )
 
 
 def test_run_analyze_dash_report_on_cpu(tmp_path):
@@ -52,9 +82,24 @@ def test_run_analyze_dash_report_on_cpu(tmp_path):
     assert "CPU run" in text and f"tpscope dash {chunked}" in text
 
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "tpscope.cli", "dash", str(unfused), str(chunked),
-                               "--port", str(port), "--no-cache"], env=ENV, cwd=REPO,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tpscope.cli",
+            "dash",
+            str(unfused),
+            str(chunked),
+            "--port",
+            str(port),
+            "--no-cache",
+        ],
+        env=ENV,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         url = f"http://127.0.0.1:{port}/"
         for _ in range(120):
@@ -67,10 +112,19 @@ def test_run_analyze_dash_report_on_cpu(tmp_path):
         assert "chunked" in layout and "unfused" in layout
         run_ids = [o["value"] for o in _find(json.loads(layout), "run-select")["options"]]
         run_id = next(r for r in run_ids if "chunked" in str(r))
-        out = call(url, [("breakdown-graph", "figure"), ("critical-path-graph", "figure")],
-                   [("run-select", "value", run_id), ("rank-select", "value", [0, 1]), ("tabs", "value", "breakdown")])
+        out = call(
+            url,
+            [("breakdown-graph", "figure"), ("critical-path-graph", "figure")],
+            [
+                ("run-select", "value", run_id),
+                ("rank-select", "value", [0, 1]),
+                ("tabs", "value", "breakdown"),
+            ],
+        )
         bars = out["breakdown-graph"]["figure"]["data"]
-        assert bars and any(any(v and v > 0 for v in bar.get("y") or bar.get("x") or []) for bar in bars)
+        assert bars and any(
+            any(v and v > 0 for v in bar.get("y") or bar.get("x") or []) for bar in bars
+        )
         assert out["critical-path-graph"]["figure"]["data"]
     finally:
         server.terminate()

@@ -67,10 +67,22 @@ def test_the_analyzer_document_follows_the_rule():
     """A numpy NaN in a result is null in `tpscope analyze --json` as a Python NaN is."""
     from tpscope.metrics import RunAnalysis, as_json
 
-    summary = dataclasses.replace(Summary(None, None, None, None), step_time_us=np.float64("nan"),
-                                  exposed_comm_ratio=float("nan"), tokens_per_s=np.float64(2.5))
-    doc = as_json(RunAnalysis(run_dir="r", ranks=[0], warnings=[], steps=[], summary=summary,
-                              clock_offsets_us={0: np.float64(1.0)}))
+    summary = dataclasses.replace(
+        Summary(None, None, None, None),
+        step_time_us=np.float64("nan"),
+        exposed_comm_ratio=float("nan"),
+        tokens_per_s=np.float64(2.5),
+    )
+    doc = as_json(
+        RunAnalysis(
+            run_dir="r",
+            ranks=[0],
+            warnings=[],
+            steps=[],
+            summary=summary,
+            clock_offsets_us={0: np.float64(1.0)},
+        )
+    )
     assert doc["summary"]["step_time_us"] is None and doc["summary"]["exposed_comm_ratio"] is None
     assert doc["summary"]["tokens_per_s"] == 2.5 and doc["clock_offsets_us"] == {"0": 1.0}
     assert json.dumps(doc, allow_nan=False)
@@ -91,18 +103,46 @@ class TextOuter:
 
 def test_dumps_writes_floats_strings_and_scalars_are_written_as_json_dumps_writes_them():
     rng = random.Random(7)
-    floats = [0.0, -0.0, 1e16, 1e15, 9.999e15, 1e-4, 9e-5, 1e-5, 5e-324, 1.7976931348623157e308, 123456789.125,
-              float("nan"), float("inf"), -float("inf")]
+    floats = [
+        0.0,
+        -0.0,
+        1e16,
+        1e15,
+        9.999e15,
+        1e-4,
+        9e-5,
+        1e-5,
+        5e-324,
+        1.7976931348623157e308,
+        123456789.125,
+        float("nan"),
+        float("inf"),
+        -float("inf"),
+    ]
     floats += [rng.uniform(-1, 1) * 10 ** rng.randint(-30, 30) for _ in range(3000)]
-    strings = ["", "plain", 'quote " back \\ slash /', "\x00\x01\x1f\x7f\x80\x9f", "é × §", "\u2028\u2029",
-               "\U0001F600 astral", "tab\tnew\nline\rcr\bback\fform", "1e5", "0.00001,\n"]
+    strings = [
+        "",
+        "plain",
+        'quote " back \\ slash /',
+        "\x00\x01\x1f\x7f\x80\x9f",
+        "é × §",
+        "\u2028\u2029",
+        "\U0001f600 astral",
+        "tab\tnew\nline\rcr\bback\fform",
+        "1e5",
+        "0.00001,\n",
+    ]
     doc = {
         "floats": floats,
         "ints": [0, -1, 2**62, -(2**63), np.int64(5), np.int32(-7)],
         "numpy": [np.float64(1e-7), np.float32(0.5), np.bool_(True)],
         "strings": strings,
         "keys": {s: k for k, s in enumerate(strings)},
-        "nested": [TextOuter([1.5e-9, TextInner(2e20, ("a", "b"))], {"k": [], "m": {}}, TextInner(float("nan")))],
+        "nested": [
+            TextOuter(
+                [1.5e-9, TextInner(2e20, ("a", "b"))], {"k": [], "m": {}}, TextInner(float("nan"))
+            )
+        ],
         "empty": [[], {}, None, True, False],
     }
     assert dumps(doc) == json.dumps(plain(doc), indent=1)

@@ -10,10 +10,18 @@ from tpscope.numbers import number, size_text
 def test_each_unit_prints_by_its_rule():
     assert number(1234.56) == "1,234.6 us" and number(1234.56, with_unit=False) == "1,234.6"
     assert number(-3.25, "us", signed=False) == "-3.2 us" and number(3.25, signed=True) == "+3.2 us"
-    assert number(0.4567, "ratio") == "45.7%" and number(0.4567, "ratio", with_unit=False) == "45.7%"
-    assert number(-0.012, "ratio", signed=True) == "-1.2 pp" and number(0.3, "ratio", signed=True) == "+30.0 pp"
+    assert (
+        number(0.4567, "ratio") == "45.7%" and number(0.4567, "ratio", with_unit=False) == "45.7%"
+    )
+    assert (
+        number(-0.012, "ratio", signed=True) == "-1.2 pp"
+        and number(0.3, "ratio", signed=True) == "+30.0 pp"
+    )
     assert number(0.1, "relative") == "+10.0%" and number(-0.05, "relative") == "-5.0%"
-    assert number(3 * 2**30, "bytes") == "3.00 GiB" and number(2**29, "bytes", signed=True) == "+0.50 GiB"
+    assert (
+        number(3 * 2**30, "bytes") == "3.00 GiB"
+        and number(2**29, "bytes", signed=True) == "+0.50 GiB"
+    )
     assert number(2**29, "bytes", with_unit=False) == "0.50"
     assert number(88499.4, "tokens/s") == "88,499" and number(1234567.5, "count") == "1,234,568"
     assert number(1.23456, "x") == "1.235" and number(412.345, "gbps") == "412.3"
@@ -26,11 +34,18 @@ def test_unknown_is_a_dash_or_what_the_caller_says():
 
 
 def test_numpy_numbers_print_as_python_numbers():
-    assert number(np.float64(2500.0), "count") == "2,500" and number(np.float32(0.25), "ratio") == "25.0%"
+    assert (
+        number(np.float64(2500.0), "count") == "2,500"
+        and number(np.float32(0.25), "ratio") == "25.0%"
+    )
 
 
 def test_byte_counts_in_binary_units_as_short_as_exact():
     assert size_text(0) == "0 B" and size_text(1023) == "1023 B"
     assert size_text(1024) == "1 KiB" and size_text(1536) == "1.5 KiB"
-    assert size_text(8 * 2**20) == "8 MiB" and size_text(3 * 2**30) == "3 GiB" and size_text(2**41) == "2 TiB"
+    assert (
+        size_text(8 * 2**20) == "8 MiB"
+        and size_text(3 * 2**30) == "3 GiB"
+        and size_text(2**41) == "2 TiB"
+    )
     assert size_text(4 * 2**20 // 3) == "1.33333 MiB"  # six significant digits at most

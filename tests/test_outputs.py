@@ -10,8 +10,28 @@ from tpscope.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN = ROOT / "tests" / "data" / "h200-nvlink-unfused"
-TINY_RUN = ["--device", "cpu", "--layers", "1", "--hidden", "32", "--ffn", "64", "--heads", "2", "--vocab", "32",
-            "--seq-len", "16", "--batch", "2", "--steps", "4", "--profile-steps", "1"]
+TINY_RUN = [
+    "--device",
+    "cpu",
+    "--layers",
+    "1",
+    "--hidden",
+    "32",
+    "--ffn",
+    "64",
+    "--heads",
+    "2",
+    "--vocab",
+    "32",
+    "--seq-len",
+    "16",
+    "--batch",
+    "2",
+    "--steps",
+    "4",
+    "--profile-steps",
+    "1",
+]
 COMMANDS = {
     "analyze": lambda out: ["analyze", str(RUN), "--json", "--no-cache", "--out", out],
     "report": lambda out: ["report", str(RUN), "--out", out],
@@ -36,8 +56,9 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("command, where, words", CASES,
-                         ids=[f"{c}-{i}" for i, (c, _, _) in enumerate(CASES)])
+@pytest.mark.parametrize(
+    "command, where, words", CASES, ids=[f"{c}-{i}" for i, (c, _, _) in enumerate(CASES)]
+)
 def test_an_unwritable_out_is_one_line_and_exit_2(tmp_path, capsys, command, where, words):
     out = where(tmp_path)
     assert main(COMMANDS[command](str(out))) == 2
@@ -63,4 +84,6 @@ def test_a_write_the_system_refuses_names_the_file(tmp_path, capsys, monkeypatch
     out = tmp_path / "a.json"
     assert main(["analyze", str(RUN), "--json", "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and f"--out {out}: cannot be written (No space left on device)" in err
+    assert (
+        err.count("\n") == 1 and f"--out {out}: cannot be written (No space left on device)" in err
+    )

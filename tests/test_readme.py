@@ -17,7 +17,9 @@ def test_ci_runs_readme_test_command():
     CI runs that script."""
     install, test_command = (part.strip() for part in readme_commands()[1].split("&&"))
     assert test_command == ".ci/test"
-    assert install == readme_commands()[0].split("&&")[0].strip()  # the same torch as the quick start
+    assert (
+        install == readme_commands()[0].split("&&")[0].strip()
+    )  # the same torch as the quick start
     script = [line.strip() for line in (ROOT / ".ci" / "test").read_text().splitlines()]
     assert 'python3 -m pip install -q -e ".[test]"' in script
     assert any("apt-get install" in line and "chromium-driver" in line for line in script)
@@ -34,7 +36,12 @@ def test_install_takes_pytorchs_cpu_wheel_index():
 def test_quick_start_analyze_runs_on_the_bundled_sample():
     main_job = readme_commands()[0].split("&&")[-1].strip()
     assert main_job == "tpscope analyze"
-    done = subprocess.run([sys.executable, "-m", "tpscope.cli", "analyze"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "tpscope.cli", "analyze"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert "exposed communication" in done.stdout

@@ -55,9 +55,13 @@ def test_markdown_report_keeps_the_name_in_one_code_span_of_one_cell(tmp_path, c
     row = next(line for line in out.splitlines() if "gemm" in line)
     # one code span (fenced by two backticks, the name holds one), the pipe escaped: 4 cells, the last
     # the kernel names behind the shape, escaped as Markdown text
-    assert row.startswith("| ``gemm`\\|<b>x</b>\\x1b]0;pwned\\x07\\x1b[2J\\x9b31m\\x0d\\x08`` |"), row
+    assert row.startswith("| ``gemm`\\|<b>x</b>\\x1b]0;pwned\\x07\\x1b[2J\\x9b31m\\x0d\\x08`` |"), (
+        row
+    )
     cells = re.split(r"(?<!\\)\|", row)
-    assert len(cells) == 6 and cells[4].strip().startswith("gemm&#96;\\|&lt;b&gt;x&lt;/b&gt;\\x1b]0;pwned"), cells
+    assert len(cells) == 6 and cells[4].strip().startswith(
+        "gemm&#96;\\|&lt;b&gt;x&lt;/b&gt;\\x1b]0;pwned"
+    ), cells
 
 
 def test_html_report_escapes_the_name(tmp_path, capsys):
@@ -65,5 +69,7 @@ def test_html_report_escapes_the_name(tmp_path, capsys):
     assert main(["report", str(run), "--out", str(tmp_path / "out"), "--format", "html"]) == 0
     page = (tmp_path / "out" / "report.html").read_text()
     assert "<b>x</b>" not in page and "&lt;b&gt;x&lt;/b&gt;" in page
-    shown = [page[m.start():m.start() + 60] for m in re.finditer("gemm", page)]  # (plotly.js holds controls)
+    shown = [
+        page[m.start() : m.start() + 60] for m in re.finditer("gemm", page)
+    ]  # (plotly.js holds controls)
     assert shown and not any(re.search(r"[\x00-\x1f\x7f-\x9f]", s) for s in shown), shown

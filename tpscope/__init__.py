@@ -14,5 +14,7 @@ __version__ = "0.1.0"
 # `tpscope.dashboards`. From a source checkout (PYTHONPATH=., or an editable install) the same
 # import resolves through the checkout's root.
 _checkout = _Path(__file__).resolve().parent.parent
-if (_checkout / "dashboards" / "__init__.py").is_file() and (_checkout / "pyproject.toml").is_file():
+if (_checkout / "dashboards" / "__init__.py").is_file() and (
+    _checkout / "pyproject.toml"
+).is_file():
     __path__.append(str(_checkout))  # type: ignore[name-defined]  # noqa: F821

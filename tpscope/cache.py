@@ -100,7 +100,11 @@ class DiskCache:
         size, mtime), its place in its folder (the rank a file without one is given) and the code."""
         st = path.stat()
         text = f"rank\n{self._code}\n{path.resolve()}\n{st.st_size}:{st.st_mtime_ns}\n{position}"
-        return self.folder / RANKS_FOLDER / f"rank-{hashlib.sha256(text.encode()).hexdigest()[:32]}.pkl"
+        return (
+            self.folder
+            / RANKS_FOLDER
+            / f"rank-{hashlib.sha256(text.encode()).hexdigest()[:32]}.pkl"
+        )
 
     def get_rank(self, path: Path, position: int) -> Any:
         """The stored map result of `path`, or None (absent, unreadable, or the file changed)."""

@@ -21,14 +21,29 @@ from tpscope.text import printable
 # subcommand -> (module that owns it, one-line help). The module provides
 # `add_arguments(parser)` and `main(args) -> int`; it must import nothing heavy at module level.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "analyze": ("tpscope.report.analyze_command", "metrics of a run folder (terminal table or JSON)"),
+    "analyze": (
+        "tpscope.report.analyze_command",
+        "metrics of a run folder (terminal table or JSON)",
+    ),
     "report": ("tpscope.report.report_command", "comparison report for CI; exit 1 on a regression"),
     "dash": ("tpscope.dashboards.dash_command", "the interactive dashboard on run folders"),
-    "export": ("tpscope.export.export_command", "a step as a Chrome/Kineto trace with tpscope's tracks, for Perfetto"),
+    "export": (
+        "tpscope.export.export_command",
+        "a step as a Chrome/Kineto trace with tpscope's tracks, for Perfetto",
+    ),
     "run": ("tpscope.fusion.run.command", "instrumented fused-TP training; writes a run folder"),
-    "bench": ("tpscope.fusion.tuning.bench_command", "fused AG-GEMM / GEMM-RS microbenchmark (GPU)"),
-    "sweep": ("tpscope.fusion.run.sweep_command", "one change at a time against an unfused baseline"),
-    "calibrate": ("tpscope.calibrate.calibrate_command", "replay a run's GEMMs alone on this GPU (contention baselines)"),
+    "bench": (
+        "tpscope.fusion.tuning.bench_command",
+        "fused AG-GEMM / GEMM-RS microbenchmark (GPU)",
+    ),
+    "sweep": (
+        "tpscope.fusion.run.sweep_command",
+        "one change at a time against an unfused baseline",
+    ),
+    "calibrate": (
+        "tpscope.calibrate.calibrate_command",
+        "replay a run's GEMMs alone on this GPU (contention baselines)",
+    ),
 }
 
 
@@ -77,8 +92,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except Exception:  # a bug of ours: one line and where the traceback went, never a verdict
         details = write_details(args.command)
-        print(f"tpscope {args.command}: internal error ({sys.exc_info()[1]!r:.200}); details in {details}",
-              file=sys.stderr)
+        print(
+            f"tpscope {args.command}: internal error ({sys.exc_info()[1]!r:.200}); details in {details}",
+            file=sys.stderr,
+        )
         return EXIT_INTERNAL
 
 

@@ -25,8 +25,14 @@ _OTHER = (1.0, ",.1f", "")  # "gbps", "number" and anything else
 _BINARY = (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
 
 
-def number(value: float | None, unit: str = "us", *, signed: bool = False, with_unit: bool = True,
-           missing: str = MISSING) -> str:
+def number(
+    value: float | None,
+    unit: str = "us",
+    *,
+    signed: bool = False,
+    with_unit: bool = True,
+    missing: str = MISSING,
+) -> str:
     """`value` in `unit`: µs with one decimal, ratios as percentages (signed: percentage points),
     "relative" (a change as a share of the baseline) as a signed percentage, bytes in GiB, tokens/s
     and counts whole, factors ("x") with three decimals, fractions (a share written 0.43) with two,

@@ -14,7 +14,12 @@ STACK = [
     ("memory_us", "memory", COLORS["memory"]),
     ("idle_us", "idle", COLORS["idle"]),
 ]
-CLASS_OF_SERIES = {"compute (alone)": "compute", "hidden comm": "comm", "exposed comm": "comm", "memory": "memory"}
+CLASS_OF_SERIES = {
+    "compute (alone)": "compute",
+    "hidden comm": "comm",
+    "exposed comm": "comm",
+    "memory": "memory",
+}
 """A Breakdown series -> the class of activity a click on it outlines on the Timeline."""
 CRITICAL_STACK = [
     ("compute_us", "compute", COLORS["compute"]),
@@ -44,13 +49,23 @@ def breakdown_figure(rows: list[dict]) -> go.Figure:
     values = [stack_values(r) for r in rows]
     fig = go.Figure()
     for key, name, color in STACK:
-        fig.add_bar(x=labels, y=[v[key] for v in values], name=name, marker_color=color,
-                    hovertemplate=f"%{{x}}<br>{name}: %{{y:,.1f}} µs<extra></extra>")
-    fig.add_scatter(x=labels, y=[r["step_time_us"] for r in rows], mode="markers", name="step time",
-                    marker=dict(symbol="line-ew-open", size=28, color="#222", line=dict(width=2)),
-                    customdata=[[r.get("exposed_comm_ratio"), r.get("hidden_of_hideable_ratio")] for r in rows],
-                    hovertemplate="%{x}<br>step time %{y:,.1f} µs<br>exposed comm %{customdata[0]:.1%}"
-                                  "<br>hidden of hideable comm %{customdata[1]:.1%}<extra></extra>")
+        fig.add_bar(
+            x=labels,
+            y=[v[key] for v in values],
+            name=name,
+            marker_color=color,
+            hovertemplate=f"%{{x}}<br>{name}: %{{y:,.1f}} µs<extra></extra>",
+        )
+    fig.add_scatter(
+        x=labels,
+        y=[r["step_time_us"] for r in rows],
+        mode="markers",
+        name="step time",
+        marker=dict(symbol="line-ew-open", size=28, color="#222", line=dict(width=2)),
+        customdata=[[r.get("exposed_comm_ratio"), r.get("hidden_of_hideable_ratio")] for r in rows],
+        hovertemplate="%{x}<br>step time %{y:,.1f} µs<br>exposed comm %{customdata[0]:.1%}"
+        "<br>hidden of hideable comm %{customdata[1]:.1%}<extra></extra>",
+    )
     base_layout(fig, title="Per rank and step (µs)", height=420)
     fig.update_layout(barmode="stack", yaxis_title="µs")
     return fig
@@ -59,18 +74,31 @@ def breakdown_figure(rows: list[dict]) -> go.Figure:
 def critical_path_figure(rows: list[dict]) -> go.Figure:
     """Stacked bars per step of the critical path's compute, comm, memory, host and idle (µs)."""
     if not rows:
-        return not_available("critical path: not available for this run (the analyzer did not report one)")
+        return not_available(
+            "critical path: not available for this run (the analyzer did not report one)"
+        )
     labels = [f"step {r['step']}" for r in rows]
     fig = go.Figure()
     for key, name, color in CRITICAL_STACK:
-        fig.add_bar(x=labels, y=[r.get(key) or 0.0 for r in rows], name=name, marker_color=color,
-                    hovertemplate=f"%{{x}}<br>{name}: %{{y:,.1f}} µs<extra></extra>")
-    fig.add_scatter(x=labels, y=[r.get("length_us") for r in rows], mode="markers", name="path length",
-                    marker=dict(symbol="line-ew-open", size=28, color="#222", line=dict(width=2)),
-                    customdata=[[r.get("exposed_comm_ratio"), ", ".join(map(str, r.get("ranks") or []))]
-                                for r in rows],
-                    hovertemplate="%{x}<br>critical path %{y:,.1f} µs<br>exposed comm on it %{customdata[0]:.1%}"
-                                  "<br>ranks visited: %{customdata[1]}<extra></extra>")
+        fig.add_bar(
+            x=labels,
+            y=[r.get(key) or 0.0 for r in rows],
+            name=name,
+            marker_color=color,
+            hovertemplate=f"%{{x}}<br>{name}: %{{y:,.1f}} µs<extra></extra>",
+        )
+    fig.add_scatter(
+        x=labels,
+        y=[r.get("length_us") for r in rows],
+        mode="markers",
+        name="path length",
+        marker=dict(symbol="line-ew-open", size=28, color="#222", line=dict(width=2)),
+        customdata=[
+            [r.get("exposed_comm_ratio"), ", ".join(map(str, r.get("ranks") or []))] for r in rows
+        ],
+        hovertemplate="%{x}<br>critical path %{y:,.1f} µs<br>exposed comm on it %{customdata[0]:.1%}"
+        "<br>ranks visited: %{customdata[1]}<extra></extra>",
+    )
     base_layout(fig, title="Critical path across ranks, per step (µs)", height=380)
     fig.update_layout(barmode="stack", yaxis_title="µs")
     return fig

@@ -40,8 +40,15 @@ def base_layout(fig: go.Figure, title: str | None = None, height: int | None = N
 def not_available(message: str, height: int = 260) -> go.Figure:
     """An empty figure that says what is missing and why, instead of made-up zeros."""
     fig = go.Figure()
-    fig.add_annotation(text=message, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False,
-                       font=dict(size=14, color="#555"))
+    fig.add_annotation(
+        text=message,
+        x=0.5,
+        y=0.5,
+        xref="paper",
+        yref="paper",
+        showarrow=False,
+        font=dict(size=14, color="#555"),
+    )
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
     base_layout(fig, height=height)

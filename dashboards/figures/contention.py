@@ -25,26 +25,56 @@ def short_signature(sig: str, limit: int = 60) -> str:
 def contention_figure(rows: list[dict]) -> go.Figure:
     """Grouped horizontal bars: median isolated and overlapped duration (µs) per signature."""
     if not rows:
-        return not_available("contention per kernel signature: not available for this run "
-                             "(needs ≥3 isolated and ≥3 overlapped instances, or a baseline)")
-    rows = sorted(rows, key=lambda r: -(r["overlapped_median_us"] - r["isolated_median_us"]))[:MAX_SIGNATURES]
-    names = [f"#{i + 1} {short_signature(r['signature'], 56)}" for i, r in enumerate(rows)]  # unique labels
+        return not_available(
+            "contention per kernel signature: not available for this run "
+            "(needs ≥3 isolated and ≥3 overlapped instances, or a baseline)"
+        )
+    rows = sorted(rows, key=lambda r: -(r["overlapped_median_us"] - r["isolated_median_us"]))[
+        :MAX_SIGNATURES
+    ]
+    names = [
+        f"#{i + 1} {short_signature(r['signature'], 56)}" for i, r in enumerate(rows)
+    ]  # unique labels
     fig = go.Figure()
-    fig.add_bar(y=names, x=[r["isolated_median_us"] for r in rows], orientation="h", name="isolated (median)",
-                marker_color=COLORS["compute"], customdata=[r["signature"] for r in rows],
-                hovertemplate="%{customdata}<br>isolated %{x:,.2f} µs<extra></extra>")
-    fig.add_bar(y=names, x=[r["overlapped_median_us"] for r in rows], orientation="h",
-                name="overlapped (median)", marker_color=COLORS["hidden_comm"],
-                customdata=[[r["signature"], r.get("slowdown"), r.get("n_isolated"), r.get("n_overlapped"),
-                             r.get("baseline")] for r in rows],
-                hovertemplate="%{customdata[0]}<br>overlapped %{x:,.2f} µs<br>slowdown %{customdata[1]:.1%}"
-                              "<br>%{customdata[2]} isolated, %{customdata[3]} overlapped; baseline: "
-                              "%{customdata[4]}<extra></extra>")
-    base_layout(fig, title="Kernel duration isolated vs overlapped with communication (µs)",
-                height=140 + 40 * len(rows))
+    fig.add_bar(
+        y=names,
+        x=[r["isolated_median_us"] for r in rows],
+        orientation="h",
+        name="isolated (median)",
+        marker_color=COLORS["compute"],
+        customdata=[r["signature"] for r in rows],
+        hovertemplate="%{customdata}<br>isolated %{x:,.2f} µs<extra></extra>",
+    )
+    fig.add_bar(
+        y=names,
+        x=[r["overlapped_median_us"] for r in rows],
+        orientation="h",
+        name="overlapped (median)",
+        marker_color=COLORS["hidden_comm"],
+        customdata=[
+            [
+                r["signature"],
+                r.get("slowdown"),
+                r.get("n_isolated"),
+                r.get("n_overlapped"),
+                r.get("baseline"),
+            ]
+            for r in rows
+        ],
+        hovertemplate="%{customdata[0]}<br>overlapped %{x:,.2f} µs<br>slowdown %{customdata[1]:.1%}"
+        "<br>%{customdata[2]} isolated, %{customdata[3]} overlapped; baseline: "
+        "%{customdata[4]}<extra></extra>",
+    )
+    base_layout(
+        fig,
+        title="Kernel duration isolated vs overlapped with communication (µs)",
+        height=140 + 40 * len(rows),
+    )
     fig.update_layout(barmode="group", xaxis_title="µs", margin=dict(l=380))
     fig.update_yaxes(autorange="reversed")
-    _duration_axis(fig, [r["isolated_median_us"] for r in rows] + [r["overlapped_median_us"] for r in rows])
+    _duration_axis(
+        fig, [r["isolated_median_us"] for r in rows] + [r["overlapped_median_us"] for r in rows]
+    )
     return fig
 
 
@@ -53,22 +83,53 @@ def gemm_contention_figure(rows: list[dict]) -> go.Figure:
     as beside the transfer (when known) and beside the transfer, medians in µs (metrics.md §8)."""
     rows = rows[:MAX_SIGNATURES]
     names = [f"#{i + 1} {r['shape']}" for i, r in enumerate(rows)]
-    info = [[r["rule"], r.get("source"), r.get("slowdown"), r["n_overlapped"], r["tax_us_per_step"], r["shape"]]
-            for r in rows]
+    info = [
+        [
+            r["rule"],
+            r.get("source"),
+            r.get("slowdown"),
+            r["n_overlapped"],
+            r["tax_us_per_step"],
+            r["shape"],
+        ]
+        for r in rows
+    ]
     fig = go.Figure()
-    fig.add_bar(y=names, x=[r["baseline_us"] for r in rows], orientation="h", name="isolated (median)",
-                marker_color=COLORS["compute"], customdata=info,
-                hovertemplate="%{y}<br>alone %{x:,.1f} µs<br>baseline: %{customdata[0]} (%{customdata[1]})"
-                              "<extra></extra>")
-    fig.add_bar(y=names, x=[r.get("same_sm_us") for r in rows], orientation="h", name="isolated, same SMs",
-                marker_color=COLORS["memory"], customdata=info,
-                hovertemplate="%{y}<br>alone on the same SMs %{x:,.1f} µs<extra></extra>")
-    fig.add_bar(y=names, x=[r["overlapped_median_us"] for r in rows], orientation="h",
-                name="overlapped (median)", marker_color=COLORS["hidden_comm"], customdata=info,
-                hovertemplate="%{y}<br>beside a transfer %{x:,.1f} µs<br>slowdown %{customdata[2]:.1%}"
-                              "<br>%{customdata[3]} beside a transfer, tax %{customdata[4]:,.1f} µs per rank and step"
-                              "<extra></extra>")
-    base_layout(fig, title="GEMM duration by shape: alone vs beside a transfer (µs)", height=140 + 48 * len(rows))
+    fig.add_bar(
+        y=names,
+        x=[r["baseline_us"] for r in rows],
+        orientation="h",
+        name="isolated (median)",
+        marker_color=COLORS["compute"],
+        customdata=info,
+        hovertemplate="%{y}<br>alone %{x:,.1f} µs<br>baseline: %{customdata[0]} (%{customdata[1]})"
+        "<extra></extra>",
+    )
+    fig.add_bar(
+        y=names,
+        x=[r.get("same_sm_us") for r in rows],
+        orientation="h",
+        name="isolated, same SMs",
+        marker_color=COLORS["memory"],
+        customdata=info,
+        hovertemplate="%{y}<br>alone on the same SMs %{x:,.1f} µs<extra></extra>",
+    )
+    fig.add_bar(
+        y=names,
+        x=[r["overlapped_median_us"] for r in rows],
+        orientation="h",
+        name="overlapped (median)",
+        marker_color=COLORS["hidden_comm"],
+        customdata=info,
+        hovertemplate="%{y}<br>beside a transfer %{x:,.1f} µs<br>slowdown %{customdata[2]:.1%}"
+        "<br>%{customdata[3]} beside a transfer, tax %{customdata[4]:,.1f} µs per rank and step"
+        "<extra></extra>",
+    )
+    base_layout(
+        fig,
+        title="GEMM duration by shape: alone vs beside a transfer (µs)",
+        height=140 + 48 * len(rows),
+    )
     fig.update_layout(barmode="group", xaxis_title="µs", margin=dict(l=260))
     fig.update_yaxes(autorange="reversed")
     return fig
@@ -87,22 +148,44 @@ def clicked_selection(customdata) -> dict:
 def comm_contention_figure(rows: list[dict]) -> go.Figure:
     """Per collective shape: median transfer time isolated versus beside compute (µs)."""
     if not rows:
-        return not_available("communication side: not available (no collective shape seen both isolated "
-                             "and beside compute)")
-    names = [f"{r['collective']} · {r['bytes']:,} B" if r.get("bytes") else str(r["collective"]) for r in rows]
+        return not_available(
+            "communication side: not available (no collective shape seen both isolated "
+            "and beside compute)"
+        )
+    names = [
+        f"{r['collective']} · {r['bytes']:,} B" if r.get("bytes") else str(r["collective"])
+        for r in rows
+    ]
     fig = go.Figure()
-    fig.add_bar(y=names, x=[r["isolated_transfer_us"] for r in rows], orientation="h", name="isolated (median)",
-                marker_color=COLORS["comm"], customdata=[r.get("isolated_busbw_gbps") for r in rows],
-                hovertemplate="%{y}<br>isolated %{x:,.2f} µs · busbw %{customdata:,.1f} GB/s<extra></extra>")
-    fig.add_bar(y=names, x=[r["overlapped_transfer_us"] for r in rows], orientation="h",
-                name="beside compute (median)", marker_color=COLORS["hidden_comm"],
-                customdata=[[r.get("overlapped_busbw_gbps"), r.get("slowdown")] for r in rows],
-                hovertemplate="%{y}<br>beside compute %{x:,.2f} µs · busbw %{customdata[0]:,.1f} GB/s"
-                              "<br>slowdown %{customdata[1]:.1%}<extra></extra>")
-    base_layout(fig, title="Collective transfer time isolated vs beside compute (µs)", height=140 + 50 * len(rows))
+    fig.add_bar(
+        y=names,
+        x=[r["isolated_transfer_us"] for r in rows],
+        orientation="h",
+        name="isolated (median)",
+        marker_color=COLORS["comm"],
+        customdata=[r.get("isolated_busbw_gbps") for r in rows],
+        hovertemplate="%{y}<br>isolated %{x:,.2f} µs · busbw %{customdata:,.1f} GB/s<extra></extra>",
+    )
+    fig.add_bar(
+        y=names,
+        x=[r["overlapped_transfer_us"] for r in rows],
+        orientation="h",
+        name="beside compute (median)",
+        marker_color=COLORS["hidden_comm"],
+        customdata=[[r.get("overlapped_busbw_gbps"), r.get("slowdown")] for r in rows],
+        hovertemplate="%{y}<br>beside compute %{x:,.2f} µs · busbw %{customdata[0]:,.1f} GB/s"
+        "<br>slowdown %{customdata[1]:.1%}<extra></extra>",
+    )
+    base_layout(
+        fig,
+        title="Collective transfer time isolated vs beside compute (µs)",
+        height=140 + 50 * len(rows),
+    )
     fig.update_layout(barmode="group", xaxis_title="µs", margin=dict(l=380))
     fig.update_yaxes(autorange="reversed")
-    _duration_axis(fig, [r["isolated_transfer_us"] for r in rows] + [r["overlapped_transfer_us"] for r in rows])
+    _duration_axis(
+        fig, [r["isolated_transfer_us"] for r in rows] + [r["overlapped_transfer_us"] for r in rows]
+    )
     return fig
 
 
@@ -112,10 +195,14 @@ def tax_figure(step_rows: list[dict]) -> go.Figure:
     if not rows:
         return not_available("contention tax per step: not available for this run")
     fig = go.Figure()
-    fig.add_bar(x=[f"rank {r['rank']} · step {r['step']}" for r in rows], y=[r["contention_tax_us"] for r in rows],
-                marker_color=COLORS["exposed_comm"], name="contention tax",
-                customdata=[r.get("contention_slowdown") for r in rows],
-                hovertemplate="%{x}<br>tax %{y:,.1f} µs<br>slowdown %{customdata:.1%}<extra></extra>")
+    fig.add_bar(
+        x=[f"rank {r['rank']} · step {r['step']}" for r in rows],
+        y=[r["contention_tax_us"] for r in rows],
+        marker_color=COLORS["exposed_comm"],
+        name="contention tax",
+        customdata=[r.get("contention_slowdown") for r in rows],
+        hovertemplate="%{x}<br>tax %{y:,.1f} µs<br>slowdown %{customdata:.1%}<extra></extra>",
+    )
     base_layout(fig, title="Contention tax per rank and step (µs)", height=320)
     fig.update_layout(yaxis_title="µs")
     return fig

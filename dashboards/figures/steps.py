@@ -12,15 +12,35 @@ def strip_figure(summaries: list[dict], chosen: int | None = None) -> go.Figure:
     if not summaries:
         return not_available("no steps in this run", height=110)
     colors = [COLORS["slowest"] if s["slowest"] else COLORS["compute"] for s in summaries]
-    fig = go.Figure(go.Bar(
-        x=[f"step {s['step']}" for s in summaries], y=[s["time_us"] for s in summaries], name="step time",
-        marker=dict(color=colors, line=dict(color=["#111" if s["step"] == chosen else "rgba(0,0,0,0)"
-                                                   for s in summaries], width=2)),
-        customdata=[[s["step"], s["exposed_ratio"] if s["exposed_ratio"] is not None else float("nan"),
-                     "slowest" if s["slowest"] else ""] for s in summaries],
-        hovertemplate="step %{customdata[0]} %{customdata[2]}<br>%{y:,.1f} µs (slowest rank)"
-                      "<br>exposed comm %{customdata[1]:.1%}<extra>click: open on the Timeline</extra>"))
+    fig = go.Figure(
+        go.Bar(
+            x=[f"step {s['step']}" for s in summaries],
+            y=[s["time_us"] for s in summaries],
+            name="step time",
+            marker=dict(
+                color=colors,
+                line=dict(
+                    color=["#111" if s["step"] == chosen else "rgba(0,0,0,0)" for s in summaries],
+                    width=2,
+                ),
+            ),
+            customdata=[
+                [
+                    s["step"],
+                    s["exposed_ratio"] if s["exposed_ratio"] is not None else float("nan"),
+                    "slowest" if s["slowest"] else "",
+                ]
+                for s in summaries
+            ],
+            hovertemplate="step %{customdata[0]} %{customdata[2]}<br>%{y:,.1f} µs (slowest rank)"
+            "<br>exposed comm %{customdata[1]:.1%}<extra>click: open on the Timeline</extra>",
+        )
+    )
     base_layout(fig, height=110)
-    fig.update_layout(margin=dict(l=60, r=20, t=8, b=24), yaxis_title="µs", showlegend=False,
-                      meta={"steps": [s["step"] for s in summaries], "chosen": chosen})
+    fig.update_layout(
+        margin=dict(l=60, r=20, t=8, b=24),
+        yaxis_title="µs",
+        showlegend=False,
+        meta={"steps": [s["step"] for s in summaries], "chosen": chosen},
+    )
     return fig

@@ -14,22 +14,34 @@ GRID_OPTIONS = {
     "autoSizeStrategy": {"type": "fitCellContents"},
 }
 # Functions named here live in assets/dashAgGridFunctions.js (ES5: the grid's parser knows no `??`).
-DEFAULT_COLUMN = {"sortable": True, "resizable": True, "minWidth": 90,
-                  "tooltipValueGetter": {"function": "cellTip(params)"}}
+DEFAULT_COLUMN = {
+    "sortable": True,
+    "resizable": True,
+    "minWidth": 90,
+    "tooltipValueGetter": {"function": "cellTip(params)"},
+}
 STYLE = {"fontFamily": "system-ui, sans-serif", "fontSize": "13px"}
 
 
 BYTES = "bytes"
 """The specifier of a byte count: shown in binary units as tpscope.numbers.size_text writes them
 (8 MiB), sorted and filtered as a number."""
-NUMBER_FILTER = {"filter": "agTextColumnFilter", "floatingFilter": True, "filterParams": {
-    "textMatcher": {"function": "numberTextMatcher(params)"}, "debounceMs": 200}}
+NUMBER_FILTER = {
+    "filter": "agTextColumnFilter",
+    "floatingFilter": True,
+    "filterParams": {"textMatcher": {"function": "numberTextMatcher(params)"}, "debounceMs": 200},
+}
 """A number column's filter box: `>100`, `>=100`, `<5`, `<=5`, `=100`, `10..20`, or a bare number
 (at or above it). AG Grid's own number filter matches a bare number exactly and refuses `>`."""
 
 
-def column(key: str, header: str, specifier: str | None = None, filtered: bool = True,
-           natural: bool = False) -> dict:
+def column(
+    key: str,
+    header: str,
+    specifier: str | None = None,
+    filtered: bool = True,
+    natural: bool = False,
+) -> dict:
     """One column. With `specifier`, a d3-format spec (`.1%`, `,.3f`, `,d`) or BYTES, it holds
     numbers: right-aligned, filtered and sorted as numbers, an empty cell where the row has no value
     (never a made-up zero). Without, text; `natural`: sorted with the numbers in it read as numbers
@@ -38,10 +50,16 @@ def column(key: str, header: str, specifier: str | None = None, filtered: bool =
     if specifier == BYTES:
         col.update(type="numericColumn", valueFormatter={"function": "formatBytes(params.value)"})
     elif specifier is not None:
-        col.update(type="numericColumn", valueFormatter={
-            "function": f"params.value == null ? '' : d3.format('{specifier}')(params.value)"})
+        col.update(
+            type="numericColumn",
+            valueFormatter={
+                "function": f"params.value == null ? '' : d3.format('{specifier}')(params.value)"
+            },
+        )
     if natural:
         col["comparator"] = {"function": "naturalCompare"}
     if filtered:
-        col.update(NUMBER_FILTER if specifier else {"filter": "agTextColumnFilter", "floatingFilter": True})
+        col.update(
+            NUMBER_FILTER if specifier else {"filter": "agTextColumnFilter", "floatingFilter": True}
+        )
     return col

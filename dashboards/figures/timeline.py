@@ -37,7 +37,9 @@ def segment_arrays(seg: Segments) -> tuple[np.ndarray, np.ndarray, np.ndarray, l
     text = np.full(4 * n, "", dtype=object)
     names = seg.text
     if seg.info is not None and len(seg):
-        names = np.where(seg.info == "", seg.text, seg.text + "<br>" + seg.info)  # element-wise on objects
+        names = np.where(
+            seg.info == "", seg.text, seg.text + "<br>" + seg.info
+        )  # element-wise on objects
     for k in range(3):  # the three points of every segment, each a strided slice
         y[k::4] = seg.y
         custom[k::4, 0] = seg.start_us
@@ -46,22 +48,40 @@ def segment_arrays(seg: Segments) -> tuple[np.ndarray, np.ndarray, np.ndarray, l
     return x, y, custom, text.tolist()
 
 
-def _segments_trace(seg: Segments, name: str, color: str, width: int, hover: bool = True,
-                    legendgroup: str | None = None, webgl: bool = False) -> go.Scatter:
+def _segments_trace(
+    seg: Segments,
+    name: str,
+    color: str,
+    width: int,
+    hover: bool = True,
+    legendgroup: str | None = None,
+    webgl: bool = False,
+) -> go.Scatter:
     x, y, custom, text = segment_arrays(seg)
     return (go.Scattergl if webgl else go.Scatter)(
-        x=x, y=y, customdata=custom if hover else None, text=text if hover else None, mode="lines", name=name,
-        line=dict(color=color, width=width), connectgaps=False,
-        hovertemplate=HOVER if hover else None, hoverinfo=None if hover else "skip",
+        x=x,
+        y=y,
+        customdata=custom if hover else None,
+        text=text if hover else None,
+        mode="lines",
+        name=name,
+        line=dict(color=color, width=width),
+        connectgaps=False,
+        hovertemplate=HOVER if hover else None,
+        hoverinfo=None if hover else "skip",
         legendgroup=legendgroup or name,
     )
 
 
-def timeline_figure(data: TimelineData | None, waits: Segments | None = None,
-                    links: tuple[np.ndarray, np.ndarray] | None = None,
-                    path: tuple[np.ndarray, np.ndarray, np.ndarray, list] | None = None,
-                    title: str | None = None, selected: Segments | None = None,
-                    selection: str | None = None) -> go.Figure:
+def timeline_figure(
+    data: TimelineData | None,
+    waits: Segments | None = None,
+    links: tuple[np.ndarray, np.ndarray] | None = None,
+    path: tuple[np.ndarray, np.ndarray, np.ndarray, list] | None = None,
+    title: str | None = None,
+    selected: Segments | None = None,
+    selection: str | None = None,
+) -> go.Figure:
     """Activities coloured by class, labels, waits, collective links and the critical path; the
     activities a click selected (`selection` names it) outlined beneath them."""
     if data is None or not data.lanes:
@@ -74,35 +94,86 @@ def timeline_figure(data: TimelineData | None, waits: Segments | None = None,
         if len(seg):
             traces.append(_segments_trace(seg, cls, COLORS[cls], BAR_PX, webgl=webgl))
     if data.launches is not None and len(data.launches):
-        traces.append(_segments_trace(data.launches, "CPU ops", COLORS["host"], BAR_PX,
-                                      webgl=len(data.launches) >= WEBGL_FROM))
+        traces.append(
+            _segments_trace(
+                data.launches,
+                "CPU ops",
+                COLORS["host"],
+                BAR_PX,
+                webgl=len(data.launches) >= WEBGL_FROM,
+            )
+        )
     if data.arrows is not None and len(data.arrows[0]):
-        traces.append(go.Scatter(x=data.arrows[0], y=data.arrows[1], mode="lines", name="launch arrows",
-                                 hoverinfo="skip", line=dict(color=COLORS["host"], width=1)))
+        traces.append(
+            go.Scatter(
+                x=data.arrows[0],
+                y=data.arrows[1],
+                mode="lines",
+                name="launch arrows",
+                hoverinfo="skip",
+                line=dict(color=COLORS["host"], width=1),
+            )
+        )
     if waits is not None and len(waits):
         traces.append(_segments_trace(waits, "comm wait", COLORS["comm_wait"], BAR_PX))
     if len(data.labels):
         traces.append(_segments_trace(data.labels, "labels", COLORS["label"], 6))
         traces.append(_label_text_trace(data.labels, data.view_us))
     if links is not None and len(links[0]):
-        traces.append(go.Scatter(x=links[0], y=links[1], mode="lines", name="collective links",
-                                 hoverinfo="skip", line=dict(color=COLORS["link"], width=1.5, dash="dot")))
+        traces.append(
+            go.Scatter(
+                x=links[0],
+                y=links[1],
+                mode="lines",
+                name="collective links",
+                hoverinfo="skip",
+                line=dict(color=COLORS["link"], width=1.5, dash="dot"),
+            )
+        )
     if path is not None and len(path[0]):
-        traces.append(go.Scatter(x=path[0], y=path[1], customdata=path[2], text=path[3], mode="lines",
-                                 name="critical path", line=dict(color=COLORS["critical_path"], width=2.5),
-                                 hovertemplate="critical path: %{text}<br>start %{customdata[0]:,.2f} µs"
-                                               " · %{customdata[1]:,.2f} µs<extra></extra>"))
+        traces.append(
+            go.Scatter(
+                x=path[0],
+                y=path[1],
+                customdata=path[2],
+                text=path[3],
+                mode="lines",
+                name="critical path",
+                line=dict(color=COLORS["critical_path"], width=2.5),
+                hovertemplate="critical path: %{text}<br>start %{customdata[0]:,.2f} µs"
+                " · %{customdata[1]:,.2f} µs<extra></extra>",
+            )
+        )
     fig = go.Figure(traces)
     n = len(data.lanes)
     base_layout(fig, title=title, height=90 + LANE_PX * n)
-    fig.update_yaxes(tickvals=[lane.y for lane in data.lanes], ticktext=[lane.label for lane in data.lanes],
-                     range=[n - 0.5, -0.9], fixedrange=True, showgrid=False, zeroline=False)
-    fig.update_xaxes(title_text="µs since the step's first activity (all chosen ranks)", range=list(data.view_us),
-                     showgrid=True, zeroline=False)
-    fig.update_layout(hovermode="closest", dragmode="zoom", margin=dict(l=150, t=40),
-                      legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0),
-                      meta={"total": data.total, "drawn": data.drawn, "step": data.step,
-                            "selection": selection, "selected": len(selected) if selected is not None else 0})
+    fig.update_yaxes(
+        tickvals=[lane.y for lane in data.lanes],
+        ticktext=[lane.label for lane in data.lanes],
+        range=[n - 0.5, -0.9],
+        fixedrange=True,
+        showgrid=False,
+        zeroline=False,
+    )
+    fig.update_xaxes(
+        title_text="µs since the step's first activity (all chosen ranks)",
+        range=list(data.view_us),
+        showgrid=True,
+        zeroline=False,
+    )
+    fig.update_layout(
+        hovermode="closest",
+        dragmode="zoom",
+        margin=dict(l=150, t=40),
+        legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0),
+        meta={
+            "total": data.total,
+            "drawn": data.drawn,
+            "step": data.step,
+            "selection": selection,
+            "selected": len(selected) if selected is not None else 0,
+        },
+    )
     return fig
 
 
@@ -110,16 +181,26 @@ def _label_text_trace(labels: Segments, view_us: tuple[float, float]) -> go.Scat
     """The names of the labels wide enough on screen to hold them, written at their middle."""
     display = labels.text.astype(str)
     chunk = np.char.find(display, "/chunk") >= 0
-    display = np.where(chunk, np.char.add("#", np.char.rpartition(display, "/chunk")[:, 2]), display)  # chunk i: "#i"
+    display = np.where(
+        chunk, np.char.add("#", np.char.rpartition(display, "/chunk")[:, 2]), display
+    )  # chunk i: "#i"
     px_per_us = PLOT_PX / max(view_us[1] - view_us[0], 1e-9)
     visible_us = np.minimum(labels.end_us, view_us[1]) - np.maximum(labels.start_us, view_us[0])
     fits = visible_us * px_per_us >= np.char.str_len(display) * CHAR_PX + 6
     keep = np.flatnonzero(fits)
     keep = keep[np.argsort(-visible_us[keep])][:MAX_LABEL_TEXTS]
-    mid = (np.maximum(labels.start_us[keep], view_us[0]) + np.minimum(labels.end_us[keep], view_us[1])) / 2.0
+    mid = (
+        np.maximum(labels.start_us[keep], view_us[0]) + np.minimum(labels.end_us[keep], view_us[1])
+    ) / 2.0
     return go.Scatter(
-        x=mid, y=labels.y[keep] - 0.3, text=display[keep].tolist(), mode="text", textfont=dict(size=10, color="#333"),
-        hoverinfo="skip", showlegend=False, name="label names",
+        x=mid,
+        y=labels.y[keep] - 0.3,
+        text=display[keep].tolist(),
+        mode="text",
+        textfont=dict(size=10, color="#333"),
+        hoverinfo="skip",
+        showlegend=False,
+        name="label names",
     )
 
 
@@ -134,10 +215,15 @@ def timeline_note(data: TimelineData | None) -> str:
             cpu += f", the {data.cpu_aggregated:,} narrower than a pixel merged into busy spans"
         cpu += "."
     if data.capped:
-        return (f"Step {data.step}: {data.total:,} activities in view; the {data.aggregated:,} narrower than a "
-                "pixel are merged into busy spans per lane (hover says how many; zoom in to see each)." + cpu)
+        return (
+            f"Step {data.step}: {data.total:,} activities in view; the {data.aggregated:,} narrower than a "
+            "pixel are merged into busy spans per lane (hover says how many; zoom in to see each)."
+            + cpu
+        )
     where = ""
     if data.view_us != data.step_us:
-        lo, hi, step = (number(v, "count") for v in (data.view_us[0], data.view_us[1], data.step_us[1]))
+        lo, hi, step = (
+            number(v, "count") for v in (data.view_us[0], data.view_us[1], data.step_us[1])
+        )
         where = f" in {lo}–{hi} µs of the step's {step} µs"
     return f"Step {data.step}: {data.total:,} activities on {len(data.lanes)} lanes{where}." + cpu

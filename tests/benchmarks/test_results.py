@@ -8,8 +8,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
-FOLDERS = sorted(p for p in [*RESULTS.iterdir(), *(RESULTS / "evidence").iterdir()]
-                 if p.is_dir() and p.name != "evidence")
+FOLDERS = sorted(
+    p
+    for p in [*RESULTS.iterdir(), *(RESULTS / "evidence").iterdir()]
+    if p.is_dir() and p.name != "evidence"
+)
 
 
 def test_every_result_folder_has_a_readme_with_commands_versions_and_date():
@@ -29,11 +32,17 @@ def test_the_index_lists_every_folder():
 
 
 def test_relative_links_resolve():
-    pages = [ROOT / "docs" / "benchmarks.md", ROOT / "docs" / "decisions.md", RESULTS / "README.md",
-             *(f / "README.md" for f in FOLDERS)]
+    pages = [
+        ROOT / "docs" / "benchmarks.md",
+        ROOT / "docs" / "decisions.md",
+        RESULTS / "README.md",
+        *(f / "README.md" for f in FOLDERS),
+    ]
     for page in pages:
         text = page.read_text()
-        targets = re.findall(r"\]\(([^)#\s]+)[^)]*\)", text) + re.findall(r"^\[[^\]]+\]: (\S+)$", text, re.M)
+        targets = re.findall(r"\]\(([^)#\s]+)[^)]*\)", text) + re.findall(
+            r"^\[[^\]]+\]: (\S+)$", text, re.M
+        )
         for t in targets:
             if "://" in t:
                 continue

@@ -31,7 +31,9 @@ def test_cpu_recipe_writes_a_result_folder(tmp_path):
     assert "## Commands" in readme and rec["steps"][1]["command"] in readme
     base = sweep["runs"][0]["tokens_per_s"]
     for r in sweep["runs"]:  # the README's sweep rows, recomputed from the runs' manifests
-        tps = json.loads((out / "sweep-cpu" / r["run"] / "tpscope_run.json").read_text())["tokens_per_s"]
+        tps = json.loads((out / "sweep-cpu" / r["run"] / "tpscope_run.json").read_text())[
+            "tokens_per_s"
+        ]
         assert f"| {r['run']} | {r['mode']} | {tps:,.0f} | {tps / base:.3f}× |" in readme
     log = (out / "log.txt").read_text()
     assert log.count("== exit 0 after") == 2
@@ -47,9 +49,17 @@ def test_cpu_recipe_writes_a_result_folder(tmp_path):
 
 
 def test_a_failed_and_a_hung_step_are_recorded(tmp_path):
-    bad = Recipe("t", "cpu", "gloo", "-", "a test", (
-        tp("bench", "--device", "cpu", "--shape", "1,2", limit_s=60),  # not a shape: exit 2
-        tp("bench", "--device", "cpu", "--shape", "small", "--reps", "500", limit_s=1)))
+    bad = Recipe(
+        "t",
+        "cpu",
+        "gloo",
+        "-",
+        "a test",
+        (
+            tp("bench", "--device", "cpu", "--shape", "1,2", limit_s=60),  # not a shape: exit 2
+            tp("bench", "--device", "cpu", "--shape", "small", "--reps", "500", limit_s=1),
+        ),
+    )
     rec = run.run_recipe(bad, tmp_path, log=open("/dev/null", "w"))
     assert [s["exit"] for s in rec["steps"]] == [2, 124]
     assert "**Failed steps:**" in (tmp_path / "README.md").read_text()
@@ -65,11 +75,14 @@ def test_steps_get_multicast_off_and_the_source_tree(tmp_path):
     assert run.command(step, tmp_path)[1:4] == ["-m", "tpscope.cli", "calibrate"]
 
 
-@pytest.mark.parametrize(("argv", "words"), [
-    (["no-such"], "RECIPE 'no-such': not a recipe"),
-    ([], "give a RECIPE"),
-    (["--readme", "/nonexistent"], "no result.json there"),
-])
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["no-such"], "RECIPE 'no-such': not a recipe"),
+        ([], "give a RECIPE"),
+        (["--readme", "/nonexistent"], "no result.json there"),
+    ],
+)
 def test_user_errors_are_one_line_exit_2(argv, words, capsys):
     assert run.main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -43,9 +43,13 @@ def _run(tmp_path):
 def test_calibrate_replays_every_call_at_every_margin(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("TPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
     run = _run(tmp_path)
-    assert main(["calibrate", str(run), "--device", "cpu", "--samples", "3", "--per-sample", "2"]) == 0
+    assert (
+        main(["calibrate", str(run), "--device", "cpu", "--samples", "3", "--per-sample", "2"]) == 0
+    )
     doc = json.loads(calibration_path(run).read_text())
-    got = sorted((e["m"], e["k"], e["n"], e["sm_margin"], len(e["times_us"])) for e in doc["entries"])
+    got = sorted(
+        (e["m"], e["k"], e["n"], e["sm_margin"], len(e["times_us"])) for e in doc["entries"]
+    )
     assert got == [(16, 64, 32, 0, 3), (16, 64, 32, 8, 3), (64, 32, 16, 0, 3), (64, 32, 16, 8, 3)]
     assert all(t > 0 for e in doc["entries"] for t in e["times_us"])
     assert not any(p.name.startswith("cal") for p in run.iterdir())  # nothing written into the run
@@ -55,8 +59,13 @@ def test_calibrate_replays_every_call_at_every_margin(tmp_path, monkeypatch, cap
 
 
 def test_operands_keep_the_recorded_layout():
-    call = GemmCall("aten::mm", "[[16, 64], [64, 32]]", "[[64, 1], [1, 64]]", json.dumps(BF),
-                    parse_shape("aten::mm", "[[16, 64], [64, 32]]", json.dumps(BF)))
+    call = GemmCall(
+        "aten::mm",
+        "[[16, 64], [64, 32]]",
+        "[[64, 1], [1, 64]]",
+        json.dumps(BF),
+        parse_shape("aten::mm", "[[16, 64], [64, 32]]", json.dumps(BF)),
+    )
     a, b = operands(call, torch.device("cpu"))
     assert (a.shape, a.stride(), b.shape, b.stride()) == ((16, 64), (64, 1), (64, 32), (1, 64))
     assert a.dtype == b.dtype == torch.bfloat16
@@ -64,7 +73,9 @@ def test_operands_keep_the_recorded_layout():
 
 def test_margins_from_the_manifest():
     assert run_margins(None) == [0]
-    assert run_margins(Manifest(sm_margin=0, fusion_by_layer={"a": {"sm_margin": 16}, "b": {"sm_margin": 8}})) == [0, 8, 16]
+    assert run_margins(
+        Manifest(sm_margin=0, fusion_by_layer={"a": {"sm_margin": 16}, "b": {"sm_margin": 8}})
+    ) == [0, 8, 16]
 
 
 def test_a_run_without_gemm_shapes_is_one_clear_error(tmp_path, capsys):
@@ -92,7 +103,22 @@ def test_a_plan_written_here_is_replayed_there(tmp_path, monkeypatch, capsys):
     doc = json.loads(plan.read_text())
     assert doc["margins"] == [0, 8] and len(doc["calls"]) == 2
     assert not calibration_path(run).exists()  # nothing replayed yet
-    assert main(["calibrate", "--plan", str(plan), "--device", "cpu", "--samples", "3", "--per-sample", "1"]) == 0
+    assert (
+        main(
+            [
+                "calibrate",
+                "--plan",
+                str(plan),
+                "--device",
+                "cpu",
+                "--samples",
+                "3",
+                "--per-sample",
+                "1",
+            ]
+        )
+        == 0
+    )
     entries = json.loads(calibration_path(run).read_text())["entries"]
     assert sorted((e["m"], e["sm_margin"]) for e in entries) == [(16, 0), (16, 8), (64, 0), (64, 8)]
 
@@ -103,14 +129,22 @@ def test_the_replay_needs_none_of_the_analyzers_libraries(tmp_path, monkeypatch)
     run = _run(tmp_path)
     plan = tmp_path / "plan.json"
     assert main(["calibrate", str(run), "--plan-out", str(plan)]) == 0
-    code = ("import sys\n"
-            "for m in ('msgspec', 'isal', 'dash', 'plotly', 'hta', 'pandas'): sys.modules[m] = None\n"
-            "from tpscope.cli import main\n"
-            f"rc = main(['calibrate', '--plan', {str(plan)!r}, '--device', 'cpu', '--samples', '2'])\n"
-            "assert 'tpscope.trace' not in sys.modules and 'tpscope.metrics' not in sys.modules\n"
-            "sys.exit(rc)\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=tmp_path)
+    code = (
+        "import sys\n"
+        "for m in ('msgspec', 'isal', 'dash', 'plotly', 'hta', 'pandas'): sys.modules[m] = None\n"
+        "from tpscope.cli import main\n"
+        f"rc = main(['calibrate', '--plan', {str(plan)!r}, '--device', 'cpu', '--samples', '2'])\n"
+        "assert 'tpscope.trace' not in sys.modules and 'tpscope.metrics' not in sys.modules\n"
+        "sys.exit(rc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert calibration_path(run).exists()
 
@@ -118,9 +152,11 @@ def test_the_replay_needs_none_of_the_analyzers_libraries(tmp_path, monkeypatch)
 def test_plan_and_run_dir_misuse_is_one_clear_error(tmp_path, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
-    for argv, words in ((["calibrate"], "give a RUN_DIR or --plan FILE"),
-                        (["calibrate", "--plan", str(bad)], "not a plan written by"),
-                        (["calibrate", str(tmp_path), "--plan", str(bad)], "give a RUN_DIR or --plan FILE")):
+    for argv, words in (
+        (["calibrate"], "give a RUN_DIR or --plan FILE"),
+        (["calibrate", "--plan", str(bad)], "not a plan written by"),
+        (["calibrate", str(tmp_path), "--plan", str(bad)], "give a RUN_DIR or --plan FILE"),
+    ):
         assert main(argv) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and words in err[0], err
@@ -133,5 +169,7 @@ def test_the_gpu_scripts_plans_are_the_sample_runs_calls(run):
     from tpscope.calibrate.calibrate_command import run_plan
 
     folder = Path("sample_traces") / f"h200x2-{run}"
-    committed = json.loads((REPO / "benchmarks" / "calibrate_plans" / f"h200x2-{run}.json").read_text())
+    committed = json.loads(
+        (REPO / "benchmarks" / "calibrate_plans" / f"h200x2-{run}.json").read_text()
+    )
     assert committed == json.loads(json.dumps(run_plan(REPO / folder) | {"run_dir": str(folder)}))

@@ -17,14 +17,20 @@ def values(v) -> np.ndarray:
     if isinstance(v, dict) and "bdata" in v:
         a = np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"]))
         if "shape" in v:
-            shape = [int(s) for s in str(v["shape"]).split(",")] if isinstance(v["shape"], str) else v["shape"]
+            shape = (
+                [int(s) for s in str(v["shape"]).split(",")]
+                if isinstance(v["shape"], str)
+                else v["shape"]
+            )
             a = a.reshape(shape)
         return a
     return np.asarray(v if v is not None else [], dtype=object)
 
 
 def wait_until(browser, predicate, timeout: float = TIMEOUT_S, message: str = ""):
-    return WebDriverWait(browser, timeout, poll_frequency=0.1).until(lambda d: predicate(d), message)
+    return WebDriverWait(browser, timeout, poll_frequency=0.1).until(
+        lambda d: predicate(d), message
+    )
 
 
 def figure(browser, graph_id: str) -> dict | None:
@@ -33,7 +39,9 @@ def figure(browser, graph_id: str) -> dict | None:
         "const el = document.getElementById(arguments[0]);"
         "const gd = el && el.querySelector('.js-plotly-plot');"
         "if (!gd || !gd.data || !gd.layout) return null;"
-        "return JSON.stringify({data: gd.data, layout: gd.layout});", graph_id)
+        "return JSON.stringify({data: gd.data, layout: gd.layout});",
+        graph_id,
+    )
     return json.loads(text) if text else None
 
 
@@ -41,7 +49,9 @@ def trace(fig: dict, name: str) -> dict | None:
     return next((t for t in fig["data"] if t.get("name") == name), None)
 
 
-def wait_figure(browser, graph_id: str, predicate=lambda f: True, timeout: float = TIMEOUT_S) -> dict:
+def wait_figure(
+    browser, graph_id: str, predicate=lambda f: True, timeout: float = TIMEOUT_S
+) -> dict:
     """Wait until the graph holds a figure that satisfies `predicate` and no spinner shows."""
 
     def ready(d):
@@ -52,12 +62,17 @@ def wait_figure(browser, graph_id: str, predicate=lambda f: True, timeout: float
 
 
 def loading(browser) -> bool:
-    return bool(browser.execute_script(
-        "return document.querySelectorAll('[data-dash-is-loading=\"true\"]').length"))
+    return bool(
+        browser.execute_script(
+            "return document.querySelectorAll('[data-dash-is-loading=\"true\"]').length"
+        )
+    )
 
 
 def open_tab(browser, label: str) -> None:
-    browser.find_element(By.XPATH, f"//*[contains(@class,'tab') and normalize-space()='{label}']").click()
+    browser.find_element(
+        By.XPATH, f"//*[contains(@class,'tab') and normalize-space()='{label}']"
+    ).click()
 
 
 def choose(browser, dropdown_id: str, label: str, prefix: bool = False) -> None:
@@ -67,8 +82,17 @@ def choose(browser, dropdown_id: str, label: str, prefix: bool = False) -> None:
         return text.startswith(label) if prefix else text == label
 
     browser.find_element(By.ID, dropdown_id).click()
-    option = wait_until(browser, lambda d: next(
-        (o for o in d.find_elements(By.CSS_SELECTOR, ".dash-dropdown-option") if fits(o.text.strip())), False))
+    option = wait_until(
+        browser,
+        lambda d: next(
+            (
+                o
+                for o in d.find_elements(By.CSS_SELECTOR, ".dash-dropdown-option")
+                if fits(o.text.strip())
+            ),
+            False,
+        ),
+    )
     option.click()
     wait_until(browser, lambda d: fits(d.find_element(By.ID, dropdown_id).text.strip()))
 
@@ -87,18 +111,21 @@ def text_of(browser, element_id: str) -> str:
 
 def table_rows(browser, table_id: str) -> list[dict]:
     """A grid's rendered rows, in display order, as {column header: cell text}."""
-    return json.loads(browser.execute_script(
-        "const root = document.getElementById(arguments[0]);"
-        "if (!root) return '[]';"
-        "const heads = {};"
-        "root.querySelectorAll('.ag-header-cell[col-id]').forEach(h => {"
-        " const t = h.innerText.trim(); if (t && !(h.getAttribute('col-id') in heads)) heads[h.getAttribute('col-id')] = t; });"
-        "const rows = Array.from(root.querySelectorAll('.ag-center-cols-container .ag-row'))"
-        " .sort((a, b) => Number(a.getAttribute('row-index')) - Number(b.getAttribute('row-index')));"
-        "return JSON.stringify(rows.map(r => { const o = {};"
-        " r.querySelectorAll('.ag-cell[col-id]').forEach(c => { o[heads[c.getAttribute('col-id')]] = c.innerText.trim(); });"
-        " return o; }));",
-        table_id))
+    return json.loads(
+        browser.execute_script(
+            "const root = document.getElementById(arguments[0]);"
+            "if (!root) return '[]';"
+            "const heads = {};"
+            "root.querySelectorAll('.ag-header-cell[col-id]').forEach(h => {"
+            " const t = h.innerText.trim(); if (t && !(h.getAttribute('col-id') in heads)) heads[h.getAttribute('col-id')] = t; });"
+            "const rows = Array.from(root.querySelectorAll('.ag-center-cols-container .ag-row'))"
+            " .sort((a, b) => Number(a.getAttribute('row-index')) - Number(b.getAttribute('row-index')));"
+            "return JSON.stringify(rows.map(r => { const o = {};"
+            " r.querySelectorAll('.ag-cell[col-id]').forEach(c => { o[heads[c.getAttribute('col-id')]] = c.innerText.trim(); });"
+            " return o; }));",
+            table_id,
+        )
+    )
 
 
 def console(browser, expected: tuple[str, ...] = ()) -> list[dict]:
@@ -117,8 +144,18 @@ def slowest_step(doc: dict) -> int:
 
 def cell(browser, table_id: str, row_id: str, col_id: str):
     """A grid's cell element by row id and column id (to click or hover)."""
-    return wait_until(browser, lambda d: next(iter(d.find_elements(
-        By.CSS_SELECTOR, f"#{table_id} .ag-row[row-id='{row_id}'] .ag-cell[col-id='{col_id}']")), False))
+    return wait_until(
+        browser,
+        lambda d: next(
+            iter(
+                d.find_elements(
+                    By.CSS_SELECTOR,
+                    f"#{table_id} .ag-row[row-id='{row_id}'] .ag-cell[col-id='{col_id}']",
+                )
+            ),
+            False,
+        ),
+    )
 
 
 def overview_ready(browser, n_runs: int) -> bool:

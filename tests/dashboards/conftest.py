@@ -18,9 +18,17 @@ CHUNKED = DATA / "h200-shm-chunked4"
 UNFUSED = DATA / "h200-nvlink-unfused"
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
-FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--no-first-run", "--window-size=1400,1000")
+FLAGS = (
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--window-size=1400,1000",
+)
 
 
 def free_port() -> int:
@@ -71,7 +79,9 @@ def browser(tmp_path_factory):
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
-    assert Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists(), "needs Debian's chromium and chromium-driver"
+    assert Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists(), (
+        "needs Debian's chromium and chromium-driver"
+    )
     mp = pytest.MonkeyPatch()
     mp.setenv("SE_OFFLINE", "true")
     options = webdriver.ChromeOptions()
@@ -96,11 +106,17 @@ def expected(sample_root):
     out = {}
     for folder in (CHUNKED, UNFUSED):
         run = load_run(sample_root / folder.name)
-        hta = TraceAnalysis(trace_files={r.rank: str(r.path.resolve()) for r in run.ranks},
-                            include_last_profiler_step=True)
+        hta = TraceAnalysis(
+            trace_files={r.rank: str(r.path.resolve()) for r in run.ranks},
+            include_last_profiler_step=True,
+        )
         analysis = analyze_run(run)
-        out[folder.name] = {"doc": as_json(analysis), "analysis": analysis, "run": run,
-                            "hta_temporal": hta.get_temporal_breakdown(visualize=False)}
+        out[folder.name] = {
+            "doc": as_json(analysis),
+            "analysis": analysis,
+            "run": run,
+            "hta_temporal": hta.get_temporal_breakdown(visualize=False),
+        }
     return out
 
 

@@ -35,8 +35,12 @@ from tpscope.numbers import size_text
 from tpscope.trace import ActivityClass, load_run
 
 pytestmark = pytest.mark.timeout(120)
-STACK = {"hidden comm": "hidden_comm_us", "exposed comm": "exposed_comm_us", "memory": "memory_us",
-         "idle": "idle_us"}
+STACK = {
+    "hidden comm": "hidden_comm_us",
+    "exposed comm": "exposed_comm_us",
+    "memory": "memory_us",
+    "idle": "idle_us",
+}
 
 
 EXPECTED_CONSOLE = ()
@@ -64,7 +68,9 @@ def _fmt_ratio(v):
 
 def _step_window_counts(run, step, ranks):
     """Activities per class overlapping the step's extent over `ranks` (from the trace tables)."""
-    lo = min(int(r.steps.start_ns[r.steps.step == step].min()) for r in run.ranks if r.rank in ranks)
+    lo = min(
+        int(r.steps.start_ns[r.steps.step == step].min()) for r in run.ranks if r.rank in ranks
+    )
     hi = max(int(r.steps.end_ns[r.steps.step == step].max()) for r in run.ranks if r.rank in ranks)
     counts = dict.fromkeys(("compute", "comm", "memory"), 0)
     for r in run.ranks:
@@ -89,11 +95,16 @@ def test_app_starts_on_sample_runs_and_overview_shows_summaries(page, expected, 
         assert rows[run_id]["step time (µs)"] == f"{s['step_time_us']:,.1f}"
         assert rows[run_id]["exposed comm"] == _fmt_ratio(s["exposed_comm_ratio"])
         assert rows[run_id]["hidden of hideable comm"] == _fmt_ratio(s["hidden_of_hideable_ratio"])
-        assert rows[run_id]["critical-path exposed comm"] == _fmt_ratio(s["critical_path_exposed_comm_ratio"])
+        assert rows[run_id]["critical-path exposed comm"] == _fmt_ratio(
+            s["critical_path_exposed_comm_ratio"]
+        )
         assert rows[run_id]["ranks"] == str(len(exp["doc"]["ranks"]))
     assert "no trace files" in rows[not_a_run.name]["status"]
-    assert rows[CHUNKED.name]["status"] == ("ok" if not expected[CHUNKED.name]["doc"]["warnings"] else
-                                            f"{len(expected[CHUNKED.name]['doc']['warnings'])} warning(s)")
+    assert rows[CHUNKED.name]["status"] == (
+        "ok"
+        if not expected[CHUNKED.name]["doc"]["warnings"]
+        else f"{len(expected[CHUNKED.name]['doc']['warnings'])} warning(s)"
+    )
     fig = wait_figure(page, "overview-graph", lambda f: trace(f, "exposed comm") is not None)
     bars = trace(fig, "exposed comm")
     got = dict(zip(values(bars["x"]), values(bars["y"]).astype(float)))
@@ -106,7 +117,9 @@ def test_baseline_gives_flux_efficiency_and_attained_saving(page, expected):
     base_id = next(k for k in expected if k != run_id)
     choose(page, "baseline-select", base_id)
     summary = analyze_run(expected[run_id]["run"], reference=expected[base_id]["run"]).summary
-    want = f"Flux overlap efficiency {_fmt_ratio(summary.flux_overlap_efficiency) or 'not available'}"
+    want = (
+        f"Flux overlap efficiency {_fmt_ratio(summary.flux_overlap_efficiency) or 'not available'}"
+    )
     wait_until(page, lambda d: want in text_of(d, "baseline-note"))
     saving = _fmt_ratio(summary.attained_saving) or "not available"
     assert f"attained saving {saving}" in text_of(page, "baseline-note")
@@ -122,17 +135,27 @@ def test_breakdown_bars_are_the_analyzer_json(page, expected):
     open_tab(page, "Breakdown")
     fig = wait_figure(page, "breakdown-graph", lambda f: trace(f, "idle") is not None)
     rows = sorted(doc["steps"], key=lambda s: (s["rank"], s["step"]))
-    assert list(values(trace(fig, "idle")["x"])) == [f"rank {r['rank']} · step {r['step']}" for r in rows]
+    assert list(values(trace(fig, "idle")["x"])) == [
+        f"rank {r['rank']} · step {r['step']}" for r in rows
+    ]
     for name, key in STACK.items():
-        np.testing.assert_allclose(values(trace(fig, name)["y"]).astype(float), [r[key] for r in rows])
-    np.testing.assert_allclose(values(trace(fig, "compute (alone)")["y"]).astype(float),
-                               [r["compute_us"] - r["hidden_comm_us"] for r in rows])
-    np.testing.assert_allclose(values(trace(fig, "step time")["y"]).astype(float), [r["step_time_us"] for r in rows])
+        np.testing.assert_allclose(
+            values(trace(fig, name)["y"]).astype(float), [r[key] for r in rows]
+        )
+    np.testing.assert_allclose(
+        values(trace(fig, "compute (alone)")["y"]).astype(float),
+        [r["compute_us"] - r["hidden_comm_us"] for r in rows],
+    )
+    np.testing.assert_allclose(
+        values(trace(fig, "step time")["y"]).astype(float), [r["step_time_us"] for r in rows]
+    )
     cp = wait_figure(page, "critical-path-graph")
     if doc["critical_path"]:
         for key in ("compute", "comm", "host", "idle"):
-            np.testing.assert_allclose(values(trace(cp, key)["y"]).astype(float),
-                                       [c[f"{key}_us"] for c in doc["critical_path"]])
+            np.testing.assert_allclose(
+                values(trace(cp, key)["y"]).astype(float),
+                [c[f"{key}_us"] for c in doc["critical_path"]],
+            )
     else:
         assert "not available" in cp["layout"]["meta"]["not_available"]
 
@@ -144,7 +167,9 @@ def _timeline_of_first_step(page, expected):
     run, doc = expected[run_id]["run"], expected[run_id]["doc"]
     step = slowest_step(doc)
     open_tab(page, "Timeline")
-    fig = wait_figure(page, "timeline-graph", lambda f: (f["layout"].get("meta") or {}).get("step") == step)
+    fig = wait_figure(
+        page, "timeline-graph", lambda f: (f["layout"].get("meta") or {}).get("step") == step
+    )
     return run, doc, step, fig
 
 
@@ -173,7 +198,9 @@ def test_timeline_draws_each_class_of_the_step(page, expected):
     links = values(trace(fig, "collective links")["x"]).astype(float)
     assert np.isnan(links).sum() + 1 == len(mine)
     waits = values(trace(fig, "comm wait")["x"]).astype(float).reshape(-1, 4)
-    assert (waits[:, 2] - waits[:, 0]).sum() == pytest.approx(sum(c["wait_us"] for c in mine), abs=1e-3)
+    assert (waits[:, 2] - waits[:, 0]).sum() == pytest.approx(
+        sum(c["wait_us"] for c in mine), abs=1e-3
+    )
     assert "Not available" not in note
 
 
@@ -181,11 +208,20 @@ def test_timeline_hover_names_the_kernel(page, expected):
     run, _doc, _step, fig = _timeline_of_first_step(page, expected)
     comm = next(i for i, t in enumerate(fig["data"]) if t["name"] == "comm")
     start_us = values(fig["data"][comm]["x"]).astype(float)[0]  # the first comm segment's start
-    page.execute_script("const gd = document.querySelector('#timeline-graph .js-plotly-plot');"
-                        "Plotly.Fx.hover(gd, [{curveNumber: arguments[0], pointNumber: 1}]);", comm)
-    text = wait_until(page, lambda d: d.execute_script(
-        "const h = document.querySelector('#timeline-graph .hoverlayer'); return h && h.textContent"))
-    names = {r.symbols[i] for r in run.ranks for i in r.gpu.name_id[r.gpu.cls == ActivityClass.COMM]}
+    page.execute_script(
+        "const gd = document.querySelector('#timeline-graph .js-plotly-plot');"
+        "Plotly.Fx.hover(gd, [{curveNumber: arguments[0], pointNumber: 1}]);",
+        comm,
+    )
+    text = wait_until(
+        page,
+        lambda d: d.execute_script(
+            "const h = document.querySelector('#timeline-graph .hoverlayer'); return h && h.textContent"
+        ),
+    )
+    names = {
+        r.symbols[i] for r in run.ranks for i in r.gpu.name_id[r.gpu.cls == ActivityClass.COMM]
+    }
     assert any(n[:40] in text for n in names), text
     assert f"start {start_us:,.2f} µs" in text, text
 
@@ -193,19 +229,32 @@ def test_timeline_hover_names_the_kernel(page, expected):
 def test_timeline_zoom_redraws_the_window(page, expected):
     run, _doc, step, fig = _timeline_of_first_step(page, expected)
     full_total = fig["layout"]["meta"]["total"]
-    time.sleep(1.0)  # the graph's own mount-time relayout (autosize) would supersede the zoom's callback
+    time.sleep(
+        1.0
+    )  # the graph's own mount-time relayout (autosize) would supersede the zoom's callback
     fig = None
     for attempt in range(3):  # as a user's drag-zoom; again if a late autosize superseded it
-        page.execute_script("Plotly.relayout(document.querySelector('#timeline-graph .js-plotly-plot'),"
-                            "{'xaxis.range': [100, arguments[0]]});", 300 + attempt * 1e-3)
+        page.execute_script(
+            "Plotly.relayout(document.querySelector('#timeline-graph .js-plotly-plot'),"
+            "{'xaxis.range': [100, arguments[0]]});",
+            300 + attempt * 1e-3,
+        )
         try:
-            fig = wait_figure(page, "timeline-graph", lambda f: f["layout"]["meta"]["total"] < full_total, timeout=5)
+            fig = wait_figure(
+                page,
+                "timeline-graph",
+                lambda f: f["layout"]["meta"]["total"] < full_total,
+                timeout=5,
+            )
             break
         except TimeoutException:
             continue
     assert fig is not None, "the zoomed window was never redrawn"
     lo = min(int(r.steps.start_ns[r.steps.step == step].min()) for r in run.ranks)
-    total = sum(int(((r.gpu.start_ns < lo + 300_000) & (r.gpu.end_ns > lo + 100_000)).sum()) for r in run.ranks)
+    total = sum(
+        int(((r.gpu.start_ns < lo + 300_000) & (r.gpu.end_ns > lo + 100_000)).sum())
+        for r in run.ranks
+    )
     assert fig["layout"]["meta"]["total"] == total
     assert fig["layout"]["xaxis"]["range"] == pytest.approx([100, 300], abs=0.01)
 
@@ -214,22 +263,38 @@ def test_switching_step_and_rank_updates_figures(page, expected):
     run_id = page.find_element("id", "run-select").text.strip()
     run, doc = expected[run_id]["run"], expected[run_id]["doc"]
     all_steps = sorted({s["step"] for s in doc["steps"]})
-    steps = [s for s in all_steps if s != slowest_step(doc)]  # it opens on the slowest: pick another
+    steps = [
+        s for s in all_steps if s != slowest_step(doc)
+    ]  # it opens on the slowest: pick another
     open_tab(page, "Timeline")
-    wait_figure(page, "timeline-graph", lambda f: (f["layout"].get("meta") or {}).get("step") == slowest_step(doc))
+    wait_figure(
+        page,
+        "timeline-graph",
+        lambda f: (f["layout"].get("meta") or {}).get("step") == slowest_step(doc),
+    )
     choose(page, "step-select", f"step {steps[1]} · ", prefix=True)
-    fig = wait_figure(page, "timeline-graph", lambda f: (f["layout"].get("meta") or {}).get("step") == steps[1])
+    fig = wait_figure(
+        page, "timeline-graph", lambda f: (f["layout"].get("meta") or {}).get("step") == steps[1]
+    )
     assert _segments(fig, "comm") == _step_window_counts(run, steps[1], doc["ranks"])["comm"]
     toggle(page, "rank-select", "rank 1")
-    fig = wait_figure(page, "timeline-graph",
-                      lambda f: all(t.startswith("rank 0") for t in f["layout"]["yaxis"]["ticktext"]))
+    fig = wait_figure(
+        page,
+        "timeline-graph",
+        lambda f: all(t.startswith("rank 0") for t in f["layout"]["yaxis"]["ticktext"]),
+    )
     assert _segments(fig, "compute") == _step_window_counts(run, steps[1], [0])["compute"]
     open_tab(page, "Breakdown")
     only0 = [f"rank 0 · step {s}" for s in all_steps]
-    wait_figure(page, "breakdown-graph",
-                lambda f: trace(f, "idle") is not None and list(values(trace(f, "idle")["x"])) == only0)
+    wait_figure(
+        page,
+        "breakdown-graph",
+        lambda f: trace(f, "idle") is not None and list(values(trace(f, "idle")["x"])) == only0,
+    )
     toggle(page, "rank-select", "rank 1")
-    wait_figure(page, "breakdown-graph", lambda f: len(values(trace(f, "idle")["x"])) == 2 * len(all_steps))
+    wait_figure(
+        page, "breakdown-graph", lambda f: len(values(trace(f, "idle")["x"])) == 2 * len(all_steps)
+    )
 
 
 def test_switching_run_updates_every_view(page, expected):
@@ -239,14 +304,31 @@ def test_switching_run_updates_every_view(page, expected):
     open_tab(page, "Breakdown")
     choose(page, "run-select", other)
     rows = sorted(doc["steps"], key=lambda s: (s["rank"], s["step"]))
-    fig = wait_figure(page, "breakdown-graph", lambda f: trace(f, "exposed comm") is not None and np.allclose(
-        values(trace(f, "exposed comm")["y"]).astype(float), [r["exposed_comm_us"] for r in rows]))
-    np.testing.assert_allclose(values(trace(fig, "idle")["y"]).astype(float), [r["idle_us"] for r in rows])
+    fig = wait_figure(
+        page,
+        "breakdown-graph",
+        lambda f: (
+            trace(f, "exposed comm") is not None
+            and np.allclose(
+                values(trace(f, "exposed comm")["y"]).astype(float),
+                [r["exposed_comm_us"] for r in rows],
+            )
+        ),
+    )
+    np.testing.assert_allclose(
+        values(trace(fig, "idle")["y"]).astype(float), [r["idle_us"] for r in rows]
+    )
     open_tab(page, "Timeline")
     first = slowest_step(doc)
     want = _step_window_counts(expected[other]["run"], first, doc["ranks"])
-    wait_figure(page, "timeline-graph", lambda f: (f["layout"].get("meta") or {}).get("step") == first
-                and all(_segments(f, cls) == n for cls, n in want.items()))
+    wait_figure(
+        page,
+        "timeline-graph",
+        lambda f: (
+            (f["layout"].get("meta") or {}).get("step") == first
+            and all(_segments(f, cls) == n for cls, n in want.items())
+        ),
+    )
 
 
 def test_collectives_and_contention_views_show_json_or_say_not_available(page, expected):
@@ -260,18 +342,27 @@ def test_collectives_and_contention_views_show_json_or_say_not_available(page, e
     if mine:
         assert len(rows) == min(len(mine), 15)  # one page of the table
         if len(mine) <= 15:
-            for header, key in (("skew (µs)", "skew_us"), ("wait (µs)", "wait_us"), ("transfer (µs)", "transfer_us")):
+            for header, key in (
+                ("skew (µs)", "skew_us"),
+                ("wait (µs)", "wait_us"),
+                ("transfer (µs)", "transfer_us"),
+            ):
                 shown = sorted(float(r[header].replace(",", "")) for r in rows)
                 assert shown == pytest.approx(sorted(c[key] for c in mine), abs=5e-4), header
             assert sorted(r["bytes"] for r in rows) == sorted(size_text(c["bytes"]) for c in mine)
         skew = wait_figure(page, "skew-graph", lambda f: len(f["data"]) > 0)
         got = np.sort(np.concatenate([values(t["y"]).astype(float) for t in skew["data"]]))
-        np.testing.assert_allclose(got, np.sort([c["skew_us"] for c in mine if c["skew_us"] is not None]))
+        np.testing.assert_allclose(
+            got, np.sort([c["skew_us"] for c in mine if c["skew_us"] is not None])
+        )
         # two ranks: the later one arrives `skew` after the first, the first at 0
         arrival = wait_figure(page, "arrival-graph", lambda f: len(f["data"]) == len(doc["ranks"]))
         late = np.concatenate([values(t["y"]).astype(float) for t in arrival["data"]])
-        np.testing.assert_allclose(np.sort(late[late > 0]), np.sort([c["skew_us"] for c in mine if c["skew_us"] > 0]),
-                                   atol=1e-3)
+        np.testing.assert_allclose(
+            np.sort(late[late > 0]),
+            np.sort([c["skew_us"] for c in mine if c["skew_us"] > 0]),
+            atol=1e-3,
+        )
     else:
         assert rows == []
         assert "not available" in text_of(page, "collectives-note")
@@ -282,28 +373,44 @@ def test_collectives_and_contention_views_show_json_or_say_not_available(page, e
     wait_until(page, lambda d: f"Run contention slowdown: {want}." in text_of(d, "contention-note"))
     coverage = doc["summary"]["contention_coverage"]
     if coverage is not None:
-        assert f"It covers {coverage * 100:.1f}% of the overlapped GEMM time" in text_of(page, "contention-note")
-    gemms = [g for g in expected[run_id]["analysis"].gemm_contention
-             if g.baseline_us is not None and g.overlapped_median_us is not None]
-    kernels = [k for k in expected[run_id]["analysis"].kernel_contention
-               if k.isolated_median_us is not None and k.overlapped_median_us is not None]
+        assert f"It covers {coverage * 100:.1f}% of the overlapped GEMM time" in text_of(
+            page, "contention-note"
+        )
+    gemms = [
+        g
+        for g in expected[run_id]["analysis"].gemm_contention
+        if g.baseline_us is not None and g.overlapped_median_us is not None
+    ]
+    kernels = [
+        k
+        for k in expected[run_id]["analysis"].kernel_contention
+        if k.isolated_median_us is not None and k.overlapped_median_us is not None
+    ]
     fig = wait_figure(page, "contention-graph")
     if gemms:  # GEMMs by shape: alone (the baseline) and beside a transfer
-        np.testing.assert_allclose(np.sort(values(trace(fig, "isolated (median)")["x"]).astype(float)),
-                                   np.sort([g.baseline_us for g in gemms]))
-        np.testing.assert_allclose(np.sort(values(trace(fig, "overlapped (median)")["x"]).astype(float)),
-                                   np.sort([g.overlapped_median_us for g in gemms]))
+        np.testing.assert_allclose(
+            np.sort(values(trace(fig, "isolated (median)")["x"]).astype(float)),
+            np.sort([g.baseline_us for g in gemms]),
+        )
+        np.testing.assert_allclose(
+            np.sort(values(trace(fig, "overlapped (median)")["x"]).astype(float)),
+            np.sort([g.overlapped_median_us for g in gemms]),
+        )
     elif kernels:
         iso = trace(fig, "isolated (median)")
-        np.testing.assert_allclose(np.sort(values(iso["x"]).astype(float)),
-                                   np.sort([k.isolated_median_us for k in kernels]))
+        np.testing.assert_allclose(
+            np.sort(values(iso["x"]).astype(float)),
+            np.sort([k.isolated_median_us for k in kernels]),
+        )
     else:
         assert "not available" in fig["layout"]["meta"]["not_available"]
     tax = wait_figure(page, "tax-graph")
     taxed = [s for s in doc["steps"] if s["contention_tax_us"] is not None]
     if taxed:
-        np.testing.assert_allclose(np.sort(values(tax["data"][0]["y"]).astype(float)),
-                                   np.sort([s["contention_tax_us"] for s in taxed]))
+        np.testing.assert_allclose(
+            np.sort(values(tax["data"][0]["y"]).astype(float)),
+            np.sort([s["contention_tax_us"] for s in taxed]),
+        )
     else:
         assert "not available" in tax["layout"]["meta"]["not_available"]
 
@@ -312,26 +419,43 @@ def test_hta_view_shows_htas_temporal_breakdown(page, expected):
     run_id = page.find_element("id", "run-select").text.strip()
     frame = expected[run_id]["hta_temporal"]
     open_tab(page, "HTA")
-    fig = wait_figure(page, "hta-temporal-graph", lambda f: trace(f, "idle") is not None, timeout=60)
-    np.testing.assert_allclose(values(trace(fig, "idle")["y"]).astype(float), frame["idle_time(us)"].to_numpy())
-    np.testing.assert_allclose(values(trace(fig, "compute")["y"]).astype(float),
-                               frame["compute_time(us)"].to_numpy())
+    fig = wait_figure(
+        page, "hta-temporal-graph", lambda f: trace(f, "idle") is not None, timeout=60
+    )
+    np.testing.assert_allclose(
+        values(trace(fig, "idle")["y"]).astype(float), frame["idle_time(us)"].to_numpy()
+    )
+    np.testing.assert_allclose(
+        values(trace(fig, "compute")["y"]).astype(float), frame["compute_time(us)"].to_numpy()
+    )
     idle = wait_figure(page, "hta-idle-graph", lambda f: len(f["data"]) > 0)
     assert {t["name"] for t in idle["data"]} <= {"host_wait", "kernel_wait", "other"}
 
 
-def test_a_folder_that_is_not_a_run_shows_an_error_and_the_app_keeps_serving(page, expected, not_a_run):
+def test_a_folder_that_is_not_a_run_shows_an_error_and_the_app_keeps_serving(
+    page, expected, not_a_run
+):
     open_tab(page, "Breakdown")
     choose(page, "run-select", not_a_run.name)
     wait_until(page, lambda d: "no trace files" in text_of(d, "run-error"))
-    fig = wait_figure(page, "breakdown-graph", lambda f: "not_available" in (f["layout"].get("meta") or {}))
+    fig = wait_figure(
+        page, "breakdown-graph", lambda f: "not_available" in (f["layout"].get("meta") or {})
+    )
     assert "no trace files" in fig["layout"]["meta"]["not_available"]
     good = sorted(expected)[0]
     choose(page, "run-select", good)
     wait_until(page, lambda d: text_of(d, "run-error") == "")
     rows = sorted(expected[good]["doc"]["steps"], key=lambda s: (s["rank"], s["step"]))
-    wait_figure(page, "breakdown-graph", lambda f: trace(f, "idle") is not None and np.allclose(
-        values(trace(f, "idle")["y"]).astype(float), [r["idle_us"] for r in rows]))
+    wait_figure(
+        page,
+        "breakdown-graph",
+        lambda f: (
+            trace(f, "idle") is not None
+            and np.allclose(
+                values(trace(f, "idle")["y"]).astype(float), [r["idle_us"] for r in rows]
+            )
+        ),
+    )
 
 
 def test_urls_and_inputs_reach_only_the_given_folders(browser, served, expected):
@@ -339,13 +463,20 @@ def test_urls_and_inputs_reach_only_the_given_folders(browser, served, expected)
     wait_until(browser, lambda d: "unknown run" in text_of(d, "url-error"))
     browser.get(served.url + f"?run={CHUNKED.name}")
     wait_until(browser, lambda d: d.find_element("id", "run-select").text.strip() == CHUNKED.name)
-    for path in ("assets/../../../../etc/passwd", "assets/%2e%2e/%2e%2e/%2e%2e/etc/passwd",
-                 "_dash-component-suites/dash/../../../../etc/passwd",
-                 "_dash-component-suites/dash/%2e%2e%2f%2e%2e%2f%2e%2e%2fetc%2fpasswd"):
+    for path in (
+        "assets/../../../../etc/passwd",
+        "assets/%2e%2e/%2e%2e/%2e%2e/etc/passwd",
+        "_dash-component-suites/dash/../../../../etc/passwd",
+        "_dash-component-suites/dash/%2e%2e%2f%2e%2e%2f%2e%2e%2fetc%2fpasswd",
+    ):
         r = requests.get(served.url + path, timeout=10)
         assert "root:" not in r.text, path
-    for raw in ("/../../../../etc/passwd", "/assets/../../../../etc/passwd", "/..%2f..%2f..%2fetc%2fpasswd",
-                f"/_dash-component-suites/../../{CHUNKED.name}/"):
+    for raw in (
+        "/../../../../etc/passwd",
+        "/assets/../../../../etc/passwd",
+        "/..%2f..%2f..%2fetc%2fpasswd",
+        f"/_dash-component-suites/../../{CHUNKED.name}/",
+    ):
         conn = http.client.HTTPConnection("127.0.0.1", served.port, timeout=10)
         conn.request("GET", raw)  # sent as written: no client-side normalization of ".."
         body = conn.getresponse().read().decode(errors="replace")
@@ -353,14 +484,23 @@ def test_urls_and_inputs_reach_only_the_given_folders(browser, served, expected)
         assert "root:" not in body and "traceEvents" not in body, raw
     store = served.app.server.config["TPSCOPE_STORE"]
     for forged in ("/etc", "../../etc", str(CHUNKED.parent), str(CHUNKED)):
-        outs = (("step-select", "options"), ("step-select", "value"), ("rank-select", "options"),
-                ("rank-select", "value"), ("baseline-select", "value"), ("step-strip", "figure"),
-                ("run-warnings", "children"), ("run-error", "children"))
-        body = {"output": ".." + "...".join(f"{i}.{p}" for i, p in outs) + "..",
-                "outputs": [{"id": i, "property": p} for i, p in outs],
-                "inputs": [{"id": "run-select", "property": "value", "value": forged}],
-                "state": [{"id": "want", "property": "data", "value": None}],
-                "changedPropIds": ["run-select.value"]}
+        outs = (
+            ("step-select", "options"),
+            ("step-select", "value"),
+            ("rank-select", "options"),
+            ("rank-select", "value"),
+            ("baseline-select", "value"),
+            ("step-strip", "figure"),
+            ("run-warnings", "children"),
+            ("run-error", "children"),
+        )
+        body = {
+            "output": ".." + "...".join(f"{i}.{p}" for i, p in outs) + "..",
+            "outputs": [{"id": i, "property": p} for i, p in outs],
+            "inputs": [{"id": "run-select", "property": "value", "value": forged}],
+            "state": [{"id": "want", "property": "data", "value": None}],
+            "changedPropIds": ["run-select.value"],
+        }
         r = requests.post(served.url + "_dash-update-component", json=body, timeout=10)
         assert r.status_code == 200
         assert "unknown run" in r.json()["response"]["run-error"]["children"]
@@ -386,17 +526,31 @@ def test_a_slow_run_shows_progress_and_the_page_stays_live(browser, tmp_path):
     server = Served(app)
     try:
         browser.get(server.url)
-        wait_until(browser, lambda d: d.execute_script(
-            "return document.querySelectorAll('.dash-spinner').length > 0"), timeout=3)
+        wait_until(
+            browser,
+            lambda d: d.execute_script(
+                "return document.querySelectorAll('.dash-spinner').length > 0"
+            ),
+            timeout=3,
+        )
         open_tab(browser, "Breakdown")  # the page answers while the server reads
-        assert browser.execute_script(
-            "return document.querySelector('.tab--selected').textContent.trim()") == "Breakdown"
+        assert (
+            browser.execute_script(
+                "return document.querySelector('.tab--selected').textContent.trim()"
+            )
+            == "Breakdown"
+        )
         early = figure(browser, "breakdown-graph")
         assert early is None or trace(early, "idle") is None  # still reading: no bars yet
         let_go.set()
         wait_figure(browser, "breakdown-graph", lambda f: trace(f, "idle") is not None, timeout=30)
-        wait_until(browser, lambda d: d.execute_script(
-            "return document.querySelectorAll('.dash-spinner').length === 0"), timeout=10)
+        wait_until(
+            browser,
+            lambda d: d.execute_script(
+                "return document.querySelectorAll('.dash-spinner').length === 0"
+            ),
+            timeout=10,
+        )
     finally:
         let_go.set()
         browser.get("about:blank")  # the page's requests end before its server does
@@ -411,25 +565,45 @@ def test_a_fused_run_opens_against_its_unfused_run(browser, tmp_path):
 
     from tpscope.dashboards.app import create_app
 
-    common = {"regime": "shm", "tp": 2, "model": {"layers": 2}, "dtype": "bfloat16", "seq_len": 8192, "batch": 1}
+    common = {
+        "regime": "shm",
+        "tp": 2,
+        "model": {"layers": 2},
+        "dtype": "bfloat16",
+        "seq_len": 8192,
+        "batch": 1,
+    }
     fused, unfused, nvlink = tmp_path / "fused", tmp_path / "unfused", tmp_path / "nvlink"
-    for src, dst, extra in ((CHUNKED, fused, {"mode": "chunked"}), (UNFUSED, unfused, {"mode": "none"}),
-                            (UNFUSED, nvlink, {"mode": "none", "regime": "nvlink"})):
+    for src, dst, extra in (
+        (CHUNKED, fused, {"mode": "chunked"}),
+        (UNFUSED, unfused, {"mode": "none"}),
+        (UNFUSED, nvlink, {"mode": "none", "regime": "nvlink"}),
+    ):
         shutil.copytree(src, dst)
         (dst / "tpscope_run.json").write_text(json.dumps({**common, **extra}))
     server = Served(create_app([unfused, fused, nvlink], use_cache=False))
     try:
         browser.get(server.url + "?run=fused")
-        wait_until(browser, lambda d: "unfused" in d.find_element("id", "baseline-select").text, timeout=60)
+        wait_until(
+            browser, lambda d: "unfused" in d.find_element("id", "baseline-select").text, timeout=60
+        )
         summary = analyze_run(load_run(fused), reference=load_run(unfused)).summary
         want = f"fused against baseline unfused: Flux overlap efficiency {_fmt_ratio(summary.flux_overlap_efficiency)}"
         wait_until(browser, lambda d: want in text_of(d, "baseline-note"), timeout=60)
         choose(browser, "baseline-select", "nvlink")  # an unfused run of another regime: no Flux E
-        wait_until(browser, lambda d: "different experiments (regime shm vs nvlink)" in text_of(d, "baseline-note"))
+        wait_until(
+            browser,
+            lambda d: "different experiments (regime shm vs nvlink)" in text_of(d, "baseline-note"),
+        )
         rows = {r["run"]: r for r in table_rows(browser, "overview-table")}
-        assert rows["fused"]["Flux E vs baseline"] == "" and rows["fused"]["attained saving vs baseline"] == ""
+        assert (
+            rows["fused"]["Flux E vs baseline"] == ""
+            and rows["fused"]["attained saving vs baseline"] == ""
+        )
         choose(browser, "run-select", "unfused")  # the unfused run itself: no baseline
-        wait_until(browser, lambda d: "pick an unfused run" in d.find_element("id", "baseline-select").text)
+        wait_until(
+            browser, lambda d: "pick an unfused run" in d.find_element("id", "baseline-select").text
+        )
     finally:
         browser.get("about:blank")  # the page's requests end before its server does
         server.stop()

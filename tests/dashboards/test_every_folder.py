@@ -17,27 +17,50 @@ pytestmark = pytest.mark.timeout(240)
 VIEWS = {  # callback outputs, as the page's layout declares them
     "timeline": [("timeline-graph", "figure"), ("timeline-note", "children")],
     "breakdown": [("breakdown-graph", "figure"), ("critical-path-graph", "figure")],
-    "collectives": [("collectives-table", "rowData"), ("collectives-table", "columnDefs"), ("skew-graph", "figure"),
-                    ("arrival-graph", "figure"), ("collectives-note", "children")],
-    "contention": [("contention-graph", "figure"), ("comm-contention-graph", "figure"), ("tax-graph", "figure"),
-                   ("contention-note", "children")],
+    "collectives": [
+        ("collectives-table", "rowData"),
+        ("collectives-table", "columnDefs"),
+        ("skew-graph", "figure"),
+        ("arrival-graph", "figure"),
+        ("collectives-note", "children"),
+    ],
+    "contention": [
+        ("contention-graph", "figure"),
+        ("comm-contention-graph", "figure"),
+        ("tax-graph", "figure"),
+        ("contention-note", "children"),
+    ],
 }
-RUN_OUTPUTS = [("step-select", "options"), ("step-select", "value"), ("rank-select", "options"),
-               ("rank-select", "value"), ("baseline-select", "value"), ("step-strip", "figure"),
-               ("run-warnings", "children"), ("run-error", "children")]
+RUN_OUTPUTS = [
+    ("step-select", "options"),
+    ("step-select", "value"),
+    ("rank-select", "options"),
+    ("rank-select", "value"),
+    ("baseline-select", "value"),
+    ("step-strip", "figure"),
+    ("run-warnings", "children"),
+    ("run-error", "children"),
+]
 RUN_STATE = [("want", "data", None)]
 EXPORT_OUTPUTS = [("perfetto-download", "data"), ("timeline-note", "children")]
 
 
-def call(url: str, outputs: list[tuple[str, str]], inputs: list[tuple[str, str, object]],
-         state: list[tuple[str, str, object]] = (), key: str | None = None) -> dict:
+def call(
+    url: str,
+    outputs: list[tuple[str, str]],
+    inputs: list[tuple[str, str, object]],
+    state: list[tuple[str, str, object]] = (),
+    key: str | None = None,
+) -> dict:
     """POST one callback like dash-renderer does; the response's {id: {prop: value}}. `key`: the
     callback's id where an output is shared (Dash adds a hash)."""
-    body = {"output": key or ".." + "...".join(f"{i}.{p}" for i, p in outputs) + "..",
-            "outputs": [{"id": i, "property": p} for i, p in outputs],
-            "inputs": [{"id": i, "property": p, "value": v} for i, p, v in inputs],
-            "state": [{"id": i, "property": p, "value": v} for i, p, v in state],
-            "changedPropIds": [f"{inputs[0][0]}.{inputs[0][1]}"]}
+    body = {
+        "output": key or ".." + "...".join(f"{i}.{p}" for i, p in outputs) + "..",
+        "outputs": [{"id": i, "property": p} for i, p in outputs],
+        "inputs": [{"id": i, "property": p, "value": v} for i, p, v in inputs],
+        "state": [{"id": i, "property": p, "value": v} for i, p, v in state],
+        "changedPropIds": [f"{inputs[0][0]}.{inputs[0][1]}"],
+    }
     r = requests.post(url + "_dash-update-component", json=body, timeout=60)
     assert r.status_code in (200, 204), r.text[:300]
     return r.json()["response"] if r.status_code == 200 else {}
@@ -47,7 +70,9 @@ def _folders(tmp_path_factory) -> list:
     odd = sorted({p.parent for p in (DATA / "hta").rglob("*") if p.is_file()})
     empty = tmp_path_factory.mktemp("odd") / "empty-folder"
     empty.mkdir()
-    return sample_runs() + [DATA / "h200-nvlink-unfused", DATA / "h200-shm-chunked4"] + odd + [empty]
+    return (
+        sample_runs() + [DATA / "h200-nvlink-unfused", DATA / "h200-shm-chunked4"] + odd + [empty]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -77,16 +102,33 @@ def test_every_view_of_every_folder_answers_without_internal_error(served_all):
         else:
             loaded += 1
         step = steps[0] if steps else None
-        inputs = {"timeline": [("run-select", "value", run_id), ("step-select", "value", step),
-                               ("rank-select", "value", ranks), ("zoom", "data", None),
-                               ("selection", "data", {"run": run_id, "step": step, "kind": "search", "key": "a"}),
-                               ("timeline-options", "value", ["launches"]), ("tabs", "value", "timeline")],
-                  "breakdown": [("run-select", "value", run_id), ("rank-select", "value", ranks),
-                                ("tabs", "value", "breakdown")],
-                  "collectives": [("run-select", "value", run_id), ("step-select", "value", step),
-                                  ("tabs", "value", "collectives")],
-                  "contention": [("run-select", "value", run_id), ("baseline-select", "value", None),
-                                 ("rank-select", "value", ranks), ("tabs", "value", "contention")]}
+        inputs = {
+            "timeline": [
+                ("run-select", "value", run_id),
+                ("step-select", "value", step),
+                ("rank-select", "value", ranks),
+                ("zoom", "data", None),
+                ("selection", "data", {"run": run_id, "step": step, "kind": "search", "key": "a"}),
+                ("timeline-options", "value", ["launches"]),
+                ("tabs", "value", "timeline"),
+            ],
+            "breakdown": [
+                ("run-select", "value", run_id),
+                ("rank-select", "value", ranks),
+                ("tabs", "value", "breakdown"),
+            ],
+            "collectives": [
+                ("run-select", "value", run_id),
+                ("step-select", "value", step),
+                ("tabs", "value", "collectives"),
+            ],
+            "contention": [
+                ("run-select", "value", run_id),
+                ("baseline-select", "value", None),
+                ("rank-select", "value", ranks),
+                ("tabs", "value", "contention"),
+            ],
+        }
         for view, outputs in VIEWS.items():
             out = call(server.url, outputs, inputs[view])
             text = str(out)
@@ -94,18 +136,40 @@ def test_every_view_of_every_folder_answers_without_internal_error(served_all):
             if error:  # the folder's one line, in every view's "not available" figure
                 assert error in text, (run_id, view)
         if steps:  # the step as a trace for Perfetto
-            export_key = next(k for k in server.app.callback_map if k.startswith("..perfetto-download.data"))
-            out = call(server.url, EXPORT_OUTPUTS, [("perfetto-button", "n_clicks", 1)],
-                       [("run-select", "value", run_id), ("step-select", "value", step),
-                        ("rank-select", "value", ranks)], key=export_key)
-            assert "internal error" not in str(out)[:2000] and out["perfetto-download"]["data"]["content"], run_id
+            export_key = next(
+                k for k in server.app.callback_map if k.startswith("..perfetto-download.data")
+            )
+            out = call(
+                server.url,
+                EXPORT_OUTPUTS,
+                [("perfetto-button", "n_clicks", 1)],
+                [
+                    ("run-select", "value", run_id),
+                    ("step-select", "value", step),
+                    ("rank-select", "value", ranks),
+                ],
+                key=export_key,
+            )
+            assert (
+                "internal error" not in str(out)[:2000]
+                and out["perfetto-download"]["data"]["content"]
+            ), run_id
     assert loaded >= len(sample_runs()) + 2
     # HTA's view: a trace HTA refuses gives its one line; one it reads gives its frames
-    hta_outputs = [("hta-temporal-graph", "figure"), ("hta-idle-graph", "figure"), ("hta-note", "children")]
+    hta_outputs = [
+        ("hta-temporal-graph", "figure"),
+        ("hta-idle-graph", "figure"),
+        ("hta-note", "children"),
+    ]
     for folder, ok in (("cpu_only", False), ("amd_trace", True)):
-        out = call(server.url, hta_outputs, [("run-select", "value", folder), ("tabs", "value", "hta")])
+        out = call(
+            server.url, hta_outputs, [("run-select", "value", folder), ("tabs", "value", "hta")]
+        )
         note = out["hta-note"]["children"]
-        assert ("HTA could not analyze this run" not in note) == ok and "\n" not in note, (folder, note)
+        assert ("HTA could not analyze this run" not in note) == ok and "\n" not in note, (
+            folder,
+            note,
+        )
         assert (len(out["hta-temporal-graph"]["figure"]["data"]) > 0) == ok
     # the app still serves a good run after all of that
     res = call(server.url, RUN_OUTPUTS, [("run-select", "value", store.run_ids[0])], RUN_STATE)

@@ -54,8 +54,15 @@ def small_run(tmp_path_factory):
 def test_timeline_data_lanes_classes_and_labels(small_run):
     d = timeline_data(small_run, 1, [0, 1])
     assert [lane.label for lane in d.lanes] == [
-        "rank 0 · labels", "rank 0 · chunks", "rank 0 · stream 7 · compute", "rank 0 · stream 14 · NCCL · group 0",
-        "rank 1 · labels", "rank 1 · chunks", "rank 1 · stream 7 · compute", "rank 1 · stream 14 · NCCL · group 0"]
+        "rank 0 · labels",
+        "rank 0 · chunks",
+        "rank 0 · stream 7 · compute",
+        "rank 0 · stream 14 · NCCL · group 0",
+        "rank 1 · labels",
+        "rank 1 · chunks",
+        "rank 1 · stream 7 · compute",
+        "rank 1 · stream 14 · NCCL · group 0",
+    ]
     assert len(d.activities["compute"]) == 4 and len(d.activities["comm"]) == 2
     assert len(d.activities["memory"]) == 2
     comm = d.activities["comm"]
@@ -108,9 +115,16 @@ def test_a_100k_activity_step_merges_what_is_narrower_than_a_pixel_and_leaves_no
     n = 100_000
     durations = np.arange(n) % 97 + 1.0
     starts = np.arange(n) * 30.0
-    starts[n // 2:] += 200_000.0  # an idle gap of 200 ms: 80 pixels that must stay empty
-    for i, (s0, dur) in enumerate(zip(starts.tolist(), durations.tolist())):  # building the input trace
-        r.kernel("ncclDevKernel_AllGather" if i % 3 == 0 else "gemm", s0, dur, stream=14 if i % 3 == 0 else 7)
+    starts[n // 2 :] += 200_000.0  # an idle gap of 200 ms: 80 pixels that must stay empty
+    for i, (s0, dur) in enumerate(
+        zip(starts.tolist(), durations.tolist())
+    ):  # building the input trace
+        r.kernel(
+            "ncclDevKernel_AllGather" if i % 3 == 0 else "gemm",
+            s0,
+            dur,
+            stream=14 if i % 3 == 0 else 7,
+        )
     r.kernel("gemm", 3_500_000.0, 400_000.0)  # one kernel a tenth of the step wide: drawn as itself
     run = load_run(write_run(tmp_path / "big", [r]))
     t0 = time.perf_counter()
@@ -126,16 +140,25 @@ def test_a_100k_activity_step_merges_what_is_narrower_than_a_pixel_and_leaves_no
     pixel = 4_000_000.0 / AGG_BINS
     is_comm = np.arange(n) % 3 == 0
     assert _busy_cover(comm, starts[is_comm], starts[is_comm] + durations[is_comm], 1e-6)
-    assert _busy_cover(comp.take(~wide), starts[~is_comm], starts[~is_comm] + durations[~is_comm], 1e-6)
+    assert _busy_cover(
+        comp.take(~wide), starts[~is_comm], starts[~is_comm] + durations[~is_comm], 1e-6
+    )
     # the gap stays empty (no invented busy time), and hover counts every merged activity once
     gap = (starts[n // 2 - 1] + durations[n // 2 - 1] + pixel, starts[n // 2] - pixel)
     for seg in (comm, comp):
         assert not ((seg.start_us < gap[1]) & (seg.end_us > gap[0])).any()
-    counted = sum(int(t.split()[0].replace(",", "")) for seg in (comm, comp) for t in seg.text if t.endswith(" activities"))
+    counted = sum(
+        int(t.split()[0].replace(",", ""))
+        for seg in (comm, comp)
+        for t in seg.text
+        if t.endswith(" activities")
+    )
     assert counted == n
     assert "narrower than a pixel are merged" in timeline.timeline_note(d)
     by_name = {t.name: t for t in fig.data}
-    assert set(by_name) == {"compute", "comm"} and all(t.type == "scattergl" for t in fig.data) is (d.drawn >= 5000)
+    assert set(by_name) == {"compute", "comm"} and all(t.type == "scattergl" for t in fig.data) is (
+        d.drawn >= 5000
+    )
     assert len(payload) < 2_000_000, len(payload)
     assert elapsed < 5.0, elapsed
     window = timeline_data(run, 1, [0], window_us=(0.0, 30_000.0))  # a zoom shows each it holds
@@ -146,28 +169,59 @@ def test_timeline_overlays_and_links(small_run):
     d = timeline_data(small_run, 1, [0, 1])
     comm_lane = {r.rank: int(r.gpu.lane[r.gpu.cls == 1][0]) for r in small_run.ranks}
     start = {r.rank: int(r.gpu.start_ns[r.gpu.cls == 1][0]) for r in small_run.ranks}
-    members = Overlay(rank=np.array([0, 1]), lane=np.array([comm_lane[0], comm_lane[1]]),
-                      start_ns=np.array([start[0], start[1]]), end_ns=np.array([start[0], start[1]]) + 100_000,
-                      group=np.array([0, 0]), text=np.array(["collective"] * 2, dtype=object))
+    members = Overlay(
+        rank=np.array([0, 1]),
+        lane=np.array([comm_lane[0], comm_lane[1]]),
+        start_ns=np.array([start[0], start[1]]),
+        end_ns=np.array([start[0], start[1]]) + 100_000,
+        group=np.array([0, 0]),
+        text=np.array(["collective"] * 2, dtype=object),
+    )
     waits = overlay_segments(d, members.take(np.array([0])))
-    assert len(waits) == 1 and waits.start_us[0] == pytest.approx(50.0) and waits.end_us[0] == pytest.approx(150.0)
+    assert (
+        len(waits) == 1
+        and waits.start_us[0] == pytest.approx(50.0)
+        and waits.end_us[0] == pytest.approx(150.0)
+    )
     x, y = link_arrays(d, members)
     np.testing.assert_allclose(x, [50.0, 55.0])
     np.testing.assert_allclose(y, [3, 7])
-    two = Overlay(*(np.concatenate([getattr(members, f)] * 2) for f in Overlay.__slots__ if getattr(members, f) is not None))
+    two = Overlay(
+        *(
+            np.concatenate([getattr(members, f)] * 2)
+            for f in Overlay.__slots__
+            if getattr(members, f) is not None
+        )
+    )
     two = Overlay(two.rank, two.lane, two.start_ns, two.end_ns, np.array([0, 0, 1, 1]), two.text)
     x2, _ = link_arrays(d, two)
     assert np.isnan(x2).sum() == 1 and len(x2) == 5  # two polylines, one gap between them
     path = path_arrays(d, members)
     np.testing.assert_allclose(path[0], [50.0, 150.0, 55.0, 155.0])
-    hidden = Overlay(*(np.concatenate([getattr(members, f), getattr(members, f)[:1]]) for f in Overlay.__slots__ if getattr(members, f) is not None))
-    hidden = Overlay(np.array([0, 9, 0]), hidden.lane, hidden.start_ns, hidden.end_ns, hidden.group, hidden.text)
-    x3 = path_arrays(d, hidden)[0]  # the middle segment is on a rank not drawn: the line breaks there
+    hidden = Overlay(
+        *(
+            np.concatenate([getattr(members, f), getattr(members, f)[:1]])
+            for f in Overlay.__slots__
+            if getattr(members, f) is not None
+        )
+    )
+    hidden = Overlay(
+        np.array([0, 9, 0]), hidden.lane, hidden.start_ns, hidden.end_ns, hidden.group, hidden.text
+    )
+    x3 = path_arrays(d, hidden)[
+        0
+    ]  # the middle segment is on a rank not drawn: the line breaks there
     assert len(x3) == 5 and np.isnan(x3[2])
     fig = timeline.timeline_figure(d, waits=waits, links=(x, y), path=path)
     assert {t.name for t in fig.data} >= {"comm wait", "collective links", "critical path"}
-    elsewhere = Overlay(np.array([9]), np.array([0]), np.array([1]), np.array([2]), np.array([0]),
-                        np.array(["x"], dtype=object))
+    elsewhere = Overlay(
+        np.array([9]),
+        np.array([0]),
+        np.array([1]),
+        np.array([2]),
+        np.array([0]),
+        np.array(["x"], dtype=object),
+    )
     assert len(overlay_segments(d, elsewhere)) == 0
 
 
@@ -186,7 +240,9 @@ def test_overlays_come_from_the_analyzers_matching_and_path(tmp_path):
     path = overlays.critical_path(x, 1)
     assert len(path) > 0 and set(path.text) <= set(overlays.KIND_NAMES)
     # the path's segments add up to the analyzer's critical-path length of the step
-    assert (path.end_ns - path.start_ns).sum() / 1000 == pytest.approx(doc["critical_path"][0]["length_us"])
+    assert (path.end_ns - path.start_ns).sum() / 1000 == pytest.approx(
+        doc["critical_path"][0]["length_us"]
+    )
 
 
 def test_breakdown_figure_is_the_json(small_run):
@@ -197,29 +253,54 @@ def test_breakdown_figure_is_the_json(small_run):
     np.testing.assert_allclose(by_name["exposed comm"].y, [r["exposed_comm_us"] for r in rows])
     np.testing.assert_allclose(by_name["hidden comm"].y, [r["hidden_comm_us"] for r in rows])
     np.testing.assert_allclose(by_name["idle"].y, [r["idle_us"] for r in rows])
-    np.testing.assert_allclose(by_name["compute (alone)"].y, [r["compute_us"] - r["hidden_comm_us"] for r in rows])
+    np.testing.assert_allclose(
+        by_name["compute (alone)"].y, [r["compute_us"] - r["hidden_comm_us"] for r in rows]
+    )
     # the stack adds up to the step where memory does not overlap compute or comm (here: it does not)
-    total = sum(np.asarray(by_name[n].y) for n in ("compute (alone)", "hidden comm", "exposed comm", "memory", "idle"))
+    total = sum(
+        np.asarray(by_name[n].y)
+        for n in ("compute (alone)", "hidden comm", "exposed comm", "memory", "idle")
+    )
     np.testing.assert_allclose(total, [r["step_time_us"] for r in rows])
     assert results.step_rows(doc, [1]) == [r for r in rows if r["rank"] == 1]
 
 
 def test_views_say_not_available_instead_of_zeros():
-    for fig in (breakdown.critical_path_figure([]), collectives.skew_figure([]), collectives.arrival_figure([], []),
-                contention.contention_figure([]), contention.tax_figure([{"rank": 0, "step": 1,
-                                                                          "contention_tax_us": None}])):
+    for fig in (
+        breakdown.critical_path_figure([]),
+        collectives.skew_figure([]),
+        collectives.arrival_figure([], []),
+        contention.contention_figure([]),
+        contention.tax_figure([{"rank": 0, "step": 1, "contention_tax_us": None}]),
+    ):
         assert "not available" in fig.layout.meta["not_available"]
         assert len(fig.data) == 0
 
 
 def test_critical_path_and_collective_figures_from_rows():
-    cp = [{"step": 1, "length_us": 10.0, "compute_us": 4.0, "comm_us": 3.0, "memory_us": 0.0, "host_us": 2.0,
-           "idle_us": 1.0}]
+    cp = [
+        {
+            "step": 1,
+            "length_us": 10.0,
+            "compute_us": 4.0,
+            "comm_us": 3.0,
+            "memory_us": 0.0,
+            "host_us": 2.0,
+            "idle_us": 1.0,
+        }
+    ]
     fig = breakdown.critical_path_figure(cp)
     assert {t.name: t.y[0] for t in fig.data if t.type == "bar"} == {
-        "compute": 4.0, "comm": 3.0, "memory": 0.0, "host": 2.0, "idle": 1.0}
-    rows = [{"step": 1, "key": "0, 1", "collective": "allgather", "skew_us": 2.5, "bytes": 4096},
-            {"step": 1, "key": "0, 2", "collective": "reduce_scatter", "skew_us": 0.5, "bytes": 4096}]
+        "compute": 4.0,
+        "comm": 3.0,
+        "memory": 0.0,
+        "host": 2.0,
+        "idle": 1.0,
+    }
+    rows = [
+        {"step": 1, "key": "0, 1", "collective": "allgather", "skew_us": 2.5, "bytes": 4096},
+        {"step": 1, "key": "0, 2", "collective": "reduce_scatter", "skew_us": 0.5, "bytes": 4096},
+    ]
     fig = collectives.skew_figure(rows)
     assert sorted(float(y) for t in fig.data for y in t.y) == [0.5, 2.5]
     cols = {c["field"]: c for c in collectives.table_columns(rows)}
@@ -228,19 +309,42 @@ def test_critical_path_and_collective_figures_from_rows():
     # an empty cell, not 0, for no value; bytes in binary units; keys sorted with their numbers as numbers
     assert cols["skew_us"]["type"] == "numericColumn"
     assert cols["skew_us"]["filterParams"]["textMatcher"]["function"] == "numberTextMatcher(params)"
-    assert cols["skew_us"]["valueFormatter"]["function"].startswith("params.value == null ? '' : d3.format(',.3f')")
+    assert cols["skew_us"]["valueFormatter"]["function"].startswith(
+        "params.value == null ? '' : d3.format(',.3f')"
+    )
     assert cols["bytes"]["valueFormatter"]["function"] == "formatBytes(params.value)"
     assert cols["key"]["comparator"] == {"function": "naturalCompare"}
-    assert collectives.header("queue_depth_us") == "queue depth (µs)" and collectives.header("peak_bytes") == "peak"
+    assert (
+        collectives.header("queue_depth_us") == "queue depth (µs)"
+        and collectives.header("peak_bytes") == "peak"
+    )
     assert "type" not in cols["collective"] and cols["collective"]["filter"] == "agTextColumnFilter"
 
 
 def test_contention_rows_and_figures_from_the_analysis():
-    kernels = [SimpleNamespace(signature="gemm|1,1,1", n_isolated=3, n_overlapped=4, isolated_median_us=10.0,
-                               overlapped_median_us=12.0, slowdown=0.2, baseline="own"),
-               SimpleNamespace(signature="gelu", n_isolated=0, n_overlapped=4, isolated_median_us=None,
-                               overlapped_median_us=3.0, slowdown=None, baseline=None)]
-    analysis = SimpleNamespace(kernel_contention=[dataclass_like(k) for k in kernels], comm_contention=[])
+    kernels = [
+        SimpleNamespace(
+            signature="gemm|1,1,1",
+            n_isolated=3,
+            n_overlapped=4,
+            isolated_median_us=10.0,
+            overlapped_median_us=12.0,
+            slowdown=0.2,
+            baseline="own",
+        ),
+        SimpleNamespace(
+            signature="gelu",
+            n_isolated=0,
+            n_overlapped=4,
+            isolated_median_us=None,
+            overlapped_median_us=3.0,
+            slowdown=None,
+            baseline=None,
+        ),
+    ]
+    analysis = SimpleNamespace(
+        kernel_contention=[dataclass_like(k) for k in kernels], comm_contention=[]
+    )
     rows = results.contention_rows(analysis)
     assert [r["signature"] for r in rows] == ["gemm|1,1,1"]  # no baseline: not drawn as a zero
     fig = contention.contention_figure(rows)
@@ -270,10 +374,17 @@ def test_gemm_contention_rows_figure_and_budget_text(tmp_path):
     rows = results.gemm_contention_rows(analysis)
     assert [(r["m"], r["k"], r["n"]) for r in rows] == [(1024, 4096, 4096)]
     fig = contention.gemm_contention_figure(rows)
-    assert [t.name for t in fig.data] == ["isolated (median)", "isolated, same SMs", "overlapped (median)"]
+    assert [t.name for t in fig.data] == [
+        "isolated (median)",
+        "isolated, same SMs",
+        "overlapped (median)",
+    ]
     assert [t.x[0] for t in fig.data] == [100.0, 100.0, 150.0]
     text = results.gemm_budget_text(analysis)  # per rank and step: 3 x 100 + 3 x 150 µs
-    assert "GEMM time per rank and step: 750 µs = 600 alone + 150 tax (0 fewer SMs, 150 interference" in text
+    assert (
+        "GEMM time per rank and step: 750 µs = 600 alone + 150 tax (0 fewer SMs, 150 interference"
+        in text
+    )
     for r in ranks:  # the same GEMMs with nothing beside them: no budget to show
         r.events = [e for e in r.events if not e["name"].startswith("ncclDevKernel")]
     alone = analyze_run(load_run(write_run(tmp_path / "alone", ranks)))
@@ -283,14 +394,28 @@ def test_gemm_contention_rows_figure_and_budget_text(tmp_path):
 def test_a_kernel_of_a_few_microseconds_does_not_fill_the_contention_axis():
     from tpscope.dashboards.figures.contention import comm_contention_figure, contention_figure
 
-    row = {"signature": "tiny_kernel", "isolated_median_us": 1.2, "overlapped_median_us": 1.5, "slowdown": 0.25,
-           "n_isolated": 3, "n_overlapped": 3, "baseline": "own"}
+    row = {
+        "signature": "tiny_kernel",
+        "isolated_median_us": 1.2,
+        "overlapped_median_us": 1.5,
+        "slowdown": 0.25,
+        "n_isolated": 3,
+        "n_overlapped": 3,
+        "baseline": "own",
+    }
     lo, hi = contention_figure([row]).layout.xaxis.range
     assert lo == 0 and 1.5 / hi <= 0.15  # the bar is the short bar it is
     big = {**row, "isolated_median_us": 400.0, "overlapped_median_us": 500.0}
     assert contention_figure([big]).layout.xaxis.range[1] >= 500.0  # and a long one still fits
-    comm = {"collective": "all_gather", "bytes": 1024, "isolated_transfer_us": 2.0, "overlapped_transfer_us": 2.5,
-            "isolated_busbw_gbps": 1.0, "overlapped_busbw_gbps": 0.8, "slowdown": 0.25}
+    comm = {
+        "collective": "all_gather",
+        "bytes": 1024,
+        "isolated_transfer_us": 2.0,
+        "overlapped_transfer_us": 2.5,
+        "isolated_busbw_gbps": 1.0,
+        "overlapped_busbw_gbps": 0.8,
+        "slowdown": 0.25,
+    }
     assert 2.5 / comm_contention_figure([comm]).layout.xaxis.range[1] <= 0.25
 
 
@@ -302,38 +427,86 @@ def test_a_gemm_bar_selects_every_gemm_of_its_shape_and_a_signature_bar_its_kern
         r = RankTrace(rank)
         r.gpu_annotation("ProfilerStep#1", 0, 1000)
         for i in range(3):
-            r.kernel("nvjet", 100.0 * i, 50, input_dims=[[1024, 4096], [4096, 4096]], input_type=["float", "float"])
+            r.kernel(
+                "nvjet",
+                100.0 * i,
+                50,
+                input_dims=[[1024, 4096], [4096, 4096]],
+                input_type=["float", "float"],
+            )
         for i in range(2):
-            r.kernel("nvjet", 400 + 100.0 * i, 50, input_dims=[[1024, 4096], [4096, 8192]],
-                     input_type=["float", "float"])
+            r.kernel(
+                "nvjet",
+                400 + 100.0 * i,
+                50,
+                input_dims=[[1024, 4096], [4096, 8192]],
+                input_type=["float", "float"],
+            )
         r.kernel("gelu", 700, 20)
         r.gpu_annotation("ProfilerStep#2", 1000, 500)
-        r.kernel("nvjet", 1100, 50, input_dims=[[1024, 4096], [4096, 4096]], input_type=["float", "float"])
+        r.kernel(
+            "nvjet",
+            1100,
+            50,
+            input_dims=[[1024, 4096], [4096, 4096]],
+            input_type=["float", "float"],
+        )
         ranks.append(r)
     run = load_run(write_run(tmp_path / "run", ranks))
-    fig = contention.gemm_contention_figure([{"shape": "1024×4096×4096 float", "rule": "same shape", "source": "run",
-                                             "slowdown": 0.5, "n_overlapped": 3, "tax_us_per_step": 10.0,
-                                             "baseline_us": 50.0, "same_sm_us": None, "overlapped_median_us": 75.0}])
-    sels = [contention.clicked_selection(list(t.customdata[0])) for t in fig.data]  # as a click carries it
+    fig = contention.gemm_contention_figure(
+        [
+            {
+                "shape": "1024×4096×4096 float",
+                "rule": "same shape",
+                "source": "run",
+                "slowdown": 0.5,
+                "n_overlapped": 3,
+                "tax_us_per_step": 10.0,
+                "baseline_us": 50.0,
+                "same_sm_us": None,
+                "overlapped_median_us": 75.0,
+            }
+        ]
+    )
+    sels = [
+        contention.clicked_selection(list(t.customdata[0])) for t in fig.data
+    ]  # as a click carries it
     assert sels == [{"kind": "gemm", "key": "1024×4096×4096 float"}] * 3  # every bar of the shape
     data = timeline_data(run, 1, [0, 1])
     detail = activity_detail(run)
     shapes = overlays.gemm_shape_labels(run)
     got = focus.selected_segments(data, detail, sels[0], shapes)
     assert len(got) == 6 and sorted(set(got.start_us.tolist())) == [0.0, 100.0, 200.0]
-    other = focus.selected_segments(data, detail, {"kind": "gemm", "key": "1024×4096×8192 float"}, shapes)
+    other = focus.selected_segments(
+        data, detail, {"kind": "gemm", "key": "1024×4096×8192 float"}, shapes
+    )
     assert sorted(other.start_us.tolist()) == [400.0, 400.0, 500.0, 500.0]
-    assert len(focus.selected_segments(data, detail, sels[0], None)) == 0  # shapes unknown: nothing outlined
+    assert (
+        len(focus.selected_segments(data, detail, sels[0], None)) == 0
+    )  # shapes unknown: nothing outlined
     only_rank_1 = timeline_data(run, 1, [1])
     assert len(focus.selected_segments(only_rank_1, detail, sels[0], shapes)) == 3
     # the per-signature figure: its bars still select the kernels of their signature's name
-    rows = [{"signature": "nvjet|grid=[1, 1, 1]|block=[128, 1, 1]", "isolated_median_us": 50.0,
-             "overlapped_median_us": 60.0, "slowdown": 0.2, "n_isolated": 3, "n_overlapped": 3, "baseline": "own"}]
+    rows = [
+        {
+            "signature": "nvjet|grid=[1, 1, 1]|block=[128, 1, 1]",
+            "isolated_median_us": 50.0,
+            "overlapped_median_us": 60.0,
+            "slowdown": 0.2,
+            "n_isolated": 3,
+            "n_overlapped": 3,
+            "baseline": "own",
+        }
+    ]
     kfig = contention.contention_figure(rows)
-    ksels = [contention.clicked_selection(c if isinstance(c, str) else list(c))
-             for c in (t.customdata[0] for t in kfig.data)]
+    ksels = [
+        contention.clicked_selection(c if isinstance(c, str) else list(c))
+        for c in (t.customdata[0] for t in kfig.data)
+    ]
     assert ksels == [{"kind": "kernel", "key": rows[0]["signature"]}] * 2
-    assert len(focus.selected_segments(data, detail, ksels[0])) == 10  # every nvjet of step 1, both shapes
+    assert (
+        len(focus.selected_segments(data, detail, ksels[0])) == 10
+    )  # every nvjet of step 1, both shapes
 
 
 def _threads_rank(step_us: float = 300) -> RankTrace:
@@ -342,8 +515,18 @@ def _threads_rank(step_us: float = 300) -> RankTrace:
     thread 300 launches nothing. gemm_b waits for its launch: the path's host segment on thread 100."""
     r = RankTrace(0, world_size=1)
     r.gpu_annotation("ProfilerStep#1", 0, step_us)
-    r.events.append({"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 100, "tid": 100, "ts": 5,
-                     "dur": 25, "args": {}})
+    r.events.append(
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::linear",
+            "pid": 100,
+            "tid": 100,
+            "ts": 5,
+            "dur": 25,
+            "args": {},
+        }
+    )
     r.kernel("gemm_a", 16, 50, launch_us=(10, 5))
     r.kernel("gemm_b", 76, 50, launch_us=(70, 5))
     n = len(r.events)
@@ -351,16 +534,30 @@ def _threads_rank(step_us: float = 300) -> RankTrace:
     for e in r.events[n:]:
         if e["pid"] == 100:
             e["tid"] = 200
-    r.events.append({"ph": "X", "cat": "cpu_op", "name": "aten::idle", "pid": 100, "tid": 300, "ts": 50,
-                     "dur": 10, "args": {}})
+    r.events.append(
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::idle",
+            "pid": 100,
+            "tid": 300,
+            "ts": 50,
+            "dur": 10,
+            "args": {},
+        }
+    )
     return r
 
 
 def test_cpu_threads_show_their_outermost_ops_launch_arrows_and_the_paths_cpu_segments(tmp_path):
     run = load_run(write_run(tmp_path / "threads", [_threads_rank()]))
     d = timeline_data(run, 1, [0], launches=True)
-    assert [lane.label for lane in d.lanes] == ["rank 0 · CPU thread 100", "rank 0 · CPU thread 200",
-                                                "rank 0 · stream 7 · compute", "rank 0 · stream 8 · compute"]
+    assert [lane.label for lane in d.lanes] == [
+        "rank 0 · CPU thread 100",
+        "rank 0 · CPU thread 200",
+        "rank 0 · stream 7 · compute",
+        "rank 0 · stream 8 · compute",
+    ]
     assert d.thread_of == {(0, 100): 0, (0, 200): 1}
     ops = d.launches  # the nested aten::mm and cudaLaunchKernel of gemm_a stay inside aten::linear
     assert ops.text.tolist() == ["aten::linear", "aten::mm", "aten::mm"]
@@ -374,20 +571,27 @@ def test_cpu_threads_show_their_outermost_ops_launch_arrows_and_the_paths_cpu_se
     assert path.text.tolist() == ["host", "host", "compute", "idle", "compute"]
     assert path.tid.tolist()[0] == 100 and path.lane[0] == -3
     px, py, custom, text = path_arrays(d, path)
-    np.testing.assert_allclose(px[:2], [16.0, 75.0])  # thread 100 holds gemm_b back until its launch
+    np.testing.assert_allclose(
+        px[:2], [16.0, 75.0]
+    )  # thread 100 holds gemm_b back until its launch
     np.testing.assert_allclose(py[:4], [0, 0, 2, 2])
     np.testing.assert_allclose(custom[0], [16.0, 59.0])
     assert text[0] == "host"
     fig = timeline.timeline_figure(d, path=(px, py, custom, text))
     cpu = next(t for t in fig.data if t.name == "CPU ops")
-    assert cpu.text[0] == "aten::linear<br>CPU op · thread 100" and tuple(cpu.customdata[0]) == (5.0, 25.0)
+    assert cpu.text[0] == "aten::linear<br>CPU op · thread 100" and tuple(cpu.customdata[0]) == (
+        5.0,
+        25.0,
+    )
     assert {"launch arrows", "critical path"} <= {t.name for t in fig.data}
     assert "3 outermost CPU ops" in timeline.timeline_note(d)
     plain = timeline_data(run, 1, [0])  # off: no thread rows, and the path keeps its GPU part
     assert not plain.thread_of and np.isnan(path_arrays(plain, path)[0]).sum() == 0
     assert path_arrays(plain, path)[0][0] == pytest.approx(75.0)
     window = timeline_data(run, 1, [0], window_us=(0.0, 35.0), launches=True)  # only gemm_a in view
-    assert list(window.thread_of) == [(0, 100)] and window.launches.text.tolist() == ["aten::linear"]
+    assert list(window.thread_of) == [(0, 100)] and window.launches.text.tolist() == [
+        "aten::linear"
+    ]
 
 
 def test_a_million_cpu_ops_are_merged_per_pixel_on_their_thread_row(tmp_path):
@@ -399,9 +603,17 @@ def test_a_million_cpu_ops_are_merged_per_pixel_on_their_thread_row(tmp_path):
     r = run.ranks[0]
     n = 1_000_000
     start = int(r.steps.start_ns[0]) + 100_000 + np.arange(n, dtype=np.int64) * 100
-    many = CpuCalls(start_ns=start, end_ns=start + 50, name_id=np.zeros(n, np.int32), tid=np.full(n, 200, np.int64),
-                    external_id=np.full(n, -1, np.int64), correlation=np.full(n, -1, np.int64))
-    big = replace(run, ranks=(replace(r, cpu_ops=many),))  # 100 ms of 50 ns ops on thread 200, from 100 µs
+    many = CpuCalls(
+        start_ns=start,
+        end_ns=start + 50,
+        name_id=np.zeros(n, np.int32),
+        tid=np.full(n, 200, np.int64),
+        external_id=np.full(n, -1, np.int64),
+        correlation=np.full(n, -1, np.int64),
+    )
+    big = replace(
+        run, ranks=(replace(r, cpu_ops=many),)
+    )  # 100 ms of 50 ns ops on thread 200, from 100 µs
     begin = time.perf_counter()
     d = timeline_data(big, 1, [0], launches=True)
     elapsed = time.perf_counter() - begin
@@ -411,6 +623,10 @@ def test_a_million_cpu_ops_are_merged_per_pixel_on_their_thread_row(tmp_path):
     assert len(d.launches) < 10 and elapsed < 5.0, (len(d.launches), elapsed)
     fig = timeline.timeline_figure(d)
     assert next(t for t in fig.data if t.name == "CPU ops").type == "scatter"  # a few merged spans
-    zoom = timeline_data(big, 1, [0], launches=True, window_us=(130.0, 130.5))  # gemm_c: thread 200's
-    assert list(zoom.thread_of) == [(0, 200)] and zoom.cpu_total == 5 and zoom.cpu_aggregated == 0  # each op
+    zoom = timeline_data(
+        big, 1, [0], launches=True, window_us=(130.0, 130.5)
+    )  # gemm_c: thread 200's
+    assert (
+        list(zoom.thread_of) == [(0, 200)] and zoom.cpu_total == 5 and zoom.cpu_aggregated == 0
+    )  # each op
     np.testing.assert_allclose(zoom.launches.start_us, [130.0, 130.1, 130.2, 130.3, 130.4])

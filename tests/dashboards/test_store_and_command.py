@@ -28,7 +28,15 @@ REPO = Path(__file__).resolve().parent.parent.parent
 def test_store_serves_only_the_given_folders(tmp_path):
     store = RunStore([CHUNKED, UNFUSED, tmp_path / "x" / CHUNKED.name], cache=None)
     assert store.run_ids == [CHUNKED.name, UNFUSED.name, f"{CHUNKED.name}-2"]
-    for forged in (str(CHUNKED), "../" + CHUNKED.name, "/etc/passwd", None, 3, "", CHUNKED.name + "/"):
+    for forged in (
+        str(CHUNKED),
+        "../" + CHUNKED.name,
+        "/etc/passwd",
+        None,
+        3,
+        "",
+        CHUNKED.name + "/",
+    ):
         with pytest.raises(UnknownRun):
             store.entry(forged)
     assert store.load(CHUNKED.name).doc == as_json(analyze_run(load_run(CHUNKED)))
@@ -93,7 +101,9 @@ def _find(component, component_id):
     if getattr(component, "id", None) == component_id:
         return component
     children = getattr(component, "children", None)
-    for child in children if isinstance(children, list) else [children] if children is not None else []:
+    for child in (
+        children if isinstance(children, list) else [children] if children is not None else []
+    ):
         found = _find(child, component_id)
         if found is not None:
             return found
@@ -105,10 +115,19 @@ def test_tpscope_dash_serves_the_sample_runs_on_127_0_0_1(tmp_path):
     for run in (CHUNKED, UNFUSED):
         shutil.copytree(run, samples / run.name)
     port = free_port()
-    env = {**os.environ, "TPSCOPE_SAMPLE_TRACES": str(samples), "TPSCOPE_CACHE_DIR": str(tmp_path / "cache"),
-           "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "tpscope.cli", "dash", "--port", str(port)], cwd=tmp_path,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    env = {
+        **os.environ,
+        "TPSCOPE_SAMPLE_TRACES": str(samples),
+        "TPSCOPE_CACHE_DIR": str(tmp_path / "cache"),
+        "PYTHONPATH": str(REPO),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tpscope.cli", "dash", "--port", str(port)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     try:
         layout = None
         deadline = time.monotonic() + 30
@@ -118,11 +137,18 @@ def test_tpscope_dash_serves_the_sample_runs_on_127_0_0_1(tmp_path):
                 break
             except requests.ConnectionError:
                 time.sleep(0.2)
-        assert layout is not None, proc.stdout.read().decode() if proc.poll() is not None else "no answer"
+        assert layout is not None, (
+            proc.stdout.read().decode() if proc.poll() is not None else "no answer"
+        )
         assert CHUNKED.name in layout and UNFUSED.name in layout
-        listening = [c.laddr for c in psutil.Process(proc.pid).net_connections(kind="inet")
-                     if c.status == psutil.CONN_LISTEN]
-        assert listening and all(a.ip == "127.0.0.1" and a.port == port for a in listening), listening
+        listening = [
+            c.laddr
+            for c in psutil.Process(proc.pid).net_connections(kind="inet")
+            if c.status == psutil.CONN_LISTEN
+        ]
+        assert listening and all(a.ip == "127.0.0.1" and a.port == port for a in listening), (
+            listening
+        )
     finally:
         proc.terminate()
         try:
@@ -135,8 +161,14 @@ def test_tpscope_dash_serves_the_sample_runs_on_127_0_0_1(tmp_path):
 def test_screenshot_script_makes_a_png(tmp_path):
     from tpscope.dashboards.screenshot import take
 
-    out = take([UNFUSED, CHUNKED], tmp_path / "shot.png", run=CHUNKED.name, tab="breakdown", width=1000,
-               height=700)
+    out = take(
+        [UNFUSED, CHUNKED],
+        tmp_path / "shot.png",
+        run=CHUNKED.name,
+        tab="breakdown",
+        width=1000,
+        height=700,
+    )
     data = out.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
@@ -146,8 +178,15 @@ def test_screenshot_script_makes_a_png(tmp_path):
 
 def _manifest_only(folder: Path, **fields) -> Path:
     folder.mkdir(parents=True)
-    base = {"regime": "shm", "tp": 2, "model": {"layers": 2, "hidden": 64}, "dtype": "bfloat16",
-            "seq_len": 16, "batch": 2, "mode": "none"}
+    base = {
+        "regime": "shm",
+        "tp": 2,
+        "model": {"layers": 2, "hidden": 64},
+        "dtype": "bfloat16",
+        "seq_len": 16,
+        "batch": 2,
+        "mode": "none",
+    }
     (folder / "tpscope_run.json").write_text(json.dumps({**base, **fields}))
     return folder
 
@@ -158,13 +197,17 @@ def test_a_fused_run_suggests_the_unfused_run_of_its_experiment(tmp_path):
     other_regime = _manifest_only(tmp_path / "none-nvlink", regime="nvlink")
     unfused = _manifest_only(tmp_path / "none-shm")
     fused = _manifest_only(tmp_path / "chunked-shm", mode="chunked", chunks=4)
-    lone = _manifest_only(tmp_path / "ring-nvlink-bigger-batch", mode="ring", regime="nvlink", batch=4)
+    lone = _manifest_only(
+        tmp_path / "ring-nvlink-bigger-batch", mode="ring", regime="nvlink", batch=4
+    )
     no_manifest = tmp_path / "bare"
     no_manifest.mkdir()
     store = RunStore([other_model, other_regime, fused, unfused, lone, no_manifest], cache=None)
     assert store.suggested_baseline("chunked-shm") == "none-shm"
     assert store.suggested_baseline("none-shm") is None  # an unfused run is its own baseline
-    assert store.suggested_baseline("ring-nvlink-bigger-batch") is None  # no unfused run with batch 4
+    assert (
+        store.suggested_baseline("ring-nvlink-bigger-batch") is None
+    )  # no unfused run with batch 4
     assert store.suggested_baseline("bare") is None
     with pytest.raises(UnknownRun):
         store.suggested_baseline(str(fused))
@@ -203,14 +246,18 @@ def test_a_port_whose_last_connection_was_just_closed_is_free_to_listen_on_again
 def test_flux_efficiency_is_not_offered_between_runs_of_different_regimes(tmp_path):
     common = {"tp": 2, "model": {"layers": 2}, "dtype": "bfloat16", "seq_len": 8192, "batch": 1}
     fused, nvlink = tmp_path / "fused", tmp_path / "nvlink-unfused"
-    for src, dst, extra in ((CHUNKED, fused, {"mode": "chunked", "regime": "shm"}),
-                            (UNFUSED, nvlink, {"mode": "none", "regime": "nvlink"})):
+    for src, dst, extra in (
+        (CHUNKED, fused, {"mode": "chunked", "regime": "shm"}),
+        (UNFUSED, nvlink, {"mode": "none", "regime": "nvlink"}),
+    ):
         shutil.copytree(src, dst)
         (dst / "tpscope_run.json").write_text(json.dumps({**common, **extra}))
     store = RunStore([fused, nvlink])
     assert store.incomparable("fused", "nvlink-unfused") == "regime shm vs nvlink"
     assert store.suggested_baseline("fused") is None
-    (nvlink / "tpscope_run.json").write_text(json.dumps({**common, "mode": "none", "regime": "shm"}))
+    (nvlink / "tpscope_run.json").write_text(
+        json.dumps({**common, "mode": "none", "regime": "shm"})
+    )
     assert store.incomparable("fused", "nvlink-unfused") is None
 
 
@@ -232,10 +279,19 @@ def test_tpscope_dash_answers_only_its_own_names_in_host(tmp_path):
     samples = tmp_path / "sample_traces"
     shutil.copytree(CHUNKED, samples / CHUNKED.name)
     port = free_port()
-    env = {**os.environ, "TPSCOPE_SAMPLE_TRACES": str(samples), "TPSCOPE_CACHE_DIR": str(tmp_path / "cache"),
-           "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "tpscope.cli", "dash", "--port", str(port)], cwd=tmp_path,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    env = {
+        **os.environ,
+        "TPSCOPE_SAMPLE_TRACES": str(samples),
+        "TPSCOPE_CACHE_DIR": str(tmp_path / "cache"),
+        "PYTHONPATH": str(REPO),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tpscope.cli", "dash", "--port", str(port)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and proc.poll() is None:
@@ -245,12 +301,19 @@ def test_tpscope_dash_answers_only_its_own_names_in_host(tmp_path):
             except ConnectionError:
                 time.sleep(0.2)
         else:
-            raise AssertionError(proc.stdout.read().decode() if proc.poll() is not None else "no answer")
+            raise AssertionError(
+                proc.stdout.read().decode() if proc.poll() is not None else "no answer"
+            )
         assert first == 200
         assert _raw_get(port, f"localhost:{port}") == 200
         assert _raw_get(port, "localhost") == 200
         assert _raw_get(port, f"[::1]:{port}") == 200
-        for foreign in (f"evil.example:{port}", "evil.example", f"127.0.0.1.evil.example:{port}", f"10.0.0.1:{port}"):
+        for foreign in (
+            f"evil.example:{port}",
+            "evil.example",
+            f"127.0.0.1.evil.example:{port}",
+            f"10.0.0.1:{port}",
+        ):
             assert _raw_get(port, foreign) == 403, foreign
             assert _raw_get(port, foreign, "/") == 403, foreign
     finally:

@@ -33,18 +33,34 @@ def exported(request, tmp_path_factory):
     analysis = analyze_run(run)
     doc = as_json(analysis)
     step = sorted({s["step"] for s in doc["steps"]})[1]
-    trace = step_trace(run, activity_detail(run), step, None, doc["clock_offsets_us"], analysis.kernel_contention)
+    trace = step_trace(
+        run, activity_detail(run), step, None, doc["clock_offsets_us"], analysis.kernel_contention
+    )
     path = tmp_path_factory.mktemp("export") / f"{request.param.name}-step-{step}.json"
     path.write_text(json.dumps(trace, allow_nan=False))
-    return {"run": run, "doc": doc, "analysis": analysis, "step": step, "trace": json.loads(path.read_text()),
-            "path": path}
+    return {
+        "run": run,
+        "doc": doc,
+        "analysis": analysis,
+        "step": step,
+        "trace": json.loads(path.read_text()),
+        "path": path,
+    }
 
 
 def _events(trace, ph=None, cat=None, tid_name=None):
-    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in trace["traceEvents"]
-             if e["ph"] == "M" and e["name"] == "thread_name"}
-    return [e for e in trace["traceEvents"] if (ph is None or e["ph"] == ph) and (cat is None or e.get("cat") == cat)
-            and (tid_name is None or names.get((e["pid"], e.get("tid"))) == tid_name)]
+    names = {
+        (e["pid"], e["tid"]): e["args"]["name"]
+        for e in trace["traceEvents"]
+        if e["ph"] == "M" and e["name"] == "thread_name"
+    }
+    return [
+        e
+        for e in trace["traceEvents"]
+        if (ph is None or e["ph"] == ph)
+        and (cat is None or e.get("cat") == cat)
+        and (tid_name is None or names.get((e["pid"], e.get("tid"))) == tid_name)
+    ]
 
 
 def test_every_event_follows_the_trace_event_format(exported):
@@ -55,22 +71,37 @@ def test_every_event_follows_the_trace_event_format(exported):
         if e["ph"] == "M":
             assert e["name"] in META and isinstance(e["args"], dict), e
             continue
-        assert isinstance(e["tid"], int) and isinstance(e["ts"], (int, float)) and math.isfinite(e["ts"]), e
+        assert (
+            isinstance(e["tid"], int)
+            and isinstance(e["ts"], (int, float))
+            and math.isfinite(e["ts"])
+        ), e
         if e["ph"] == "X":
-            assert isinstance(e["dur"], (int, float)) and e["dur"] >= 0 and isinstance(e["cat"], str), e
-    named_threads = {(e["pid"], e["tid"]) for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+            assert (
+                isinstance(e["dur"], (int, float)) and e["dur"] >= 0 and isinstance(e["cat"], str)
+            ), e
+    named_threads = {
+        (e["pid"], e["tid"]) for e in events if e["ph"] == "M" and e["name"] == "thread_name"
+    }
     named_procs = {e["pid"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
     for e in events:
         if e["ph"] != "M":
-            assert (e["pid"], e["tid"]) in named_threads and e["pid"] in named_procs, e  # every track named
+            assert (e["pid"], e["tid"]) in named_threads and e["pid"] in named_procs, (
+                e
+            )  # every track named
     # flows: one start and one end per id, the end bound to the enclosing slice, never before its start
     starts = {(e["cat"], e["id"]): e for e in events if e["ph"] == "s"}
     ends = {(e["cat"], e["id"]): e for e in events if e["ph"] == "f"}
     assert len(starts) == sum(e["ph"] == "s" for e in events) and starts.keys() == ends.keys()
     for k, s in starts.items():
         assert ends[k]["bp"] == "e" and ends[k]["ts"] >= s["ts"] - 1e-3
-        target = [x for x in _events(exported["trace"], "X") if x["pid"] == ends[k]["pid"] and x["tid"] == ends[k]["tid"]
-                  and x["ts"] <= ends[k]["ts"] <= x["ts"] + x["dur"]]
+        target = [
+            x
+            for x in _events(exported["trace"], "X")
+            if x["pid"] == ends[k]["pid"]
+            and x["tid"] == ends[k]["tid"]
+            and x["ts"] <= ends[k]["ts"] <= x["ts"] + x["dur"]
+        ]
         assert target, ends[k]  # the arrow lands on a GPU activity
 
 
@@ -80,13 +111,23 @@ def test_the_gpu_activities_are_the_trace_tables(exported):
         m = r.steps.step == step
         lo, hi = r.steps.start_ns[m].min(), r.steps.end_ns[m].max()
         want = int(((r.gpu.start_ns < hi) & (r.gpu.end_ns > lo)).sum())
-        got = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["pid"] == r.rank
-               and e["cat"] in ("kernel", "gpu_memcpy", "gpu_memset")]
+        got = [
+            e
+            for e in trace["traceEvents"]
+            if e["ph"] == "X"
+            and e["pid"] == r.rank
+            and e["cat"] in ("kernel", "gpu_memcpy", "gpu_memset")
+        ]
         assert len(got) == want
         assert sum(e["dur"] for e in got) == pytest.approx(
-            (r.gpu.dur_ns[(r.gpu.start_ns < hi) & (r.gpu.end_ns > lo)]).sum() / 1000.0, abs=1e-3 * want)
-        threads = [e["args"]["name"] for e in trace["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"
-                   and e["pid"] == r.rank]
+            (r.gpu.dur_ns[(r.gpu.start_ns < hi) & (r.gpu.end_ns > lo)]).sum() / 1000.0,
+            abs=1e-3 * want,
+        )
+        threads = [
+            e["args"]["name"]
+            for e in trace["traceEvents"]
+            if e["ph"] == "M" and e["name"] == "thread_name" and e["pid"] == r.rank
+        ]
         assert all(t.startswith("stream ") for t in threads[: len(r.lanes)])
         assert any("NCCL" in t for t in threads) and any("compute" in t for t in threads)
 
@@ -95,26 +136,40 @@ def test_the_added_tracks_hold_the_analyzers_numbers(exported):
     trace, doc, step = exported["trace"], exported["doc"], exported["step"]
     (cp,) = [c for c in doc["critical_path"] if c["step"] == step]
     path = _events(trace, "X", tid_name=TRACKS[0])
-    assert sum(e["dur"] for e in path) == pytest.approx(cp["length_us"], abs=2e-3 * max(1, len(path)))
+    assert sum(e["dur"] for e in path) == pytest.approx(
+        cp["length_us"], abs=2e-3 * max(1, len(path))
+    )
     mine = [c for c in doc["collectives"] if c["step"] == step]
     split = _events(trace, "X", tid_name=TRACKS[1])
     waits = [e for e in split if e["name"] == "wait"]
-    assert sum(e["dur"] for e in waits) == pytest.approx(sum(c["wait_us"] for c in mine), abs=2e-3 * max(1, len(waits)))
+    assert sum(e["dur"] for e in waits) == pytest.approx(
+        sum(c["wait_us"] for c in mine), abs=2e-3 * max(1, len(waits))
+    )
     assert Counter(e["args"]["collective"] for e in split if e["name"] == "transfer") == Counter(
-        {c["key"]: len(c["ranks"]) for c in mine})
-    medians = {k.signature: k.isolated_median_us for k in exported["analysis"].kernel_contention
-               if k.isolated_median_us}
+        {c["key"]: len(c["ranks"]) for c in mine}
+    )
+    medians = {
+        k.signature: k.isolated_median_us
+        for k in exported["analysis"].kernel_contention
+        if k.isolated_median_us
+    }
     contention = _events(trace, "X", tid_name=TRACKS[2])
     assert contention  # the runs have compute kernels with an isolated median
     for e in contention:
         assert e["args"]["isolated_median_us"] == pytest.approx(medians[e["args"]["signature"]])
-        assert e["args"]["slowdown"] == pytest.approx(e["dur"] / medians[e["args"]["signature"]] - 1, abs=1e-3)
+        assert e["args"]["slowdown"] == pytest.approx(
+            e["dur"] / medians[e["args"]["signature"]] - 1, abs=1e-3
+        )
 
 
 def test_tpscope_reads_it_back_with_the_added_tracks(exported):
     back = load_run(exported["path"])
     (r,) = back.ranks  # one file: one trace, every rank's GPUs in it
-    kernels = [e for e in exported["trace"]["traceEvents"] if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    kernels = [
+        e
+        for e in exported["trace"]["traceEvents"]
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+    ]
     assert len(r.gpu) == len(kernels)
     assert exported["step"] in r.steps.step.tolist()
     # to the ns: each activity where the tables put it, on the aligned clock (metrics.md §6)
@@ -136,7 +191,9 @@ def test_tpscope_reads_it_back_with_the_added_tracks(exported):
 def test_hta_reads_it_back_with_the_added_tracks(exported):
     from hta.trace_analysis import TraceAnalysis
 
-    analysis = TraceAnalysis(trace_files={0: str(exported["path"])}, include_last_profiler_step=True)
+    analysis = TraceAnalysis(
+        trace_files={0: str(exported["path"])}, include_last_profiler_step=True
+    )
     frame = analysis.t.get_trace(0)
     symbols = analysis.t.symbol_table.get_sym_table()
     names = Counter(symbols[i] for i in frame["name"].tolist())
@@ -144,20 +201,26 @@ def test_hta_reads_it_back_with_the_added_tracks(exported):
     events = exported["trace"]["traceEvents"]
     assert cats["kernel"] == sum(e.get("cat") == "kernel" for e in events)
     assert names["transfer"] == sum(e["name"] == "transfer" for e in events) > 0
-    assert sum(n for k, n in names.items() if k.endswith("vs isolated")) == len(_events(exported["trace"], "X",
-                                                                                            tid_name=TRACKS[2]))
+    assert sum(n for k, n in names.items() if k.endswith("vs isolated")) == len(
+        _events(exported["trace"], "X", tid_name=TRACKS[2])
+    )
 
 
 def test_tpscope_export_writes_the_slowest_step_and_refuses_bad_options(tmp_path, capsys):
     out = tmp_path / "step.json"
     assert main(["export", str(RUNS[0]), "-o", str(out)]) == 0
     doc = as_json(analyze_run(load_run(RUNS[0])))
-    worst = max({s["step"] for s in doc["steps"]},
-                key=lambda n: max(s["step_time_us"] for s in doc["steps"] if s["step"] == n))
+    worst = max(
+        {s["step"] for s in doc["steps"]},
+        key=lambda n: max(s["step_time_us"] for s in doc["steps"] if s["step"] == n),
+    )
     assert json.loads(out.read_text())["traceName"] == f"tpscope step {worst}"
     assert "ui.perfetto.dev" in capsys.readouterr().out
-    for argv, message in ((["--step", "99"], "--step 99: the run's steps are"), (["--ranks", "7"], "--ranks '7'"),
-                          (["-o", str(tmp_path / "no" / "x.json")], "cannot write")):
+    for argv, message in (
+        (["--step", "99"], "--step 99: the run's steps are"),
+        (["--ranks", "7"], "--ranks '7'"),
+        (["-o", str(tmp_path / "no" / "x.json")], "cannot write"),
+    ):
         assert main(["export", str(RUNS[0]), *argv]) == 2
         err = capsys.readouterr().err.strip()
         assert message in err and len(err.splitlines()) == 1, err

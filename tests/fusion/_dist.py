@@ -41,8 +41,9 @@ def run_world(fn, world: int, *args) -> None:
     """Run `fn(rank, world, *args)` on `world` processes (gloo, CPU). They are forked: a child
     inherits the imported torch instead of importing it again, which on a 2-core CI machine is
     most of a spawned world's cost. A rank that raises fails the test with its traceback."""
-    mp.start_processes(_entry, args=(world, _free_port(), fn, args), nprocs=world, join=True,
-                       start_method="fork")
+    mp.start_processes(
+        _entry, args=(world, _free_port(), fn, args), nprocs=world, join=True, start_method="fork"
+    )
 
 
 def scratch_dir() -> str:

@@ -30,15 +30,22 @@ def _docs(run: Path) -> list[dict]:
     return sorted(docs, key=lambda d: d["distributedInfo"]["rank"])
 
 
-def _rewrite(doc: dict, rank: int, groups: dict[str, tuple[str, list[int]]], shift_us: float,
-             hostname: str | None) -> dict:
+def _rewrite(
+    doc: dict,
+    rank: int,
+    groups: dict[str, tuple[str, list[int]]],
+    shift_us: float,
+    hostname: str | None,
+) -> dict:
     """`groups`: collective name -> (group name, global ranks)."""
     doc = json.loads(json.dumps(doc))
     info = doc["distributedInfo"]
     info.update(rank=rank, world_size=4)
     config = {name: ranks for name, ranks in groups.values()}
-    info["pg_config"] = [{"pg_name": n, "pg_desc": n.rstrip("01"), "pg_size": len(r), "ranks": r}
-                         for n, r in sorted(config.items())]
+    info["pg_config"] = [
+        {"pg_name": n, "pg_desc": n.rstrip("01"), "pg_size": len(r), "ranks": r}
+        for n, r in sorted(config.items())
+    ]
     info["pg_count"] = len(config)
     if hostname:
         doc["hostname"] = hostname
@@ -49,8 +56,14 @@ def _rewrite(doc: dict, rank: int, groups: dict[str, tuple[str, list[int]]], shi
         name = a.get("Collective name")
         if name in groups:
             pg, ranks = groups[name]
-            a.update({"Process Group Name": pg, "Process Group Ranks": str(ranks),
-                      "Process Group Description": pg.rstrip("01"), "Group size": len(ranks)})
+            a.update(
+                {
+                    "Process Group Name": pg,
+                    "Process Group Ranks": str(ranks),
+                    "Process Group Description": pg.rstrip("01"),
+                    "Group size": len(ranks),
+                }
+            )
     return doc
 
 
@@ -58,7 +71,8 @@ def _write(folder: Path, docs: list[dict]) -> Path:
     folder.mkdir(parents=True)
     for d in docs:
         (folder / f"rank{d['distributedInfo']['rank']}.pt.trace.json.gz").write_bytes(
-            gzip.compress(json.dumps(d).encode()))
+            gzip.compress(json.dumps(d).encode())
+        )
     return folder
 
 
@@ -68,8 +82,12 @@ def tp_dp(folder: Path, shift_us: float) -> Path:
     tp = {0: [0, 1], 1: [0, 1], 2: [2, 3], 3: [2, 3]}
     dp = {0: ("dp0", [0, 2]), 2: ("dp0", [0, 2]), 1: ("dp1", [1, 3]), 3: ("dp1", [1, 3])}
     docs = []
-    for rank, src, shift, host in ((0, a, 0.0, "node-a"), (1, b, 0.0, "node-a"),
-                                   (2, a, shift_us, "node-b"), (3, b, shift_us, "node-b")):
+    for rank, src, shift, host in (
+        (0, a, 0.0, "node-a"),
+        (1, b, 0.0, "node-a"),
+        (2, a, shift_us, "node-b"),
+        (3, b, shift_us, "node-b"),
+    ):
         groups = {"_allgather_base": ("tp", tp[rank]), "_reduce_scatter_base": dp[rank]}
         docs.append(_rewrite(src, rank, groups, shift, host))
     return _write(folder, docs)
@@ -82,6 +100,12 @@ def tp_pp(folder: Path) -> Path:
     for rank, src in ((0, a), (1, a), (2, b), (3, b)):
         tp = ("tp", [0, 1] if rank < 2 else [2, 3])
         pp = ("pp0", [0, 2]) if rank % 2 == 0 else ("pp1", [1, 3])
-        groups = {"_allgather_base": tp, "_reduce_scatter_base": tp, "allreduce": tp, "send": pp, "recv": pp}
+        groups = {
+            "_allgather_base": tp,
+            "_reduce_scatter_base": tp,
+            "allreduce": tp,
+            "send": pp,
+            "recv": pp,
+        }
         docs.append(_rewrite(src, rank, groups, 0.0, None))
     return _write(folder, docs)

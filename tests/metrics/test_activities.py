@@ -10,7 +10,9 @@ from tpscope.metrics import intervals as iv
 from tpscope.metrics.activities import aligned, exposed_ns, run_activities
 from tpscope.trace import load_run
 
-AG = Collective("_allgather_base", in_nelems=1024, out_nelems=2048, dtype="BFloat16", pg="7", on_kernel=True)
+AG = Collective(
+    "_allgather_base", in_nelems=1024, out_nelems=2048, dtype="BFloat16", pg="7", on_kernel=True
+)
 
 
 def _two_ranks(tmp_path):
@@ -71,8 +73,13 @@ def test_exposed_time_agrees_with_a_brute_force_count(tmp_path):
     for r in ranks:
         for _ in range(8):
             r.kernel("gemm", float(rng.integers(0, 400)), float(rng.integers(1, 60)))
-            r.kernel("ncclDevKernel_AllGather", float(rng.integers(0, 400)), float(rng.integers(1, 60)), stream=14,
-                     collective=AG)
+            r.kernel(
+                "ncclDevKernel_AllGather",
+                float(rng.integers(0, 400)),
+                float(rng.integers(1, 60)),
+                stream=14,
+                collective=AG,
+            )
     run = load_run(write_run(tmp_path / "run", ranks))
     acts = run_activities(run)
     gemm = np.array([acts.strings[i] == "gemm" for i in acts.name.tolist()])

@@ -18,9 +18,19 @@ SHAPE = GemmShape(1, 1024, 4096, 4096, "BFloat16")
 
 
 def _entry(margin: int, times: list[float]) -> dict:
-    return {"op": "aten::mm", "dims": "[[1024, 4096], [4096, 4096]]", "strides": "", "types": "",
-            "batch": 1, "m": 1024, "k": 4096, "n": 4096, "dtype": "BFloat16", "sm_margin": margin,
-            "times_us": times}
+    return {
+        "op": "aten::mm",
+        "dims": "[[1024, 4096], [4096, 4096]]",
+        "strides": "",
+        "types": "",
+        "batch": 1,
+        "m": 1024,
+        "k": 4096,
+        "n": 4096,
+        "dtype": "BFloat16",
+        "sm_margin": margin,
+        "times_us": times,
+    }
 
 
 def _fused(tmp_path, dur: float = 140.0):
@@ -30,8 +40,14 @@ def _fused(tmp_path, dur: float = 140.0):
         r = RankTrace(rank)
         r.kernel("ncclDevKernel_AllGather", 0, 3 * 150, stream=14, collective=AG)
         for i in range(3):
-            r.kernel("nvjet", 1 + 150.0 * i, dur, grid=(116, 1, 1), input_dims=[[1024, 4096], [4096, 4096]],
-                     input_type=["c10::BFloat16", "c10::BFloat16"])
+            r.kernel(
+                "nvjet",
+                1 + 150.0 * i,
+                dur,
+                grid=(116, 1, 1),
+                input_dims=[[1024, 4096], [4096, 4096]],
+                input_type=["c10::BFloat16", "c10::BFloat16"],
+            )
         ranks.append(r)
     return load_run(write_run(tmp_path / "fused", ranks, manifest={"sm_margin": 16}))
 
@@ -49,7 +65,9 @@ def test_round_trip_and_place(tmp_path):
     assert calibration_path(other, cache_dir=tmp_path / "cache") != path
     (tmp_path / "loop").symlink_to(tmp_path / "loop")  # no folder to read: a path, never an error
     assert calibration_path(tmp_path / "loop", cache_dir=tmp_path / "cache").parent == path.parent
-    write_calibration(path, tmp_path / "run", "H200", [_entry(0, [100.0, 101.0, 99.0]), _entry(16, [112.0] * 3)])
+    write_calibration(
+        path, tmp_path / "run", "H200", [_entry(0, [100.0, 101.0, 99.0]), _entry(16, [112.0] * 3)]
+    )
     samples, device = read_calibration(path)
     assert device == "H200"
     assert sorted(samples[(SHAPE, 0)].tolist()) == [99_000.0, 100_000.0, 101_000.0]
@@ -70,7 +88,12 @@ def test_calibration_gives_the_baseline_and_the_sm_part(tmp_path):
     write_calibration(path, tmp_path, "H200", [_entry(0, [100.0] * 5), _entry(16, [112.0] * 5)])
     a = analyze_run(_fused(tmp_path), calibration=read_calibration(path)[0])
     (g,) = a.gemm_contention
-    assert (g.rule, g.source, g.baseline_us, g.same_sm_us) == ("same shape", "calibration", 100.0, 112.0)
+    assert (g.rule, g.source, g.baseline_us, g.same_sm_us) == (
+        "same shape",
+        "calibration",
+        100.0,
+        112.0,
+    )
     b = a.gemm_budget
     assert (b.tax_us, b.sm_us, b.interference_us) == pytest.approx((120.0, 36.0, 84.0))
     assert a.summary.contention_coverage == pytest.approx(1.0)
@@ -89,12 +112,24 @@ def test_calibrated_sm_ratio_scales_the_runs_own_baseline(tmp_path):
     for rank in (0, 1):
         r = RankTrace(rank)
         for i in range(3):
-            r.kernel("nvjet", 200.0 * i, 100, grid=(132, 1, 1), input_dims=[[1024, 4096], [4096, 4096]],
-                     input_type=["c10::BFloat16", "c10::BFloat16"])
+            r.kernel(
+                "nvjet",
+                200.0 * i,
+                100,
+                grid=(132, 1, 1),
+                input_dims=[[1024, 4096], [4096, 4096]],
+                input_type=["c10::BFloat16", "c10::BFloat16"],
+            )
         r.kernel("ncclDevKernel_AllGather", 1000, 3 * 150, stream=14, collective=AG)
         for i in range(3):
-            r.kernel("nvjet", 1001 + 150.0 * i, 140, grid=(116, 1, 1), input_dims=[[1024, 4096], [4096, 4096]],
-                     input_type=["c10::BFloat16", "c10::BFloat16"])
+            r.kernel(
+                "nvjet",
+                1001 + 150.0 * i,
+                140,
+                grid=(116, 1, 1),
+                input_dims=[[1024, 4096], [4096, 4096]],
+                input_type=["c10::BFloat16", "c10::BFloat16"],
+            )
         ranks.append(r)
     run = load_run(write_run(tmp_path / "run", ranks, manifest={"sm_margin": 16}))
     path = tmp_path / "cal.json"

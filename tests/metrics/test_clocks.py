@@ -73,8 +73,13 @@ def test_ranks_of_one_host_share_its_offset(tmp_path):
         r = RankTrace(rank, world_size=4, hostname="node-b" if rank >= 2 else "node-a")
         for k in range(3):
             start = 1000.0 * k + 3.0 * rank  # rank r enters 3r µs late (true time)
-            r.kernel("ncclDevKernel_AllGather", start + shift, 100 - 3.0 * rank + 0.1 * k * (rank % 2),
-                     stream=14, collective=ag)
+            r.kernel(
+                "ncclDevKernel_AllGather",
+                start + shift,
+                100 - 3.0 * rank + 0.1 * k * (rank % 2),
+                stream=14,
+                collective=ag,
+            )
         ranks.append(r)
     a = analyze_run(load_run(write_run(tmp_path / "run", ranks)))
     assert a.clock_offsets_us[0] == a.clock_offsets_us[1] == 0.0
@@ -102,8 +107,14 @@ def _small_collective_end_gaps(run: Path) -> list[float]:
     for p in run.iterdir():
         if p.name.endswith(".json.gz"):
             doc = json.loads(gzip.decompress(p.read_bytes()))
-            ks = sorted((e for e in doc["traceEvents"] if e.get("cat") == "kernel"
-                         and e["args"].get("Collective name") == "allreduce"), key=lambda e: e["ts"])
+            ks = sorted(
+                (
+                    e
+                    for e in doc["traceEvents"]
+                    if e.get("cat") == "kernel" and e["args"].get("Collective name") == "allreduce"
+                ),
+                key=lambda e: e["ts"],
+            )
             ends[doc["distributedInfo"]["rank"]] = [e["ts"] + e["dur"] for e in ks]
     return [abs(b - a) for a, b in zip(ends[0], ends[1])]
 

@@ -22,8 +22,12 @@ from tpscope.metrics.collectives import (
 from tpscope.trace import load_run
 
 AG = Collective("_allgather_base", in_nelems=1024, out_nelems=2048, dtype="BFloat16", group_size=2)
-AG_OTHER = Collective("_allgather_base", in_nelems=512, out_nelems=1024, dtype="BFloat16", group_size=2)
-RS = Collective("_reduce_scatter_base", in_nelems=2048, out_nelems=1024, dtype="BFloat16", group_size=2)
+AG_OTHER = Collective(
+    "_allgather_base", in_nelems=512, out_nelems=1024, dtype="BFloat16", group_size=2
+)
+RS = Collective(
+    "_reduce_scatter_base", in_nelems=2048, out_nelems=1024, dtype="BFloat16", group_size=2
+)
 
 
 def _by(analysis, rank, step=0):
@@ -72,7 +76,9 @@ def test_mismatched_collective_is_a_warning_and_the_rest_still_match(tmp_path):
     a = analyze_run(load_run(write_run(tmp_path / "run", [r0, r1])))
     assert any("do not match across ranks" in w and "In msg nelems" in w for w in a.warnings)
     assert [(c.collective, c.skew_us) for c in a.collectives] == [
-        ("_allgather_base", pytest.approx(10.0)), ("_reduce_scatter_base", pytest.approx(5.0))]
+        ("_allgather_base", pytest.approx(10.0)),
+        ("_reduce_scatter_base", pytest.approx(5.0)),
+    ]
     # the unmatched kernels are all transfer: rank 0 waits 10 + 5 µs in the two matched ones
     assert _by(a, 0).comm_wait_us == pytest.approx(15.0)
     assert _by(a, 0).comm_transfer_us == pytest.approx(50 + 50 + 50 - 15)
@@ -126,8 +132,15 @@ def test_wait_and_transfer_agree_with_a_brute_force_reference(tmp_path):
     for r, t in enumerate(ranks):
         for k in range(n_coll):
             coll = AG if k % 2 == 0 else RS
-            t.kernel("ncclDevKernel_X", float(starts[r, k]), float(ends[r, k] - starts[r, k]), stream=14,
-                     collective=Collective(coll.name, coll.in_nelems, coll.out_nelems, group_size=n_ranks))
+            t.kernel(
+                "ncclDevKernel_X",
+                float(starts[r, k]),
+                float(ends[r, k] - starts[r, k]),
+                stream=14,
+                collective=Collective(
+                    coll.name, coll.in_nelems, coll.out_nelems, group_size=n_ranks
+                ),
+            )
     run = load_run(write_run(tmp_path / "run", ranks))
     acts = run_activities(run)
     match = match_collectives(acts)
@@ -140,7 +153,8 @@ def test_wait_and_transfer_agree_with_a_brute_force_reference(tmp_path):
             row = _row_of(acts, r, k)  # each rank's collectives are in time order
             assert timing.wait_ns[row] / 1000 == pytest.approx(expected_wait, abs=0.002)
             assert (timing.wait_ns[row] + timing.transfer_ns[row]) / 1000 == pytest.approx(
-                ends[r, k] - starts[r, k], abs=0.002)
+                ends[r, k] - starts[r, k], abs=0.002
+            )
 
 
 def _row_of(acts, rank, k):
@@ -158,12 +172,33 @@ def test_json_fields_of_metrics_md(tmp_path):
     for r, late in ((r0, 0), (r1, 5)):
         r.kernel("gemm", 0, 100 + late)
         r.kernel("ncclDevKernel_AllGather", 100 + late, 50 - late, collective=AG)
-    doc = json.loads(json.dumps(as_json(analyze_run(load_run(write_run(tmp_path / "run", [r0, r1]))))))
-    assert {"step", "key", "collective", "bytes", "ranks", "skew_us", "transfer_us", "busbw_gbps"} <= set(
-        doc["collectives"][0])
-    assert {"step", "length_us", "compute_us", "comm_us", "memory_us", "host_us", "idle_us",
-            "exposed_comm_ratio", "ranks"} <= set(doc["critical_path"][0])
-    assert {"comm_wait_us", "comm_transfer_us", "contention_tax_us", "contention_slowdown"} <= set(doc["steps"][0])
+    doc = json.loads(
+        json.dumps(as_json(analyze_run(load_run(write_run(tmp_path / "run", [r0, r1])))))
+    )
+    assert {
+        "step",
+        "key",
+        "collective",
+        "bytes",
+        "ranks",
+        "skew_us",
+        "transfer_us",
+        "busbw_gbps",
+    } <= set(doc["collectives"][0])
+    assert {
+        "step",
+        "length_us",
+        "compute_us",
+        "comm_us",
+        "memory_us",
+        "host_us",
+        "idle_us",
+        "exposed_comm_ratio",
+        "ranks",
+    } <= set(doc["critical_path"][0])
+    assert {"comm_wait_us", "comm_transfer_us", "contention_tax_us", "contention_slowdown"} <= set(
+        doc["steps"][0]
+    )
     assert {"critical_path_exposed_comm_ratio", "contention_slowdown"} <= set(doc["summary"])
     assert doc["clock_offsets_us"] == {"0": 0.0, "1": 0.0}
     assert doc["steps"][0]["contention_tax_us"] is None  # unknown, not a made-up 0
@@ -181,8 +216,10 @@ def _raw_kernels(run: Path, rank: int, pred) -> list[dict]:
         if p.name.endswith(".json.gz"):
             doc = json.loads(gzip.decompress(p.read_bytes()))
             if doc["distributedInfo"]["rank"] == rank:
-                return sorted((e for e in doc["traceEvents"] if e.get("cat") == "kernel" and pred(e)),
-                              key=lambda e: e["ts"])
+                return sorted(
+                    (e for e in doc["traceEvents"] if e.get("cat") == "kernel" and pred(e)),
+                    key=lambda e: e["ts"],
+                )
     raise AssertionError(rank)
 
 
@@ -192,15 +229,28 @@ def test_groups_that_share_a_name_match_only_among_their_ranks(tmp_path):
     for c in a.collectives:
         by_group.setdefault((c.group, c.collective), set()).add(tuple(c.ranks))
     assert by_group == {
-        ("tp [0,1] tp", "_allgather_base"): {(0, 1)}, ("tp [2,3] tp", "_allgather_base"): {(2, 3)},
-        ("dp0 [0,2] dp", "_reduce_scatter_base"): {(0, 2)}, ("dp1 [1,3] dp", "_reduce_scatter_base"): {(1, 3)},
+        ("tp [0,1] tp", "_allgather_base"): {(0, 1)},
+        ("tp [2,3] tp", "_allgather_base"): {(2, 3)},
+        ("dp0 [0,2] dp", "_reduce_scatter_base"): {(0, 2)},
+        ("dp1 [1,3] dp", "_reduce_scatter_base"): {(1, 3)},
     }
-    n_ag = len(_raw_kernels(CHUNKED, 0, lambda e: e["args"].get("Collective name") == "_allgather_base"))
-    n_rs = len(_raw_kernels(CHUNKED, 0, lambda e: e["args"].get("Collective name") == "_reduce_scatter_base"))
+    n_ag = len(
+        _raw_kernels(CHUNKED, 0, lambda e: e["args"].get("Collective name") == "_allgather_base")
+    )
+    n_rs = len(
+        _raw_kernels(
+            CHUNKED, 0, lambda e: e["args"].get("Collective name") == "_reduce_scatter_base"
+        )
+    )
     counts = {}
     for c in a.collectives:
         counts[c.group] = counts.get(c.group, 0) + 1
-    assert counts == {"tp [0,1] tp": n_ag, "tp [2,3] tp": n_ag, "dp0 [0,2] dp": n_rs, "dp1 [1,3] dp": n_rs}
+    assert counts == {
+        "tp [0,1] tp": n_ag,
+        "tp [2,3] tp": n_ag,
+        "dp0 [0,2] dp": n_rs,
+        "dp1 [1,3] dp": n_rs,
+    }
     assert not a.warnings
 
 
@@ -214,15 +264,22 @@ def test_send_recv_pairs_by_group_peer_and_order(tmp_path):
     assert {c.group for c in p2p} == {"pp0 [0,2] pp", "pp1 [1,3] pp"}
     # the k-th exchange of stage 0 with stage 1: skew and transfer from the raw kernels (one clock)
     skews = sorted(abs(x["ts"] - y["ts"]) for x, y in zip(s0, s1))
-    spans = sorted(max(x["ts"] + x["dur"], y["ts"] + y["dur"]) - max(x["ts"], y["ts"]) for x, y in zip(s0, s1))
+    spans = sorted(
+        max(x["ts"] + x["dur"], y["ts"] + y["dur"]) - max(x["ts"], y["ts"]) for x, y in zip(s0, s1)
+    )
     pp0 = [c for c in p2p if c.ranks == [0, 2]]
-    assert [c.skew_us for c in sorted(pp0, key=lambda c: c.skew_us)] == pytest.approx(skews, abs=0.002)
+    assert [c.skew_us for c in sorted(pp0, key=lambda c: c.skew_us)] == pytest.approx(
+        skews, abs=0.002
+    )
     assert sorted(c.transfer_us for c in pp0) == pytest.approx(spans, abs=0.002)
     # bytes: each rank sends one 2048 x 8192 bf16 tensor per exchange (the send ops' In msg nelems)
     assert {c.bytes for c in pp0} == {2 * 2048 * 8192 * 2}
     assert all(c.busbw_gbps == pytest.approx(c.bytes / (c.transfer_us * 1e3)) for c in pp0)
     # the TP collectives still match within their own groups
-    assert {tuple(c.ranks) for c in a.collectives if c.collective != "send_recv"} == {(0, 1), (2, 3)}
+    assert {tuple(c.ranks) for c in a.collectives if c.collective != "send_recv"} == {
+        (0, 1),
+        (2, 3),
+    }
     # the critical path crosses the stages: only send/recv join rank 0 or 1 to rank 2 or 3
     assert all({0, 1} & set(p.ranks) and {2, 3} & set(p.ranks) for p in a.critical_path)
 
@@ -236,13 +293,19 @@ def test_batched_send_recv_with_several_peers_links_a_ring(tmp_path):
         t.cpu_annotation("ProfilerStep#1", 0, 1000)
         for k in range(2):
             base = 100.0 + 300 * k
-            t.p2p_batch(base + 10 * r, 50, [("send", (r + 1) % 3, 1024), ("recv", (r - 1) % 3, 1024)],
-                        ranks=[0, 1, 2])
+            t.p2p_batch(
+                base + 10 * r,
+                50,
+                [("send", (r + 1) % 3, 1024), ("recv", (r - 1) % 3, 1024)],
+                ranks=[0, 1, 2],
+            )
         ranks.append(t)
     a = analyze_run(load_run(write_run(tmp_path / "run", ranks)))
     p2p = [c for c in a.collectives if c.collective == "send_recv"]
     assert [c.ranks for c in p2p] == [[0, 1, 2], [0, 1, 2]]
-    assert [c.skew_us for c in p2p] == pytest.approx([20.0, 20.0])  # rank 2 starts 20 µs after rank 0
+    assert [c.skew_us for c in p2p] == pytest.approx(
+        [20.0, 20.0]
+    )  # rank 2 starts 20 µs after rank 0
     assert {c.bytes for c in p2p} == {3 * 1024 * 2}
 
 
@@ -250,7 +313,8 @@ def test_older_traces_match_by_order_of_kind_and_size_marked_inferred():
     a = analyze_run(load_run(REAL / "param-dlrm-torchrec-v100x8"))
     # brute force: every rank launches 3 NCCL all-reduce and 5 SendRecv (all-to-all) kernels
     assert sorted((c.collective, tuple(c.ranks)) for c in a.collectives) == sorted(
-        [("all_reduce", tuple(range(8)))] * 3 + [("all_to_all", tuple(range(8)))] * 5)
+        [("all_reduce", tuple(range(8)))] * 3 + [("all_to_all", tuple(range(8)))] * 5
+    )
     assert all(c.inferred for c in a.collectives)
     assert not any("matched" in w for w in a.warnings)
 
@@ -260,7 +324,9 @@ def test_one_rank_of_many_names_its_missing_group_members():
     # a run of one rank lists its own collectives, each held by that rank alone (§5)
     assert a.collectives and all(c.ranks == [0] and c.skew_us == 0 for c in a.collectives)
     assert any("3 [0,1,2,3,4,5,6,7] lacks rank(s) 1-7" in w for w in a.warnings), a.warnings
-    assert any("world size 8 but no trace for rank(s) [1, 2, 3, 4, 5, 6, 7]" in w for w in a.warnings), a.warnings
+    assert any(
+        "world size 8 but no trace for rank(s) [1, 2, 3, 4, 5, 6, 7]" in w for w in a.warnings
+    ), a.warnings
 
 
 def test_communication_that_nothing_can_match_is_a_warning(tmp_path):
@@ -272,7 +338,9 @@ def test_communication_that_nothing_can_match_is_a_warning(tmp_path):
         ranks.append(t)
     a = analyze_run(load_run(write_run(tmp_path / "run", ranks)))
     assert a.collectives == []
-    assert any("none of the 2 communication activities could be matched" in w for w in a.warnings), a.warnings
+    assert any(
+        "none of the 2 communication activities could be matched" in w for w in a.warnings
+    ), a.warnings
     assert _by(a, 0, 1).comm_transfer_us == pytest.approx(20.0)
 
 
@@ -285,8 +353,13 @@ def test_pg_config_gives_the_ranks_of_groups_the_kernels_do_not_describe(tmp_pat
         t = RankTrace(r, world_size=4, pg_config=[{"pg_name": "1", "pg_desc": "TP", "ranks": pair}])
         t.gpu_annotation("ProfilerStep#1", 0, 1000)
         for k in range(3):
-            t.kernel("ncclDevKernel_AllGather", 100 + 200 * k + 5 * r, 50, stream=14,
-                     collective=Collective("_allgather_base", pg="1", group_size=2))
+            t.kernel(
+                "ncclDevKernel_AllGather",
+                100 + 200 * k + 5 * r,
+                50,
+                stream=14,
+                collective=Collective("_allgather_base", pg="1", group_size=2),
+            )
         ranks.append(t)
     a = analyze_run(load_run(write_run(tmp_path / "run", ranks)))
     assert sorted(tuple(c.ranks) for c in a.collectives) == [(0, 1)] * 3 + [(2, 3)] * 3
@@ -301,17 +374,27 @@ def test_the_critical_path_changes_rank_only_through_a_shared_instance(tmp_path)
     from tpscope.metrics.critical_path import path_graph, step_walks
 
     crossings = {}
-    for name, folder in (("pp", tp_pp(tmp_path / "pp")), ("dp", tp_dp(tmp_path / "dp", shift_us=2345.678))):
+    for name, folder in (
+        ("pp", tp_pp(tmp_path / "pp")),
+        ("dp", tp_dp(tmp_path / "dp", shift_us=2345.678)),
+    ):
         run = load_run(folder)
         acts = run_activities(run)
         match = match_collectives(acts)
         offsets = clock_offsets(acts, match).offsets_ns
-        graph = path_graph(acts, match, collective_timing(acts, match, offsets), offsets, list(run.ranks))
+        graph = path_graph(
+            acts, match, collective_timing(acts, match, offsets), offsets, list(run.ranks)
+        )
         crossings[name] = 0
         for _, _, _, seg in step_walks(acts, graph):
             for i in np.flatnonzero(seg.rank_pos[1:] != seg.rank_pos[:-1]).tolist():
                 a, b = int(seg.row[i]), int(seg.row[i + 1])
-                assert a >= 0 and b >= 0 and match.instance[a] >= 0 and match.instance[a] == match.instance[b]
+                assert (
+                    a >= 0
+                    and b >= 0
+                    and match.instance[a] >= 0
+                    and match.instance[a] == match.instance[b]
+                )
                 crossings[name] += 1
     assert crossings["pp"] > 0  # the pipeline's path does cross its stages
 
@@ -322,8 +405,23 @@ def test_one_rank_alone_gets_its_collectives(tmp_path):
     r.gpu_annotation("ProfilerStep#1", 0, 500)
     r.kernel("gemm", 0, 100)
     for k, (start, dur) in enumerate(((100, 60), (300, 90))):
-        r.kernel("ncclDevKernel_AllReduce", start, dur, stream=14,
-                 collective=Collective("allreduce", in_nelems=256, out_nelems=256, dtype="Float", seq=k,
-                                       group_size=1, on_kernel=True))
+        r.kernel(
+            "ncclDevKernel_AllReduce",
+            start,
+            dur,
+            stream=14,
+            collective=Collective(
+                "allreduce",
+                in_nelems=256,
+                out_nelems=256,
+                dtype="Float",
+                seq=k,
+                group_size=1,
+                on_kernel=True,
+            ),
+        )
     analysis = analyze_run(load_run(write_run(tmp_path / "one", [r]), workers=1))
-    assert [(c.transfer_us, c.wait_us, c.ranks) for c in analysis.collectives] == [(60.0, 0.0, [0]), (90.0, 0.0, [0])]
+    assert [(c.transfer_us, c.wait_us, c.ranks) for c in analysis.collectives] == [
+        (60.0, 0.0, [0]),
+        (90.0, 0.0, [0]),
+    ]

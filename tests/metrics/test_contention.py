@@ -18,8 +18,16 @@ AG = Collective("_allgather_base", group_size=2)
 BF16 = ["c10::BFloat16", "c10::BFloat16"]
 
 
-def mm(r: RankTrace, m: int, k: int, n: int, start: float, dur: float, grid=(132, 1, 1),
-       name: str = "nvjet_gemm") -> None:
+def mm(
+    r: RankTrace,
+    m: int,
+    k: int,
+    n: int,
+    start: float,
+    dur: float,
+    grid=(132, 1, 1),
+    name: str = "nvjet_gemm",
+) -> None:
     """An aten::mm GEMM kernel of shape m×k×n (bf16) with its launching CPU op."""
     r.kernel(name, start, dur, grid=grid, input_dims=[[m, k], [k, n]], input_type=BF16)
 
@@ -52,10 +60,13 @@ def test_known_gemm_inflation_is_recovered(tmp_path):
         assert s.contention_tax_us == pytest.approx(4 * 30.0)
         assert s.contention_slowdown == pytest.approx(0.3)
     assert a.summary.contention_slowdown == pytest.approx(0.3)
-    assert a.summary.contention_coverage == pytest.approx(1.0)  # every overlapped GEMM has a baseline
+    assert a.summary.contention_coverage == pytest.approx(
+        1.0
+    )  # every overlapped GEMM has a baseline
     b = a.gemm_budget  # per rank and step: 8 GEMMs, 4 x 100 + 4 x 130 µs
     assert (b.gemm_us, b.predicted_us, b.tax_us, b.residual_us, b.uncovered_us) == pytest.approx(
-        (920.0, 800.0, 120.0, 0.0, 0.0))
+        (920.0, 800.0, 120.0, 0.0, 0.0)
+    )
     assert b.noise_band == pytest.approx(0.0) and b.closes
 
 
@@ -187,7 +198,9 @@ def test_kernels_of_other_ops_are_no_gemms(tmp_path):
     for rank in (0, 1):
         r = _rank(rank)
         r.kernel("ncclDevKernel_AllGather", 2000, 500, stream=14, collective=AG)
-        r.kernel("add_kernel", 2010, 200, input_dims=[[1024, 4096], [1024, 4096]], cpu_op="aten::add")
+        r.kernel(
+            "add_kernel", 2010, 200, input_dims=[[1024, 4096], [1024, 4096]], cpu_op="aten::add"
+        )
         ranks.append(r)
     a = analyze_run(load_run(write_run(tmp_path / "run", ranks)))
     assert len(a.gemm_contention) == 1
@@ -195,7 +208,9 @@ def test_kernels_of_other_ops_are_no_gemms(tmp_path):
 
 
 def test_without_isolated_instances_nothing_is_made_up(tmp_path):
-    a = analyze_run(load_run(write_run(tmp_path / "run", [_rank(0, isolated=False), _rank(1, isolated=False)])))
+    a = analyze_run(
+        load_run(write_run(tmp_path / "run", [_rank(0, isolated=False), _rank(1, isolated=False)]))
+    )
     (gemm,) = a.gemm_contention
     assert gemm.slowdown is None and gemm.baseline_us is None and gemm.rule == "none"
     assert all(s.contention_tax_us is None and s.contention_slowdown is None for s in a.steps)
@@ -205,7 +220,9 @@ def test_without_isolated_instances_nothing_is_made_up(tmp_path):
 
 def test_reference_run_supplies_the_isolated_baseline(tmp_path):
     """The reference's isolated GEMMs run on another kernel and grid: the shape is what matches."""
-    fused = load_run(write_run(tmp_path / "fused", [_rank(0, isolated=False), _rank(1, isolated=False)]))
+    fused = load_run(
+        write_run(tmp_path / "fused", [_rank(0, isolated=False), _rank(1, isolated=False)])
+    )
     ref_ranks = []
     for rank in (0, 1):
         r = RankTrace(rank)
@@ -255,16 +272,24 @@ def _nvjet_us_per_rank_step(run: Path) -> float:
     total, steps = 0.0, 0
     for f in sorted(run.glob("rank*.json.gz")):
         events = json.load(gzip.open(f))["traceEvents"]
-        total += sum(e["dur"] for e in events if e.get("cat") == "kernel" and e["name"].startswith("nvjet"))
-        steps += sum(1 for e in events if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#"))
+        total += sum(
+            e["dur"] for e in events if e.get("cat") == "kernel" and e["name"].startswith("nvjet")
+        )
+        steps += sum(
+            1
+            for e in events
+            if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")
+        )
     return total / steps
 
 
 @pytest.fixture(scope="module")
 def sample_analyses():
     refs = {k: load_run(SAMPLES / f"h200x2-{k}-none") for k in ("shm", "nvlink")}
-    return {name: analyze_run(load_run(SAMPLES / f"h200x2-{name}"), reference=refs[name.split("-")[0]])
-            for name in ("shm-chunked", "shm-auto", "nvlink-ring", "nvlink-copy_engine")}
+    return {
+        name: analyze_run(load_run(SAMPLES / f"h200x2-{name}"), reference=refs[name.split("-")[0]])
+        for name in ("shm-chunked", "shm-auto", "nvlink-ring", "nvlink-copy_engine")
+    }
 
 
 def test_sample_runs_gemm_coverage(sample_analyses):
@@ -278,8 +303,12 @@ def test_the_gemm_budget_closes_on_shm_chunked(sample_analyses):
     products, within the band (the prediction takes 22% of itself from the unfused run's isolated
     samples, for the shapes the fused run never ran alone; the rest from the fused run)."""
     b = sample_analyses["shm-chunked"].gemm_budget
-    assert b.gemm_us == pytest.approx(_nvjet_us_per_rank_step(SAMPLES / "h200x2-shm-chunked"), rel=1e-6)
-    assert b.reference_gemm_us == pytest.approx(_nvjet_us_per_rank_step(SAMPLES / "h200x2-shm-none"), rel=1e-6)
+    assert b.gemm_us == pytest.approx(
+        _nvjet_us_per_rank_step(SAMPLES / "h200x2-shm-chunked"), rel=1e-6
+    )
+    assert b.reference_gemm_us == pytest.approx(
+        _nvjet_us_per_rank_step(SAMPLES / "h200x2-shm-none"), rel=1e-6
+    )
     assert b.uncovered_us == 0.0
     assert b.closes and abs(b.gemm_us - b.predicted_us - b.tax_us) <= b.noise_band * b.predicted_us
     assert abs(b.predicted_us - b.reference_gemm_us) <= b.noise_band * b.reference_gemm_us

@@ -29,13 +29,34 @@ def _path(tmp_path, ranks, step=None):
 
 def _table(p) -> list[tuple]:
     """(start µs, duration µs, kind, edge, inferred, rank, where, name) per segment, in time order."""
-    return [(round(s["start_us"], 3), round(s["dur_us"], 3), s["kind"], s["edge"], s["inferred"], s["rank"],
-             s["where"], s["name"]) for s in p.segments]
+    return [
+        (
+            round(s["start_us"], 3),
+            round(s["dur_us"], 3),
+            s["kind"],
+            s["edge"],
+            s["inferred"],
+            s["rank"],
+            s["where"],
+            s["name"],
+        )
+        for s in p.segments
+    ]
 
 
 def _runtime_call(r: RankTrace, name: str, ts: float, dur: float, tid: int = 100) -> None:
-    r.raw({"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 100, "tid": tid, "ts": ts, "dur": dur,
-           "args": {"correlation": 900_000 + int(ts * 10)}})
+    r.raw(
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": name,
+            "pid": 100,
+            "tid": tid,
+            "ts": ts,
+            "dur": dur,
+            "args": {"correlation": 900_000 + int(ts * 10)},
+        }
+    )
 
 
 def test_cpu_bound_stretch_is_charged_to_the_cpu_ops_that_delayed_the_launch(tmp_path):
@@ -49,7 +70,9 @@ def test_cpu_bound_stretch_is_charged_to_the_cpu_ops_that_delayed_the_launch(tmp
     r.kernel("index_kernel", 353, 30, launch_us=(347, 3), cpu_op="aten::index")
     r.kernel("cat_kernel", 580, 20, launch_us=(572, 3), cpu_op="aten::cat")
     p = _path(tmp_path, [r])
-    assert (p.length_us, p.compute_us, p.host_us, p.idle_us, p.comm_us) == pytest.approx((600, 100, 500, 0, 0))
+    assert (p.length_us, p.compute_us, p.host_us, p.idle_us, p.comm_us) == pytest.approx(
+        (600, 100, 500, 0, 0)
+    )
     assert _table(p) == [
         (0.0, 80.0, "compute", "sync", True, 0, "rank 0 gpu 0 stream 7", "gemm"),
         (80.0, 270.0, "host", "cpu", False, 0, "rank 0 cpu thread 100", "aten::index"),
@@ -78,7 +101,9 @@ def _held_by_another_stream(record_waits: bool) -> RankTrace:
 def test_kernel_held_back_by_another_stream_is_charged_to_what_held_it(tmp_path, record_waits):
     """A gap longer than the tolerance that a recorded stream wait does not explain."""
     p = _path(tmp_path, [_held_by_another_stream(record_waits)])
-    edge = "resource" if record_waits else "event"  # without recorded waits: an unrecorded event wait
+    edge = (
+        "resource" if record_waits else "event"
+    )  # without recorded waits: an unrecorded event wait
     assert (p.length_us, p.comm_us, p.compute_us, p.host_us) == pytest.approx((300, 44, 250, 6))
     assert _table(p) == [
         (0.0, 6.0, "host", "launch", False, 0, "rank 0 gpu 0 stream 7", "gemm"),
@@ -101,12 +126,32 @@ def test_collective_late_on_a_sparse_side_stream_goes_through_the_compute_that_r
     r.kernel("gemm_b", 1000, 1000, launch_us=(-2, 2))
     r.kernel("ncclDevKernel_AllReduce", 2030, 70, stream=14, launch_us=(10, 2))
     p = _path(tmp_path, [r], step=2)
-    assert (p.length_us, p.compute_us, p.comm_us, p.idle_us, p.host_us) == pytest.approx((2100, 2000, 70, 30, 0))
+    assert (p.length_us, p.compute_us, p.comm_us, p.idle_us, p.host_us) == pytest.approx(
+        (2100, 2000, 70, 30, 0)
+    )
     assert _table(p) == [
         (0.0, 1000.0, "compute", "stream", False, 0, "rank 0 gpu 0 stream 7", "gemm_a"),
         (1000.0, 1000.0, "compute", "event", True, 0, "rank 0 gpu 0 stream 7", "gemm_b"),
-        (2000.0, 30.0, "idle", "event", True, 0, "rank 0 gpu 0 stream 14", "ncclDevKernel_AllReduce"),
-        (2030.0, 70.0, "comm", "end", False, 0, "rank 0 gpu 0 stream 14", "ncclDevKernel_AllReduce"),
+        (
+            2000.0,
+            30.0,
+            "idle",
+            "event",
+            True,
+            0,
+            "rank 0 gpu 0 stream 14",
+            "ncclDevKernel_AllReduce",
+        ),
+        (
+            2030.0,
+            70.0,
+            "comm",
+            "end",
+            False,
+            0,
+            "rank 0 gpu 0 stream 14",
+            "ncclDevKernel_AllReduce",
+        ),
     ]
 
 
@@ -119,9 +164,24 @@ def _stream_wait_trace(recorded: bool, correlation: bool = False) -> RankTrace:
     if recorded and not correlation:
         r0.stream_wait(80, stream=7, wait_on_stream=14, event_corr=producer)
     if recorded and correlation:  # as real traces hold it: the wait's own correlation id
-        r0.raw({"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": 0, "tid": 7, "ts": 80,
-                "dur": 0, "args": {"device": 0, "stream": 7, "wait_on_stream": 14, "correlation": producer + 1,
-                                   "wait_on_cuda_event_record_corr_id": producer + 1}})
+        r0.raw(
+            {
+                "ph": "X",
+                "cat": "cuda_sync",
+                "name": "Stream Wait Event",
+                "pid": 0,
+                "tid": 7,
+                "ts": 80,
+                "dur": 0,
+                "args": {
+                    "device": 0,
+                    "stream": 7,
+                    "wait_on_stream": 14,
+                    "correlation": producer + 1,
+                    "wait_on_cuda_event_record_corr_id": producer + 1,
+                },
+            }
+        )
         r0._corr += 1  # the wait took correlation id producer + 1
     r0.kernel("gemm2", 330, 50, launch_us=(90, 1))
     return r0
@@ -153,7 +213,16 @@ def test_late_rank_path_crosses_through_the_collective(tmp_path):
     p = _path(tmp_path, [r0, r1])
     assert _table(p) == [
         (0.0, 150.0, "compute", "stream", False, 1, "rank 1 gpu 1 stream 7", "gemm"),
-        (150.0, 50.0, "comm", "collective", False, 0, "rank 0 gpu 0 stream 7", "ncclDevKernel_AllGather"),
+        (
+            150.0,
+            50.0,
+            "comm",
+            "collective",
+            False,
+            0,
+            "rank 0 gpu 0 stream 7",
+            "ncclDevKernel_AllGather",
+        ),
         (200.0, 2.0, "idle", "stream", False, 0, "rank 0 gpu 0 stream 7", "gemm"),
         (202.0, 50.0, "compute", "end", False, 0, "rank 0 gpu 0 stream 7", "gemm"),
     ]
@@ -205,8 +274,11 @@ class _Columns(types.SimpleNamespace):
 SAMPLE_RUNS = sorted(p for p in (REPO / "sample_traces").iterdir() if p.is_dir())
 
 
-@pytest.mark.parametrize("folder", [DATA / "h200-nvlink-unfused", DATA / "h200-shm-chunked4", *SAMPLE_RUNS],
-                         ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "folder",
+    [DATA / "h200-nvlink-unfused", DATA / "h200-shm-chunked4", *SAMPLE_RUNS],
+    ids=lambda p: p.name,
+)
 def test_every_segment_of_real_runs_names_its_edge(folder):
     """On every real run: each segment has a known edge and kind, segments tile the path without
     overlap, and a segment on the CPU is host time."""
@@ -232,25 +304,42 @@ def test_nested_ranges_loop_every_launched_kernel_lies_in_its_step():
     folder = REPO / "sample_traces" / "h200x1-nested-loop"
     (file,) = folder.glob("*.pt.trace.json.gz")
     events = [e for e in json.load(gzip.open(file))["traceEvents"] if e.get("ph") == "X"]
-    launch = {e["args"]["correlation"]: e["ts"] for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")
-              and "correlation" in e.get("args", {})}
-    cpu_steps = {int(e["name"].split("#")[1]): (e["ts"], e["ts"] + e["dur"]) for e in events
-                 if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")}
-    gpu_steps = {int(e["name"].split("#")[1]): (e["ts"], e["ts"] + e["dur"]) for e in events
-                 if e.get("cat") == "gpu_user_annotation" and e["name"].startswith("ProfilerStep#")}
+    launch = {
+        e["args"]["correlation"]: e["ts"]
+        for e in events
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
+    }
+    cpu_steps = {
+        int(e["name"].split("#")[1]): (e["ts"], e["ts"] + e["dur"])
+        for e in events
+        if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")
+    }
+    gpu_steps = {
+        int(e["name"].split("#")[1]): (e["ts"], e["ts"] + e["dur"])
+        for e in events
+        if e.get("cat") == "gpu_user_annotation" and e["name"].startswith("ProfilerStep#")
+    }
     run = load_run(folder)
     w = run.ranks[0].steps
     assert w.source == "cpu_launch"
     base_us = json.load(gzip.open(file))["baseTimeNanoseconds"] / 1000
     missed = []
     for step, (a, b) in cpu_steps.items():
-        kernels = [e for e in events if e.get("cat") == "kernel" and a <= launch.get(e["args"]["correlation"], -1) <= b]
+        kernels = [
+            e
+            for e in events
+            if e.get("cat") == "kernel" and a <= launch.get(e["args"]["correlation"], -1) <= b
+        ]
         total = sum(e["dur"] for e in kernels)
-        lo, hi = [x / 1000 - base_us for x in (w.start_ns[w.step == step][0], w.end_ns[w.step == step][0])]
+        lo, hi = [
+            x / 1000 - base_us for x in (w.start_ns[w.step == step][0], w.end_ns[w.step == step][0])
+        ]
         inside = sum(max(0.0, min(e["ts"] + e["dur"], hi) - max(e["ts"], lo)) for e in kernels)
         assert inside >= 0.99 * total
         ga, gb = gpu_steps.get(step, (0.0, 0.0))
-        in_gpu_annotation = sum(max(0.0, min(e["ts"] + e["dur"], gb) - max(e["ts"], ga)) for e in kernels)
+        in_gpu_annotation = sum(
+            max(0.0, min(e["ts"] + e["dur"], gb) - max(e["ts"], ga)) for e in kernels
+        )
         missed.append(1 - in_gpu_annotation / total)
     assert len(missed) == 6 and min(missed) > 0.1  # what the GPU annotation alone would have missed
 
@@ -304,12 +393,17 @@ def test_path_kernels_agree_with_hta(case, annotation, only_ours):
     logging.disable(logging.WARNING)
     try:
         graph, ok = TraceAnalysis(trace_dir=str(folder)).critical_path_analysis(
-            rank=0, annotation=annotation, instance_id=0)
+            rank=0, annotation=annotation, instance_id=0
+        )
     finally:
         logging.disable(logging.NOTSET)
     assert ok
     tdf = graph.trace_df
-    hta = set(tdf[tdf.index.isin(graph.critical_path_events_set) & (tdf["stream"] > 0)]["correlation"].astype(int))
+    hta = set(
+        tdf[tdf.index.isin(graph.critical_path_events_set) & (tdf["stream"] > 0)][
+            "correlation"
+        ].astype(int)
+    )
 
     run = load_run(folder)
     rank = run.ranks[0]

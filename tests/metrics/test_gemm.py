@@ -19,19 +19,22 @@ from tpscope.metrics.gemm import (
 BF = json.dumps(["c10::BFloat16"] * 3)
 
 
-@pytest.mark.parametrize("op, dims, expected", [
-    ("aten::mm", [[1024, 4096], [4096, 8192]], (1, 1024, 4096, 8192)),
-    ("aten::mm", [[1024, 4096], [4096, 8192], [1024, 8192]], (1, 1024, 4096, 8192)),  # mm.out
-    ("aten::addmm", [[8192], [1024, 4096], [4096, 8192]], (1, 1024, 4096, 8192)),
-    ("aten::addmm_", [[4096, 8192], [4096, 1024], [1024, 8192]], (1, 4096, 1024, 8192)),
-    ("aten::bmm", [[8, 128, 64], [8, 64, 256]], (8, 128, 64, 256)),
-    ("aten::addbmm", [[128, 256], [8, 128, 64], [8, 64, 256]], (8, 128, 64, 256)),
-    ("aten::baddbmm", [[8, 128, 256], [8, 128, 64], [8, 64, 256]], (8, 128, 64, 256)),
-    ("aten::linear", [[2, 512, 4096], [8192, 4096], [8192]], (1, 1024, 4096, 8192)),
-    ("aten::matmul", [[2, 512, 4096], [4096, 8192]], (1, 1024, 4096, 8192)),
-    ("aten::matmul", [[4, 2, 16, 32], [4, 2, 32, 8]], (8, 16, 32, 8)),
-    ("aten::_scaled_mm", [[64, 128], [128, 32], [], []], (1, 64, 128, 32)),
-])
+@pytest.mark.parametrize(
+    "op, dims, expected",
+    [
+        ("aten::mm", [[1024, 4096], [4096, 8192]], (1, 1024, 4096, 8192)),
+        ("aten::mm", [[1024, 4096], [4096, 8192], [1024, 8192]], (1, 1024, 4096, 8192)),  # mm.out
+        ("aten::addmm", [[8192], [1024, 4096], [4096, 8192]], (1, 1024, 4096, 8192)),
+        ("aten::addmm_", [[4096, 8192], [4096, 1024], [1024, 8192]], (1, 4096, 1024, 8192)),
+        ("aten::bmm", [[8, 128, 64], [8, 64, 256]], (8, 128, 64, 256)),
+        ("aten::addbmm", [[128, 256], [8, 128, 64], [8, 64, 256]], (8, 128, 64, 256)),
+        ("aten::baddbmm", [[8, 128, 256], [8, 128, 64], [8, 64, 256]], (8, 128, 64, 256)),
+        ("aten::linear", [[2, 512, 4096], [8192, 4096], [8192]], (1, 1024, 4096, 8192)),
+        ("aten::matmul", [[2, 512, 4096], [4096, 8192]], (1, 1024, 4096, 8192)),
+        ("aten::matmul", [[4, 2, 16, 32], [4, 2, 32, 8]], (8, 16, 32, 8)),
+        ("aten::_scaled_mm", [[64, 128], [128, 32], [], []], (1, 64, 128, 32)),
+    ],
+)
 def test_shapes_of_the_gemm_ops(op, dims, expected):
     s = parse_shape(op, json.dumps(dims), BF)
     assert (s.batch, s.m, s.k, s.n, s.dtype) == (*expected, "BFloat16")
@@ -39,12 +42,15 @@ def test_shapes_of_the_gemm_ops(op, dims, expected):
     assert s.flops == 2 * b * m * k * n
 
 
-@pytest.mark.parametrize("op, dims", [
-    ("aten::add", [[1024, 4096], [1024, 4096]]),  # no GEMM op
-    ("aten::mm", [[1024, 4096], [2048, 8192]]),  # inner dims disagree
-    ("aten::mm", [[1024, 4096]]),  # one operand
-    ("aten::linear", [[1024, 4096], [8192, 2048]]),
-])
+@pytest.mark.parametrize(
+    "op, dims",
+    [
+        ("aten::add", [[1024, 4096], [1024, 4096]]),  # no GEMM op
+        ("aten::mm", [[1024, 4096], [2048, 8192]]),  # inner dims disagree
+        ("aten::mm", [[1024, 4096]]),  # one operand
+        ("aten::linear", [[1024, 4096], [8192, 2048]]),
+    ],
+)
 def test_what_is_no_gemm(op, dims):
     assert parse_shape(op, json.dumps(dims), BF) is None
 
@@ -59,8 +65,10 @@ def _shape(m, k=4096, n=4096):
 
 
 def test_exact_baseline_prefers_the_grid_with_the_most_ctas_and_the_run_over_the_reference():
-    run = {(_shape(1024), (116, 1, 1)): np.array([110.0, 112, 114]),
-           (_shape(1024), (2, 66, 1)): np.array([100.0, 101, 99])}
+    run = {
+        (_shape(1024), (116, 1, 1)): np.array([110.0, 112, 114]),
+        (_shape(1024), (2, 66, 1)): np.array([100.0, 101, 99]),
+    }
     ref = {(_shape(1024), (132, 1, 1)): np.array([90.0, 90, 90])}
     b = exact_baseline(_shape(1024), [run, ref, {}])
     assert (b.full_ns, b.grid, b.source, b.rule) == (100.0, (2, 66, 1), "run", 1)
@@ -71,18 +79,25 @@ def test_exact_baseline_prefers_the_grid_with_the_most_ctas_and_the_run_over_the
 
 
 def test_interpolation_between_brackets_only_along_one_dim():
-    pool = {(_shape(1000), (132, 1, 1)): np.array([100.0] * 3), (_shape(3000), (132, 1, 1)): np.array([300.0] * 3),
-            (_shape(2000, k=8192), (132, 1, 1)): np.array([999.0] * 3)}
+    pool = {
+        (_shape(1000), (132, 1, 1)): np.array([100.0] * 3),
+        (_shape(3000), (132, 1, 1)): np.array([300.0] * 3),
+        (_shape(2000, k=8192), (132, 1, 1)): np.array([999.0] * 3),
+    }
     known = {s: exact_baseline(s, [pool]) for s, _ in pool}
     mid = interpolated_baseline(_shape(2000), known)
     assert mid.full_ns == pytest.approx(200.0) and mid.rule == 2  # along M
     assert interpolated_baseline(_shape(4000), known) is None  # beyond the Ms: no extrapolation
     assert interpolated_baseline(_shape(2000, k=2048, n=2048), known) is None  # shares one dim only
-    k_mid = interpolated_baseline(_shape(2000, k=6144), known)  # M=2000 K=4096 is unknown: nothing on K
+    k_mid = interpolated_baseline(
+        _shape(2000, k=6144), known
+    )  # M=2000 K=4096 is unknown: nothing on K
     assert k_mid is None
     got = baselines((_shape(2000), _shape(4000)), [pool, {}, {}])
     assert got[0].full_ns == pytest.approx(200.0) and got[1] is None
-    ref = {(_shape(3000), (132, 1, 1)): np.array([300.0] * 3)}  # the upper bracket only in the reference
+    ref = {
+        (_shape(3000), (132, 1, 1)): np.array([300.0] * 3)
+    }  # the upper bracket only in the reference
     low = {(_shape(1000), (132, 1, 1)): np.array([100.0] * 3)}
     (mixed,) = baselines((_shape(2000),), [low, ref, {}])
     assert mixed.full_ns == pytest.approx(200.0) and mixed.source == "run+reference"

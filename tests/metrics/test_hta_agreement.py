@@ -17,7 +17,12 @@ from tpscope.metrics.breakdown import whole_trace_overlap_ratio
 from tpscope.trace import load_run
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "hta"
-NCCL_TRACES = ["trace_filter", "timeline_analysis", "nccl_parser_config", "negative_queue_length_values_check"]
+NCCL_TRACES = [
+    "trace_filter",
+    "timeline_analysis",
+    "nccl_parser_config",
+    "negative_queue_length_values_check",
+]
 
 
 def hta_overlap_pct(folder: Path) -> dict[int, float]:

@@ -24,7 +24,9 @@ def late_arrivals_run(folder: Path) -> Path:
         t.gpu_annotation("ProfilerStep#1", 0, 500)
         t.kernel("gemm_a", 0, 100 + 20 * r, launch_us=(-30, 1))  # the CPU launches everything ahead
         start = 100 + 20 * r + 5
-        t.kernel("ncclDevKernel_AllGather_RING_LL", start, 400 - start, collective=AG, launch_us=(-29, 1))
+        t.kernel(
+            "ncclDevKernel_AllGather_RING_LL", start, 400 - start, collective=AG, launch_us=(-29, 1)
+        )
         t.kernel("gemm_b", 400, 100, launch_us=(-28, 1))
         ranks.append(t)
     return write_run(folder, ranks)

@@ -47,7 +47,9 @@ def test_on_a_real_run_waits_add_up_to_the_collectives_table():
     # per instance the analyzer reports the longest wait of its members (metrics.md §5)
     per_instance: dict[int, int] = {}
     for i in np.flatnonzero(d.instance >= 0):
-        per_instance[int(d.instance[i])] = max(per_instance.get(int(d.instance[i]), 0), int(d.wait_ns[i]))
+        per_instance[int(d.instance[i])] = max(
+            per_instance.get(int(d.instance[i]), 0), int(d.wait_ns[i])
+        )
     got = sorted(v / 1000 for v in per_instance.values())
     want = sorted(c["wait_us"] for c in doc["collectives"])
     assert got == pytest.approx(want, abs=1e-3)

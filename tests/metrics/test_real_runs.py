@@ -21,10 +21,16 @@ def brute_force(path: Path) -> dict[int, dict[str, float]]:
     ns = lambda us: base + int(round(us * 1000))  # noqa: E731
     events = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
     # metrics.md §3 rule 1: the GPU activities whose launch call lies in the CPU ProfilerStep#N
-    cpu_steps = [(int(e["name"].split("#")[1]), e["ts"], e["ts"] + e["dur"]) for e in events
-                 if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")]
-    launch_ts = {e["args"]["correlation"]: e["ts"] for e in events
-                 if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    cpu_steps = [
+        (int(e["name"].split("#")[1]), e["ts"], e["ts"] + e["dur"])
+        for e in events
+        if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")
+    ]
+    launch_ts = {
+        e["args"]["correlation"]: e["ts"]
+        for e in events
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
+    }
     steps = {}
     for e in events:
         if e.get("cat") not in ("kernel", "gpu_memcpy", "gpu_memset"):
@@ -47,7 +53,7 @@ def brute_force(path: Path) -> dict[int, dict[str, float]]:
                 cls = "comm" if "PtoP" in e["name"] else "memory"
             a = ns(e["ts"]) - lo
             b = a + int(round(e["dur"] * 1000))
-            cells[cls][max(a, 0):max(min(b, hi - lo), 0)] = True
+            cells[cls][max(a, 0) : max(min(b, hi - lo), 0)] = True
         hidden = (cells["comm"] & cells["compute"]).sum()
         busy = (cells["comm"] | cells["compute"] | cells["memory"]).sum()
         comm, compute = cells["comm"].sum(), cells["compute"].sum()
@@ -77,4 +83,8 @@ def test_every_field_equals_brute_force(name):
         assert set(got) == set(expected) and len(got) == 3
         for step, fields in expected.items():
             for field, value in fields.items():
-                assert getattr(got[step], field) == pytest.approx(value, rel=1e-3, abs=1e-3), (rank.rank, step, field)
+                assert getattr(got[step], field) == pytest.approx(value, rel=1e-3, abs=1e-3), (
+                    rank.rank,
+                    step,
+                    field,
+                )

@@ -20,7 +20,11 @@ def real_unfused() -> Path:
 
 
 def _events_files(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.iterdir() if p.name.endswith((".json", ".json.gz")) and p.name != "tpscope_run.json")
+    return sorted(
+        p
+        for p in folder.iterdir()
+        if p.name.endswith((".json", ".json.gz")) and p.name != "tpscope_run.json"
+    )
 
 
 def _read(path: Path) -> dict:
@@ -34,8 +38,10 @@ def stretched_copy(src: Path, dst: Path, factor: float) -> Path:
     dst.mkdir(parents=True)
     docs = {p: _read(p) for p in _events_files(src)}
     # absolute µs of the earliest event over all ranks: ranks stay aligned with each other
-    t0_abs = min(d.get("baseTimeNanoseconds", 0) / 1000 + min(e["ts"] for e in d["traceEvents"] if "ts" in e)
-                 for d in docs.values())
+    t0_abs = min(
+        d.get("baseTimeNanoseconds", 0) / 1000 + min(e["ts"] for e in d["traceEvents"] if "ts" in e)
+        for d in docs.values()
+    )
     for path, doc in docs.items():
         t0 = t0_abs - doc.get("baseTimeNanoseconds", 0) / 1000  # in this file's own time base
         for e in doc["traceEvents"]:
@@ -66,10 +72,23 @@ def copy_run(src: Path, dst: Path, manifest: dict | None = None) -> Path:
     return dst
 
 
-def manifest(step_times_ms: list[float], peak_memory_bytes: int | None, tokens_per_step: int = 4096,
-             timed_steps: list[int] | None = None) -> dict:
+def manifest(
+    step_times_ms: list[float],
+    peak_memory_bytes: int | None,
+    tokens_per_step: int = 4096,
+    timed_steps: list[int] | None = None,
+) -> dict:
     """The fields of tpscope_run.json that a report reads (tpscope.runfolder.manifest.Manifest's fields)."""
     timed = timed_steps if timed_steps is not None else list(range(1, len(step_times_ms)))
-    return {"schema_version": 1, "regime": "nvlink", "mode": "none", "chunks": 1, "tp": 2,
-            "tokens_per_step": tokens_per_step, "step_times_ms": step_times_ms, "timed_steps": timed,
-            "tokens_per_s": None, "peak_memory_bytes": peak_memory_bytes}
+    return {
+        "schema_version": 1,
+        "regime": "nvlink",
+        "mode": "none",
+        "chunks": 1,
+        "tp": 2,
+        "tokens_per_step": tokens_per_step,
+        "step_times_ms": step_times_ms,
+        "timed_steps": timed,
+        "tokens_per_s": None,
+        "peak_memory_bytes": peak_memory_bytes,
+    }

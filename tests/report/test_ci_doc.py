@@ -25,7 +25,12 @@ def test_the_workflow_is_valid_yaml_and_its_commands_parse():
     doc = yaml.safe_load(workflow)
     assert set(doc["jobs"]) == {"baseline", "report"}
     scripts = [s.get("run", "") for job in doc["jobs"].values() for s in job["steps"]]
-    commands = [line.strip() for s in scripts for line in s.splitlines() if line.strip().startswith("tpscope ")]
+    commands = [
+        line.strip()
+        for s in scripts
+        for line in s.splitlines()
+        if line.strip().startswith("tpscope ")
+    ]
     assert any(c.startswith("tpscope report ") for c in commands)
     parser = build_parser()
     for c in commands:
@@ -46,11 +51,20 @@ def test_the_shown_verdicts_are_what_the_cli_prints(capsys, tmp_path, monkeypatc
     monkeypatch.chdir(root)
     text = DOC.read_text()
     shown = 0
-    for command, line in re.findall(r"^\$ (tpscope report [^|\n]*?)(?: \| sed -n 3p)?\n(.+)$", text, flags=re.M):
+    for command, line in re.findall(
+        r"^\$ (tpscope report [^|\n]*?)(?: \| sed -n 3p)?\n(.+)$", text, flags=re.M
+    ):
         argv = shlex.split(command)[1:]
         if "runs/slower" in command:
-            slower = stretched_copy(root / "sample_traces" / "h200x2-nvlink-none", tmp_path / "runs" / "slower", 1.10) \
-                if not (tmp_path / "runs" / "slower").exists() else tmp_path / "runs" / "slower"
+            slower = (
+                stretched_copy(
+                    root / "sample_traces" / "h200x2-nvlink-none",
+                    tmp_path / "runs" / "slower",
+                    1.10,
+                )
+                if not (tmp_path / "runs" / "slower").exists()
+                else tmp_path / "runs" / "slower"
+            )
             argv = [str(slower) if a == "runs/slower" else a for a in argv]
         argv = [str(tmp_path / a) if a.startswith("report-") else a for a in argv]
         main(argv)

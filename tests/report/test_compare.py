@@ -18,8 +18,12 @@ from tpscope.report.compare import (
 def test_default_thresholds_gate_time_exposure_throughput_and_memory():
     fo = parse_fail_on(None)
     got = {(t.metric, round(t.limit, 6), t.relative, t.worse_if) for t in fo.thresholds}
-    assert got == {("step_time_us", 0.03, True, 1), ("exposed_comm_ratio", 0.02, False, 1),
-                   ("tokens_per_s", 0.03, True, -1), ("peak_memory_bytes", 0.05, True, 1)}
+    assert got == {
+        ("step_time_us", 0.03, True, 1),
+        ("exposed_comm_ratio", 0.02, False, 1),
+        ("tokens_per_s", 0.03, True, -1),
+        ("peak_memory_bytes", 0.05, True, 1),
+    }
 
 
 def test_spec_overrides_one_metric_and_keeps_the_other_defaults():
@@ -37,8 +41,9 @@ def test_unsigned_limit_takes_the_metrics_bad_direction():
     assert fo.get("exposed_comm_ratio").worse_if == 1
 
 
-@pytest.mark.parametrize("spec", ["step_time", "stepp_time=+3%", "step_time=+abc", "step_time=-inf%",
-                                  "=3%"])
+@pytest.mark.parametrize(
+    "spec", ["step_time", "stepp_time=+3%", "step_time=+abc", "step_time=-inf%", "=3%"]
+)
 def test_bad_spec_is_a_one_line_user_error(spec):
     with pytest.raises(UserError) as err:
         parse_fail_on(spec)
@@ -46,8 +51,12 @@ def test_bad_spec_is_a_one_line_user_error(spec):
 
 
 def _step_time(base, cand, spec=None):
-    return compare_metric("step_time_us", np.asarray(base, float), np.asarray(cand, float),
-                          parse_fail_on(spec).get("step_time_us"))
+    return compare_metric(
+        "step_time_us",
+        np.asarray(base, float),
+        np.asarray(cand, float),
+        parse_fail_on(spec).get("step_time_us"),
+    )
 
 
 def test_identical_samples_are_unchanged():
@@ -89,7 +98,9 @@ def test_single_values_are_judged_by_the_threshold_alone():
     over = compare_metric("peak_memory_bytes", np.array([100e9]), np.array([106e9]), t)
     under = compare_metric("peak_memory_bytes", np.array([100e9]), np.array([104e9]), t)
     assert over.status is Status.REGRESSED and over.significant is None
-    assert under.status is Status.UNCHANGED and not under.failed  # the threshold stands in for noise
+    assert (
+        under.status is Status.UNCHANGED and not under.failed
+    )  # the threshold stands in for noise
     less = compare_metric("peak_memory_bytes", np.array([100e9]), np.array([90e9]), t)
     assert less.status is Status.IMPROVED  # 10% less: past the 5% either way
 
@@ -108,8 +119,13 @@ def test_a_throughput_drop_fails_and_a_rise_passes():
 
 
 def test_missing_values_are_unknown_not_zero_and_do_not_fail():
-    c = compare_metric("tokens_per_s", np.zeros(0), np.array([5.0]), parse_fail_on(None).get("tokens_per_s"),
-                       missing="no manifest")
+    c = compare_metric(
+        "tokens_per_s",
+        np.zeros(0),
+        np.array([5.0]),
+        parse_fail_on(None).get("tokens_per_s"),
+        missing="no manifest",
+    )
     assert c.status is Status.UNKNOWN and c.baseline_median is None and c.reason == "no manifest"
     assert verdict([c]).passed
 
@@ -159,8 +175,10 @@ def test_without_noise_estimate_or_threshold_a_tiny_change_is_unchanged():
     ratio = compare_metric("overlap_ratio", np.array([0.30, 0.30]), np.array([0.304, 0.304]), None)
     time = compare_metric("idle_us", np.array([100.0, 100.0]), np.array([100.9, 100.9]), None)
     assert ratio.status is Status.UNCHANGED and time.status is Status.UNCHANGED
-    assert compare_metric("idle_us", np.array([100.0, 100.0]), np.array([101.5, 101.5]), None).status \
+    assert (
+        compare_metric("idle_us", np.array([100.0, 100.0]), np.array([101.5, 101.5]), None).status
         is Status.WORSE
+    )
 
 
 def test_bounds_parse_with_units_and_coexist_with_thresholds():
@@ -184,12 +202,26 @@ def test_bad_bound_is_a_user_error(spec):
 def test_a_candidate_beyond_a_ceiling_fails_even_when_the_change_is_small():
     fo = parse_fail_on("peak_memory<=75GiB")
     base, cand = np.array([74.0 * 2**30]), np.array([76.0 * 2**30])  # +2.7%: within +5%
-    c = compare_metric("peak_memory_bytes", base, cand, fo.get("peak_memory_bytes"), bound=fo.bound("peak_memory_bytes"))
+    c = compare_metric(
+        "peak_memory_bytes",
+        base,
+        cand,
+        fo.get("peak_memory_bytes"),
+        bound=fo.bound("peak_memory_bytes"),
+    )
     assert c.failed and c.bound_violated and not c.past_threshold
     v = verdict([c])
     assert not v.passed and "peak_memory 76.00 GiB (limit <=75GiB)" in v.line
     # without a baseline value the bound still judges the candidate
-    alone = compare_metric("peak_memory_bytes", np.zeros(0), cand, None, bound=fo.bound("peak_memory_bytes"))
+    alone = compare_metric(
+        "peak_memory_bytes", np.zeros(0), cand, None, bound=fo.bound("peak_memory_bytes")
+    )
     assert alone.failed
-    ok = compare_metric("peak_memory_bytes", base, np.array([70.0 * 2**30]), None, bound=fo.bound("peak_memory_bytes"))
+    ok = compare_metric(
+        "peak_memory_bytes",
+        base,
+        np.array([70.0 * 2**30]),
+        None,
+        bound=fo.bound("peak_memory_bytes"),
+    )
     assert not ok.failed and ok.bound is not None

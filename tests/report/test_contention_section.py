@@ -21,8 +21,13 @@ def test_a_gemm_fifty_percent_slower_beside_an_all_gather(tmp_path):
         for i in range(3):  # beside an all-gather on another stream: 15 µs each
             start = 200 + 40 * i
             r.kernel("gemm", start, 15, grid=(4, 1, 1))
-            r.kernel("ncclDevKernel_AllGather", start - 2, 20, stream=14,
-                     collective=Collective("_allgather_base", seq=i))
+            r.kernel(
+                "ncclDevKernel_AllGather",
+                start - 2,
+                20,
+                stream=14,
+                collective=Collective("_allgather_base", seq=i),
+            )
         ranks.append(r)
     analysis = analyze_run(load_run(write_run(tmp_path / "run", ranks)))
     (k,) = contended_kernels(analysis)
@@ -34,6 +39,14 @@ def test_a_gemm_fifty_percent_slower_beside_an_all_gather(tmp_path):
 
 
 def test_signature_text_keeps_the_dims():
-    sig = "nvjet_" + "x" * 80 + "|grid=[2, 66, 1]|block=[384, 1, 1]|dims=[[1024, 8192], [8192, 14336]]"
+    sig = (
+        "nvjet_"
+        + "x" * 80
+        + "|grid=[2, 66, 1]|block=[384, 1, 1]|dims=[[1024, 8192], [8192, 14336]]"
+    )
     text = signature_text(sig)
-    assert text.endswith("dims=[[1024, 8192], [8192, 14336]]") and "grid" not in text and len(text) < 100
+    assert (
+        text.endswith("dims=[[1024, 8192], [8192, 14336]]")
+        and "grid" not in text
+        and len(text) < 100
+    )

@@ -38,10 +38,14 @@ def test_view_figures(tmp_path):
     view = gemm_view(a)
     lines = budget_lines(view)
     # per rank and step: 3 x 100 + 3 x 150 = 750 µs = 600 alone + 150 tax + 0 without + 0 unexplained
-    assert lines[0].startswith("GEMM time per rank and step: 750 µs = 600 alone (baselines) + 150 tax")
+    assert lines[0].startswith(
+        "GEMM time per rank and step: 750 µs = 600 alone (baselines) + 150 tax"
+    )
     assert "Coverage: 100.0% of the overlapped GEMM time (450 µs)" in lines[1]
     _, rows = shape_rows(view)
-    assert rows == [["1024×4096×4096 BFloat16", "6", "same shape (run)", "100", "100", "150", "+50.0%", "150"]]
+    assert rows == [
+        ["1024×4096×4096 BFloat16", "6", "same shape (run)", "100", "100", "150", "+50.0%", "150"]
+    ]
     _, rows = part_rows(view.layers, "layer/op")
     assert rows == [["blk.fc1/ag_gemm", "450", "300", "150", "0", "150"]]
     assert "GEMM contention by shape" in render(a)

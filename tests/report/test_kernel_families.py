@@ -26,8 +26,10 @@ HAND = {
 @pytest.fixture(scope="module")
 def pair():
     h100, mi300 = (load_run(REAL / f"tracelens-qwen05b-{v}") for v in ("h100", "mi300"))
-    return (RunResults(analyze_run(h100), kernel_times(h100, "name")),
-            RunResults(analyze_run(mi300), kernel_times(mi300, "name")))
+    return (
+        RunResults(analyze_run(h100), kernel_times(h100, "name")),
+        RunResults(analyze_run(mi300), kernel_times(mi300, "name")),
+    )
 
 
 def test_other_vendor_kernels_are_compared_by_family(pair):
@@ -36,10 +38,14 @@ def test_other_vendor_kernels_are_compared_by_family(pair):
     assert not names_differ(h100.kernels, h100.kernels)
     for run in pair:
         fam = {k.key: k.us_per_step for k in by_family(run.kernels)}
-        assert sum(fam.values()) == pytest.approx(sum(k.us_per_step for k in run.kernels))  # nothing lost
+        assert sum(fam.values()) == pytest.approx(
+            sum(k.us_per_step for k in run.kernels)
+        )  # nothing lost
         for family, prefixes in HAND.items():
             expected = sum(k.us_per_step for k in run.kernels if any(p in k.key for p in prefixes))
             assert expected > 0 and fam[f"{family} (by family)"] == pytest.approx(expected)
     report = build_report(mi300, parse_fail_on(None), h100)
     assert report.kernels and all(k.key.endswith("(by family)") for k in report.kernels)
-    assert report.flux_overlap_efficiency is None and report.attained_saving is None  # neither communicates
+    assert (
+        report.flux_overlap_efficiency is None and report.attained_saving is None
+    )  # neither communicates

@@ -67,7 +67,13 @@ def _gemm_run(folder, kernel: str, us: float):
         for step in (1, 2, 3):
             r.gpu_annotation(f"ProfilerStep#{step}", 1000 * step, 500)
             r.kernel(kernel, 1000 * step, us, input_dims=[[64, 32], [32, 16]], cpu_op="aten::mm")
-            r.kernel("elementwise_kernel", 1000 * step + 200, 20, input_dims=[[64, 16]], cpu_op="aten::gelu")
+            r.kernel(
+                "elementwise_kernel",
+                1000 * step + 200,
+                20,
+                input_dims=[[64, 16]],
+                cpu_op="aten::gelu",
+            )
         ranks.append(r)
     return load_run(write_run(folder, ranks))
 
@@ -78,12 +84,18 @@ def test_a_renamed_kernel_is_compared_with_the_one_it_replaced(tmp_path):
     from tpscope.metrics.kernel_stats import kernel_names
     from tpscope.report.build import kernel_deltas
 
-    base, cand = _gemm_run(tmp_path / "b", "sm90_xmma_gemm", 100), _gemm_run(tmp_path / "c", "nvjet_gemm", 112)
+    base, cand = (
+        _gemm_run(tmp_path / "b", "sm90_xmma_gemm", 100),
+        _gemm_run(tmp_path / "c", "nvjet_gemm", 112),
+    )
     shapes = {k.key: k for k in kernel_times(cand, "shape")}
     assert set(shapes) == {"aten::mm [M, 32] [32, 16]", "aten::gelu [M, 16]"}
     assert shapes["aten::mm [M, 32] [32, 16]"].us_per_step == pytest.approx(112)
-    (delta,) = kernel_deltas(kernel_times(base, "shape"), kernel_times(cand, "shape"),
-                             names=(kernel_names(base), kernel_names(cand)))
+    (delta,) = kernel_deltas(
+        kernel_times(base, "shape"),
+        kernel_times(cand, "shape"),
+        names=(kernel_names(base), kernel_names(cand)),
+    )
     assert delta.key == "aten::mm [M, 32] [32, 16]" and delta.activity_class == "compute"
     assert (delta.baseline_us, delta.candidate_us, delta.delta_us) == pytest.approx((100, 112, 12))
     assert delta.kernels == "sm90_xmma_gemm → nvjet_gemm"
@@ -94,11 +106,21 @@ def test_row_chunks_of_one_gemm_keep_its_shape(tmp_path):
     of the whole GEMM."""
     r = RankTrace(0, world_size=1)
     r.gpu_annotation("ProfilerStep#1", 0, 1000)
-    r.kernel("gemm_whole", 0, 100, input_dims=[[64, 32], [32, 16]], cpu_op="aten::mm")  # mm.out: a third input
+    r.kernel(
+        "gemm_whole", 0, 100, input_dims=[[64, 32], [32, 16]], cpu_op="aten::mm"
+    )  # mm.out: a third input
     for k in range(4):
-        r.kernel("gemm_chunk", 200 + 50 * k, 30, input_dims=[[16, 32], [32, 16], [16, 16]], cpu_op="aten::mm")
+        r.kernel(
+            "gemm_chunk",
+            200 + 50 * k,
+            30,
+            input_dims=[[16, 32], [32, 16], [16, 16]],
+            cpu_op="aten::mm",
+        )
     (gemm,) = kernel_times(load_run(write_run(tmp_path / "run", [r])), "shape")
-    assert gemm.key == "aten::mm [M, 32] [32, 16]" and gemm.us_per_step == pytest.approx(100 + 4 * 30)
+    assert gemm.key == "aten::mm [M, 32] [32, 16]" and gemm.us_per_step == pytest.approx(
+        100 + 4 * 30
+    )
 
 
 def test_a_huge_kernel_name_costs_its_size_not_its_size_per_kernel(tmp_path):
@@ -119,9 +141,20 @@ def test_a_huge_kernel_name_costs_its_size_not_its_size_per_kernel(tmp_path):
     def limit():
         resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
 
-    done = subprocess.run([sys.executable, "-c", (
-        "import sys; from tpscope.metrics.kernel_stats import kernel_times; from tpscope.trace import load_run;"
-        "k = kernel_times(load_run(sys.argv[1])); print(len(k), max(len(x.key) for x in k))"), str(run)],
-        capture_output=True, text=True, timeout=120, preexec_fn=limit)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sys; from tpscope.metrics.kernel_stats import kernel_times; from tpscope.trace import load_run;"
+                "k = kernel_times(load_run(sys.argv[1])); print(len(k), max(len(x.key) for x in k))"
+            ),
+            str(run),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=limit,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["201", str(len(huge))]

@@ -14,9 +14,23 @@ from tpscope.report.loss_check import loss_check
 from tpscope.runfolder.manifest import Manifest, manifest_from_dict
 
 LEARNING = [10.4, 9.0, 7.5, 6.0, 5.0, 4.2, 3.6, 3.1, 2.8, 2.6]
-SAME = {"seed": 0, "model": {"layers": 2, "hidden": 8192}, "device": "cuda", "dtype": "float32", "seq_len": 8192, "batch": 1,
-        "steps": 10, "lr": 3e-4, "warmup_steps": 1, "decay_to": 0.1, "grad_clip": 1.0, "weight_decay": 0.1,
-        "tp": 2, "optimizer": "AdamW", "data": "affine4"}
+SAME = {
+    "seed": 0,
+    "model": {"layers": 2, "hidden": 8192},
+    "device": "cuda",
+    "dtype": "float32",
+    "seq_len": 8192,
+    "batch": 1,
+    "steps": 10,
+    "lr": 3e-4,
+    "warmup_steps": 1,
+    "decay_to": 0.1,
+    "grad_clip": 1.0,
+    "weight_decay": 0.1,
+    "tp": 2,
+    "optimizer": "AdamW",
+    "data": "affine4",
+}
 
 
 def _raw(losses: list[float], **over) -> dict:
@@ -33,16 +47,26 @@ def test_within_the_dtype_tolerance_agrees_beyond_it_fails():
     off = LEARNING[:6] + [LEARNING[6] * 1.001] + LEARNING[7:]  # one step 1e-3 away
     check = loss_check(_m(LEARNING), _m(off))
     assert check.failed and check.agreement.worst_step == 7
-    assert not loss_check(_m(LEARNING, dtype="bfloat16"), _m(off, dtype="bfloat16")).failed  # bf16: 2e-2
+    assert not loss_check(
+        _m(LEARNING, dtype="bfloat16"), _m(off, dtype="bfloat16")
+    ).failed  # bf16: 2e-2
     assert loss_check(_m(LEARNING), _m(off), rtol=1e-2).agreement.agree  # --loss-rtol 1e-2
     assert loss_check(_m(LEARNING), _m(off), rtol=-1).agreement is None  # --loss-rtol off
 
 
 def test_runs_of_another_model_or_seed_are_not_compared():
-    for key, value in (("seed", 1), ("lr", 1e-3), ("data", "other"), ("model", {"layers": 1}), ("device", "cpu")):
+    for key, value in (
+        ("seed", 1),
+        ("lr", 1e-3),
+        ("data", "other"),
+        ("model", {"layers": 1}),
+        ("device", "cpu"),
+    ):
         check = loss_check(_m(LEARNING), _m(LEARNING[::-1], **{key: value}))
         assert check.agreement is None and not check.failed and key in check.not_compared
-    old = manifest_from_dict({k: v for k, v in _raw(LEARNING).items() if k != "warmup_steps"}, "m.json")  # a manifest without the field
+    old = manifest_from_dict(
+        {k: v for k, v in _raw(LEARNING).items() if k != "warmup_steps"}, "m.json"
+    )  # a manifest without the field
     assert "warmup_steps" in loss_check(old, _m(LEARNING)).not_compared
 
 
@@ -56,19 +80,32 @@ def test_a_rising_loss_is_flagged_alone_and_against_a_baseline():
 
 def test_report_fails_a_departing_candidate_and_says_why(capsys, tmp_path):
     base = copy_run(UNFUSED, tmp_path / "base", _raw(LEARNING))
-    same = copy_run(UNFUSED, tmp_path / "same", _raw([x * (1 + 2e-6) for x in LEARNING], mode="chunked"))
-    apart = copy_run(UNFUSED, tmp_path / "apart", _raw(LEARNING[:3] + [x + 0.5 for x in LEARNING[3:]], mode="ring"))
+    same = copy_run(
+        UNFUSED, tmp_path / "same", _raw([x * (1 + 2e-6) for x in LEARNING], mode="chunked")
+    )
+    apart = copy_run(
+        UNFUSED,
+        tmp_path / "apart",
+        _raw(LEARNING[:3] + [x + 0.5 for x in LEARNING[3:]], mode="ring"),
+    )
     assert main(["report", str(same), "--baseline", str(base)]) == 0
     out = capsys.readouterr().out
     assert "loss curves agree over 10 steps" in out and "tolerance 1e-05" in out
     assert main(["report", str(apart), "--baseline", str(base), "--out", str(tmp_path / "r")]) == 1
     line = capsys.readouterr().out.splitlines()[0]
-    assert line.startswith("REGRESSION: loss departs from the baseline's from step 4 of 10") and "step 10" in line
+    assert (
+        line.startswith("REGRESSION: loss departs from the baseline's from step 4 of 10")
+        and "step 10" in line
+    )
     doc = json.loads((tmp_path / "r" / "report.json").read_text())
     assert doc["exit_code"] == 1 and doc["loss"]["agreement"]["first_step"] == 4
     assert doc["loss"]["agreement"]["worst_step"] == 10  # 0.5 of 2.6, the largest share
-    case = next(c for suite in JUnitXml.fromfile(str(tmp_path / "r" / "report.junit.xml")) for c in suite
-                if c.name == "loss curve within tolerance")
+    case = next(
+        c
+        for suite in JUnitXml.fromfile(str(tmp_path / "r" / "report.junit.xml"))
+        for c in suite
+        if c.name == "loss curve within tolerance"
+    )
     assert any(isinstance(r, Failure) for r in case.result)
     assert main(["report", str(apart), "--baseline", str(base), "--loss-rtol", "off"]) == 0
     capsys.readouterr()

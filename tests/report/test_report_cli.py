@@ -67,7 +67,9 @@ def test_real_runs_give_the_verdict_in_the_right_direction(capsys):
 
 
 def test_the_looser_threshold_lets_a_ten_percent_slowdown_pass(capsys, slower):
-    code, _, _ = report(capsys, slower, "--baseline", BASE, "--fail-on", "step_time=+12%,tokens_per_s=-12%")
+    code, _, _ = report(
+        capsys, slower, "--baseline", BASE, "--fail-on", "step_time=+12%,tokens_per_s=-12%"
+    )
     assert code == 0
 
 
@@ -109,13 +111,19 @@ def test_out_writes_every_format_and_junit_reads_back(capsys, tmp_path, slower):
     assert names == ["report.html", "report.json", "report.junit.xml", "report.md"]
     xml = JUnitXml.fromfile(str(out_dir / "report.junit.xml"))
     cases = {c.name: c for suite in xml for c in suite}
-    assert set(cases) == {"step_time within +3%", "exposed_comm_ratio within +0.02",
-                          "tokens_per_s within -3%", "peak_memory within +5%"}
+    assert set(cases) == {
+        "step_time within +3%",
+        "exposed_comm_ratio within +0.02",
+        "tokens_per_s within -3%",
+        "peak_memory within +5%",
+    }
     failed = cases["step_time within +3%"].result
     assert len(failed) == 1 and isinstance(failed[0], Failure) and "step_time" in failed[0].message
     assert cases["exposed_comm_ratio within +0.02"].is_passed
     doc = json.loads((out_dir / "report.json").read_text())
-    if (BASE / "tpscope_run.json").is_file():  # throughput falls with the slower steps; memory stays
+    if (
+        BASE / "tpscope_run.json"
+    ).is_file():  # throughput falls with the slower steps; memory stays
         assert isinstance(cases["tokens_per_s within -3%"].result[0], Failure)
         assert cases["peak_memory within +5%"].is_passed
         assert xml.failures == 2 and xml.tests == 4
@@ -139,13 +147,19 @@ def test_out_never_overwrites_an_existing_report(capsys, tmp_path):
     assert "h200-shm-chunked4" in (out_dir / "report.md").read_text()
 
 
-@pytest.mark.parametrize("argv, words", [
-    (["--fail-on", "bogus=+3%"], "unknown metric"),
-    (["--format", "pdf"], "unknown format"),
-    (["--format", "md,json"], "needs --out"),
-    (["--baseline", "/nonexistent/run"], "/nonexistent/run"),
-    (["--baseline", str(DATA / "hta" / "cpu_only")], "is a CPU run"),  # a GPU run against a CPU run
-])
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--fail-on", "bogus=+3%"], "unknown metric"),
+        (["--format", "pdf"], "unknown format"),
+        (["--format", "md,json"], "needs --out"),
+        (["--baseline", "/nonexistent/run"], "/nonexistent/run"),
+        (
+            ["--baseline", str(DATA / "hta" / "cpu_only")],
+            "is a CPU run",
+        ),  # a GPU run against a CPU run
+    ],
+)
 def test_usage_and_input_errors_exit_2_with_one_line(capsys, argv, words):
     code, out, err = report(capsys, UNFUSED, *argv)
     assert code == 2 and out == ""
@@ -159,25 +173,44 @@ def test_collectives_show_the_interconnect_bandwidth_of_each_regime(capsys):
     ag = rows["_allgather_base"]
     assert 120 < ag["baseline"]["busbw_gbps"] < 260
     assert 10 < ag["candidate"]["busbw_gbps"] < 40
-    assert ag["candidate"]["messages"] == "8 x 8 MiB" and ag["baseline"]["messages"] == "2 x 32 MiB"  # forward and backward
+    assert (
+        ag["candidate"]["messages"] == "8 x 8 MiB" and ag["baseline"]["messages"] == "2 x 32 MiB"
+    )  # forward and backward
     assert ag["delta_exposed_us"] > 0 and ag["significant"] is True
 
 
 def test_manifest_differences_are_listed_and_flux_only_within_one_experiment(capsys, tmp_path):
     ms = [50.0, 10.0, 10.0, 10.0]
     base = copy_run(UNFUSED, tmp_path / "base", manifest(ms, 2**30))
-    same = copy_run(UNFUSED, tmp_path / "same", {**manifest(ms, 2**30), "mode": "chunked", "chunks": 4})
+    same = copy_run(
+        UNFUSED, tmp_path / "same", {**manifest(ms, 2**30), "mode": "chunked", "chunks": 4}
+    )
     other = copy_run(UNFUSED, tmp_path / "other", {**manifest(ms, 2**30), "regime": "shm"})
     doc = json.loads(report(capsys, same, "--baseline", base, "--format", "json")[1])
     assert doc["config_changes"] == [["mode", "none", "chunked"], ["chunks", "1", "4"]]
-    assert doc["flux_overlap_efficiency"] == pytest.approx(0.0, abs=1e-9)  # same traces: T_fused = T_base
+    assert doc["flux_overlap_efficiency"] == pytest.approx(
+        0.0, abs=1e-9
+    )  # same traces: T_fused = T_base
     code, out, _ = report(capsys, other, "--baseline", base)
     assert "regime: nvlink → shm" in out and "Flux" not in out
     # the fusion's resource options are part of the fusion: listed, and Flux still computed
-    tuned = copy_run(UNFUSED, tmp_path / "tuned", {**manifest(ms, 2**30), "mode": "chunked", "chunks": 4,
-                                                   "sm_margin": 16, "bwd_overlap": True})
+    tuned = copy_run(
+        UNFUSED,
+        tmp_path / "tuned",
+        {
+            **manifest(ms, 2**30),
+            "mode": "chunked",
+            "chunks": 4,
+            "sm_margin": 16,
+            "bwd_overlap": True,
+        },
+    )
     doc = json.loads(report(capsys, tuned, "--baseline", base, "--format", "json")[1])
-    assert ["sm_margin", "?", "16"] in doc["config_changes"] and ["bwd_overlap", "?", "True"] in doc["config_changes"]
+    assert ["sm_margin", "?", "16"] in doc["config_changes"] and [
+        "bwd_overlap",
+        "?",
+        "True",
+    ] in doc["config_changes"]
     assert doc["flux_overlap_efficiency"] is not None
 
 
@@ -185,14 +218,28 @@ def test_nccl_settings_that_differ_are_listed_and_keep_the_runs_one_experiment(c
     ms = [50.0, 10.0, 10.0, 10.0]
     env = {"NCCL_NVLS_ENABLE": "0", "NCCL_DEBUG": "WARN", "TORCH_NCCL_HIGH_PRIORITY": "1"}
     base = copy_run(UNFUSED, tmp_path / "base", {**manifest(ms, 2**30), "nccl_env": env})
-    tuned = copy_run(UNFUSED, tmp_path / "tuned", {
-        **manifest(ms, 2**30), "mode": "ring", "chunks": 4,
-        "nccl_env": {**env, "NCCL_DEBUG": "INFO", "NCCL_P2P_PCI_CHUNKSIZE": "524288",
-                     "TORCH_NCCL_HIGH_PRIORITY": "0"}})
+    tuned = copy_run(
+        UNFUSED,
+        tmp_path / "tuned",
+        {
+            **manifest(ms, 2**30),
+            "mode": "ring",
+            "chunks": 4,
+            "nccl_env": {
+                **env,
+                "NCCL_DEBUG": "INFO",
+                "NCCL_P2P_PCI_CHUNKSIZE": "524288",
+                "TORCH_NCCL_HIGH_PRIORITY": "0",
+            },
+        },
+    )
     doc = json.loads(report(capsys, tuned, "--baseline", base, "--format", "json")[1])
-    assert doc["config_changes"] == [["mode", "none", "ring"], ["chunks", "1", "4"],
-                                     ["NCCL_P2P_PCI_CHUNKSIZE", "unset", "524288"],
-                                     ["TORCH_NCCL_HIGH_PRIORITY", "1", "0"]]  # NCCL_DEBUG only logs
+    assert doc["config_changes"] == [
+        ["mode", "none", "ring"],
+        ["chunks", "1", "4"],
+        ["NCCL_P2P_PCI_CHUNKSIZE", "unset", "524288"],
+        ["TORCH_NCCL_HIGH_PRIORITY", "1", "0"],
+    ]  # NCCL_DEBUG only logs
     assert doc["flux_overlap_efficiency"] is not None
     out = report(capsys, tuned, "--baseline", base)[1]
     assert "NCCL_P2P_PCI_CHUNKSIZE: unset → 524288" in out
@@ -212,7 +259,9 @@ def test_the_breakdown_splits_the_step_without_double_counting(capsys):
     doc = json.loads(report(capsys, CHUNKED, "--format", "json")[1])
     (parts,) = doc["breakdown_us"]
     parts = dict(parts)
-    assert sum(parts[k] for k in ("compute", "exposed comm", "memory alone", "idle")) == pytest.approx(mean_step)
+    assert sum(
+        parts[k] for k in ("compute", "exposed comm", "memory alone", "idle")
+    ) == pytest.approx(mean_step)
     assert parts["hidden comm (under compute)"] == pytest.approx(hidden) and hidden > 0
 
 
@@ -221,8 +270,12 @@ def test_a_memory_ceiling_fails_the_run_and_its_own_junit_case(capsys, tmp_path)
     base = copy_run(UNFUSED, tmp_path / "base", manifest(ms, 70 * 2**30))
     cand = copy_run(UNFUSED, tmp_path / "cand", manifest(ms, 72 * 2**30))  # +2.9%: within +5%
     out_dir = tmp_path / "r"
-    code, out, _ = report(capsys, cand, "--baseline", base, "--fail-on", "peak_memory<=71GiB", "--out", out_dir)
+    code, out, _ = report(
+        capsys, cand, "--baseline", base, "--fail-on", "peak_memory<=71GiB", "--out", out_dir
+    )
     assert code == 1 and "peak_memory 72.00 GiB (limit <=71GiB)" in out
-    cases = {c.name: c for suite in JUnitXml.fromfile(str(out_dir / "report.junit.xml")) for c in suite}
+    cases = {
+        c.name: c for suite in JUnitXml.fromfile(str(out_dir / "report.junit.xml")) for c in suite
+    }
     assert cases["peak_memory within +5%"].is_passed
     assert isinstance(cases["peak_memory <=71GiB"].result[0], Failure)

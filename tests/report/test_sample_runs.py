@@ -46,13 +46,25 @@ def test_fused_against_unfused_goes_the_way_the_manifest_says(capsys, unfused, f
     change = _median_step_ms(fused) / _median_step_ms(unfused) - 1
     m = _manifest(fused)
     per_step = [m["tokens_per_step"] / (m["step_times_ms"][i] / 1e3) for i in m["timed_steps"]]
-    code = main(["report", str(fused), "--baseline", str(unfused), "--fail-on", "peak_memory=off",
-                 "--format", "json"])
+    code = main(
+        [
+            "report",
+            str(fused),
+            "--baseline",
+            str(unfused),
+            "--fail-on",
+            "peak_memory=off",
+            "--format",
+            "json",
+        ]
+    )
     doc = json.loads(capsys.readouterr().out)
     rows = {c["metric"]: c for c in doc["comparisons"]}
     # tokens/s: median over the manifest's timed steps of tokens per step / step time, by hand; within
     # 0.01% of the manifest's own figure (tokens over the median step time)
-    assert rows["tokens_per_s"]["candidate_median"] == pytest.approx(statistics.median(per_step), rel=1e-12)
+    assert rows["tokens_per_s"]["candidate_median"] == pytest.approx(
+        statistics.median(per_step), rel=1e-12
+    )
     assert rows["tokens_per_s"]["candidate_median"] == pytest.approx(m["tokens_per_s"], rel=1e-4)
     if abs(change) < 0.02:  # inside the default 3% limit with room to spare: tokens/s must not fail
         assert rows["tokens_per_s"]["status"] != "regressed"

@@ -11,7 +11,12 @@ def test_trend_means_the_first_and_last_tenth():
     t = loss_trend([4.0] * 5 + [3.0] * 40 + [1.0] * 5)  # 50 steps: windows of 5
     assert (t.window_steps, t.first_mean, t.last_mean, t.fell) == (5, 4.0, 1.0, True)
     rising = loss_trend([1.0, 2.0, 3.0])  # fewer than 10 steps: one step each
-    assert (rising.window_steps, rising.first_mean, rising.last_mean, rising.fell) == (1, 1.0, 3.0, False)
+    assert (rising.window_steps, rising.first_mean, rising.last_mean, rising.fell) == (
+        1,
+        1.0,
+        3.0,
+        False,
+    )
     assert loss_trend([5.0, math.nan]).fell is False
     assert loss_trend([]) is None
 

@@ -36,8 +36,12 @@ def one_rank_run(folder, manifest: dict):
 
 
 def test_a_boolean_is_not_a_number_of_tokens(tmp_path, capsys):
-    run = one_rank_run(tmp_path / "run", {"tokens_per_step": True, "step_times_ms": [10.0, 10.0, 10.0]})
-    with pytest.raises(ManifestError, match="field tokens_per_step must be a finite number > 0, not True"):
+    run = one_rank_run(
+        tmp_path / "run", {"tokens_per_step": True, "step_times_ms": [10.0, 10.0, 10.0]}
+    )
+    with pytest.raises(
+        ManifestError, match="field tokens_per_step must be a finite number > 0, not True"
+    ):
         load_run(run)
     assert main(["analyze", str(run), "--no-cache"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -45,7 +49,9 @@ def test_a_boolean_is_not_a_number_of_tokens(tmp_path, capsys):
 
 
 def test_the_same_manifest_with_a_number_gives_tokens_per_second(tmp_path):
-    run = load_run(one_rank_run(tmp_path / "run", {"tokens_per_step": 64, "step_times_ms": [10.0, 20.0]}))
+    run = load_run(
+        one_rank_run(tmp_path / "run", {"tokens_per_step": 64, "step_times_ms": [10.0, 20.0]})
+    )
     assert isinstance(run.manifest, Manifest) and run.manifest.tokens_per_step == 64
     values, _ = manifest_samples(run.manifest)
     assert values["tokens_per_s"].tolist() == [6400.0, 3200.0]  # 64 tokens / 0.01 s and / 0.02 s
@@ -58,21 +64,43 @@ def test_a_string_nccl_env_stops_the_report_in_one_line(tmp_path, capsys):
     assert "field nccl_env must be an object of strings" in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("field, value", [
-    ("tokens_per_s", True), ("tokens_per_s", "fast"), ("tokens_per_s", -5), ("peak_memory_bytes", False),
-    ("step_times_ms", [1.0, "x"]), ("timed_steps", [1, True]), ("nccl_env", ["NCCL_ALGO"]),
-    ("chunks", 2.5), ("mode", 3), ("bwd_overlap", "yes"), ("model", "big"), ("losses", [1.0, "x"]),
-    ("command", "tpscope run"),
-])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("tokens_per_s", True),
+        ("tokens_per_s", "fast"),
+        ("tokens_per_s", -5),
+        ("peak_memory_bytes", False),
+        ("step_times_ms", [1.0, "x"]),
+        ("timed_steps", [1, True]),
+        ("nccl_env", ["NCCL_ALGO"]),
+        ("chunks", 2.5),
+        ("mode", 3),
+        ("bwd_overlap", "yes"),
+        ("model", "big"),
+        ("losses", [1.0, "x"]),
+        ("command", "tpscope run"),
+    ],
+)
 def test_each_mistyped_field_is_an_error_naming_it(field, value):
     with pytest.raises(ManifestError) as got:
         manifest_from_dict({field: value, "steps": 8}, "m.json")
-    assert str(got.value).startswith(f"m.json: field {field} must be ") and "\n" not in str(got.value)
+    assert str(got.value).startswith(f"m.json: field {field} must be ") and "\n" not in str(
+        got.value
+    )
 
 
-@pytest.mark.parametrize("field, value", [("tokens_per_s", 1.5e5), ("peak_memory_bytes", 0), ("tokens_per_s", None),
-                                          ("nccl_env", {"NCCL_ALGO": "Ring"}), ("timed_steps", [1, 2]),
-                                          ("losses", [3.0, float("nan")])])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("tokens_per_s", 1.5e5),
+        ("peak_memory_bytes", 0),
+        ("tokens_per_s", None),
+        ("nccl_env", {"NCCL_ALGO": "Ring"}),
+        ("timed_steps", [1, 2]),
+        ("losses", [3.0, float("nan")]),
+    ],
+)
 def test_well_typed_fields_and_nulls_are_kept(field, value):
     m = manifest_from_dict({field: value}, "m.json")
     assert getattr(m, field) == value or value != value  # NaN is kept (a diverged loss is measured)
@@ -101,12 +129,21 @@ def test_a_newer_schema_and_a_broken_file_are_refused(tmp_path):
 
 def test_incomplete_keeps_what_was_recorded():
     m = incomplete(Manifest(mode="ring", command=["a"]), "rank 1 died", "9.9", ["b"])
-    assert (m.complete, m.stopped, m.mode, m.command, m.finished) == (False, "rank 1 died", "ring", ["a"], False)
+    assert (m.complete, m.stopped, m.mode, m.command, m.finished) == (
+        False,
+        "rank 1 died",
+        "ring",
+        ["a"],
+        False,
+    )
     assert incomplete(None, "x", "9.9", ["b"]).command == ["b"]
 
 
-@pytest.mark.parametrize("folder", sorted(p.parent for p in (ROOT / "sample_traces").glob(f"*/{MANIFEST_NAME}")),
-                         ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "folder",
+    sorted(p.parent for p in (ROOT / "sample_traces").glob(f"*/{MANIFEST_NAME}")),
+    ids=lambda p: p.name,
+)
 def test_every_sample_manifest_reads_and_writes_back_its_fields(folder, tmp_path):
     raw = json.loads((folder / MANIFEST_NAME).read_text())
     m = read_manifest(folder)

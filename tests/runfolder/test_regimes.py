@@ -14,14 +14,21 @@ from tpscope.runfolder.regimes import (
     worker_env,
 )
 
-SAFETY = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+SAFETY = {
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+}
 
 
 def test_regime_variables_are_those_of_benchmarks_md():
     assert regime_env("nvlink") == {}
     assert regime_env("shm") == {"NCCL_P2P_DISABLE": "1"}
-    assert regime_env("socket") == {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1",
-                                    "NCCL_SOCKET_IFNAME": "lo"}
+    assert regime_env("socket") == {
+        "NCCL_P2P_DISABLE": "1",
+        "NCCL_SHM_DISABLE": "1",
+        "NCCL_SOCKET_IFNAME": "lo",
+    }
     with pytest.raises(ValueError, match="unknown regime"):
         regime_env("infiniband")
 
@@ -46,9 +53,19 @@ def test_apply_in_process_and_infer_round_trip():
 
 
 def test_nccl_env_keeps_only_communication_variables():
-    got = nccl_env({"NCCL_P2P_DISABLE": "1", "HOME": "/root", "NVSHMEM_DISABLE_NVLS": "1",
-                    "CUDA_DEVICE_MAX_CONNECTIONS": "1"})
-    assert got == {"CUDA_DEVICE_MAX_CONNECTIONS": "1", "NCCL_P2P_DISABLE": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+    got = nccl_env(
+        {
+            "NCCL_P2P_DISABLE": "1",
+            "HOME": "/root",
+            "NVSHMEM_DISABLE_NVLS": "1",
+            "CUDA_DEVICE_MAX_CONNECTIONS": "1",
+        }
+    )
+    assert got == {
+        "CUDA_DEVICE_MAX_CONNECTIONS": "1",
+        "NCCL_P2P_DISABLE": "1",
+        "NVSHMEM_DISABLE_NVLS": "1",
+    }
 
 
 def test_nccl_high_priority_is_a_default_the_user_can_override():
@@ -59,12 +76,19 @@ def test_nccl_high_priority_is_a_default_the_user_can_override():
     assert environ["TORCH_NCCL_HIGH_PRIORITY"] == "0"
     environ = {"NCCL_NVLS_ENABLE": "1"}
     apply_defaults(environ)
-    assert environ == {"TORCH_NCCL_HIGH_PRIORITY": "1", "NCCL_P2P_PCI_CHUNKSIZE": "524288", **SAFETY}
+    assert environ == {
+        "TORCH_NCCL_HIGH_PRIORITY": "1",
+        "NCCL_P2P_PCI_CHUNKSIZE": "524288",
+        **SAFETY,
+    }
 
 
 def test_send_recv_steps_of_512_kib_are_a_default_the_user_can_override():
     assert worker_env("socket", {})["NCCL_P2P_PCI_CHUNKSIZE"] == str(512 * 1024)
-    assert worker_env("shm", {"NCCL_P2P_PCI_CHUNKSIZE": "131072"})["NCCL_P2P_PCI_CHUNKSIZE"] == "131072"
+    assert (
+        worker_env("shm", {"NCCL_P2P_PCI_CHUNKSIZE": "131072"})["NCCL_P2P_PCI_CHUNKSIZE"]
+        == "131072"
+    )
     environ = {"NCCL_P2P_PCI_CHUNKSIZE": "2097152"}
     apply_in_process("shm", environ)
     assert environ["NCCL_P2P_PCI_CHUNKSIZE"] == "2097152"

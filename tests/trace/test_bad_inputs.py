@@ -71,7 +71,12 @@ def test_truncated_gzip(tmp_path, capsys):
 
 
 def test_non_utf8_bytes_are_replaced(tmp_path, capsys):
-    text = json.dumps(good_doc()).replace('"gemm"', '"gemm_\\u00e9"').encode().replace(b"\\u00e9", b"\xff\xfe")
+    text = (
+        json.dumps(good_doc())
+        .replace('"gemm"', '"gemm_\\u00e9"')
+        .encode()
+        .replace(b"\\u00e9", b"\xff\xfe")
+    )
     write(tmp_path / "run", "r.json", text)
     expect_warning(tmp_path / "run", capsys, "invalid UTF-8")
 
@@ -86,7 +91,14 @@ def test_events_without_ts_or_dur_and_negative_durations(tmp_path, capsys):
     doc["traceEvents"] += [
         {"ph": "X", "cat": "kernel", "name": "no_ts", "dur": 3, "args": {"device": 0, "stream": 7}},
         {"ph": "X", "cat": "kernel", "name": "no_dur", "ts": 3, "args": {"device": 0, "stream": 7}},
-        {"ph": "X", "cat": "kernel", "name": "neg", "ts": 3, "dur": -5, "args": {"device": 0, "stream": 7}},
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "neg",
+            "ts": 3,
+            "dur": -5,
+            "args": {"device": 0, "stream": 7},
+        },
     ]
     write(tmp_path / "run", "r.json", json.dumps(doc))
     result = expect_warning(tmp_path / "run", capsys, "3 GPU activities without a usable ts/dur")
@@ -136,7 +148,11 @@ def test_missing_rank(tmp_path, capsys):
 def test_rank_from_another_run(tmp_path, capsys):
     write(tmp_path / "run", "a.json", json.dumps(good_doc(0, 2)))
     write(tmp_path / "run", "b.json", json.dumps(good_doc(1, 8)))
-    expect_refusal(tmp_path / "run", capsys, "rank files of different runs: a.json has world size 2, b.json world size 8")
+    expect_refusal(
+        tmp_path / "run",
+        capsys,
+        "rank files of different runs: a.json has world size 2, b.json world size 8",
+    )
 
 
 def test_collectives_that_do_not_match(tmp_path, capsys):
@@ -144,7 +160,9 @@ def test_collectives_that_do_not_match(tmp_path, capsys):
     for rank, nelems in ((0, 1024), (1, 4096)):
         r = RankTrace(rank)
         r.gpu_annotation("ProfilerStep#1", 0, 100)
-        r.kernel(NCCL, 10, 20, stream=14, collective=Collective("_allgather_base", nelems, 2 * nelems))
+        r.kernel(
+            NCCL, 10, 20, stream=14, collective=Collective("_allgather_base", nelems, 2 * nelems)
+        )
         ranks.append(r)
     write_run(tmp_path / "run", ranks)
     code, out, err = analyze(tmp_path / "run", capsys)
@@ -197,7 +215,9 @@ def test_tolerant_path_reads_a_real_trace_like_the_fast_path(tmp_path):
     run = tmp_path / "run"
     for rank in fast.ranks:
         doc = json.load(gzip.open(rank.path))
-        doc["traceEvents"].append({"ph": "X", "cat": "cpu_op", "name": "odd", "ts": "soon", "dur": 1})
+        doc["traceEvents"].append(
+            {"ph": "X", "cat": "cpu_op", "name": "odd", "ts": "soon", "dur": 1}
+        )
         write(run, rank.path.name, gzip.compress(json.dumps(doc).encode()))
     slow = load_run(run)
     assert any("tolerant decoder" in w or "dropped" in w for w in slow.warnings)
@@ -209,17 +229,34 @@ def test_tolerant_path_reads_a_real_trace_like_the_fast_path(tmp_path):
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=8),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4),
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=8),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4)
+    ),
     max_leaves=12,
 )
 event_keys = st.sampled_from(["ph", "cat", "name", "pid", "tid", "ts", "dur", "args", "id"])
-events = st.dictionaries(event_keys, json_values | st.sampled_from(["X", "kernel", "gpu_memcpy", "cuda_runtime"]),
-                         max_size=8)
+events = st.dictionaries(
+    event_keys,
+    json_values | st.sampled_from(["X", "kernel", "gpu_memcpy", "cuda_runtime"]),
+    max_size=8,
+)
 
 
-@settings(max_examples=int(os.environ.get("TPSCOPE_FUZZ_EXAMPLES", 150)), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(events, max_size=12), st.sampled_from(["dict", "list", "bytes"]), st.binary(max_size=64))
+@settings(
+    max_examples=int(os.environ.get("TPSCOPE_FUZZ_EXAMPLES", 150)),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    st.lists(events, max_size=12),
+    st.sampled_from(["dict", "list", "bytes"]),
+    st.binary(max_size=64),
+)
 def test_fuzz_loader_never_crashes(tmp_path, evs, shape, junk):
     path = tmp_path / "fuzz.json"
     if shape == "dict":
@@ -263,10 +300,18 @@ def test_a_field_nested_deeply_is_refused_in_one_line(tmp_path, depth):
     # in a process of its own: the outcome must not depend on the recursion limit a test runner sets
     text = json.dumps(good_doc())
     write(tmp_path / "run", "r.json", text[:-1] + ', "extra": ' + "[" * depth + "]" * depth + "}")
-    done = subprocess.run([sys.executable, "-m", "tpscope.cli", "analyze", str(tmp_path / "run"), "--no-cache"],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "tpscope.cli", "analyze", str(tmp_path / "run"), "--no-cache"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2, done.stderr
-    assert done.stderr.count("\n") == 1 and "nested too deeply" in done.stderr and "r.json" in done.stderr
+    assert (
+        done.stderr.count("\n") == 1
+        and "nested too deeply" in done.stderr
+        and "r.json" in done.stderr
+    )
 
 
 # The decoder fuzzed from a real-shaped trace: random truncations, a field's value swapped for
@@ -280,14 +325,40 @@ def _seed_doc() -> dict:
 
 SEED = _seed_doc()
 SWAP_VALUES = (
-    st.none() | st.booleans() | st.text(max_size=6) | st.just([]) | st.just({}) | st.just([1, "x"])
-    | st.integers(-(2**200), 2**200) | st.sampled_from([2**63, -(2**63) - 1, 2**64, 10**40])
-    | st.floats(allow_nan=False) | st.sampled_from([1e308, -1e308, 5e-324, 9e15, -9e15])
+    st.none()
+    | st.booleans()
+    | st.text(max_size=6)
+    | st.just([])
+    | st.just({})
+    | st.just([1, "x"])
+    | st.integers(-(2**200), 2**200)
+    | st.sampled_from([2**63, -(2**63) - 1, 2**64, 10**40])
+    | st.floats(allow_nan=False)
+    | st.sampled_from([1e308, -1e308, 5e-324, 9e15, -9e15])
 )
 FIELDS = ("ph", "cat", "name", "pid", "tid", "ts", "dur", "args")
-ARG_FIELDS = ("device", "stream", "correlation", "External id", "Collective name", "In msg nelems",
-              "Out msg nelems", "dtype", "Group size", "Seq", "grid", "block", "Input Dims")
-HEADER_FIELDS = ("baseTimeNanoseconds", "distributedInfo", "traceEvents", "deviceProperties", "hostname")
+ARG_FIELDS = (
+    "device",
+    "stream",
+    "correlation",
+    "External id",
+    "Collective name",
+    "In msg nelems",
+    "Out msg nelems",
+    "dtype",
+    "Group size",
+    "Seq",
+    "grid",
+    "block",
+    "Input Dims",
+)
+HEADER_FIELDS = (
+    "baseTimeNanoseconds",
+    "distributedInfo",
+    "traceEvents",
+    "deviceProperties",
+    "hostname",
+)
 
 
 @st.composite
@@ -309,7 +380,9 @@ def mutated_traces(draw) -> bytes:
             elif kind == "arg" and isinstance(event.get("args"), dict):
                 event["args"][draw(st.sampled_from(ARG_FIELDS))] = value
             elif kind == "nest":  # a placeholder, replaced by the nested text below
-                event[draw(st.sampled_from(FIELDS))] = f"@nest{draw(st.sampled_from([10, 200, 3000]))}@"
+                event[draw(st.sampled_from(FIELDS))] = (
+                    f"@nest{draw(st.sampled_from([10, 200, 3000]))}@"
+                )
     text = json.dumps(doc)
     for depth in (10, 200, 3000):
         text = text.replace(f'"@nest{depth}@"', "[" * depth + "]" * depth)
@@ -319,8 +392,11 @@ def mutated_traces(draw) -> bytes:
     return data
 
 
-@settings(max_examples=int(os.environ.get("TPSCOPE_FUZZ_EXAMPLES", 150)), deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=int(os.environ.get("TPSCOPE_FUZZ_EXAMPLES", 150)),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(mutated_traces(), st.booleans())
 def test_fuzz_decoder_mutations_give_a_result_or_one_line(tmp_path, data, gz):
     path = tmp_path / ("fuzz.json.gz" if gz else "fuzz.json")

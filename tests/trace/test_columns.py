@@ -37,8 +37,12 @@ def test_lookup_joins_on_unsorted_keys():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 5), st.integers(1, 6)), max_size=8),
-       st.lists(st.integers(-3, 80), max_size=12), st.booleans(), st.randoms())
+@given(
+    st.lists(st.tuples(st.integers(0, 5), st.integers(1, 6)), max_size=8),
+    st.lists(st.integers(-3, 80), max_size=12),
+    st.booleans(),
+    st.randoms(),
+)
 def test_containing_matches_brute_force_half_open_and_closed(gaps_and_lengths, times, closed, rnd):
     """Disjoint intervals laid end to end with gaps (a gap of 0 makes two touch), given unsorted."""
     lo, hi, t0 = [], [], 0
@@ -49,8 +53,15 @@ def test_containing_matches_brute_force_half_open_and_closed(gaps_and_lengths, t
         t0 += length
     order = list(range(len(lo)))
     rnd.shuffle(order)
-    lo_a, hi_a = np.array([lo[i] for i in order], np.int64), np.array([hi[i] for i in order], np.int64)
+    lo_a, hi_a = (
+        np.array([lo[i] for i in order], np.int64),
+        np.array([hi[i] for i in order], np.int64),
+    )
     got = containing(lo_a, hi_a, np.array(times, np.int64), closed=closed).tolist()
     for t, i in zip(times, got, strict=True):
-        holders = [k for k in range(len(lo_a)) if lo_a[k] <= t and (t <= hi_a[k] if closed else t < hi_a[k])]
+        holders = [
+            k
+            for k in range(len(lo_a))
+            if lo_a[k] <= t and (t <= hi_a[k] if closed else t < hi_a[k])
+        ]
         assert i == (holders[0] if holders else -1)

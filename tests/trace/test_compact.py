@@ -14,10 +14,17 @@ from tpscope.trace.assemble import assemble
 from tpscope.trace.compact import compact_rank
 
 ROOT = Path(__file__).resolve().parents[2]
-REAL = sorted(p for d in ("sample_traces/h200x2-shm-chunked", "sample_traces/h200x1-nested-loop",
-                          "tests/data/real/tracelens-qwen05b-h100", "tests/data/real/param-dlrm-torchrec-v100x8",
-                          "tests/data/h200-shm-chunked4")
-              for p in run_folder.find_trace_files(ROOT / d))
+REAL = sorted(
+    p
+    for d in (
+        "sample_traces/h200x2-shm-chunked",
+        "sample_traces/h200x1-nested-loop",
+        "tests/data/real/tracelens-qwen05b-h100",
+        "tests/data/real/param-dlrm-torchrec-v100x8",
+        "tests/data/h200-shm-chunked4",
+    )
+    for p in run_folder.find_trace_files(ROOT / d)
+)
 
 
 def full_rank(path: Path):
@@ -59,10 +66,16 @@ def test_what_the_analysis_and_dashboard_read_is_kept(path):
     assert len(small.cpu_ops) < len(full.cpu_ops)  # these traces all have CPU ops nothing reads
     for queries in (full.gpu.external_id, full.runtime.external_id):
         assert op_names_by_id(small, queries) == op_names_by_id(full, queries)
-    c10d = [(s, n) for s, n in zip(full.cpu_ops.start_ns.tolist(), full.cpu_ops.name_id.tolist())
-            if full.symbols[n].startswith("c10d::")]
-    assert [(s, n) for s, n in zip(small.cpu_ops.start_ns.tolist(), small.cpu_ops.name_id.tolist())
-            if small.symbols[n].startswith("c10d::")] == c10d
+    c10d = [
+        (s, n)
+        for s, n in zip(full.cpu_ops.start_ns.tolist(), full.cpu_ops.name_id.tolist())
+        if full.symbols[n].startswith("c10d::")
+    ]
+    assert [
+        (s, n)
+        for s, n in zip(small.cpu_ops.start_ns.tolist(), small.cpu_ops.name_id.tolist())
+        if small.symbols[n].startswith("c10d::")
+    ] == c10d
     assert outermost(small) == outermost(full)
     for table in ("gpu", "annotations", "waits", "steps", "runtime"):
         assert getattr(small, table) is getattr(full, table)
@@ -71,12 +84,42 @@ def test_what_the_analysis_and_dashboard_read_is_kept(path):
 def test_a_nested_op_that_launches_nothing_is_dropped_and_its_parent_kept(tmp_path):
     r = KinetoRank(0, world_size=1)
     r.kernel("gemm", 20, 10, launch_us=(10.0, 2.0))  # its aten::mm op and launch call at 10 µs
-    r.raw({"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 100, "tid": 100, "ts": 0.0, "dur": 50.0,
-           "args": {"External id": 900}})
-    r.raw({"ph": "X", "cat": "cpu_op", "name": "aten::empty", "pid": 100, "tid": 100, "ts": 1.0, "dur": 1.0,
-           "args": {"External id": 901}})
-    r.raw({"ph": "X", "cat": "cpu_op", "name": "aten::view", "pid": 100, "tid": 100, "ts": 60.0, "dur": 1.0,
-           "args": {"External id": 902}})  # outermost: kept
+    r.raw(
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::linear",
+            "pid": 100,
+            "tid": 100,
+            "ts": 0.0,
+            "dur": 50.0,
+            "args": {"External id": 900},
+        }
+    )
+    r.raw(
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::empty",
+            "pid": 100,
+            "tid": 100,
+            "ts": 1.0,
+            "dur": 1.0,
+            "args": {"External id": 901},
+        }
+    )
+    r.raw(
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::view",
+            "pid": 100,
+            "tid": 100,
+            "ts": 60.0,
+            "dur": 1.0,
+            "args": {"External id": 902},
+        }
+    )  # outermost: kept
     write_run(tmp_path / "run", [r])
     path = run_folder.find_trace_files(tmp_path / "run")[0]
     full = full_rank(path)

@@ -13,13 +13,35 @@ MAIN, GLOO = 100, 200  # the training thread and gloo's worker thread
 
 
 def _op(r: RankTrace, name: str, start: float, dur: float, tid: int = MAIN, **args) -> None:
-    r.raw({"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": tid, "ts": start, "dur": dur,
-           "args": {"External id": len(r.events) + 1, **args}})
+    r.raw(
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": name,
+            "pid": 1,
+            "tid": tid,
+            "ts": start,
+            "dur": dur,
+            "args": {"External id": len(r.events) + 1, **args},
+        }
+    )
 
 
-def _gloo(r: RankTrace, name: str, start: float, dur: float, dims: list, dtype: str = "float") -> None:
-    r.raw({"ph": "X", "cat": "user_annotation", "name": name, "pid": 1, "tid": GLOO, "ts": start, "dur": dur,
-           "args": {"Input Dims": dims, "Input type": [dtype]}})
+def _gloo(
+    r: RankTrace, name: str, start: float, dur: float, dims: list, dtype: str = "float"
+) -> None:
+    r.raw(
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": name,
+            "pid": 1,
+            "tid": GLOO,
+            "ts": start,
+            "dur": dur,
+            "args": {"Input Dims": dims, "Input type": [dtype]},
+        }
+    )
 
 
 def cpu_rank(rank: int, late_us: float) -> RankTrace:
@@ -51,8 +73,11 @@ def test_activities_of_a_cpu_rank(cpu_run_dir):
     # innermost ops only (mm, not matmul), no issue call, nothing inside the collective
     assert names == ["aten::mm", "gloo:all_reduce", "aten::add"]
     assert r0.gpu.cls.tolist() == [ActivityClass.COMPUTE, ActivityClass.COMM, ActivityClass.COMPUTE]
-    assert [r0.lane_label(k) for k in r0.gpu.lane] == ["rank 0 cpu thread 100", "rank 0 cpu thread 200",
-                                                       "rank 0 cpu thread 100"]
+    assert [r0.lane_label(k) for k in r0.gpu.lane] == [
+        "rank 0 cpu thread 100",
+        "rank 0 cpu thread 200",
+        "rank 0 cpu thread 100",
+    ]
     comm = 1
     assert r0.gpu.in_nelems[comm] == 32 and r0.gpu.out_nelems[comm] == 32
     assert sym[r0.gpu.dtype_id[comm]] == "float" and r0.gpu.group_size[comm] == 2
@@ -76,10 +101,16 @@ def test_metrics_of_a_cpu_run(cpu_run_dir):
     # rank 0's add starts (idle), the add (310-330, compute 20). No host time: no launch calls.
     (path,) = analysis.critical_path
     assert path.length_us == pytest.approx(320.0)
-    assert (path.compute_us, path.comm_us, path.idle_us, path.host_us) == pytest.approx((140.0, 155.0, 25.0, 0.0))
+    assert (path.compute_us, path.comm_us, path.idle_us, path.host_us) == pytest.approx(
+        (140.0, 155.0, 25.0, 0.0)
+    )
     assert [(s["kind"], s["name"], s["rank"]) for s in path.segments] == [
-        ("compute", "aten::mm", 1), ("idle", "gloo:all_reduce", 1), ("comm", "gloo:all_reduce", 0),
-        ("idle", "aten::add", 0), ("compute", "aten::add", 0)]
+        ("compute", "aten::mm", 1),
+        ("idle", "gloo:all_reduce", 1),
+        ("comm", "gloo:all_reduce", 0),
+        ("idle", "aten::add", 0),
+        ("compute", "aten::add", 0),
+    ]
 
 
 def test_a_gpu_rank_is_not_a_cpu_run():

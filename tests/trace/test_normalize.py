@@ -32,9 +32,24 @@ def test_string_pids_and_old_kernel_names(tmp_path):
     doc = {
         "distributedInfo": {"rank": 0, "world_size": 1},
         "traceEvents": [
-            {"ph": "X", "cat": "Kernel", "name": "ncclKernel_AllReduce_RING_LL_Sum_float", "pid": "0",
-             "tid": "stream 7", "ts": 100, "dur": 50},
-            {"ph": "X", "cat": "Kernel", "name": "gemm", "pid": "0", "tid": "stream 8", "ts": 100, "dur": 20},
+            {
+                "ph": "X",
+                "cat": "Kernel",
+                "name": "ncclKernel_AllReduce_RING_LL_Sum_float",
+                "pid": "0",
+                "tid": "stream 7",
+                "ts": 100,
+                "dur": 50,
+            },
+            {
+                "ph": "X",
+                "cat": "Kernel",
+                "name": "gemm",
+                "pid": "0",
+                "tid": "stream 8",
+                "ts": 100,
+                "dur": 20,
+            },
         ],
     }
     path = tmp_path / "old.json"
@@ -57,9 +72,19 @@ def test_lanes_from_device_and_stream(tmp_path):
 
 def test_collective_metadata_from_cpu_op_and_from_kernel_args(tmp_path):
     r = RankTrace(0, world_size=2)
-    r.kernel(NCCL, 10, 5, stream=14, collective=Collective("_allgather_base", in_nelems=4, out_nelems=8))
-    r.kernel(NCCL, 20, 5, stream=14, collective=Collective("allreduce", 16, 16, dtype="Float", seq=7, on_kernel=True))
-    r.kernel("gemm_in_a_comm_op", 30, 5, collective=Collective("allreduce"))  # not comm: no metadata
+    r.kernel(
+        NCCL, 10, 5, stream=14, collective=Collective("_allgather_base", in_nelems=4, out_nelems=8)
+    )
+    r.kernel(
+        NCCL,
+        20,
+        5,
+        stream=14,
+        collective=Collective("allreduce", 16, 16, dtype="Float", seq=7, on_kernel=True),
+    )
+    r.kernel(
+        "gemm_in_a_comm_op", 30, 5, collective=Collective("allreduce")
+    )  # not comm: no metadata
     rank = load_run(write_run(tmp_path / "run", [r])).ranks[0]
     g, sym = rank.gpu, rank.symbols
     assert [sym[i] for i in g.coll_name_id[:2]] == ["_allgather_base", "allreduce"]
@@ -69,11 +94,34 @@ def test_collective_metadata_from_cpu_op_and_from_kernel_args(tmp_path):
 
 
 def test_events_without_times_are_dropped_with_a_warning(tmp_path):
-    doc = {"distributedInfo": {"rank": 0, "world_size": 1}, "traceEvents": [
-        {"ph": "X", "cat": "kernel", "name": "ok", "ts": 1, "dur": 2, "args": {"device": 0, "stream": 7}},
-        {"ph": "X", "cat": "kernel", "name": "no_ts", "dur": 2, "args": {"device": 0, "stream": 7}},
-        {"ph": "X", "cat": "kernel", "name": "negative", "ts": 1, "dur": -2, "args": {"device": 0, "stream": 7}},
-    ]}
+    doc = {
+        "distributedInfo": {"rank": 0, "world_size": 1},
+        "traceEvents": [
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "ok",
+                "ts": 1,
+                "dur": 2,
+                "args": {"device": 0, "stream": 7},
+            },
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "no_ts",
+                "dur": 2,
+                "args": {"device": 0, "stream": 7},
+            },
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "negative",
+                "ts": 1,
+                "dur": -2,
+                "args": {"device": 0, "stream": 7},
+            },
+        ],
+    }
     path = tmp_path / "t.json.gz"
     path.write_bytes(gzip.compress(json.dumps(doc).encode()))
     run = load_run(path)
@@ -105,7 +153,9 @@ def test_copies_launched_inside_a_transfer_range_are_communication(tmp_path):
     inside_out = r.memcpy("Memcpy DtoH (Device -> Pinned)", 50, 100, stream=20, launch_us=(40, 2))
     inside_in = r.memcpy("Memcpy HtoD (Pinned -> Device)", 200, 60, stream=21, launch_us=(190, 2))
     outside = r.memcpy("Memcpy DtoH (Device -> Pinned)", 300, 20, stream=20, launch_us=(290, 2))
-    other_thread = r.memcpy("Memcpy HtoD (Pinned -> Device)", 330, 10, stream=21, launch_us=(185, 2))
+    other_thread = r.memcpy(
+        "Memcpy HtoD (Pinned -> Device)", 330, 10, stream=21, launch_us=(185, 2)
+    )
     # the last copy's launch call runs on another thread, inside no transfer range of its own
     launch = next(e for e in reversed(r.events) if e.get("cat") == "cuda_runtime")
     launch["tid"] = 200

@@ -19,8 +19,17 @@ def assert_same_ranks(a, b):
         sx, sy = np.array(x.symbols, dtype=object), np.array(y.symbols, dtype=object)
         for field in x.gpu.__dataclass_fields__:
             u, v = getattr(x.gpu, field), getattr(y.gpu, field)
-            if field in ("name_id", "signature_id", "coll_name_id", "pg_name_id", "dtype_id", "op_name_id", "dims_id",
-                         "types_id", "strides_id"):
+            if field in (
+                "name_id",
+                "signature_id",
+                "coll_name_id",
+                "pg_name_id",
+                "dtype_id",
+                "op_name_id",
+                "dims_id",
+                "types_id",
+                "strides_id",
+            ):
                 u = np.where(u >= 0, sx[np.maximum(u, 0)], None)
                 v = np.where(v >= 0, sy[np.maximum(v, 0)], None)
             assert np.array_equal(u, v), field
@@ -38,7 +47,9 @@ def test_parts_hold_every_event(parts, indent):
     header = parallel.header_of(buf)
     spans = part_spans(buf, parts)
     assert spans is not None and len(spans) == parts
-    assert [e for lo, hi in spans for e in json.loads(b"[" + buf[lo:hi] + b"]")] == doc["traceEvents"]
+    assert [e for lo, hi in spans for e in json.loads(b"[" + buf[lo:hi] + b"]")] == doc[
+        "traceEvents"
+    ]
     assert header.distributedInfo.rank == doc["distributedInfo"]["rank"]
     assert header.baseTimeNanoseconds == doc["baseTimeNanoseconds"]
 
@@ -64,15 +75,28 @@ def test_file_in_parts_equals_one_piece(run, tmp_path, monkeypatch):
 
 
 def test_many_files_over_a_pool_equal_one_process():
-    assert_same_ranks(load_run(DATA / "h200-shm-chunked4", workers=1), load_run(DATA / "h200-shm-chunked4", workers=2))
+    assert_same_ranks(
+        load_run(DATA / "h200-shm-chunked4", workers=1),
+        load_run(DATA / "h200-shm-chunked4", workers=2),
+    )
 
 
 def test_a_cut_inside_an_event_falls_back_to_one_piece(tmp_path, monkeypatch):
     monkeypatch.setattr(parallel, "SPLIT_MIN_BYTES", 0)
     # one kernel whose args hold a long list of objects: the cut lands inside it
-    doc = {"distributedInfo": {"rank": 0}, "traceEvents": [
-        {"ph": "X", "cat": "kernel", "name": "gemm", "ts": 1, "dur": 2,
-         "args": {"device": 0, "stream": 7, "l": [{"a": i} for i in range(50)]}}]}
+    doc = {
+        "distributedInfo": {"rank": 0},
+        "traceEvents": [
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "gemm",
+                "ts": 1,
+                "dur": 2,
+                "args": {"device": 0, "stream": 7, "l": [{"a": i} for i in range(50)]},
+            }
+        ],
+    }
     text = json.dumps(doc, indent=2).encode()
     assert part_spans(text, 2) is not None  # a cut is found ...
     assert parallel.decode_in_parts(text, 2) is None  # ... and detected as bad
@@ -88,7 +112,7 @@ def test_a_part_decoded_a_piece_at_a_time_equals_the_part_decoded_whole():
 
     doc = json.load(gzip.open(next((DATA / "h200-shm-chunked4").glob("rank0*"))))
     buf = json.dumps(doc, indent=1).encode()
-    (lo, hi), = part_spans(buf, 1)
+    ((lo, hi),) = part_spans(buf, 1)
     whole = extract(json_events(buf[lo:hi]), 0)
     pieces = decode_span(buf, lo, hi, chunk_bytes=8192)  # about 60 pieces
     assert pieces is not None
@@ -97,7 +121,9 @@ def test_a_part_decoded_a_piece_at_a_time_equals_the_part_decoded_whole():
             got = pieces.groups[group][name]
             if name in SYMBOL_COLUMNS:  # ids number the symbols in another order: compare the names
                 col = np.array([whole.symbols[i] if i >= 0 else None for i in col.tolist()], object)
-                got = np.array([pieces.symbols[i] if i >= 0 else None for i in got.tolist()], object)
+                got = np.array(
+                    [pieces.symbols[i] if i >= 0 else None for i in got.tolist()], object
+                )
             np.testing.assert_array_equal(got, col, err_msg=f"{group}.{name}")
 
 

@@ -29,7 +29,9 @@ def write_64_ranks(folder: Path) -> Path:
         doc = dict(docs[k % 2])
         doc["distributedInfo"] = {**doc["distributedInfo"], "rank": k, "world_size": RANKS}
         doc["baseTimeNanoseconds"] = int(doc.get("baseTimeNanoseconds") or 0) + (k // 8) * 1300
-        (folder / f"rank{k}.pt.trace.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode(), 1))
+        (folder / f"rank{k}.pt.trace.json.gz").write_bytes(
+            gzip.compress(json.dumps(doc).encode(), 1)
+        )
     return folder
 
 
@@ -51,7 +53,9 @@ def assert_same_tables(a, b) -> None:
     for table in ("gpu", "annotations", "waits", "cpu_ops", "runtime"):
         x, y = getattr(a, table), getattr(b, table)
         for f in x.__dataclass_fields__:
-            np.testing.assert_array_equal(getattr(x, f), getattr(y, f), err_msg=f"rank {a.rank} {table}.{f}")
+            np.testing.assert_array_equal(
+                getattr(x, f), getattr(y, f), err_msg=f"rank {a.rank} {table}.{f}"
+            )
     np.testing.assert_array_equal(a.steps.start_ns, b.steps.start_ns)
     np.testing.assert_array_equal(a.lanes, b.lanes)
 
@@ -89,4 +93,6 @@ def test_ray_missing_is_one_line(run64, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
     assert main(["analyze", str(run64), "--no-cache", "--engine", "ray"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["tpscope analyze: error: --engine ray: Ray is not installed (pip install 'tpscope[ray]')"]
+    assert err == [
+        "tpscope analyze: error: --engine ray: Ray is not installed (pip install 'tpscope[ray]')"
+    ]

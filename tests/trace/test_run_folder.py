@@ -78,9 +78,17 @@ def test_manifest_is_read(tmp_path):
         (lambda p: p.mkdir(), "no trace files"),
         (lambda p: (p.mkdir(), (p / "a.txt").write_text("x")), "no trace files"),
         (lambda p: (p.mkdir(), (p / "a.json").write_text("{not json")), "not valid JSON"),
-        (lambda p: (p.mkdir(), (p / "a.json.gz").write_bytes(gzip.compress(b'{"traceEvents": []}' * 50)[:40])),
-         "broken gzip data"),
-        (lambda p: (p.mkdir(), (p / "a.json").write_text(json.dumps({"traceEvents": []}))), "no trace events"),
+        (
+            lambda p: (
+                p.mkdir(),
+                (p / "a.json.gz").write_bytes(gzip.compress(b'{"traceEvents": []}' * 50)[:40]),
+            ),
+            "broken gzip data",
+        ),
+        (
+            lambda p: (p.mkdir(), (p / "a.json").write_text(json.dumps({"traceEvents": []}))),
+            "no trace events",
+        ),
         (lambda p: (p.mkdir(), (p / "a.json").write_text("")), "empty file"),
     ],
 )
@@ -114,7 +122,10 @@ SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 
 def _rank_file(run: Path, rank: int) -> Path:
     for p in run.iterdir():
-        if p.name.endswith(".json.gz") and json.loads(gzip.decompress(p.read_bytes()))["distributedInfo"]["rank"] == rank:
+        if (
+            p.name.endswith(".json.gz")
+            and json.loads(gzip.decompress(p.read_bytes()))["distributedInfo"]["rank"] == rank
+        ):
             return p
     raise AssertionError(rank)
 
@@ -135,7 +146,9 @@ def test_rank_beyond_the_world_size_is_a_warning(tmp_path):
     folder = tmp_path / "run"
     folder.mkdir()
     for rank, as_rank in ((0, 0), (1, 5)):
-        doc = json.loads(gzip.decompress(_rank_file(SAMPLES / "h200x2-nvlink-none", rank).read_bytes()))
+        doc = json.loads(
+            gzip.decompress(_rank_file(SAMPLES / "h200x2-nvlink-none", rank).read_bytes())
+        )
         doc["distributedInfo"]["rank"] = as_rank
         (folder / f"r{as_rank}.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode()))
     run = load_run(folder)
@@ -190,11 +203,15 @@ def test_a_folder_of_runs_is_found_and_named_when_one_run_is_expected(tmp_path):
 def test_a_folder_of_a_run_stopped_before_its_traces_says_so(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
-    (run / "tpscope_run.json").write_text(json.dumps({"complete": False, "stopped": "stopped by SIGTERM"}))
+    (run / "tpscope_run.json").write_text(
+        json.dumps({"complete": False, "stopped": "stopped by SIGTERM"})
+    )
     with pytest.raises(UserError) as exc:
         load_run(run)
-    assert str(exc.value) == (f"{run}: no trace files (*.json or *.json.gz from torch.profiler) in this folder; "
-                              "its manifest says the run did not finish (stopped by SIGTERM)")
+    assert str(exc.value) == (
+        f"{run}: no trace files (*.json or *.json.gz from torch.profiler) in this folder; "
+        "its manifest says the run did not finish (stopped by SIGTERM)"
+    )
 
 
 def test_an_fsspec_url_reads_like_the_folder(tmp_path):
@@ -214,7 +231,9 @@ def test_an_fsspec_url_reads_like_the_folder(tmp_path):
         fs.rm("/tpscope-test-run", recursive=True)
     on_disk = load_run(folder)
     assert from_url.path == "memory://tpscope-test-run"
-    assert [str(r.path) for r in from_url.ranks] == [f"memory:///tpscope-test-run/{r.path.name}" for r in on_disk.ranks]
+    assert [str(r.path) for r in from_url.ranks] == [
+        f"memory:///tpscope-test-run/{r.path.name}" for r in on_disk.ranks
+    ]
     for a, b in zip(from_url.ranks, on_disk.ranks):
         assert a.rank == b.rank
         np.testing.assert_array_equal(a.gpu.start_ns, b.gpu.start_ns)

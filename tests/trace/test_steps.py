@@ -9,7 +9,12 @@ def windows(tmp_path, r: RankTrace):
     run = load_run(write_run(tmp_path / "run", [r]))
     w = run.ranks[0].steps
     base = run.ranks[0].gpu.start_ns.min() if len(run.ranks[0].gpu) else 0
-    return w.source, w.step.tolist(), ((w.start_ns - base) / 1000).tolist(), ((w.end_ns - base) / 1000).tolist()
+    return (
+        w.source,
+        w.step.tolist(),
+        ((w.start_ns - base) / 1000).tolist(),
+        ((w.end_ns - base) / 1000).tolist(),
+    )
 
 
 def test_steps_from_gpu_annotations(tmp_path):

@@ -74,18 +74,43 @@ def test_streamed_equals_one_piece(path, monkeypatch):
 
 
 # the other args of a real H200 kernel event (torch 2.11), which no table keeps
-KERNEL_ARGS = {"queued": 0, "device": 0, "context": 1, "stream": 7, "registers per thread": 168,
-               "shared memory": 213248, "blocks per SM": 1.0, "warps per SM": 8.0, "grid": [132, 1, 1],
-               "block": [384, 1, 1], "est. achieved occupancy %": 13, "kind": "Dispatch Kernel"}
+KERNEL_ARGS = {
+    "queued": 0,
+    "device": 0,
+    "context": 1,
+    "stream": 7,
+    "registers per thread": 168,
+    "shared memory": 213248,
+    "blocks per SM": 1.0,
+    "warps per SM": 8.0,
+    "grid": [132, 1, 1],
+    "block": [384, 1, 1],
+    "est. achieved occupancy %": 13,
+    "kind": "Dispatch Kernel",
+}
 
 
 def _doc(n: int, tail: dict | None = None) -> dict:
     events = []
     for k in range(n):
-        events.append({"ph": "X", "cat": "kernel", "name": f"k{k % 7}", "pid": 0, "tid": 7,
-                       "ts": 10.0 * k, "dur": 5.0, "args": {**KERNEL_ARGS, "correlation": k}})
-    doc = {"schemaVersion": 1, "deviceProperties": [{"id": 0}, {"id": 1}],
-           "distributedInfo": {"rank": 3, "world_size": 4}, "traceEvents": events}
+        events.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": f"k{k % 7}",
+                "pid": 0,
+                "tid": 7,
+                "ts": 10.0 * k,
+                "dur": 5.0,
+                "args": {**KERNEL_ARGS, "correlation": k},
+            }
+        )
+    doc = {
+        "schemaVersion": 1,
+        "deviceProperties": [{"id": 0}, {"id": 1}],
+        "distributedInfo": {"rank": 3, "world_size": 4},
+        "traceEvents": events,
+    }
     doc.update(tail or {})
     return doc
 
@@ -135,7 +160,9 @@ def test_peak_memory_is_bounded_by_the_chunk_not_the_file():
         del out
         tracemalloc.reset_peak()
         base, _ = tracemalloc.get_traced_memory()
-        events = EVENTS_DECODER.decode(text[text.index(b"[", text.index(b'"traceEvents"')) : text.rindex(b"]") + 1])
+        events = EVENTS_DECODER.decode(
+            text[text.index(b"[", text.index(b'"traceEvents"')) : text.rindex(b"]") + 1]
+        )
         extract(events)
         _, whole_peak = tracemalloc.get_traced_memory()
     finally:

@@ -13,16 +13,46 @@ from tpscope.runfolder.manifest import Manifest
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_dir", nargs="?", help="run folder whose GEMM calls to replay (its traces need record_shapes=True)")
-    p.add_argument("--device", default="cuda", help="cuda (default: this machine's GPU) or cpu (for tests)")
-    p.add_argument("--samples", type=int, default=10, metavar="N", help="timed samples per call and margin (default 10)")
-    p.add_argument("--per-sample", type=int, default=5, metavar="N",
-                   help="back-to-back calls averaged into one sample (default 5)")
-    p.add_argument("--margins", type=int, nargs="+", metavar="M", default=None,
-                   help="SM margins to replay at (default: 0 and every margin the run's manifest names)")
-    p.add_argument("--plan-out", metavar="FILE",
-                   help="only write the run's GEMM calls to FILE (no GPU needed), for --plan on the GPU machine")
-    p.add_argument("--plan", metavar="FILE", help="replay the calls of a --plan-out FILE instead of reading RUN_DIR")
+    p.add_argument(
+        "run_dir",
+        nargs="?",
+        help="run folder whose GEMM calls to replay (its traces need record_shapes=True)",
+    )
+    p.add_argument(
+        "--device", default="cuda", help="cuda (default: this machine's GPU) or cpu (for tests)"
+    )
+    p.add_argument(
+        "--samples",
+        type=int,
+        default=10,
+        metavar="N",
+        help="timed samples per call and margin (default 10)",
+    )
+    p.add_argument(
+        "--per-sample",
+        type=int,
+        default=5,
+        metavar="N",
+        help="back-to-back calls averaged into one sample (default 5)",
+    )
+    p.add_argument(
+        "--margins",
+        type=int,
+        nargs="+",
+        metavar="M",
+        default=None,
+        help="SM margins to replay at (default: 0 and every margin the run's manifest names)",
+    )
+    p.add_argument(
+        "--plan-out",
+        metavar="FILE",
+        help="only write the run's GEMM calls to FILE (no GPU needed), for --plan on the GPU machine",
+    )
+    p.add_argument(
+        "--plan",
+        metavar="FILE",
+        help="replay the calls of a --plan-out FILE instead of reading RUN_DIR",
+    )
 
 
 def run_margins(manifest: Manifest | None) -> list[int]:
@@ -30,7 +60,10 @@ def run_margins(manifest: Manifest | None) -> list[int]:
     margins = {0}
     if manifest is not None:
         layers = manifest.fusion_by_layer or {}
-        for m in [manifest.sm_margin, *(v.get("sm_margin") for v in layers.values() if isinstance(v, dict))]:
+        for m in [
+            manifest.sm_margin,
+            *(v.get("sm_margin") for v in layers.values() if isinstance(v, dict)),
+        ]:
             if isinstance(m, int) and m > 0:
                 margins.add(m)
     return sorted(margins)
@@ -46,10 +79,18 @@ def run_plan(run_dir: Path) -> dict:
     run = load_run(run_dir)
     calls = gemm_calls(run)
     if not calls:
-        raise UserError(f"{run_dir}: no GEMM op with Input Dims in its traces (profile with record_shapes=True)")
-    return {"version": PLAN_VERSION, "run_dir": str(run_dir), "key": run_key(run_dir),
-            "margins": run_margins(run.manifest),
-            "calls": [{"op": c.op, "dims": c.dims, "strides": c.strides, "types": c.types} for c in calls]}
+        raise UserError(
+            f"{run_dir}: no GEMM op with Input Dims in its traces (profile with record_shapes=True)"
+        )
+    return {
+        "version": PLAN_VERSION,
+        "run_dir": str(run_dir),
+        "key": run_key(run_dir),
+        "margins": run_margins(run.manifest),
+        "calls": [
+            {"op": c.op, "dims": c.dims, "strides": c.strides, "types": c.types} for c in calls
+        ],
+    }
 
 
 def read_plan(path: Path) -> tuple[dict, list]:
@@ -58,17 +99,24 @@ def read_plan(path: Path) -> tuple[dict, list]:
 
     try:
         plan = json.loads(path.read_text())
-        calls = [GemmCall.of(c["op"], c["dims"], c.get("strides", ""), c.get("types", "")) for c in plan["calls"]]
+        calls = [
+            GemmCall.of(c["op"], c["dims"], c.get("strides", ""), c.get("types", ""))
+            for c in plan["calls"]
+        ]
         margins = [int(m) for m in plan["margins"]]
         str(plan["key"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise UserError(f"--plan {path}: not a plan written by `tpscope calibrate --plan-out` ({exc})") from None
+        raise UserError(
+            f"--plan {path}: not a plan written by `tpscope calibrate --plan-out` ({exc})"
+        ) from None
     if not calls or None in calls:
         raise UserError(f"--plan {path}: holds no GEMM calls, or calls that are no GEMM")
     return {**plan, "margins": margins}, calls
 
 
-def replay(plan: dict, calls: list, device_name: str, margins: list[int], samples: int, per_sample: int) -> int:
+def replay(
+    plan: dict, calls: list, device_name: str, margins: list[int], samples: int, per_sample: int
+) -> int:
     """Time every call at every margin and write the calibration (torch only)."""
     import torch
 
@@ -87,15 +135,31 @@ def replay(plan: dict, calls: list, device_name: str, margins: list[int], sample
                 skipped.append(call.shape.label)
                 break
             s = call.shape
-            entries.append({"op": call.op, "dims": call.dims, "strides": call.strides, "types": call.types,
-                            "batch": s.batch, "m": s.m, "k": s.k, "n": s.n, "dtype": s.dtype, "sm_margin": m,
-                            "times_us": times})
-            print(f"{call.op:16} {s.label:28} margin {m:3}  median {sorted(times)[len(times) // 2]:10.1f} µs")
+            entries.append(
+                {
+                    "op": call.op,
+                    "dims": call.dims,
+                    "strides": call.strides,
+                    "types": call.types,
+                    "batch": s.batch,
+                    "m": s.m,
+                    "k": s.k,
+                    "n": s.n,
+                    "dtype": s.dtype,
+                    "sm_margin": m,
+                    "times_us": times,
+                }
+            )
+            print(
+                f"{call.op:16} {s.label:28} margin {m:3}  median {sorted(times)[len(times) // 2]:10.1f} µs"
+            )
     path = calibration_file(plan["key"])
     write_calibration(path, plan["run_dir"], name, entries)
     for label in sorted(set(skipped)):
         print(f"skipped {label}: its dtype cannot be replayed")
-    print(f"{len(entries)} isolated GEMM timings on {name} -> {path} (tpscope analyze {plan['run_dir']} uses them)")
+    print(
+        f"{len(entries)} isolated GEMM timings on {name} -> {path} (tpscope analyze {plan['run_dir']} uses them)"
+    )
     return 0
 
 
@@ -120,8 +184,10 @@ def main(args: argparse.Namespace) -> int:
         plan = run_plan(Path(args.run_dir))
         if args.plan_out is not None:
             write_json(Path(args.plan_out), plan)
-            print(f"{len(plan['calls'])} GEMM calls, margins {plan['margins']} -> {args.plan_out} "
-                  f"(replay them on the GPU: tpscope calibrate --plan {args.plan_out})")
+            print(
+                f"{len(plan['calls'])} GEMM calls, margins {plan['margins']} -> {args.plan_out} "
+                f"(replay them on the GPU: tpscope calibrate --plan {args.plan_out})"
+            )
             return 0
         calls = [GemmCall.of(c["op"], c["dims"], c["strides"], c["types"]) for c in plan["calls"]]
     margins = args.margins if args.margins is not None else plan["margins"]

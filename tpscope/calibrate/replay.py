@@ -11,7 +11,12 @@ from tpscope.fusion.ops.resources import gemm_sm_margin
 from tpscope.gemm_shapes import GEMM_OPERANDS, GemmCall
 
 # `Input type` names -> torch dtypes that a GEMM can be replayed in
-DTYPES = {"BFloat16": torch.bfloat16, "Half": torch.float16, "Float": torch.float32, "Double": torch.float64}
+DTYPES = {
+    "BFloat16": torch.bfloat16,
+    "Half": torch.float16,
+    "Float": torch.float32,
+    "Double": torch.float64,
+}
 
 
 def operands(call: GemmCall, device: torch.device) -> tuple[torch.Tensor, torch.Tensor] | None:
@@ -26,7 +31,11 @@ def operands(call: GemmCall, device: torch.device) -> tuple[torch.Tensor, torch.
 
     def make(i: int) -> torch.Tensor:
         size = [int(x) for x in dims[i]]
-        st = [int(x) for x in strides[i]] if i < len(strides) and len(strides[i]) == len(size) else None
+        st = (
+            [int(x) for x in strides[i]]
+            if i < len(strides) and len(strides[i]) == len(size)
+            else None
+        )
         if st is None or min(st, default=1) < 0:
             return torch.randn(size, dtype=dtype, device=device)
         storage = 1 + sum((n - 1) * s for n, s in zip(size, st))
@@ -42,8 +51,14 @@ def gemm_fn(call: GemmCall, a: torch.Tensor, b: torch.Tensor):
     return lambda: torch.matmul(a, b)
 
 
-def time_call(call: GemmCall, device: torch.device, sm_margin: int, samples: int, per_sample: int,
-              warmup: int = 3) -> list[float] | None:
+def time_call(
+    call: GemmCall,
+    device: torch.device,
+    sm_margin: int,
+    samples: int,
+    per_sample: int,
+    warmup: int = 3,
+) -> list[float] | None:
     """`samples` times in µs, each the mean of `per_sample` back-to-back calls (CUDA events on a GPU,
     the wall clock on a CPU), with `sm_margin` SMs left free as in the run; None when the call
     cannot be replayed."""
@@ -57,8 +72,10 @@ def time_call(call: GemmCall, device: torch.device, sm_margin: int, samples: int
             fn()
         if device.type == "cuda":
             torch.cuda.synchronize(device)
-            events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                      for _ in range(samples)]
+            events = [
+                (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                for _ in range(samples)
+            ]
             for start, end in events:
                 start.record()
                 for _ in range(per_sample):

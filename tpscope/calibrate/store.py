@@ -36,5 +36,12 @@ def write_json(path: Path, doc: dict) -> None:
 
 
 def write_calibration(path: Path, run_dir: str | Path, device: str, entries: list[dict]) -> None:
-    write_json(Path(path), {"version": CALIBRATION_VERSION, "run_dir": str(run_dir), "device": device,
-                            "entries": entries})
+    write_json(
+        Path(path),
+        {
+            "version": CALIBRATION_VERSION,
+            "run_dir": str(run_dir),
+            "device": device,
+            "entries": entries,
+        },
+    )

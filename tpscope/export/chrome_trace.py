@@ -25,8 +25,11 @@ from tpscope.export.lanes import lane_names
 from tpscope.metrics.per_activity import PATH_KINDS, ActivityDetail, path_segments
 from tpscope.trace import ActivityClass, ActivityKind, Run
 
-CATEGORY_OF_KIND = {ActivityKind.KERNEL: "kernel", ActivityKind.MEMCPY: "gpu_memcpy",
-                    ActivityKind.MEMSET: "gpu_memset"}
+CATEGORY_OF_KIND = {
+    ActivityKind.KERNEL: "kernel",
+    ActivityKind.MEMCPY: "gpu_memcpy",
+    ActivityKind.MEMSET: "gpu_memset",
+}
 TRACKS = ("tpscope · critical path", "tpscope · collective wait/transfer", "tpscope · contention")
 """The added threads of each rank, in this order after its streams."""
 TRACK_TID = 1_000_000_000  # the added tracks' thread ids start here (streams are small numbers)
@@ -39,8 +42,19 @@ def _complete(name, cat, pid, tid, start_ns, end_ns, args) -> list[dict]:
     ns (aligned clock) until `_to_us` writes them relative to the file's base."""
     start = np.asarray(start_ns, dtype=np.int64)
     dur = np.asarray(end_ns, dtype=np.int64) - start
-    return [{"ph": "X", "cat": cat, "name": str(n), "pid": pid, "tid": int(t), "ts": a, "dur": d,
-             "args": ar} for n, t, a, d, ar in zip(name, tid, start.tolist(), dur.tolist(), args)]
+    return [
+        {
+            "ph": "X",
+            "cat": cat,
+            "name": str(n),
+            "pid": pid,
+            "tid": int(t),
+            "ts": a,
+            "dur": d,
+            "args": ar,
+        }
+        for n, t, a, d, ar in zip(name, tid, start.tolist(), dur.tolist(), args)
+    ]
 
 
 def _to_us(events: list[dict]) -> int:
@@ -60,17 +74,28 @@ def _meta(pid: int, tid: int | None, what: str, name: str, sort: int | None = No
     base = {"ph": "M", "pid": pid, **({"tid": tid} if tid is not None else {})}
     out = [{**base, "name": what, "args": {"name": name}}]
     if sort is not None:
-        out.append({**base, "name": what.replace("_name", "_sort_index"), "args": {"sort_index": sort}})
+        out.append(
+            {**base, "name": what.replace("_name", "_sort_index"), "args": {"sort_index": sort}}
+        )
     return out
 
 
-def step_trace(run: Run, detail: ActivityDetail | None, step: int | None, ranks: list[int] | None = None,
-               offsets_us: dict | None = None, kernel_contention=()) -> dict:
+def step_trace(
+    run: Run,
+    detail: ActivityDetail | None,
+    step: int | None,
+    ranks: list[int] | None = None,
+    offsets_us: dict | None = None,
+    kernel_contention=(),
+) -> dict:
     """The trace JSON (a dict) of `step` (None: every step) on `ranks` (None: all)."""
     offsets = {int(k): int(round(v * 1000)) for k, v in (offsets_us or {}).items() if v is not None}
     ranks = sorted(r.rank for r in run.ranks) if ranks is None else sorted(ranks)
-    isolated = {k.signature: k.isolated_median_us for k in kernel_contention or ()
-                if getattr(k, "isolated_median_us", None)}
+    isolated = {
+        k.signature: k.isolated_median_us
+        for k in kernel_contention or ()
+        if getattr(k, "isolated_median_us", None)
+    }
     events: list[dict] = []
     for r in run.ranks:  # once per rank
         if r.rank not in ranks:
@@ -85,7 +110,14 @@ def step_trace(run: Run, detail: ActivityDetail | None, step: int | None, ranks:
         device = int(r.lanes[0][0]) if len(r.lanes) else 0
         pid = r.rank
         events += _meta(pid, None, "process_name", f"rank {r.rank} · GPU {device}", sort=r.rank)
-        events += [{"ph": "M", "pid": pid, "name": "process_labels", "args": {"labels": f"clock offset {off} ns"}}]
+        events += [
+            {
+                "ph": "M",
+                "pid": pid,
+                "name": "process_labels",
+                "args": {"labels": f"clock offset {off} ns"},
+            }
+        ]
         names = lane_names(r)
         streams = r.lanes[:, 1].astype(np.int64) if len(r.lanes) else np.zeros(0, np.int64)
         for k, label in enumerate(names):
@@ -93,12 +125,19 @@ def step_trace(run: Run, detail: ActivityDetail | None, step: int | None, ranks:
         events += _gpu_events(r, rows, pid, streams, off)
         events += _launches(r, rows, pid, streams, off)
         marker_tid = int(streams[g.lane[rows[0]]]) if len(rows) else 0
-        for s in ([step] if step is not None else sorted(set(r.steps.step.tolist()))):
+        for s in [step] if step is not None else sorted(set(r.steps.step.tolist())):
             m = r.steps.step == s
             if m.any():
                 s_lo, s_hi = int(r.steps.start_ns[m].min()), int(r.steps.end_ns[m].max())
-                events += _complete([f"ProfilerStep#{s}"], ANNOTATION, pid, [marker_tid], [s_lo - off], [s_hi - off],
-                                    [{"step": int(s)}])
+                events += _complete(
+                    [f"ProfilerStep#{s}"],
+                    ANNOTATION,
+                    pid,
+                    [marker_tid],
+                    [s_lo - off],
+                    [s_hi - off],
+                    [{"step": int(s)}],
+                )
         for i, track in enumerate(TRACKS):
             events += _meta(pid, TRACK_TID + i, "thread_name", track, sort=len(names) + 1 + i)
         if detail is not None:
@@ -106,9 +145,14 @@ def step_trace(run: Run, detail: ActivityDetail | None, step: int | None, ranks:
             events += _wait_events(run, detail, step, r.rank, pid)
         events += _contention_events(r, rows, pid, off, isolated)
     base = _to_us(events)
-    return {"schemaVersion": 1, "displayTimeUnit": "ns", "traceName": f"tpscope step {step}", "baseTimeNanoseconds": base,
-            "distributedInfo": {"rank": ranks[0] if ranks else 0, "world_size": len(run.ranks)},
-            "traceEvents": events}
+    return {
+        "schemaVersion": 1,
+        "displayTimeUnit": "ns",
+        "traceName": f"tpscope step {step}",
+        "baseTimeNanoseconds": base,
+        "distributedInfo": {"rank": ranks[0] if ranks else 0, "world_size": len(run.ranks)},
+        "traceEvents": events,
+    }
 
 
 def _window(r, step: int | None) -> tuple[int, int] | None:
@@ -126,21 +170,40 @@ def _window(r, step: int | None) -> tuple[int, int] | None:
 def _gpu_events(r, rows, pid, streams, off) -> list[dict]:
     g = r.gpu
     symbols = np.asarray(r.symbols, dtype=object)
-    cats = np.array([CATEGORY_OF_KIND[ActivityKind(k)] for k in range(len(CATEGORY_OF_KIND))], dtype=object)
+    cats = np.array(
+        [CATEGORY_OF_KIND[ActivityKind(k)] for k in range(len(CATEGORY_OF_KIND))], dtype=object
+    )
     args = []
     for i in rows.tolist():  # one dict per event written
-        a = {"device": int(r.lanes[g.lane[i]][0]), "stream": int(streams[g.lane[i]]),
-             "correlation": int(g.correlation[i]), "External id": int(g.external_id[i])}
+        a = {
+            "device": int(r.lanes[g.lane[i]][0]),
+            "stream": int(streams[g.lane[i]]),
+            "correlation": int(g.correlation[i]),
+            "External id": int(g.external_id[i]),
+        }
         if g.coll_name_id[i] >= 0:
-            a.update({"Collective name": r.symbols[g.coll_name_id[i]], "In msg nelems": int(g.in_nelems[i]),
-                      "Out msg nelems": int(g.out_nelems[i]), "Group size": int(g.group_size[i])})
+            a.update(
+                {
+                    "Collective name": r.symbols[g.coll_name_id[i]],
+                    "In msg nelems": int(g.in_nelems[i]),
+                    "Out msg nelems": int(g.out_nelems[i]),
+                    "Group size": int(g.group_size[i]),
+                }
+            )
             if g.pg_name_id[i] >= 0:
                 a["Process Group Name"] = r.symbols[g.pg_name_id[i]]
             if g.dtype_id[i] >= 0:
                 a["dtype"] = r.symbols[g.dtype_id[i]]
         args.append(a)
-    events = _complete(symbols[g.name_id[rows]], "", pid, streams[g.lane[rows]], g.start_ns[rows] - off,
-                       g.end_ns[rows] - off, args)
+    events = _complete(
+        symbols[g.name_id[rows]],
+        "",
+        pid,
+        streams[g.lane[rows]],
+        g.start_ns[rows] - off,
+        g.end_ns[rows] - off,
+        args,
+    )
     for e, cat in zip(events, cats[g.kind[rows]]):
         e["cat"] = cat
     return events
@@ -154,11 +217,19 @@ def _launches(r, rows, pid, streams, off) -> list[dict]:
         return []
     events = _meta(pid, LAUNCH_TID, "thread_name", "launch calls (CPU)", sort=-1)
     end = np.maximum(g.launch_end_ns[rows], g.launch_start_ns[rows])
-    events += _complete(["cudaLaunchKernel"] * len(rows), "cuda_runtime", pid, [LAUNCH_TID] * len(rows),
-                        g.launch_start_ns[rows] - off, end - off,
-                        [{"correlation": int(c)} for c in g.correlation[rows].tolist()])
+    events += _complete(
+        ["cudaLaunchKernel"] * len(rows),
+        "cuda_runtime",
+        pid,
+        [LAUNCH_TID] * len(rows),
+        g.launch_start_ns[rows] - off,
+        end - off,
+        [{"correlation": int(c)} for c in g.correlation[rows].tolist()],
+    )
     ts_launch, ts_gpu = (g.launch_start_ns[rows] - off).tolist(), (g.start_ns[rows] - off).tolist()
-    for c, a, b, t in zip(g.correlation[rows].tolist(), ts_launch, ts_gpu, streams[g.lane[rows]].tolist()):
+    for c, a, b, t in zip(
+        g.correlation[rows].tolist(), ts_launch, ts_gpu, streams[g.lane[rows]].tolist()
+    ):
         flow = {"cat": "ac2g", "name": "ac2g", "id": int(c) * 1000 + pid, "pid": pid}
         events.append({**flow, "ph": "s", "tid": LAUNCH_TID, "ts": int(a)})
         events.append({**flow, "ph": "f", "bp": "e", "tid": int(t), "ts": int(b)})
@@ -180,7 +251,11 @@ def _path_events(run, detail, step, rank, pid) -> list[dict]:
     from tpscope.metrics import critical_path as cp
 
     edges = np.asarray(getattr(cp, "EDGES", ()), dtype=object)
-    steps = [step] if step is not None else sorted(set(np.unique(detail.step[detail.step >= 0]).tolist()))
+    steps = (
+        [step]
+        if step is not None
+        else sorted(set(np.unique(detail.step[detail.step >= 0]).tolist()))
+    )
     out = []
     for s in steps:
         seg = path_segments(detail, s)
@@ -188,7 +263,10 @@ def _path_events(run, detail, step, rank, pid) -> list[dict]:
         if not mine.any():
             continue
         kinds = np.asarray(PATH_KINDS, dtype=object)[seg.category[mine]]
-        args = [{"kind": k, "step": int(s), "order": int(i)} for i, k in zip(np.flatnonzero(mine).tolist(), kinds)]
+        args = [
+            {"kind": k, "step": int(s), "order": int(i)}
+            for i, k in zip(np.flatnonzero(mine).tolist(), kinds)
+        ]
         edge, inferred = getattr(seg, "edge", None), getattr(seg, "inferred", None)
         for a, i in zip(args, np.flatnonzero(mine).tolist()):  # the fields a segment has (§7)
             if edge is not None and len(edges) > int(edge[i]):
@@ -196,8 +274,15 @@ def _path_events(run, detail, step, rank, pid) -> list[dict]:
             if inferred is not None:
                 a["inferred"] = bool(inferred[i])
             a["on"] = "GPU" if seg.row[i] >= 0 else "CPU"
-        out += _complete(kinds, ANNOTATION, pid, [TRACK_TID] * int(mine.sum()), seg.start_ns[mine],
-                         seg.end_ns[mine], args)
+        out += _complete(
+            kinds,
+            ANNOTATION,
+            pid,
+            [TRACK_TID] * int(mine.sum()),
+            seg.start_ns[mine],
+            seg.end_ns[mine],
+            args,
+        )
     return out
 
 
@@ -210,14 +295,26 @@ def _wait_events(run, detail, step, rank, pid) -> list[dict]:
         return []
     keys = np.asarray(detail.instance_key or [""] * (int(detail.instance.max()) + 1), dtype=object)
     key = keys[detail.instance[rows]]
-    start, end, wait = detail.start_ns[rows], detail.end_ns[rows], np.minimum(detail.wait_ns[rows],
-                                                                              detail.end_ns[rows] - detail.start_ns[rows])
+    start, end, wait = (
+        detail.start_ns[rows],
+        detail.end_ns[rows],
+        np.minimum(detail.wait_ns[rows], detail.end_ns[rows] - detail.start_ns[rows]),
+    )
     tid = [TRACK_TID + 1] * len(rows)
-    args = [{"collective": str(k), "step": int(s), "wait_us": float(w) / 1000.0}
-            for k, s, w in zip(key, detail.step[rows].tolist(), wait.tolist())]
+    args = [
+        {"collective": str(k), "step": int(s), "wait_us": float(w) / 1000.0}
+        for k, s, w in zip(key, detail.step[rows].tolist(), wait.tolist())
+    ]
     waited = wait > 0
-    out = _complete(["wait"] * int(waited.sum()), ANNOTATION, pid, tid[: int(waited.sum())], start[waited],
-                    start[waited] + wait[waited], [a for a, w in zip(args, waited) if w])
+    out = _complete(
+        ["wait"] * int(waited.sum()),
+        ANNOTATION,
+        pid,
+        tid[: int(waited.sum())],
+        start[waited],
+        start[waited] + wait[waited],
+        [a for a, w in zip(args, waited) if w],
+    )
     out += _complete(["transfer"] * len(rows), ANNOTATION, pid, tid, start + wait, end, args)
     return out
 
@@ -234,7 +331,21 @@ def _contention_events(r, rows, pid, off, isolated: dict) -> list[dict]:
     dur_us = (g.end_ns[rows] - g.start_ns[rows]) / 1000.0
     slowdown = dur_us / median - 1.0
     names = [f"{s:+.0%} vs isolated" for s in slowdown]
-    args = [{"signature": str(s), "duration_us": float(d), "isolated_median_us": float(m), "slowdown": float(x)}
-            for s, d, m, x in zip(sig, dur_us, median, slowdown)]
-    return _complete(names, ANNOTATION, pid, [TRACK_TID + 2] * len(rows), g.start_ns[rows] - off,
-                     g.end_ns[rows] - off, args)
+    args = [
+        {
+            "signature": str(s),
+            "duration_us": float(d),
+            "isolated_median_us": float(m),
+            "slowdown": float(x),
+        }
+        for s, d, m, x in zip(sig, dur_us, median, slowdown)
+    ]
+    return _complete(
+        names,
+        ANNOTATION,
+        pid,
+        [TRACK_TID + 2] * len(rows),
+        g.start_ns[rows] - off,
+        g.end_ns[rows] - off,
+        args,
+    )

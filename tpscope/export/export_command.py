@@ -10,11 +10,19 @@ from pathlib import Path
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", metavar="RUN_DIR", help="run folder (or one trace file)")
-    p.add_argument("--step", type=int, help="the step to write (default: the slowest); --all-steps for every step")
+    p.add_argument(
+        "--step",
+        type=int,
+        help="the step to write (default: the slowest); --all-steps for every step",
+    )
     p.add_argument("--all-steps", action="store_true", help="write the whole run, every step")
     p.add_argument("--ranks", metavar="R,R", help="ranks to write, comma-separated (default: all)")
-    p.add_argument("-o", "--out", metavar="FILE",
-                   help="where to write the JSON (default: RUN_DIR-step-N.json beside the folder; - for stdout)")
+    p.add_argument(
+        "-o",
+        "--out",
+        metavar="FILE",
+        help="where to write the JSON (default: RUN_DIR-step-N.json beside the folder; - for stdout)",
+    )
 
 
 def _ranks(text: str | None, known: list[int]) -> list[int]:
@@ -50,26 +58,46 @@ def main(args: argparse.Namespace) -> int:
     step = None
     if not args.all_steps:
         if args.step is None:
-            step = max(steps, key=lambda s: max(x["step_time_us"] for x in doc["steps"] if x["step"] == s)) \
-                if steps else None
+            step = (
+                max(
+                    steps,
+                    key=lambda s: max(x["step_time_us"] for x in doc["steps"] if x["step"] == s),
+                )
+                if steps
+                else None
+            )
         elif args.step not in steps:
-            raise UserError(f"--step {args.step}: the run's steps are {', '.join(map(str, steps)) or 'none'}")
+            raise UserError(
+                f"--step {args.step}: the run's steps are {', '.join(map(str, steps)) or 'none'}"
+            )
         else:
             step = args.step
-    trace = step_trace(run, activity_detail(run), step, ranks, doc.get("clock_offsets_us"),
-                       analysis.kernel_contention)
+    trace = step_trace(
+        run,
+        activity_detail(run),
+        step,
+        ranks,
+        doc.get("clock_offsets_us"),
+        analysis.kernel_contention,
+    )
     text = json.dumps(trace, allow_nan=False, separators=(",", ":"))
     if args.out == "-":
         sys.stdout.write(text)
         return 0
-    out = Path(args.out) if args.out else path.resolve().parent / f"{path.resolve().name}-{_suffix(step)}.json"
+    out = (
+        Path(args.out)
+        if args.out
+        else path.resolve().parent / f"{path.resolve().name}-{_suffix(step)}.json"
+    )
     try:
         out.write_text(text)
     except OSError as exc:
         raise UserError(f"-o {out}: cannot write ({exc.strerror or exc})") from None
     n = sum(1 for e in trace["traceEvents"] if e["ph"] == "X")
-    print(f"tpscope export: {out} ({n:,} events, {_suffix(step)}, ranks {', '.join(map(str, ranks))}); "
-          "open it at https://ui.perfetto.dev or chrome://tracing")
+    print(
+        f"tpscope export: {out} ({n:,} events, {_suffix(step)}, ranks {', '.join(map(str, ranks))}); "
+        "open it at https://ui.perfetto.dev or chrome://tracing"
+    )
     return 0
 
 

@@ -49,7 +49,9 @@ def lane_roles(r: RankTrace) -> list[str]:
 
 def _groups(r: RankTrace, lane: int) -> list[str]:
     g = r.gpu
-    ids = np.unique(g.pg_name_id[(g.lane == lane) & (g.cls == ActivityClass.COMM) & (g.pg_name_id >= 0)])
+    ids = np.unique(
+        g.pg_name_id[(g.lane == lane) & (g.cls == ActivityClass.COMM) & (g.pg_name_id >= 0)]
+    )
     names = [r.symbols[i] for i in ids.tolist()]
     return names[:MAX_GROUPS] + (["…"] if len(names) > MAX_GROUPS else [])
 

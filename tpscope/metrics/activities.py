@@ -49,7 +49,9 @@ class RunActivities:
     group: np.ndarray  # process group "name [ranks]" (metrics.md §5 "Process groups"), -1 if none
     pg_desc: np.ndarray
     p2p: np.ndarray  # "s1 r3": the global peers a point-to-point kernel sends to / receives from
-    op: np.ndarray  # comm kernels without metadata: the `c10d::` CPU op around their launch (-1: none)
+    op: (
+        np.ndarray
+    )  # comm kernels without metadata: the `c10d::` CPU op around their launch (-1: none)
     strings: tuple[str, ...]
     lane_labels: tuple[str, ...]
     rank_ids: tuple[int, ...]
@@ -80,7 +82,9 @@ def _group_symbols(r) -> tuple[str, ...]:
 def _group_table(r) -> list[tuple[str, str]]:
     """(pg name, "0,1" or "") for each distinct (pg name, ranks) of the rank's described kernels."""
     g = r.gpu
-    pairs = np.unique(np.stack([g.pg_name_id.astype(np.int64), g.pg_ranks_id.astype(np.int64)], axis=1), axis=0)
+    pairs = np.unique(
+        np.stack([g.pg_name_id.astype(np.int64), g.pg_ranks_id.astype(np.int64)], axis=1), axis=0
+    )
     config = r.info.get("process_groups", {})
     out = []
     for pg, ranks in pairs.tolist():
@@ -109,7 +113,9 @@ def _enclosing_c10d_op(r) -> np.ndarray:
     thread; -1 elsewhere. Older traces name their collectives only there."""
     g, ops = r.gpu, r.cpu_ops
     out = np.full(len(g), -1, np.int64)
-    want = np.flatnonzero((g.cls == ActivityClass.COMM) & (g.coll_name_id < 0) & (g.launch_start_ns >= 0))
+    want = np.flatnonzero(
+        (g.cls == ActivityClass.COMM) & (g.coll_name_id < 0) & (g.launch_start_ns >= 0)
+    )
     if len(want) == 0 or len(ops) == 0:
         return out
     is_c10d = np.array([s.startswith("c10d::") for s in r.symbols], bool)
@@ -135,8 +141,10 @@ def _descriptions(r) -> tuple[np.ndarray, tuple[str, ...]]:
     missing = ((out < 0) | np.isin(out, blank)) & (g.pg_name_id >= 0)
     if missing.any() and descs:
         of_name = {i: config.get(n, ("", ()))[0] for i, n in enumerate(r.symbols) if n in config}
-        ids = _broadcast_ids(g.pg_name_id[missing], {i: len(r.symbols) + descs.index(d) if d in descs else -1
-                                                     for i, d in of_name.items()})
+        ids = _broadcast_ids(
+            g.pg_name_id[missing],
+            {i: len(r.symbols) + descs.index(d) if d in descs else -1 for i, d in of_name.items()},
+        )
         out[missing] = ids
     return out, symbols
 
@@ -173,8 +181,14 @@ def run_activities(run: Run) -> RunActivities:
             "out_nelems": g.out_nelems,
             "group_size": g.group_size,
         }
-        for name, local in (("coll", g.coll_name_id), ("pg", g.pg_name_id), ("dtype", g.dtype_id),
-                            ("signature", g.signature_id), ("name", g.name_id), ("p2p", g.p2p_id)):
+        for name, local in (
+            ("coll", g.coll_name_id),
+            ("pg", g.pg_name_id),
+            ("dtype", g.dtype_id),
+            ("signature", g.signature_id),
+            ("name", g.name_id),
+            ("p2p", g.p2p_id),
+        ):
             cols[name] = _global_ids(local, r.symbols, table)
         cols["pg_desc"] = _global_ids(*_descriptions(r), table)
         cols["group"] = _global_ids(_group_names(r), _group_symbols(r), table)
@@ -199,8 +213,6 @@ def run_activities(run: Run) -> RunActivities:
     )
 
 
-
-
 def aligned(acts: RunActivities, offsets_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(start, end) of every activity on the reference clock: t - o_rank (metrics.md §6)."""
     shift = offsets_ns[acts.rank_pos]
@@ -212,7 +224,7 @@ def exposed_ns(acts: RunActivities, compute_sets: list[iv.IntervalSet]) -> np.nd
     out = acts.end_ns - acts.start_ns
     for pos, cover in enumerate(compute_sets):
         lo, hi = acts.rank_bounds[pos], acts.rank_bounds[pos + 1]
-        out[lo:hi] = out[lo:hi] - iv.overlap_with_set(acts.start_ns[lo:hi], acts.end_ns[lo:hi], cover)
+        out[lo:hi] = out[lo:hi] - iv.overlap_with_set(
+            acts.start_ns[lo:hi], acts.end_ns[lo:hi], cover
+        )
     return out
-
-

@@ -74,8 +74,12 @@ class RunAnalysis:
     contention_by_layer: list[TaxPart] = field(default_factory=list)
     contention_by_kernel: list[TaxPart] = field(default_factory=list)
     manifest: Manifest | None = None
-    cpu_run: bool = False  # every rank without GPU activity, analyzed from its CPU side (metrics.md §1)
-    step_rule: dict[int, str] = field(default_factory=dict)  # per rank: the §3 rule its steps came from
+    cpu_run: bool = (
+        False  # every rank without GPU activity, analyzed from its CPU side (metrics.md §1)
+    )
+    step_rule: dict[int, str] = field(
+        default_factory=dict
+    )  # per rank: the §3 rule its steps came from
     first_step_included: bool = False  # whether the summary's means hold the first profiled step
 
 
@@ -109,8 +113,13 @@ def _tokens_per_s(manifest: Manifest | None) -> float | None:
     return float(value) if value is not None else None
 
 
-def analyze_run(run: Run, reference: Run | None = None, align: str = "auto",
-                include_first_step: bool = False, calibration: Samples | None = None) -> RunAnalysis:
+def analyze_run(
+    run: Run,
+    reference: Run | None = None,
+    align: str = "auto",
+    include_first_step: bool = False,
+    calibration: Samples | None = None,
+) -> RunAnalysis:
     """Every metric of `run` (metrics.md §4-§9); `reference`, an unfused run, supplies isolated
     kernel baselines (§8) and the baseline of Flux overlap efficiency and attained saving (§9);
     `calibration` (from `tpscope calibrate`) isolated GEMM times by shape and SM margin (§8).
@@ -132,15 +141,19 @@ def analyze_run(run: Run, reference: Run | None = None, align: str = "auto",
     length = sum(p.length_us for p in steady_paths)
     summary = dataclasses.replace(
         summary,
-        critical_path_exposed_comm_ratio=sum(p.comm_us for p in steady_paths) / length if length > 0 else None,
+        critical_path_exposed_comm_ratio=sum(p.comm_us for p in steady_paths) / length
+        if length > 0
+        else None,
         contention_slowdown=cross["contention"].slowdown,
         contention_coverage=cross["contention"].coverage,
     )
     warnings = list(run.warnings) + cross["warnings"]
     if reference is not None:
         ref = analyze_run(reference, align=align)
-        flux, saving = across_runs.compare(across_runs.run_times(steady_paths, steady),
-                                           across_runs.run_times(ref.critical_path, ref.steps))
+        flux, saving = across_runs.compare(
+            across_runs.run_times(steady_paths, steady),
+            across_runs.run_times(ref.critical_path, ref.steps),
+        )
         summary = dataclasses.replace(summary, flux_overlap_efficiency=flux, attained_saving=saving)
         warnings += [f"reference {reference.path}: {w}" for w in ref.warnings]
     return RunAnalysis(
@@ -166,8 +179,13 @@ def analyze_run(run: Run, reference: Run | None = None, align: str = "auto",
     )
 
 
-def _cross_rank(run: Run, sets: list[ClassSets], reference: Run | None, align: str,
-                calibration: Samples | None = None) -> dict:
+def _cross_rank(
+    run: Run,
+    sets: list[ClassSets],
+    reference: Run | None,
+    align: str,
+    calibration: Samples | None = None,
+) -> dict:
     """§5-§8 over all ranks at once: matching, clocks, wait/transfer, critical path, contention."""
     acts = run_activities(run)
     match = match_collectives(acts)
@@ -181,10 +199,20 @@ def _cross_rank(run: Run, sets: list[ClassSets], reference: Run | None, align: s
         ref_f = comm_overlap_fraction(ref_acts)
         baselines = isolated_baselines(ref_acts, ref_f)
         ref_samples, ref_gemm_us = reference_gemm_samples(reference, ref_acts, ref_f)
-    found = contention(run, acts, match, timing, compute, baselines, [ref_samples, calibration or {}],
-                       _sm_margin(run.manifest))
+    found = contention(
+        run,
+        acts,
+        match,
+        timing,
+        compute,
+        baselines,
+        [ref_samples, calibration or {}],
+        _sm_margin(run.manifest),
+    )
     if found.budget is not None and ref_gemm_us is not None:
-        found = dataclasses.replace(found, budget=dataclasses.replace(found.budget, reference_gemm_us=ref_gemm_us))
+        found = dataclasses.replace(
+            found, budget=dataclasses.replace(found.budget, reference_gemm_us=ref_gemm_us)
+        )
     return {
         "wait_transfer": wait_transfer_by_step(acts, timing),
         "collectives": collective_instances(acts, match, timing, exposed_ns(acts, compute)),
@@ -201,7 +229,9 @@ def _sm_margin(manifest: Manifest | None) -> int | None:
     if manifest is None:
         return None
     layers = manifest.fusion_by_layer or {}
-    margins = {v.get("sm_margin") for v in layers.values() if isinstance(v, dict)} or {manifest.sm_margin}
+    margins = {v.get("sm_margin") for v in layers.values() if isinstance(v, dict)} or {
+        manifest.sm_margin
+    }
     margins = {m for m in margins if isinstance(m, int) and m > 0}
     return margins.pop() if len(margins) == 1 else None
 
@@ -212,8 +242,12 @@ def _fill_step(s: StepBreakdown, cross: dict, first_step: bool) -> StepBreakdown
     wait, transfer = cross["wait_transfer"].get((s.rank, s.step), (0.0, 0.0))
     tax, base = cross["contention"].by_step.get((s.rank, s.step), (None, None))
     return dataclasses.replace(
-        s, comm_wait_us=wait, comm_transfer_us=transfer, contention_tax_us=tax,
-        contention_slowdown=tax / base if tax is not None and base else None, first_step=first_step,
+        s,
+        comm_wait_us=wait,
+        comm_transfer_us=transfer,
+        contention_tax_us=tax,
+        contention_slowdown=tax / base if tax is not None and base else None,
+        first_step=first_step,
     )
 
 

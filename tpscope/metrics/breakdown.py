@@ -51,7 +51,11 @@ def class_sets(rank: RankTrace) -> ClassSets:
         m = g.cls == cls
         return iv.union(g.start_ns[m], g.end_ns[m])
 
-    compute, comm, memory = of(ActivityClass.COMPUTE), of(ActivityClass.COMM), of(ActivityClass.MEMORY)
+    compute, comm, memory = (
+        of(ActivityClass.COMPUTE),
+        of(ActivityClass.COMM),
+        of(ActivityClass.MEMORY),
+    )
     return ClassSets(
         compute=compute,
         comm=comm,
@@ -91,7 +95,9 @@ def rank_breakdown(rank: RankTrace, sets: ClassSets | None = None) -> list[StepB
                 exposed_comm_us=exposed / NS_PER_US,
                 exposed_comm_ratio=_ratio(exposed, step_ns),
                 overlap_ratio=_ratio(hidden, comm),
-                hidden_of_hideable_ratio=_ratio(hidden, min(comm, compute)) if comm and compute else None,
+                hidden_of_hideable_ratio=_ratio(hidden, min(comm, compute))
+                if comm and compute
+                else None,
             )
         )
     return out

@@ -24,7 +24,11 @@ def run_key(run_dir: Path) -> str:
     try:
         files = find_trace_files(Path(run_dir))
         text = "\n".join(f"{f.name}:{f.stat().st_size}" for f in files)
-    except (UserError, OSError, RuntimeError):  # missing, unreadable, a symlink loop: never an error here
+    except (
+        UserError,
+        OSError,
+        RuntimeError,
+    ):  # missing, unreadable, a symlink loop: never an error here
         text = os.path.abspath(run_dir)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
@@ -41,8 +45,14 @@ def read_calibration(path: Path) -> tuple[Samples, str]:
         entries = doc["entries"]
         out: dict[tuple[GemmShape, int], list[float]] = {}
         for e in entries:
-            shape = GemmShape(int(e["batch"]), int(e["m"]), int(e["k"]), int(e["n"]), str(e["dtype"]))
-            out.setdefault((shape, int(e["sm_margin"])), []).extend(float(t) * 1000.0 for t in e["times_us"])
+            shape = GemmShape(
+                int(e["batch"]), int(e["m"]), int(e["k"]), int(e["n"]), str(e["dtype"])
+            )
+            out.setdefault((shape, int(e["sm_margin"])), []).extend(
+                float(t) * 1000.0 for t in e["times_us"]
+            )
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise UserError(f"{path}: not a readable tpscope calibration ({exc}); run `tpscope calibrate` again") from None
+        raise UserError(
+            f"{path}: not a readable tpscope calibration ({exc}); run `tpscope calibrate` again"
+        ) from None
     return {k: np.array(v) for k, v in out.items()}, str(doc.get("device", "?"))

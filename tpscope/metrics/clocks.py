@@ -31,7 +31,10 @@ class ClockOffsets:
 
     def residual_us(self, rank_ids: tuple[int, ...]) -> dict[int, float | None]:
         res = self.residual_ns if self.residual_ns is not None else np.full(len(rank_ids), -1)
-        return {int(r): (float(x) / NS_PER_US if x >= 0 else None) for r, x in zip(rank_ids, res.tolist())}
+        return {
+            int(r): (float(x) / NS_PER_US if x >= 0 else None)
+            for r, x in zip(rank_ids, res.tolist())
+        }
 
 
 def host_groups(hostnames: tuple[str | None, ...], align: str = "auto") -> np.ndarray:
@@ -72,15 +75,18 @@ def smallest_collectives(acts: RunActivities, match: CollectiveMatch) -> np.ndar
     return eligible & (size <= cut)
 
 
-def _against(acts: RunActivities, match: CollectiveMatch, use: np.ndarray, ref_pos: int
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _against(
+    acts: RunActivities, match: CollectiveMatch, use: np.ndarray, ref_pos: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per rank position: (median of e_r - e_ref, median |e_r - e_ref - offset|, whether any) over the
     `use` instances each rank shares with rank position `ref_pos`. One pass over the members."""
     n = len(acts.rank_ids)
     inst = match.instance
     mem = np.flatnonzero(inst >= 0)
     mem = mem[use[inst[mem]]]
-    ref_end = np.zeros(match.n_instances, np.int64)  # int64: float64 would round ~1.8e18 ns to 256 ns
+    ref_end = np.zeros(
+        match.n_instances, np.int64
+    )  # int64: float64 would round ~1.8e18 ns to 256 ns
     has_ref = np.zeros(match.n_instances, bool)
     on_ref = mem[acts.rank_pos[mem] == ref_pos]
     ref_end[inst[on_ref]] = acts.end_ns[on_ref]
@@ -109,7 +115,9 @@ def _median_by(group: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
-def rank_estimates(acts: RunActivities, match: CollectiveMatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def rank_estimates(
+    acts: RunActivities, match: CollectiveMatch
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per rank position: its clock's offset from the reference's (ns), the residual, and whether it
     could be estimated. From the smallest collectives shared with the reference, else with any rank
     already estimated (a pipeline stage reached through another), else from every matched instance
@@ -134,8 +142,9 @@ def rank_estimates(acts: RunActivities, match: CollectiveMatch) -> tuple[np.ndar
     return offset, residual, known
 
 
-def _assign(acts: RunActivities, match: CollectiveMatch, groups: np.ndarray
-            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _assign(
+    acts: RunActivities, match: CollectiveMatch, groups: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Offsets per clock: the reference's clock is 0; another clock gets the median over its ranks of
     (e_r - e_q) + o_q against the first aligned rank q they share collectives with (the smallest
     collectives first, then any). Returns offsets, residuals and which ranks were aligned."""
@@ -151,7 +160,9 @@ def _assign(acts: RunActivities, match: CollectiveMatch, groups: np.ndarray
             for g in np.unique(groups[has & ~done]).tolist():  # one per clock reached
                 members = np.flatnonzero(groups == g)
                 have = members[has[members]]
-                offsets[members] = _median_by(np.zeros(len(have), np.int64), o[have], 1)[0] + offsets[q]
+                offsets[members] = (
+                    _median_by(np.zeros(len(have), np.int64), o[have], 1)[0] + offsets[q]
+                )
                 residual[have] = res[have]
                 done[members] = True
                 frontier.extend(members.tolist())
@@ -188,12 +199,19 @@ def clock_offsets(acts: RunActivities, match: CollectiveMatch, align: str = "aut
         if len(skewed):
             groups = groups.copy()
             groups[skewed] = groups.max() + 1 + np.arange(len(skewed))
-            listed = ", ".join(f"rank {acts.rank_ids[p]} by {number(est[p] / 1e3, 'count')} µs" for p in skewed.tolist())
-            warnings.append(f"clocks disagree by more than a step ({number(step / 1e3, 'count')} µs) on one host: {listed} "
-                            f"against rank {acts.rank_ids[0]}; aligned on collective end times (metrics.md §6)")
+            listed = ", ".join(
+                f"rank {acts.rank_ids[p]} by {number(est[p] / 1e3, 'count')} µs"
+                for p in skewed.tolist()
+            )
+            warnings.append(
+                f"clocks disagree by more than a step ({number(step / 1e3, 'count')} µs) on one host: {listed} "
+                f"against rank {acts.rank_ids[0]}; aligned on collective end times (metrics.md §6)"
+            )
     offsets, residual, done = _assign(acts, match, groups)
     for g in np.unique(groups[~done]).tolist():
         names = [acts.rank_ids[p] for p in np.flatnonzero(groups == g).tolist()]
-        warnings.append(f"ranks {names} share no matched collective with rank {acts.rank_ids[0]}, directly or "
-                        "through other ranks: their clocks are not aligned (metrics.md §6)")
+        warnings.append(
+            f"ranks {names} share no matched collective with rank {acts.rank_ids[0]}, directly or "
+            "through other ranks: their clocks are not aligned (metrics.md §6)"
+        )
     return ClockOffsets(offsets, tuple(warnings), residual)

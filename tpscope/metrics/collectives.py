@@ -40,9 +40,26 @@ _KIND_PATTERNS = (  # first match wins, on the lower-case name without '_'
     ("recv", "send_recv"),
 )
 DTYPE_BYTES: dict[str, int] = {
-    "bfloat16": 2, "half": 2, "float16": 2, "float": 4, "float32": 4, "double": 8, "float64": 8,
-    "int": 4, "int32": 4, "long": 8, "int64": 8, "short": 2, "int16": 2, "byte": 1, "uint8": 1,
-    "char": 1, "int8": 1, "bool": 1, "complexfloat": 8, "complexdouble": 16,
+    "bfloat16": 2,
+    "half": 2,
+    "float16": 2,
+    "float": 4,
+    "float32": 4,
+    "double": 8,
+    "float64": 8,
+    "int": 4,
+    "int32": 4,
+    "long": 8,
+    "int64": 8,
+    "short": 2,
+    "int16": 2,
+    "byte": 1,
+    "uint8": 1,
+    "char": 1,
+    "int8": 1,
+    "bool": 1,
+    "complexfloat": 8,
+    "complexdouble": 16,
 }
 
 
@@ -70,7 +87,7 @@ def busbw_factor(kind: str | None, n: int) -> float | None:
 
 
 def group_ranks(label: str) -> tuple[int, ...] | None:
-    """"3 [0,2]" -> (0, 2); None when the ranks are unknown ("3 []")."""
+    """ "3 [0,2]" -> (0, 2); None when the ranks are unknown ("3 []")."""
     inside = label[label.rfind("[") + 1 : -1] if label.endswith("]") else ""
     return tuple(int(x) for x in inside.split(",")) if inside else None
 
@@ -89,7 +106,9 @@ class CollectiveMatch:
     by_seq: bool
     warnings: tuple[str, ...]
     group: tuple[str, ...] = ()  # per instance: "pg [ranks] description"; "" when inferred
-    inferred: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # per instance: by order alone
+    inferred: np.ndarray = field(
+        default_factory=lambda: np.zeros(0, bool)
+    )  # per instance: by order alone
 
     @property
     def n_instances(self) -> int:
@@ -190,15 +209,34 @@ def _validate(acts: RunActivities, idx: np.ndarray, keys: np.ndarray, checked: t
     return uniq, inst, good, first_row, bad_field, lonely, members
 
 
-def _part(acts: RunActivities, idx: np.ndarray, inst: np.ndarray, good: np.ndarray, first_row: np.ndarray,
-          keys: list[str], collective: list[str], nbytes: np.ndarray, size: np.ndarray, group: list[str],
-          inferred: bool) -> _Part:
+def _part(
+    acts: RunActivities,
+    idx: np.ndarray,
+    inst: np.ndarray,
+    good: np.ndarray,
+    first_row: np.ndarray,
+    keys: list[str],
+    collective: list[str],
+    nbytes: np.ndarray,
+    size: np.ndarray,
+    group: list[str],
+    inferred: bool,
+) -> _Part:
     new_id = np.cumsum(good) - 1
     step = np.full(len(good), _I64_MAX, np.int64)
     np.minimum.at(step, inst, acts.step[idx])
     sel = np.flatnonzero(good).tolist()
-    return _Part(idx, np.where(good[inst], new_id[inst], -1), step[good], [keys[i] for i in sel],
-                 [collective[i] for i in sel], nbytes[good], size[good], [group[i] for i in sel], inferred)
+    return _Part(
+        idx,
+        np.where(good[inst], new_id[inst], -1),
+        step[good],
+        [keys[i] for i in sel],
+        [collective[i] for i in sel],
+        nbytes[good],
+        size[good],
+        [group[i] for i in sel],
+        inferred,
+    )
 
 
 def _described(acts: RunActivities, idx: np.ndarray, warnings: list[str]) -> tuple[_Part, bool]:
@@ -216,13 +254,26 @@ def _described(acts: RunActivities, idx: np.ndarray, warnings: list[str]) -> tup
     if by_seq:
         key = [f"{s[acts.pg[r]]}#{q}" for r, q in zip(first_row.tolist(), uniq[:, 1].tolist())]
     else:
-        key = [f"{s[acts.pg[r]]}/{s[c]}/{kk}" for r, (_, _, c, kk) in zip(first_row.tolist(), uniq.tolist())]
+        key = [
+            f"{s[acts.pg[r]]}/{s[c]}/{kk}"
+            for r, (_, _, c, kk) in zip(first_row.tolist(), uniq.tolist())
+        ]
     warnings.extend(_match_warnings(acts, uniq, first_row, bad_field, lonely, by_seq))
     rows = np.minimum(first_row, len(acts) - 1)
     size = acts.group_size[rows]
-    return _part(acts, idx, inst, good, first_row, key, [s[c] for c in acts.coll[rows].tolist()],
-                 _instance_bytes(acts, rows), np.where(size >= 1, size, members),
-                 [_group_label(acts, r) for r in rows.tolist()], False), by_seq
+    return _part(
+        acts,
+        idx,
+        inst,
+        good,
+        first_row,
+        key,
+        [s[c] for c in acts.coll[rows].tolist()],
+        _instance_bytes(acts, rows),
+        np.where(size >= 1, size, members),
+        [_group_label(acts, r) for r in rows.tolist()],
+        False,
+    ), by_seq
 
 
 def _inferred(acts: RunActivities, idx: np.ndarray, kind_of: dict[int, str | None]) -> _Part:
@@ -232,13 +283,24 @@ def _inferred(acts: RunActivities, idx: np.ndarray, kind_of: dict[int, str | Non
     kinds = sorted({k for k in kind_of.values() if k})
     op_kind = _per_string(acts.op[idx], acts.strings, collective_kind, None)
     kinds = sorted(set(kinds) | {k for k in op_kind.values() if k})
-    kind_id = _broadcast(acts.name[idx], {n: kinds.index(k) if k else -1 for n, k in kind_of.items()}, np.int64)
-    by_op = _broadcast(acts.op[idx], {o: kinds.index(k) if k else -1 for o, k in op_kind.items()}, np.int64)
-    kind_id = np.where(by_op >= 0, by_op, kind_id)  # the c10d op says all-to-all where NCCL says SendRecv
-    dims_of = _per_string(acts.signature[idx], acts.strings, lambda sig: sig.rpartition("|dims=")[2], "")
+    kind_id = _broadcast(
+        acts.name[idx], {n: kinds.index(k) if k else -1 for n, k in kind_of.items()}, np.int64
+    )
+    by_op = _broadcast(
+        acts.op[idx], {o: kinds.index(k) if k else -1 for o, k in op_kind.items()}, np.int64
+    )
+    kind_id = np.where(
+        by_op >= 0, by_op, kind_id
+    )  # the c10d op says all-to-all where NCCL says SendRecv
+    dims_of = _per_string(
+        acts.signature[idx], acts.strings, lambda sig: sig.rpartition("|dims=")[2], ""
+    )
     dims_table: dict[str, int] = {}
-    dims = _broadcast(acts.signature[idx], {g: dims_table.setdefault(d, len(dims_table)) for g, d in dims_of.items()},
-                      np.int64)
+    dims = _broadcast(
+        acts.signature[idx],
+        {g: dims_table.setdefault(d, len(dims_table)) for g, d in dims_of.items()},
+        np.int64,
+    )
     uneven = np.isin(kind_id, [kinds.index(k) for k in ("all_to_all", "send_recv") if k in kinds])
     dims = np.where(uneven, -1, dims)
     step, pos = acts.step[idx], acts.rank_pos[idx]
@@ -246,8 +308,19 @@ def _inferred(acts: RunActivities, idx: np.ndarray, kind_of: dict[int, str | Non
     keys = np.stack([step, kind_id, dims, k], axis=1)
     uniq, inst, good, first_row, _, _, members = _validate(acts, idx, keys, ())
     key = [f"inferred/{kinds[c]}/{kk}" for _, c, _, kk in uniq.tolist()]
-    return _part(acts, idx, inst, good, first_row, key, [kinds[c] for c in uniq[:, 1].tolist()],
-                 np.full(len(uniq), -1, np.int64), members, ["" for _ in key], True)
+    return _part(
+        acts,
+        idx,
+        inst,
+        good,
+        first_row,
+        key,
+        [kinds[c] for c in uniq[:, 1].tolist()],
+        np.full(len(uniq), -1, np.int64),
+        members,
+        ["" for _ in key],
+        True,
+    )
 
 
 def _components(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -266,8 +339,12 @@ def _components(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def _point_to_point(acts: RunActivities, idx: np.ndarray, warnings: list[str]) -> _Part:
     """metrics.md §5 "Point-to-point": the k-th send from rank a to rank b in a step pairs with the
     k-th receive of b from a in that step (same group); kernels linked by pairs are one instance."""
-    parsed = _per_string(acts.p2p[idx], acts.strings,
-                         lambda t: [(tok[0] == "s", int(tok[1:])) for tok in t.split()], [])
+    parsed = _per_string(
+        acts.p2p[idx],
+        acts.strings,
+        lambda t: [(tok[0] == "s", int(tok[1:])) for tok in t.split()],
+        [],
+    )
     counts = np.array([len(parsed[p]) for p in acts.p2p[idx].tolist()], np.int64)
     tok_row = np.repeat(idx, counts)
     flat = [t for p in acts.p2p[idx].tolist() for t in parsed[p]]  # one per send/recv of a kernel
@@ -294,8 +371,10 @@ def _point_to_point(acts: RunActivities, idx: np.ndarray, warnings: list[str]) -
     unpaired = int((~paired).sum())
     if unpaired:
         j = int(first[~paired[gid[first]]][0])
-        warnings.append(f"{unpaired} send/recv(s) have no counterpart (first: step {ks[j][0]} rank {ks[j][2]} -> "
-                        f"rank {ks[j][3]} #{ks[j][4]}); counted as transfer (metrics.md §5)")
+        warnings.append(
+            f"{unpaired} send/recv(s) have no counterpart (first: step {ks[j][0]} rank {ks[j][2]} -> "
+            f"rank {ks[j][3]} #{ks[j][4]}); counted as transfer (metrics.md §5)"
+        )
     label = _components(len(idx), a, b)
     in_pair = np.zeros(len(idx), bool)
     in_pair[a] = True
@@ -314,16 +393,28 @@ def _point_to_point(acts: RunActivities, idx: np.ndarray, warnings: list[str]) -
     np.add.at(nbytes, inst[sel], dtype_bytes_of(acts, idx)[sel])
     step = np.full(n, _I64_MAX, np.int64)
     np.minimum.at(step, inst[sel], acts.step[idx][sel])
-    base = [f"{acts.strings[acts.pg[r]]}/send_recv/{'-'.join(map(str, sorted(set(rk))))}"
-            for r, rk in zip(first_row.tolist(), ranks)]
+    base = [
+        f"{acts.strings[acts.pg[r]]}/send_recv/{'-'.join(map(str, sorted(set(rk))))}"
+        for r, rk in zip(first_row.tolist(), ranks)
+    ]
     seen: dict[tuple[int, str], int] = {}
     key = []
-    for st, b in zip(step.tolist(), base):  # one per instance: the k-th exchange among these ranks in the step
+    for st, b in zip(
+        step.tolist(), base
+    ):  # one per instance: the k-th exchange among these ranks in the step
         k_of = seen[(st, b)] = seen.get((st, b), -1) + 1
         key.append(f"{b}/{k_of}")
-    return _Part(idx, inst, step, key, ["send_recv"] * n, np.where(nbytes > 0, nbytes, -1),
-                 np.array([len(set(r)) for r in ranks], np.int64),
-                 [_group_label(acts, r) for r in first_row.tolist()], False)
+    return _Part(
+        idx,
+        inst,
+        step,
+        key,
+        ["send_recv"] * n,
+        np.where(nbytes > 0, nbytes, -1),
+        np.array([len(set(r)) for r in ranks], np.int64),
+        [_group_label(acts, r) for r in first_row.tolist()],
+        False,
+    )
 
 
 def dtype_bytes_of(acts: RunActivities, idx: np.ndarray) -> np.ndarray:
@@ -337,8 +428,11 @@ def match_collectives(acts: RunActivities) -> CollectiveMatch:
     """metrics.md §5: collectives within their process group, send/recv pairs, and (for kernels
     without metadata) instances inferred from each rank's order of kernels."""
     comm = (acts.cls == ActivityClass.COMM) & (acts.step >= 0)
-    kind_of = _per_string(acts.name, acts.strings, lambda n: (comm_rule(n) or _NO_RULE).collective, None) \
-        if len(acts) else {}
+    kind_of = (
+        _per_string(acts.name, acts.strings, lambda n: (comm_rule(n) or _NO_RULE).collective, None)
+        if len(acts)
+        else {}
+    )
     coll_kind = _per_string(acts.coll, acts.strings, collective_kind, None) if len(acts) else {}
     is_p2p_name = _broadcast(acts.coll, {c: k == "send_recv" for c, k in coll_kind.items()}, bool)
     warnings: list[str] = []
@@ -369,11 +463,15 @@ def match_collectives(acts: RunActivities) -> CollectiveMatch:
         key=tuple(k for p in parts for k in p.key),
         collective=tuple(c for p in parts for c in p.collective),
         bytes=np.concatenate([p.bytes for p in parts]) if parts else np.zeros(0, np.int64),
-        group_size=np.concatenate([p.group_size for p in parts]) if parts else np.zeros(0, np.int64),
+        group_size=np.concatenate([p.group_size for p in parts])
+        if parts
+        else np.zeros(0, np.int64),
         by_seq=by_seq,
         warnings=tuple(warnings),
         group=tuple(g for p in parts for g in p.group),
-        inferred=np.concatenate([np.full(len(p.step), p.inferred) for p in parts]) if parts else np.zeros(0, bool),
+        inferred=np.concatenate([np.full(len(p.step), p.inferred) for p in parts])
+        if parts
+        else np.zeros(0, bool),
     )
 
 
@@ -392,8 +490,10 @@ def _group_warnings(acts: RunActivities, rows: np.ndarray) -> list[str]:
     if not missing:
         return []
     shown = "; ".join(missing[:3]) + (f"; and {len(missing) - 3} more" if len(missing) > 3 else "")
-    return [f"{len(missing)} process group(s) have members missing from the folder ({shown}): their "
-            "collectives cannot be matched and count as transfer (metrics.md §5)"]
+    return [
+        f"{len(missing)} process group(s) have members missing from the folder ({shown}): their "
+        "collectives cannot be matched and count as transfer (metrics.md §5)"
+    ]
 
 
 def _ranges_text(ranks: list[int]) -> str:
@@ -413,19 +513,35 @@ def _why_nothing_matched(acts: RunActivities, comm: np.ndarray) -> str:
     if len(acts.rank_ids) == 1:
         size = acts.world_sizes[0]
         of = f" of world size {size}" if size else ""
-        return (f"one rank{of} in the folder: its {n} communication activities cannot be matched without "
-                "their peers' traces; all of their time counts as transfer (metrics.md §5)")
-    return (f"none of the {n} communication activities could be matched across ranks (no collective "
-            "metadata and no kernel name that says which collective it is, or no counterpart on another "
-            "rank); all of their time counts as transfer (metrics.md §5)")
+        return (
+            f"one rank{of} in the folder: its {n} communication activities cannot be matched without "
+            "their peers' traces; all of their time counts as transfer (metrics.md §5)"
+        )
+    return (
+        f"none of the {n} communication activities could be matched across ranks (no collective "
+        "metadata and no kernel name that says which collective it is, or no counterpart on another "
+        "rank); all of their time counts as transfer (metrics.md §5)"
+    )
 
 
 _CHECKED = ("coll", "dtype", "in_nelems", "out_nelems")
-_CHECKED_LABEL = ("Collective name", "dtype", "In msg nelems", "Out msg nelems", "one kernel per rank")
+_CHECKED_LABEL = (
+    "Collective name",
+    "dtype",
+    "In msg nelems",
+    "Out msg nelems",
+    "one kernel per rank",
+)
 
 
-def _match_warnings(acts: RunActivities, uniq: np.ndarray, first_row: np.ndarray, bad_field: np.ndarray,
-                    lonely: np.ndarray, by_seq: bool) -> tuple[str, ...]:
+def _match_warnings(
+    acts: RunActivities,
+    uniq: np.ndarray,
+    first_row: np.ndarray,
+    bad_field: np.ndarray,
+    lonely: np.ndarray,
+    by_seq: bool,
+) -> tuple[str, ...]:
     out: list[str] = []
 
     def describe(i: int) -> str:
@@ -437,14 +553,18 @@ def _match_warnings(acts: RunActivities, uniq: np.ndarray, first_row: np.ndarray
     bad = np.flatnonzero(bad_field >= 0)
     if len(bad):
         i = int(bad[0])
-        out.append(f"{len(bad)} collective instance(s) do not match across ranks (first: {describe(i)}: "
-                   f"ranks disagree on {_CHECKED_LABEL[bad_field[i]]}); their kernels are left unmatched "
-                   "and counted as transfer (metrics.md §5)")
+        out.append(
+            f"{len(bad)} collective instance(s) do not match across ranks (first: {describe(i)}: "
+            f"ranks disagree on {_CHECKED_LABEL[bad_field[i]]}); their kernels are left unmatched "
+            "and counted as transfer (metrics.md §5)"
+        )
     alone = np.flatnonzero(lonely)
     if len(alone) and len(acts.rank_ids) > 1:
         i = int(alone[0])
-        out.append(f"{len(alone)} collective kernel(s) have no counterpart on another rank (first: rank "
-                   f"{acts.rank[first_row[i]]} {describe(i)}); counted as transfer (metrics.md §5)")
+        out.append(
+            f"{len(alone)} collective kernel(s) have no counterpart on another rank (first: rank "
+            f"{acts.rank[first_row[i]]} {describe(i)}); counted as transfer (metrics.md §5)"
+        )
     return tuple(out)
 
 
@@ -452,7 +572,9 @@ def _match_warnings(acts: RunActivities, uniq: np.ndarray, first_row: np.ndarray
 class CollectiveTiming:
     """Wait and transfer of every activity, and per-instance timing, on aligned clocks (§5, §6)."""
 
-    wait_ns: np.ndarray  # per activity (0 for non-comm and unmatched, but a sync kernel's whole time)
+    wait_ns: (
+        np.ndarray
+    )  # per activity (0 for non-comm and unmatched, but a sync kernel's whole time)
     transfer_ns: np.ndarray  # per activity (0 for non-comm)
     arrival_ns: np.ndarray  # per instance: the last member's start
     skew_ns: np.ndarray  # per instance
@@ -460,7 +582,9 @@ class CollectiveTiming:
     binding: np.ndarray  # per instance: the activity row of the last to arrive
 
 
-def collective_timing(acts: RunActivities, match: CollectiveMatch, offsets_ns: np.ndarray) -> CollectiveTiming:
+def collective_timing(
+    acts: RunActivities, match: CollectiveMatch, offsets_ns: np.ndarray
+) -> CollectiveTiming:
     """metrics.md §5: arrival = max s_r; wait_r = max(0, min(e_r, arrival) - s_r); transfer = dur - wait;
     an unmatched synchronization kernel is all wait."""
     s, e = aligned(acts, offsets_ns)
@@ -480,13 +604,19 @@ def collective_timing(acts: RunActivities, match: CollectiveMatch, offsets_ns: n
     transfer = np.where(acts.cls == ActivityClass.COMM, (e - s) - wait, 0)
     binding = np.full(n, -1, np.int64)
     if len(mem):
-        order = np.lexsort((s[mem], mi))  # by instance, then start: the last of each is the binding one
+        order = np.lexsort(
+            (s[mem], mi)
+        )  # by instance, then start: the last of each is the binding one
         last = np.append(mi[order][1:] != mi[order][:-1], True)
         binding[mi[order][last]] = mem[order][last]
-    return CollectiveTiming(wait, transfer, arrival, arrival - first, np.clip(last_end - arrival, 0, None), binding)
+    return CollectiveTiming(
+        wait, transfer, arrival, arrival - first, np.clip(last_end - arrival, 0, None), binding
+    )
 
 
-def wait_transfer_by_step(acts: RunActivities, timing: CollectiveTiming) -> dict[tuple[int, int], tuple[float, float]]:
+def wait_transfer_by_step(
+    acts: RunActivities, timing: CollectiveTiming
+) -> dict[tuple[int, int], tuple[float, float]]:
     """(rank, step) -> (comm_wait_us, comm_transfer_us): sums over the comm activities starting in the step."""
     m = (acts.cls == ActivityClass.COMM) & (acts.step >= 0)
     if not m.any():
@@ -496,8 +626,10 @@ def wait_transfer_by_step(acts: RunActivities, timing: CollectiveTiming) -> dict
     inverse = inverse.reshape(-1)
     wait = np.bincount(inverse, weights=timing.wait_ns[m], minlength=len(uniq))
     transfer = np.bincount(inverse, weights=timing.transfer_ns[m], minlength=len(uniq))
-    return {(int(r), int(st)): (w / NS_PER_US, t / NS_PER_US)
-            for (r, st), w, t in zip(uniq.tolist(), wait.tolist(), transfer.tolist())}
+    return {
+        (int(r), int(st)): (w / NS_PER_US, t / NS_PER_US)
+        for (r, st), w, t in zip(uniq.tolist(), wait.tolist(), transfer.tolist())
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -519,8 +651,9 @@ class CollectiveInstance:
     inferred: bool = False  # matched by each rank's order of kernels alone (no collective metadata)
 
 
-def collective_instances(acts: RunActivities, match: CollectiveMatch, timing: CollectiveTiming,
-                         exposed: np.ndarray) -> list[CollectiveInstance]:
+def collective_instances(
+    acts: RunActivities, match: CollectiveMatch, timing: CollectiveTiming, exposed: np.ndarray
+) -> list[CollectiveInstance]:
     """The JSON rows of `collectives`, in step and key order."""
     n = match.n_instances
     if n == 0:
@@ -542,13 +675,22 @@ def collective_instances(acts: RunActivities, match: CollectiveMatch, timing: Co
         span = int(timing.transfer_span_ns[i])
         algbw = nbytes / span if nbytes is not None and span > 0 else None  # bytes/ns = GB/s
         factor = busbw_factor(kinds[match.collective[i]], int(match.group_size[i]))  # send/recv: 1
-        out.append(CollectiveInstance(
-            step=int(match.step[i]), key=match.key[i], collective=match.collective[i], bytes=nbytes,
-            ranks=ranks_of[i].tolist(), skew_us=int(timing.skew_ns[i]) / NS_PER_US,
-            wait_us=int(max_wait[i]) / NS_PER_US, transfer_us=span / NS_PER_US,
-            exposed_us=int(max_exposed[i]) / NS_PER_US, algbw_gbps=algbw,
-            busbw_gbps=algbw * factor if algbw is not None and factor is not None else None,
-            group=match.group[i] if match.group else "", inferred=bool(match.inferred[i]),
-        ))
+        out.append(
+            CollectiveInstance(
+                step=int(match.step[i]),
+                key=match.key[i],
+                collective=match.collective[i],
+                bytes=nbytes,
+                ranks=ranks_of[i].tolist(),
+                skew_us=int(timing.skew_ns[i]) / NS_PER_US,
+                wait_us=int(max_wait[i]) / NS_PER_US,
+                transfer_us=span / NS_PER_US,
+                exposed_us=int(max_exposed[i]) / NS_PER_US,
+                algbw_gbps=algbw,
+                busbw_gbps=algbw * factor if algbw is not None and factor is not None else None,
+                group=match.group[i] if match.group else "",
+                inferred=bool(match.inferred[i]),
+            )
+        )
     out.sort(key=lambda c: (c.step, c.key))
     return out

@@ -70,12 +70,16 @@ class GemmContention:
     batch: int
     dtype: str
     rule: str  # RULES: which rule gave the baseline ("none" without one)
-    source: str | None  # SOURCES entry where its isolated samples come from ("run+reference": interpolated
+    source: (
+        str | None
+    )  # SOURCES entry where its isolated samples come from ("run+reference": interpolated
     # between one shape of each)
     n_isolated: int  # isolated samples behind the baseline
     n_overlapped: int  # GEMMs of this shape beside a transfer (f > 0)
     baseline_us: float | None  # isolated, every SM
-    same_sm_us: float | None  # isolated at the overlapped GEMMs' grid (median over them), when known
+    same_sm_us: (
+        float | None
+    )  # isolated at the overlapped GEMMs' grid (median over them), when known
     overlapped_median_us: float | None  # over f >= 0.5
     slowdown: float | None  # median(overlapped, f >= 0.5) / baseline - 1
     tax_us_per_step: float  # Σ (dur - baseline) over its GEMMs beside a transfer, per rank and step
@@ -89,7 +93,9 @@ class TaxPart:
     gemm_us: float  # overlapped GEMM time (f > 0) with a baseline
     baseline_us: float
     tax_us: float
-    sm_us: float | None  # the part fewer SMs explain (None where no GEMM of it has a same-SM baseline)
+    sm_us: (
+        float | None
+    )  # the part fewer SMs explain (None where no GEMM of it has a same-SM baseline)
     interference_us: float | None
 
 
@@ -105,7 +111,9 @@ class GemmBudget:
     sm_us: float  # of the tax: Σ (same-SM baseline - baseline) where the same-SM time is known
     interference_us: float  # of the tax: Σ (dur - same-SM baseline) where it is known
     unsplit_us: float  # of the tax: where no same-SM time is known
-    residual_us: float  # Σ (dur - baseline) over isolated GEMMs with a baseline: the unexplained rest
+    residual_us: (
+        float  # Σ (dur - baseline) over isolated GEMMs with a baseline: the unexplained rest
+    )
     noise_band: float | None  # median relative half-width of the isolated samples' [p10, p90]
     overlapped_us: float  # GEMMs beside a transfer, with or without a baseline
     coverage: float | None  # share of overlapped_us with a baseline
@@ -135,7 +143,9 @@ class Contention:
         return sum(t for t, _ in self.by_step.values()) / base if base > 0 else None
 
 
-def group_medians(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def group_medians(
+    keys: np.ndarray, values: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(distinct keys, counts, medians of values per key): one sort, no loop."""
     if len(keys) == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
@@ -163,16 +173,23 @@ def comm_overlap_fraction(acts: RunActivities) -> np.ndarray:
     return f
 
 
-def isolated_baselines(acts: RunActivities, f: np.ndarray | None = None) -> dict[str, tuple[float, int]]:
+def isolated_baselines(
+    acts: RunActivities, f: np.ndarray | None = None
+) -> dict[str, tuple[float, int]]:
     """signature -> (median isolated duration in ns, count): the baselines a reference run supplies."""
     f = comm_overlap_fraction(acts) if f is None else f
     iso = np.flatnonzero((f == 0) & (acts.signature >= 0))
     keys, counts, med = group_medians(acts.signature[iso], acts.end_ns[iso] - acts.start_ns[iso])
-    return {acts.strings[k]: (m, c) for k, c, m in zip(keys.tolist(), counts.tolist(), med.tolist())}
+    return {
+        acts.strings[k]: (m, c) for k, c, m in zip(keys.tolist(), counts.tolist(), med.tolist())
+    }
 
 
-def kernel_contention(acts: RunActivities, reference: dict[str, tuple[float, int]] | None = None,
-                      f: np.ndarray | None = None) -> tuple[list[KernelContention], dict[tuple[int, int], tuple[float, float]], float | None]:
+def kernel_contention(
+    acts: RunActivities,
+    reference: dict[str, tuple[float, int]] | None = None,
+    f: np.ndarray | None = None,
+) -> tuple[list[KernelContention], dict[tuple[int, int], tuple[float, float]], float | None]:
     """Per-signature slowdown, per (rank, step) tax and baseline time, and the coverage of the
     overlapped compute time by baselines (metrics.md §8)."""
     f = comm_overlap_fraction(acts) if f is None else f
@@ -196,13 +213,17 @@ def kernel_contention(acts: RunActivities, reference: dict[str, tuple[float, int
     for k in np.flatnonzero((iso_n > 0) | (ovl_n > 0)).tolist():  # one per signature
         has_base = bool(np.isfinite(baseline[k]) and baseline[k] > 0)
         slow = ovl_med[k] / baseline[k] - 1 if has_base and ovl_n[k] >= MIN_INSTANCES else None
-        kernels.append(KernelContention(
-            signature=acts.strings[k], n_isolated=int(iso_n[k]), n_overlapped=int(ovl_n[k]),
-            isolated_median_us=float(baseline[k]) / NS_PER_US if has_base else None,
-            overlapped_median_us=float(ovl_med[k]) / NS_PER_US if ovl_n[k] else None,
-            slowdown=float(slow) if slow is not None else None,
-            baseline=("own", "reference")[source[k] - 1] if has_base else None,
-        ))
+        kernels.append(
+            KernelContention(
+                signature=acts.strings[k],
+                n_isolated=int(iso_n[k]),
+                n_overlapped=int(ovl_n[k]),
+                isolated_median_us=float(baseline[k]) / NS_PER_US if has_base else None,
+                overlapped_median_us=float(ovl_med[k]) / NS_PER_US if ovl_n[k] else None,
+                slowdown=float(slow) if slow is not None else None,
+                baseline=("own", "reference")[source[k] - 1] if has_base else None,
+            )
+        )
     kernels.sort(key=lambda c: -(c.slowdown if c.slowdown is not None else -np.inf))
 
     in_steps = ovl[acts.step[ovl] >= 0]
@@ -217,8 +238,10 @@ def kernel_contention(acts: RunActivities, reference: dict[str, tuple[float, int
         inverse = inverse.reshape(-1)
         tax = np.bincount(inverse, weights=dur[taxed] - base, minlength=len(uniq))
         total = np.bincount(inverse, weights=base, minlength=len(uniq))
-        by_step = {(int(r), int(s)): (t / NS_PER_US, b / NS_PER_US)
-                   for (r, s), t, b in zip(uniq.tolist(), tax.tolist(), total.tolist())}
+        by_step = {
+            (int(r), int(s)): (t / NS_PER_US, b / NS_PER_US)
+            for (r, s), t, b in zip(uniq.tolist(), tax.tolist(), total.tolist())
+        }
     return kernels, by_step, coverage
 
 
@@ -231,8 +254,13 @@ def _per_key(keys: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, 
     return count, med
 
 
-def gemm_contention(gemms: Gemms, acts: RunActivities, f: np.ndarray, pools: list[Samples],
-                    margin: int | None = None) -> Contention:
+def gemm_contention(
+    gemms: Gemms,
+    acts: RunActivities,
+    f: np.ndarray,
+    pools: list[Samples],
+    margin: int | None = None,
+) -> Contention:
     """metrics.md §8 for the run's GEMMs: baselines by shape, the tax split into fewer SMs and
     interference, coverage, noise band, and the GEMM time budget per rank and step. `pools` are
     the isolated samples of (run, reference, calibration); pools[0] is filled here from the run."""
@@ -244,8 +272,13 @@ def gemm_contention(gemms: Gemms, acts: RunActivities, f: np.ndarray, pools: lis
     full_by_shape = np.array([b.full_ns if b else np.nan for b in base] + [np.nan])
     full = full_by_shape[gemms.shape] if len(gemms) else np.zeros(0)
     pairs, pair = unique_rows(gemms.shape, gemms.grid)
-    same_by_pair = np.array([_or_nan(same_grid_ns(gemms.shapes[s], gemms.grids[g], base[s], pools, margin))
-                             for s, g in pairs.tolist()] + [np.nan])
+    same_by_pair = np.array(
+        [
+            _or_nan(same_grid_ns(gemms.shapes[s], gemms.grids[g], base[s], pools, margin))
+            for s, g in pairs.tolist()
+        ]
+        + [np.nan]
+    )
     same = same_by_pair[pair.reshape(-1)] if len(gemms) else np.zeros(0)
 
     in_step = step >= 0
@@ -256,10 +289,18 @@ def gemm_contention(gemms: Gemms, acts: RunActivities, f: np.ndarray, pools: lis
     tax = np.where(taxed, dur - full, 0.0)
     rank_steps = unique_rows(rank[in_step], step[in_step])[0]
     n = max(len(rank_steps), 1)
-    weights = np.bincount(gemms.shape[in_step & has], weights=full[in_step & has], minlength=len(base))
-    noise = [(b.noise, w) for b, w in zip(base, weights.tolist()) if b is not None and b.noise is not None and w > 0]
+    weights = np.bincount(
+        gemms.shape[in_step & has], weights=full[in_step & has], minlength=len(base)
+    )
+    noise = [
+        (b.noise, w)
+        for b, w in zip(base, weights.tolist())
+        if b is not None and b.noise is not None and w > 0
+    ]
     overlapped_ns = float(dur[beside].sum())
-    band = float(np.average([x for x, _ in noise], weights=[w for _, w in noise])) if noise else None
+    band = (
+        float(np.average([x for x, _ in noise], weights=[w for _, w in noise])) if noise else None
+    )
     predicted_ns = float(full[in_step & has].sum())
     residual_ns = float((dur - full)[in_step & has & (fr == 0)].sum())
     budget = GemmBudget(
@@ -283,10 +324,15 @@ def gemm_contention(gemms: Gemms, acts: RunActivities, f: np.ndarray, pools: lis
         inverse = inverse.reshape(-1)
         t = np.bincount(inverse, weights=tax[taxed], minlength=len(keys))
         b = np.bincount(inverse, weights=full[taxed], minlength=len(keys))
-        by_step = {(int(r), int(s)): (tt / NS_PER_US, bb / NS_PER_US)
-                   for (r, s), tt, bb in zip(keys.tolist(), t.tolist(), b.tolist())}
+        by_step = {
+            (int(r), int(s)): (tt / NS_PER_US, bb / NS_PER_US)
+            for (r, s), tt, bb in zip(keys.tolist(), t.tolist(), b.tolist())
+        }
     return Contention(
-        kernels=[], collectives=[], by_step=by_step, coverage=budget.coverage,
+        kernels=[],
+        collectives=[],
+        by_step=by_step,
+        coverage=budget.coverage,
         gemms=_shape_rows(gemms, base, dur, fr, beside, tax, same, n),
         budget=budget,
         by_layer=_parts(gemms.layer, gemms.layers, taxed, dur, full, tax, same, split, n),
@@ -302,8 +348,16 @@ def _us(ns: float, rank_steps: int) -> float:
     return float(ns) / NS_PER_US / rank_steps
 
 
-def _shape_rows(gemms: Gemms, base: list, dur: np.ndarray, fr: np.ndarray, beside: np.ndarray,
-                tax: np.ndarray, same: np.ndarray, n: int) -> list[GemmContention]:
+def _shape_rows(
+    gemms: Gemms,
+    base: list,
+    dur: np.ndarray,
+    fr: np.ndarray,
+    beside: np.ndarray,
+    tax: np.ndarray,
+    same: np.ndarray,
+    n: int,
+) -> list[GemmContention]:
     """One row per shape, the most taxed first."""
     ovl = fr >= OVERLAPPED_FRACTION
     ovl_n, ovl_med = _per_key(gemms.shape[ovl], dur[ovl], len(gemms.shapes))
@@ -314,22 +368,40 @@ def _shape_rows(gemms: Gemms, base: list, dur: np.ndarray, fr: np.ndarray, besid
     rows = []
     for k, (s, b) in enumerate(zip(gemms.shapes, base)):  # a loop over shapes
         slow = ovl_med[k] / b.full_ns - 1 if b is not None and ovl_n[k] >= MIN_INSTANCES else None
-        rows.append(GemmContention(
-            shape=s.label, m=s.m, k=s.k, n=s.n, batch=s.batch, dtype=s.dtype,
-            rule=RULES[b.rule] if b else RULES[0], source=b.source if b else None,
-            n_isolated=b.n_samples if b else 0, n_overlapped=int(n_beside[k]),
-            baseline_us=b.full_ns / NS_PER_US if b else None,
-            same_sm_us=float(same_med[k]) / NS_PER_US if np.isfinite(same_med[k]) else None,
-            overlapped_median_us=float(ovl_med[k]) / NS_PER_US if ovl_n[k] else None,
-            slowdown=float(slow) if slow is not None else None,
-            tax_us_per_step=float(tax_by[k]) / NS_PER_US / n,
-        ))
+        rows.append(
+            GemmContention(
+                shape=s.label,
+                m=s.m,
+                k=s.k,
+                n=s.n,
+                batch=s.batch,
+                dtype=s.dtype,
+                rule=RULES[b.rule] if b else RULES[0],
+                source=b.source if b else None,
+                n_isolated=b.n_samples if b else 0,
+                n_overlapped=int(n_beside[k]),
+                baseline_us=b.full_ns / NS_PER_US if b else None,
+                same_sm_us=float(same_med[k]) / NS_PER_US if np.isfinite(same_med[k]) else None,
+                overlapped_median_us=float(ovl_med[k]) / NS_PER_US if ovl_n[k] else None,
+                slowdown=float(slow) if slow is not None else None,
+                tax_us_per_step=float(tax_by[k]) / NS_PER_US / n,
+            )
+        )
     rows.sort(key=lambda r: -r.tax_us_per_step)
     return rows
 
 
-def _parts(key: np.ndarray, names: tuple[str, ...], taxed: np.ndarray, dur: np.ndarray, full: np.ndarray,
-           tax: np.ndarray, same: np.ndarray, split: np.ndarray, n: int) -> list[TaxPart]:
+def _parts(
+    key: np.ndarray,
+    names: tuple[str, ...],
+    taxed: np.ndarray,
+    dur: np.ndarray,
+    full: np.ndarray,
+    tax: np.ndarray,
+    same: np.ndarray,
+    split: np.ndarray,
+    n: int,
+) -> list[TaxPart]:
     """Tax per layer or kernel class (µs per rank-step), the most taxed first; GEMMs outside any
     layer are "(no layer)"."""
     k = np.where(key >= 0, key, len(names))[taxed]
@@ -342,19 +414,30 @@ def _parts(key: np.ndarray, names: tuple[str, ...], taxed: np.ndarray, dur: np.n
     g, b, t = total(dur), total(full), total(tax)
     has_split = np.bincount(np.where(key >= 0, key, len(names))[split], minlength=m) > 0
     sm, inter = total(same - full, split), total(dur - same, split)
+
     def us(x: np.ndarray, i: int) -> float:
         return float(x[i]) / NS_PER_US / n
 
-    out = [TaxPart(name=(names[i] if i < len(names) else "(no layer)"), gemm_us=us(g, i),
-                   baseline_us=us(b, i), tax_us=us(t, i),
-                   sm_us=us(sm, i) if has_split[i] else None,
-                   interference_us=us(inter, i) if has_split[i] else None)
-           for i in np.unique(k).tolist()]
+    out = [
+        TaxPart(
+            name=(names[i] if i < len(names) else "(no layer)"),
+            gemm_us=us(g, i),
+            baseline_us=us(b, i),
+            tax_us=us(t, i),
+            sm_us=us(sm, i) if has_split[i] else None,
+            interference_us=us(inter, i) if has_split[i] else None,
+        )
+        for i in np.unique(k).tolist()
+    ]
     return sorted(out, key=lambda p: -p.tax_us)
 
 
-def comm_contention(acts: RunActivities, match: CollectiveMatch, timing: CollectiveTiming,
-                    compute_sets: list[iv.IntervalSet]) -> list[CommContention]:
+def comm_contention(
+    acts: RunActivities,
+    match: CollectiveMatch,
+    timing: CollectiveTiming,
+    compute_sets: list[iv.IntervalSet],
+) -> list[CommContention]:
     """Per collective shape (name, bytes): the transfer part isolated from compute versus beside it."""
     rows = np.flatnonzero(match.instance >= 0)
     if len(rows) == 0:
@@ -381,15 +464,19 @@ def comm_contention(acts: RunActivities, match: CollectiveMatch, timing: Collect
         factor = busbw_factor(collective_kind(name), int(size[k]))
 
         enough = iso_n[k] >= MIN_INSTANCES and ovl_n[k] >= MIN_INSTANCES
-        out.append(CommContention(
-            collective=name, bytes=int(nbytes) if nbytes >= 0 else None,
-            n_isolated=int(iso_n[k]), n_overlapped=int(ovl_n[k]),
-            isolated_transfer_us=float(iso_med[k]) / NS_PER_US if iso_n[k] else None,
-            overlapped_transfer_us=float(ovl_med[k]) / NS_PER_US if ovl_n[k] else None,
-            isolated_busbw_gbps=_busbw(nbytes, iso_med[k], factor),
-            overlapped_busbw_gbps=_busbw(nbytes, ovl_med[k], factor),
-            slowdown=float(ovl_med[k] / iso_med[k] - 1) if enough and iso_med[k] > 0 else None,
-        ))
+        out.append(
+            CommContention(
+                collective=name,
+                bytes=int(nbytes) if nbytes >= 0 else None,
+                n_isolated=int(iso_n[k]),
+                n_overlapped=int(ovl_n[k]),
+                isolated_transfer_us=float(iso_med[k]) / NS_PER_US if iso_n[k] else None,
+                overlapped_transfer_us=float(ovl_med[k]) / NS_PER_US if ovl_n[k] else None,
+                isolated_busbw_gbps=_busbw(nbytes, iso_med[k], factor),
+                overlapped_busbw_gbps=_busbw(nbytes, ovl_med[k], factor),
+                slowdown=float(ovl_med[k] / iso_med[k] - 1) if enough and iso_med[k] > 0 else None,
+            )
+        )
     return out
 
 
@@ -400,9 +487,16 @@ def _busbw(nbytes: int, transfer_ns: float, factor: float | None) -> float | Non
     return nbytes / transfer_ns * factor
 
 
-def contention(run: Run, acts: RunActivities, match: CollectiveMatch, timing: CollectiveTiming,
-               compute_sets: list[iv.IntervalSet], reference: dict[str, tuple[float, int]] | None = None,
-               gemm_pools: list[Samples] | None = None, margin: int | None = None) -> Contention:
+def contention(
+    run: Run,
+    acts: RunActivities,
+    match: CollectiveMatch,
+    timing: CollectiveTiming,
+    compute_sets: list[iv.IntervalSet],
+    reference: dict[str, tuple[float, int]] | None = None,
+    gemm_pools: list[Samples] | None = None,
+    margin: int | None = None,
+) -> Contention:
     """metrics.md §8 for a run. The headline figures (tax per step, coverage, slowdown) come from
     the GEMMs by shape; `gemm_pools` are the isolated GEMM samples of the reference run and of a
     calibration. The per-signature table of every compute kernel stays beside them, with
@@ -411,10 +505,14 @@ def contention(run: Run, acts: RunActivities, match: CollectiveMatch, timing: Co
     kernels, _, _ = kernel_contention(acts, reference, f)
     pools = [{}, *(gemm_pools or [{}, {}])]
     g = gemm_contention(find_gemms(run, acts), acts, f, pools, margin)
-    return dataclasses.replace(g, kernels=kernels, collectives=comm_contention(acts, match, timing, compute_sets))
+    return dataclasses.replace(
+        g, kernels=kernels, collectives=comm_contention(acts, match, timing, compute_sets)
+    )
 
 
-def reference_gemm_samples(run: Run, acts: RunActivities, f: np.ndarray) -> tuple[Samples, float | None]:
+def reference_gemm_samples(
+    run: Run, acts: RunActivities, f: np.ndarray
+) -> tuple[Samples, float | None]:
     """The isolated GEMM samples of a reference run (its activities and their `f`), and its measured
     GEMM time per rank and step."""
     gemms = find_gemms(run, acts)

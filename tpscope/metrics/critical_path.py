@@ -29,8 +29,12 @@ EDGES = ("end", "stream", "launch", "cpu", "sync", "event", "collective", "resou
 END, STREAM, LAUNCH, CPU, SYNC, EVENT, COLLECTIVE, RESOURCE, NONE = range(len(EDGES))
 HELD_TOLERANCE_NS = 10_000  # §7: a ready activity that starts later than this was held back
 # class -> category; filler kernels (torch.cuda._sleep) only wait: idle
-_CATEGORY_OF_CLASS = {ActivityClass.COMPUTE: COMPUTE, ActivityClass.COMM: COMM, ActivityClass.MEMORY: MEMORY,
-                      ActivityClass.FILLER: IDLE}
+_CATEGORY_OF_CLASS = {
+    ActivityClass.COMPUTE: COMPUTE,
+    ActivityClass.COMM: COMM,
+    ActivityClass.MEMORY: MEMORY,
+    ActivityClass.FILLER: IDLE,
+}
 _LANE_SHIFT = 40  # composite (lane, correlation) keys: correlation ids are CUPTI's 32-bit ids
 _NONE = np.iinfo(np.int64).min
 # §7: runtime calls that block the CPU until the GPU has finished something (CUDA and HIP, runtime
@@ -63,7 +67,9 @@ class CriticalPath:
     inferred_us: float = 0.0  # time on segments whose edge was inferred from timing
     inferred_share: float | None = None
     edge_us: dict[str, float] | None = None  # time per edge kind
-    host_ops_us: dict[str, float] | None = None  # host time per CPU op, the largest first (at most 10)
+    host_ops_us: dict[str, float] | None = (
+        None  # host time per CPU op, the largest first (at most 10)
+    )
     first_step: bool = False  # the first profiled step: shown, left out of means (§3)
     segments: list[dict] | None = None
 
@@ -97,7 +103,9 @@ class CpuThreads:
     op: np.ndarray  # run-wide string id of the CPU op that made the call (else the call's name)
     thread_lo: np.ndarray
     thread_hi: np.ndarray
-    prev_sync: np.ndarray  # the latest blocking synchronization at or before this call on its thread, -1
+    prev_sync: (
+        np.ndarray
+    )  # the latest blocking synchronization at or before this call on its thread, -1
     waited_for: np.ndarray  # per call: the activity row whose end a blocking sync waited for, -1
     strings: tuple[str, ...]
 
@@ -135,8 +143,9 @@ def lane_predecessors(lane: np.ndarray, start: np.ndarray) -> np.ndarray:
     return prev
 
 
-def stream_wait_predecessors(acts: RunActivities, waits: list[StreamWaits], lane_base: np.ndarray,
-                             end_ns: np.ndarray) -> np.ndarray:
+def stream_wait_predecessors(
+    acts: RunActivities, waits: list[StreamWaits], lane_base: np.ndarray, end_ns: np.ndarray
+) -> np.ndarray:
     """Per row: the activity whose completion a `cudaStreamWaitEvent` made it wait for, else -1.
 
     The producer is the last activity on the recording stream launched before the
@@ -161,16 +170,23 @@ def stream_wait_predecessors(acts: RunActivities, waits: list[StreamWaits], lane
         key, rows = key[order], has[order]
         w_lane = w.lane[use].astype(np.int64) + lane_base[pos]
         on_lane = w.wait_on_lane[use].astype(np.int64) + lane_base[pos]
-        i = np.searchsorted(key, (on_lane << _LANE_SHIFT) | w.wait_on_event_corr[use], side="right") - 1
+        i = (
+            np.searchsorted(key, (on_lane << _LANE_SHIFT) | w.wait_on_event_corr[use], side="right")
+            - 1
+        )
         ic = np.clip(i, 0, max(len(key) - 1, 0))
-        producer = np.where((i >= 0) & (len(key) > 0) & ((key[ic] >> _LANE_SHIFT) == on_lane), rows[ic], -1)
+        producer = np.where(
+            (i >= 0) & (len(key) > 0) & ((key[ic] >> _LANE_SHIFT) == on_lane), rows[ic], -1
+        )
         w_corr = w.correlation[use]
         j = np.searchsorted(key, (w_lane << _LANE_SHIFT) | np.maximum(w_corr, 0), side="right")
         jc = np.clip(j, 0, max(len(key) - 1, 0))
         waiter = np.where((j < len(key)) & ((key[jc] >> _LANE_SHIFT) == w_lane), rows[jc], -1)
         missing = np.flatnonzero(w_corr < 0)
         if len(missing):
-            waiter[missing] = _waiter_by_time(acts, lo, hi, w_lane[missing], w.start_ns[use][missing])
+            waiter[missing] = _waiter_by_time(
+                acts, lo, hi, w_lane[missing], w.start_ns[use][missing]
+            )
         ok = (producer >= 0) & (waiter >= 0)
         waiters_all.append(waiter[ok] + lo)
         producers_all.append(producer[ok] + lo)
@@ -185,9 +201,13 @@ def stream_wait_predecessors(acts: RunActivities, waits: list[StreamWaits], lane
     return pred
 
 
-def _waiter_by_time(acts: RunActivities, lo: int, hi: int, lanes: np.ndarray, ts: np.ndarray) -> np.ndarray:
+def _waiter_by_time(
+    acts: RunActivities, lo: int, hi: int, lanes: np.ndarray, ts: np.ndarray
+) -> np.ndarray:
     """First activity on each lane launched (else started) at or after ts; -1 if none."""
-    launch = np.where(acts.launch_start_ns[lo:hi] >= 0, acts.launch_start_ns[lo:hi], acts.start_ns[lo:hi])
+    launch = np.where(
+        acts.launch_start_ns[lo:hi] >= 0, acts.launch_start_ns[lo:hi], acts.start_ns[lo:hi]
+    )
     out = np.full(len(lanes), -1, np.int64)
     for lane in np.unique(lanes).tolist():  # a loop over lanes, not events
         rows = np.flatnonzero(acts.lane[lo:hi] == lane)
@@ -219,11 +239,14 @@ def other_lane_predecessors(acts: RunActivities, start: np.ndarray, end: np.ndar
     return pred
 
 
-def cpu_threads(acts: RunActivities, ranks: list[RankTrace], offsets_ns: np.ndarray,
-                end_ns: np.ndarray) -> tuple[CpuThreads, np.ndarray]:
+def cpu_threads(
+    acts: RunActivities, ranks: list[RankTrace], offsets_ns: np.ndarray, end_ns: np.ndarray
+) -> tuple[CpuThreads, np.ndarray]:
     """The run-wide table of runtime calls by thread, and per activity the row of its launch call."""
     strings: dict[str, int] = {}
-    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("start", "end", "pos", "tid", "op", "waited")}
+    parts: dict[str, list[np.ndarray]] = {
+        k: [] for k in ("start", "end", "pos", "tid", "op", "waited")
+    }
     launch_local: list[np.ndarray] = []
     base = 0
     bases = []
@@ -234,10 +257,17 @@ def cpu_threads(acts: RunActivities, ranks: list[RankTrace], offsets_ns: np.ndar
         own = np.where(op_name_id >= 0, op_name_id, rt.name_id.astype(np.int64))
         # per distinct symbol id, not per call: the run-wide string id and whether it synchronizes
         uniq, inverse = np.unique(own, return_inverse=True)
-        ids = np.array([strings.setdefault(r.symbols[k] if k >= 0 else "", len(strings)) for k in uniq.tolist()],
-                       np.int64)
+        ids = np.array(
+            [
+                strings.setdefault(r.symbols[k] if k >= 0 else "", len(strings))
+                for k in uniq.tolist()
+            ],
+            np.int64,
+        )
         call_ids, call_inverse = np.unique(rt.name_id, return_inverse=True)
-        sync_name = np.array([k >= 0 and is_sync_call(r.symbols[k]) for k in call_ids.tolist()], bool)
+        sync_name = np.array(
+            [k >= 0 and is_sync_call(r.symbols[k]) for k in call_ids.tolist()], bool
+        )
         is_sync = sync_name[call_inverse.ravel()] if n else np.zeros(0, bool)
         shift = int(offsets_ns[pos])
         start, end = rt.start_ns - shift, rt.end_ns - shift
@@ -251,11 +281,18 @@ def cpu_threads(acts: RunActivities, ranks: list[RankTrace], offsets_ns: np.ndar
             jc = np.clip(j, 0, len(ends) - 1)
             inside = is_sync & (j >= 0) & (ends[jc] >= start)
             waited[inside] = lo + order[jc[inside]]
-        for k, v in (("start", start), ("end", end), ("pos", np.full(n, pos, np.int64)), ("tid", rt.tid),
-                     ("op", ids[inverse.ravel()] if n else np.zeros(0, np.int64)),
-                     ("waited", waited)):
+        for k, v in (
+            ("start", start),
+            ("end", end),
+            ("pos", np.full(n, pos, np.int64)),
+            ("tid", rt.tid),
+            ("op", ids[inverse.ravel()] if n else np.zeros(0, np.int64)),
+            ("waited", waited),
+        ):
             parts[k].append(v)
-        launch_local.append(lookup(rt.correlation, np.arange(n, dtype=np.int64), acts.correlation[lo:hi]))
+        launch_local.append(
+            lookup(rt.correlation, np.arange(n, dtype=np.int64), acts.correlation[lo:hi])
+        )
         bases.append(base)
         base += n
     cat = {k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in parts.items()}
@@ -271,25 +308,45 @@ def cpu_threads(acts: RunActivities, ranks: list[RankTrace], offsets_ns: np.ndar
     bounds = np.append(starts, len(order))
     lo_of, hi_of = bounds[thread_id], bounds[thread_id + 1]
     sync = cat["waited"][order] >= 0  # a blocking call that waited for an activity
-    prev_sync = np.maximum.accumulate(np.where(sync, np.arange(len(order)), -1)) if len(order) else np.zeros(0, np.int64)
+    prev_sync = (
+        np.maximum.accumulate(np.where(sync, np.arange(len(order)), -1))
+        if len(order)
+        else np.zeros(0, np.int64)
+    )
     prev_sync = np.where(prev_sync >= lo_of, prev_sync, -1)
     threads = CpuThreads(
-        start_ns=cat["start"][order], end_ns=cat["end"][order], rank_pos=pos, tid=tid, op=cat["op"][order],
-        thread_lo=lo_of, thread_hi=hi_of, prev_sync=prev_sync, waited_for=cat["waited"][order],
+        start_ns=cat["start"][order],
+        end_ns=cat["end"][order],
+        rank_pos=pos,
+        tid=tid,
+        op=cat["op"][order],
+        thread_lo=lo_of,
+        thread_hi=hi_of,
+        prev_sync=prev_sync,
+        waited_for=cat["waited"][order],
         strings=tuple(sorted(strings, key=strings.get)),
     )
     launch_call = np.full(len(acts), -1, np.int64)
     for pos, (local, b) in enumerate(zip(launch_local, bases)):
         lo, hi = int(acts.rank_bounds[pos]), int(acts.rank_bounds[pos + 1])
-        launch_call[lo:hi] = np.where(local >= 0, rank_of[np.maximum(local, 0) + b] if len(rank_of) else -1, -1)
+        launch_call[lo:hi] = np.where(
+            local >= 0, rank_of[np.maximum(local, 0) + b] if len(rank_of) else -1, -1
+        )
     return threads, launch_call
 
 
-def path_graph(acts: RunActivities, match: CollectiveMatch, timing: CollectiveTiming, offsets_ns: np.ndarray,
-               ranks: list[RankTrace]) -> PathGraph:
+def path_graph(
+    acts: RunActivities,
+    match: CollectiveMatch,
+    timing: CollectiveTiming,
+    offsets_ns: np.ndarray,
+    ranks: list[RankTrace],
+) -> PathGraph:
     """Aligned times and the edges the walk follows (metrics.md §7)."""
     start, end = aligned(acts, offsets_ns)
-    launch_end = np.where(acts.launch_end_ns >= 0, acts.launch_end_ns - offsets_ns[acts.rank_pos], _NONE)
+    launch_end = np.where(
+        acts.launch_end_ns >= 0, acts.launch_end_ns - offsets_ns[acts.rank_pos], _NONE
+    )
     category = np.zeros(len(acts), np.int8)
     for cls, cat in _CATEGORY_OF_CLASS.items():
         category[acts.cls == cls] = cat
@@ -299,12 +356,19 @@ def path_graph(acts: RunActivities, match: CollectiveMatch, timing: CollectiveTi
     has_waits = np.array([bool(((w.lane >= 0) & (w.wait_on_lane >= 0)).any()) for w in waits], bool)
     cpu, launch_call = cpu_threads(acts, ranks, offsets_ns, end)
     return PathGraph(
-        start_ns=start, end_ns=end, launch_end_ns=launch_end, launch_call=launch_call, category=category,
+        start_ns=start,
+        end_ns=end,
+        launch_end_ns=launch_end,
+        launch_call=launch_call,
+        category=category,
         lane_prev=lane_predecessors(acts.lane, start),
         event_pred=stream_wait_predecessors(acts, waits, lane_base, end),
         other_prev=other_lane_predecessors(acts, start, end),
         rank_has_waits=has_waits[acts.rank_pos] if len(acts) else np.zeros(0, bool),
-        rank_pos=acts.rank_pos, instance=match.instance, arrival_ns=timing.arrival_ns, binding=timing.binding,
+        rank_pos=acts.rank_pos,
+        instance=match.instance,
+        arrival_ns=timing.arrival_ns,
+        binding=timing.binding,
         cpu=cpu,
     )
 
@@ -316,23 +380,37 @@ class _Segments:
         self.floor = floor
         self.rows: list[tuple] = []
 
-    def add(self, row: int, lo: int, hi: int, category: int, edge: int, inferred: bool, pos: int,
-            call: int = -1) -> None:
+    def add(
+        self,
+        row: int,
+        lo: int,
+        hi: int,
+        category: int,
+        edge: int,
+        inferred: bool,
+        pos: int,
+        call: int = -1,
+    ) -> None:
         if lo < self.floor:
             lo = self.floor
         if hi > lo:
             self.rows.append((row, lo, hi, category, edge, inferred, pos, call))
 
-    def add_cpu(self, cpu: CpuThreads, first: int, last: int, lo: int, hi: int, named_by: int) -> None:
+    def add_cpu(
+        self, cpu: CpuThreads, first: int, last: int, lo: int, hi: int, named_by: int
+    ) -> None:
         """The host time [lo, hi] on one thread, cut at the ends of its calls first..last (each piece
         named by the op of the call that ends it; the last piece by `named_by`), merged where the
         same op follows itself."""
         lo = max(lo, self.floor)
         if hi <= lo:
             return
-        cuts = cpu.end_ns[first:last + 1] if last >= first else np.zeros(0, np.int64)
+        cuts = cpu.end_ns[first : last + 1] if last >= first else np.zeros(0, np.int64)
         keep = (cuts > lo) & (cuts < hi)
-        cuts, calls = cuts[keep], np.arange(first, last + 1)[keep] if last >= first else np.zeros(0, np.int64)
+        cuts, calls = (
+            cuts[keep],
+            np.arange(first, last + 1)[keep] if last >= first else np.zeros(0, np.int64),
+        )
         bounds = np.concatenate([[lo], cuts, [hi]])
         owner = np.append(calls, named_by)
         ops = cpu.op[owner]
@@ -345,12 +423,25 @@ class _Segments:
 
     def arrays(self) -> PathSegments:
         a = np.array(self.rows, np.int64).reshape(len(self.rows), 8)
-        return PathSegments(a[:, 0], a[:, 1], a[:, 2], a[:, 3].astype(np.int8), a[:, 4].astype(np.int8),
-                            a[:, 5].astype(bool), a[:, 6], a[:, 7])
+        return PathSegments(
+            a[:, 0],
+            a[:, 1],
+            a[:, 2],
+            a[:, 3].astype(np.int8),
+            a[:, 4].astype(np.int8),
+            a[:, 5].astype(bool),
+            a[:, 6],
+            a[:, 7],
+        )
 
 
-def walk_step(graph: PathGraph, last: int, floor_ns: int, n_in_step: int,
-              tolerance_ns: int = HELD_TOLERANCE_NS) -> PathSegments:
+def walk_step(
+    graph: PathGraph,
+    last: int,
+    floor_ns: int,
+    n_in_step: int,
+    tolerance_ns: int = HELD_TOLERANCE_NS,
+) -> PathSegments:
     """metrics.md §7: from `last`, the activity that ends last in the step, walk back through what
     each activity waited for, down to `floor_ns` (the step's earliest start over all ranks).
 
@@ -374,7 +465,9 @@ def walk_step(graph: PathGraph, last: int, floor_ns: int, n_in_step: int,
     for _ in range(4 * n_in_step + 64):  # a bound against cycles in inconsistent traces
         pos = int(g.rank_pos[cur])
         i = g.instance[cur]
-        if i >= 0 and g.arrival_ns[i] > s[cur] and g.binding[i] != cur:  # the wait goes to the last to arrive
+        if (
+            i >= 0 and g.arrival_ns[i] > s[cur] and g.binding[i] != cur
+        ):  # the wait goes to the last to arrive
             t = min(int(g.arrival_ns[i]), cursor)
             # the transfer began at the last arrival: its segment names the collective edge
             out.add(cur, t, cursor, COMM, COLLECTIVE, False, pos)
@@ -395,7 +488,13 @@ def walk_step(graph: PathGraph, last: int, floor_ns: int, n_in_step: int,
             ready, why, pred = int(e[p]), STREAM, p
         if q >= 0 and e[q] > ready:
             ready, why, pred = int(e[q]), EVENT, q
-        elif (q < 0 and h >= 0 and not g.rank_has_waits[cur] and start - e[h] <= tolerance_ns and e[h] > ready):
+        elif (
+            q < 0
+            and h >= 0
+            and not g.rank_has_waits[cur]
+            and start - e[h] <= tolerance_ns
+            and e[h] > ready
+        ):
             ready, why, pred, why_inferred = int(e[h]), EVENT, h, True
         if launch_end[cur] != _NONE and min(int(launch_end[cur]), start) > ready:
             ready, why, pred = min(int(launch_end[cur]), start), LAUNCH, int(g.launch_call[cur])
@@ -426,7 +525,11 @@ def walk_step(graph: PathGraph, last: int, floor_ns: int, n_in_step: int,
             out.add(cur, floor, cursor, HOST, LAUNCH, False, pos)
             break
         lo_t = int(cpu.thread_lo[call])
-        j = int(np.searchsorted(cpu.end_ns[lo_t:int(cpu.thread_hi[call])], cursor, side="right")) - 1 + lo_t
+        j = (
+            int(np.searchsorted(cpu.end_ns[lo_t : int(cpu.thread_hi[call])], cursor, side="right"))
+            - 1
+            + lo_t
+        )
         sync = int(cpu.prev_sync[j]) if j >= lo_t else -1
         if sync >= 0 and cpu.end_ns[sync] <= floor:
             sync = -1
@@ -444,8 +547,9 @@ def walk_step(graph: PathGraph, last: int, floor_ns: int, n_in_step: int,
     return out.arrays()
 
 
-def segment_records(seg: PathSegments, acts: RunActivities, graph: PathGraph, floor_ns: int,
-                    names: np.ndarray) -> list[dict]:
+def segment_records(
+    seg: PathSegments, acts: RunActivities, graph: PathGraph, floor_ns: int, names: np.ndarray
+) -> list[dict]:
     """The segments of one path in time order, as JSON-ready records (metrics.md §7): µs after the
     step's floor, what kind of time, the edge that put it on the path, where it ran and its name."""
     order = np.argsort(seg.start_ns, kind="stable")
@@ -455,24 +559,58 @@ def segment_records(seg: PathSegments, acts: RunActivities, graph: PathGraph, fl
     lane_labels = np.array(acts.lane_labels + ("",), dtype=object)
     rank_ids = np.array(acts.rank_ids, np.int64)[pos]
     safe_call = np.maximum(call, 0)
-    where = np.where(on_gpu, lane_labels[np.where(on_gpu, acts.lane[np.maximum(row, 0)], -1)],
-                     np.char.add(np.char.add("rank ", rank_ids.astype(str)),
-                                 np.char.add(" cpu thread ", cpu.tid[safe_call].astype(str)) if len(cpu) else ""))
+    where = np.where(
+        on_gpu,
+        lane_labels[np.where(on_gpu, acts.lane[np.maximum(row, 0)], -1)],
+        np.char.add(
+            np.char.add("rank ", rank_ids.astype(str)),
+            np.char.add(" cpu thread ", cpu.tid[safe_call].astype(str)) if len(cpu) else "",
+        ),
+    )
     op_names = np.array(cpu.strings + ("",), dtype=object)
-    name = np.where(on_gpu, names[np.maximum(row, 0)] if len(names) else "",
-                    op_names[np.where(call >= 0, cpu.op[safe_call] if len(cpu) else -1, -1)])
+    name = np.where(
+        on_gpu,
+        names[np.maximum(row, 0)] if len(names) else "",
+        op_names[np.where(call >= 0, cpu.op[safe_call] if len(cpu) else -1, -1)],
+    )
     start = ((seg.start_ns[order] - floor_ns) / NS_PER_US).tolist()
     dur = ((seg.end_ns[order] - seg.start_ns[order]) / NS_PER_US).tolist()
     kinds = np.array(CATEGORIES, dtype=object)[seg.category[order]].tolist()
     edges = np.array(EDGES, dtype=object)[seg.edge[order]].tolist()
-    return [{"start_us": a, "dur_us": d, "kind": k, "edge": ed, "inferred": i, "rank": rk, "where": str(w),
-             "name": str(nm)}
-            for a, d, k, ed, i, rk, w, nm in zip(start, dur, kinds, edges, seg.inferred[order].tolist(),
-                                                  rank_ids.tolist(), where.tolist(), name.tolist())]
+    return [
+        {
+            "start_us": a,
+            "dur_us": d,
+            "kind": k,
+            "edge": ed,
+            "inferred": i,
+            "rank": rk,
+            "where": str(w),
+            "name": str(nm),
+        }
+        for a, d, k, ed, i, rk, w, nm in zip(
+            start,
+            dur,
+            kinds,
+            edges,
+            seg.inferred[order].tolist(),
+            rank_ids.tolist(),
+            where.tolist(),
+            name.tolist(),
+        )
+    ]
 
 
-def summarize_path(seg: PathSegments, acts: RunActivities, graph: PathGraph, step: int, floor_ns: int,
-                   span_ns: int, names: list[str], first_step: bool) -> CriticalPath:
+def summarize_path(
+    seg: PathSegments,
+    acts: RunActivities,
+    graph: PathGraph,
+    step: int,
+    floor_ns: int,
+    span_ns: int,
+    names: list[str],
+    first_step: bool,
+) -> CriticalPath:
     """A CriticalPath from one walk: totals per kind and edge, the host time per CPU op."""
     dur = (seg.end_ns - seg.start_ns).astype(np.int64)
     length = int(dur.sum())
@@ -530,25 +668,57 @@ def step_walks(acts: RunActivities, graph: PathGraph) -> list[tuple[int, int, in
     as_lists = dataclasses.replace(graph, **{f: getattr(graph, f).tolist() for f in _PER_ROW})
     out = []
     for k in range(len(steps)):
-        group = rows[first[k]:first[k] + counts[k]]
+        group = rows[first[k] : first[k] + counts[k]]
         last = int(group[np.argmax(graph.end_ns[group])])
-        out.append((int(steps[k]), int(floor[k]), int(top[k]),
-                    walk_step(as_lists, last, int(floor[k]), int(counts[k]))))
+        out.append(
+            (
+                int(steps[k]),
+                int(floor[k]),
+                int(top[k]),
+                walk_step(as_lists, last, int(floor[k]), int(counts[k])),
+            )
+        )
     return out
 
 
-_PER_ROW = ("start_ns", "end_ns", "launch_end_ns", "launch_call", "category", "lane_prev", "event_pred", "other_prev",
-            "rank_has_waits", "rank_pos", "instance", "arrival_ns", "binding")
+_PER_ROW = (
+    "start_ns",
+    "end_ns",
+    "launch_end_ns",
+    "launch_call",
+    "category",
+    "lane_prev",
+    "event_pred",
+    "other_prev",
+    "rank_has_waits",
+    "rank_pos",
+    "instance",
+    "arrival_ns",
+    "binding",
+)
 
 
-def critical_paths(acts: RunActivities, graph: PathGraph, ranks: list[RankTrace]) -> list[CriticalPath]:
+def critical_paths(
+    acts: RunActivities, graph: PathGraph, ranks: list[RankTrace]
+) -> list[CriticalPath]:
     """One CriticalPath per step number present on any rank; the first profiled step is marked."""
     walks = step_walks(acts, graph)
     names = activity_names(acts, ranks) if walks else []
     first = walks[0][0] if len(walks) > 1 else None
-    return [summarize_path(seg, acts, graph, step, floor, top - floor, names, step == first)
-            for step, floor, top, seg in walks if len(seg)]
+    return [
+        summarize_path(seg, acts, graph, step, floor, top - floor, names, step == first)
+        for step, floor, top, seg in walks
+        if len(seg)
+    ]
 
 
-__all__ = ["CATEGORIES", "EDGES", "CriticalPath", "PathGraph", "PathSegments", "critical_paths",
-           "path_graph", "walk_step"]
+__all__ = [
+    "CATEGORIES",
+    "EDGES",
+    "CriticalPath",
+    "PathGraph",
+    "PathSegments",
+    "critical_paths",
+    "path_graph",
+    "walk_step",
+]

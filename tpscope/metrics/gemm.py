@@ -19,7 +19,13 @@ from tpscope.trace import ActivityClass, Run
 __all__ = ["GEMM_OPERANDS", "GemmCall", "GemmShape", "parse_shape"]  # re-exported: §8's shape rules
 
 MIN_SAMPLES = 3  # §8: isolated samples a baseline needs
-RULES = ("none", "same shape", "interpolated along M", "interpolated along K", "interpolated along N")
+RULES = (
+    "none",
+    "same shape",
+    "interpolated along M",
+    "interpolated along K",
+    "interpolated along N",
+)
 SOURCES = ("run", "reference", "calibration")
 LAYER_PREFIX = "tpscope/"  # CPU ranges `tpscope/<layer>/<op>` name a GEMM's layer
 
@@ -52,7 +58,9 @@ def _layers(rank, launch_ns: np.ndarray, tid: np.ndarray, table: dict) -> np.nda
     out = np.full(len(launch_ns), -1, np.int64)
     a, sym = rank.annotations, rank.symbols
     ids = np.unique(a.name_id[a.name_id >= 0])  # a loop over distinct names, not over ranges
-    layer_ids = [i for i in ids.tolist() if sym[i].startswith(LAYER_PREFIX) and sym[i].count("/") == 2]
+    layer_ids = [
+        i for i in ids.tolist() if sym[i].startswith(LAYER_PREFIX) and sym[i].count("/") == 2
+    ]
     keep = np.flatnonzero(np.isin(a.name_id, layer_ids) & ~a.on_gpu)
     if not len(keep) or not len(launch_ns):
         return out
@@ -67,7 +75,9 @@ def _layers(rank, launch_ns: np.ndarray, tid: np.ndarray, table: dict) -> np.nda
         hit = rows[np.maximum(pos, 0)]
         ok &= a.end_ns[hit] >= launch_ns[mine]
         uniq, inverse = np.unique(a.name_id[hit], return_inverse=True)
-        label = _ids([sym[i].removeprefix(LAYER_PREFIX) for i in uniq.tolist()], table)[inverse.reshape(-1)]
+        label = _ids([sym[i].removeprefix(LAYER_PREFIX) for i in uniq.tolist()], table)[
+            inverse.reshape(-1)
+        ]
         out[mine[ok]] = label[ok]
     return out
 
@@ -108,15 +118,23 @@ def find_gemms(run: Run, acts: RunActivities) -> Gemms:
     grids: dict[tuple[int, int, int], int] = {}
     kernels: dict[str, int] = {}
     layers: dict[str, int] = {}
-    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("act", "shape", "grid", "kernel", "layer")}
+    parts: dict[str, list[np.ndarray]] = {
+        k: [] for k in ("act", "shape", "grid", "kernel", "layer")
+    }
     for pos, r in enumerate(run.ranks):
         g, sym = r.gpu, r.symbols
-        cand = np.flatnonzero((g.cls == ActivityClass.COMPUTE) & (g.op_name_id >= 0) & (g.dims_id >= 0))
+        cand = np.flatnonzero(
+            (g.cls == ActivityClass.COMPUTE) & (g.op_name_id >= 0) & (g.dims_id >= 0)
+        )
         if not len(cand):
             continue
         uniq, inverse = unique_rows(g.op_name_id[cand], g.dims_id[cand], g.types_id[cand])
-        parsed = [parse_shape(sym[o], sym[d], sym[t] if t >= 0 else "") for o, d, t in uniq.tolist()]
-        sid = np.array([shapes.setdefault(p, len(shapes)) if p is not None else -1 for p in parsed], np.int64)
+        parsed = [
+            parse_shape(sym[o], sym[d], sym[t] if t >= 0 else "") for o, d, t in uniq.tolist()
+        ]
+        sid = np.array(
+            [shapes.setdefault(p, len(shapes)) if p is not None else -1 for p in parsed], np.int64
+        )
         row_shape = sid[inverse.reshape(-1)]
         rows = cand[row_shape >= 0]
         if not len(rows):
@@ -129,7 +147,13 @@ def find_gemms(run: Run, acts: RunActivities) -> Gemms:
         parts["kernel"].append(_ids([sym[k] for k in kuniq.tolist()], kernels)[kinv.reshape(-1)])
         parts["layer"].append(_layers(r, g.launch_start_ns[rows], g.launch_tid[rows], layers))
     cols = {k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in parts.items()}
-    return Gemms(**cols, shapes=_keys(shapes), grids=_keys(grids), kernels=_keys(kernels), layers=_keys(layers))
+    return Gemms(
+        **cols,
+        shapes=_keys(shapes),
+        grids=_keys(grids),
+        kernels=_keys(kernels),
+        layers=_keys(layers),
+    )
 
 
 def _keys(table: dict) -> tuple:
@@ -157,7 +181,7 @@ def isolated_samples(gemms: Gemms, dur_ns: np.ndarray, isolated: np.ndarray) -> 
     bounds = np.searchsorted(inverse[order], np.arange(len(uniq) + 1))
     d = dur_ns[rows][order]
     for j, (s, gr) in enumerate(uniq.tolist()):  # a loop over distinct (shape, grid)
-        out[(gemms.shapes[s], gemms.grids[gr])] = d[bounds[j]:bounds[j + 1]]
+        out[(gemms.shapes[s], gemms.grids[gr])] = d[bounds[j] : bounds[j + 1]]
     return out
 
 
@@ -170,7 +194,9 @@ class Baseline:
     source: str  # SOURCES entry of the samples; interpolations: both brackets' ("run+reference") when they differ
     n_samples: int
     noise: float | None  # relative half-width of the samples' [p10, p90]; None when interpolated
-    grid: tuple[int, int, int] | None  # the grid of the samples, None for calibrations/interpolations
+    grid: (
+        tuple[int, int, int] | None
+    )  # the grid of the samples, None for calibrations/interpolations
 
 
 def _ctas(grid) -> int:
@@ -189,7 +215,9 @@ def _by_shape(pool: Samples) -> dict[GemmShape, list[tuple]]:
     return out
 
 
-def exact_baseline(shape: GemmShape, pools: list[Samples], index: list[dict] | None = None) -> Baseline | None:
+def exact_baseline(
+    shape: GemmShape, pools: list[Samples], index: list[dict] | None = None
+) -> Baseline | None:
     """Rule 1: isolated samples of the same shape, first source that has them (run, reference,
     calibration); within a source the grid with the most CTAs (calibrations: SM margin 0).
     `index`: the pools by shape (`_by_shape`), when the caller asks for many shapes."""
@@ -205,7 +233,14 @@ def exact_baseline(shape: GemmShape, pools: list[Samples], index: list[dict] | N
             if len(x) >= MIN_SAMPLES and (best is None or _ctas(grid) > _ctas(best[0])):
                 best = (grid, x)
         if best is not None:
-            return Baseline(float(np.median(best[1])), 1, SOURCES[source], len(best[1]), _noise(best[1]), best[0])
+            return Baseline(
+                float(np.median(best[1])),
+                1,
+                SOURCES[source],
+                len(best[1]),
+                _noise(best[1]),
+                best[0],
+            )
     return None
 
 
@@ -216,9 +251,13 @@ def interpolated_baseline(shape: GemmShape, known: dict[GemmShape, Baseline]) ->
     dims = ("m", "k", "n")
     for axis, name in enumerate(dims):
         others = [d for d in dims if d != name]
-        line = sorted((getattr(s, name), b) for s, b in known.items()
-                      if s.batch == shape.batch and s.dtype == shape.dtype
-                      and all(getattr(s, o) == getattr(shape, o) for o in others))
+        line = sorted(
+            (getattr(s, name), b)
+            for s, b in known.items()
+            if s.batch == shape.batch
+            and s.dtype == shape.dtype
+            and all(getattr(s, o) == getattr(shape, o) for o in others)
+        )
         x = getattr(shape, name)
         lo = [p for p in line if p[0] < x]
         hi = [p for p in line if p[0] > x]
@@ -226,8 +265,14 @@ def interpolated_baseline(shape: GemmShape, known: dict[GemmShape, Baseline]) ->
             (x0, b0), (x1, b1) = lo[-1], hi[0]
             t = (x - x0) / (x1 - x0)
             source = b0.source if b0.source == b1.source else f"{b0.source}+{b1.source}"
-            return Baseline(b0.full_ns + t * (b1.full_ns - b0.full_ns), 2 + axis, source,
-                            b0.n_samples + b1.n_samples, None, None)
+            return Baseline(
+                b0.full_ns + t * (b1.full_ns - b0.full_ns),
+                2 + axis,
+                source,
+                b0.n_samples + b1.n_samples,
+                None,
+                None,
+            )
     return None
 
 
@@ -244,8 +289,13 @@ def baselines(shapes: tuple[GemmShape, ...], pools: list[Samples]) -> list[Basel
     return [exact.get(s) or interpolated_baseline(s, known) for s in shapes]
 
 
-def same_grid_ns(shape: GemmShape, grid: tuple[int, int, int], base: Baseline | None, pools: list[Samples],
-                 margin: int | None) -> float | None:
+def same_grid_ns(
+    shape: GemmShape,
+    grid: tuple[int, int, int],
+    base: Baseline | None,
+    pools: list[Samples],
+    margin: int | None,
+) -> float | None:
     """The isolated time of `shape` on as many SMs as the overlapped GEMM had: isolated samples at its
     own grid (run, then reference), else the baseline times the calibrated ratio (time at the run's
     SM margin / time at margin 0), so that no event-timed figure mixes with kernel durations; the
@@ -268,10 +318,14 @@ def gemm_calls(run: Run) -> list[GemmCall]:
     seen: dict[tuple[str, str, str, str], GemmCall] = {}
     for r in run.ranks:
         g, sym = r.gpu, r.symbols
-        rows = np.flatnonzero((g.cls == ActivityClass.COMPUTE) & (g.op_name_id >= 0) & (g.dims_id >= 0))
+        rows = np.flatnonzero(
+            (g.cls == ActivityClass.COMPUTE) & (g.op_name_id >= 0) & (g.dims_id >= 0)
+        )
         if not len(rows):
             continue
-        uniq, _ = unique_rows(g.op_name_id[rows], g.dims_id[rows], g.strides_id[rows], g.types_id[rows])
+        uniq, _ = unique_rows(
+            g.op_name_id[rows], g.dims_id[rows], g.strides_id[rows], g.types_id[rows]
+        )
         for o, d, s, t in uniq.tolist():  # a loop over distinct calls
             key = tuple(sym[i] if i >= 0 else "" for i in (o, d, s, t))
             call = GemmCall.of(*key)

@@ -79,8 +79,12 @@ def union_sets(*sets: IntervalSet) -> IntervalSet:
 def _combine(a: IntervalSet, b: IntervalSet, keep) -> IntervalSet:
     # Edge sweep: +1/-1 per set, counted separately (the HTA-style cumulative-sum trick).
     points = np.concatenate([a[0], a[1], b[0], b[1]])
-    da = np.concatenate([np.ones(len(a[0])), -np.ones(len(a[1])), np.zeros(2 * len(b[0]))]).astype(np.int64)
-    db = np.concatenate([np.zeros(2 * len(a[0])), np.ones(len(b[0])), -np.ones(len(b[1]))]).astype(np.int64)
+    da = np.concatenate([np.ones(len(a[0])), -np.ones(len(a[1])), np.zeros(2 * len(b[0]))]).astype(
+        np.int64
+    )
+    db = np.concatenate([np.zeros(2 * len(a[0])), np.ones(len(b[0])), -np.ones(len(b[1]))]).astype(
+        np.int64
+    )
     order = np.argsort(points, kind="stable")
     points, da, db = points[order], da[order], db[order]
     # collapse equal points so a coverage value holds over [points[k], points[k+1])
@@ -111,6 +115,3 @@ def overlap_with_set(starts: np.ndarray, ends: np.ndarray, cover: IntervalSet) -
         return full + part
 
     return covered_before(np.asarray(ends)) - covered_before(np.asarray(starts))
-
-
-

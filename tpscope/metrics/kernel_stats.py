@@ -21,8 +21,18 @@ NS_PER_US = 1000.0
 
 # Element sizes of the dtypes that torch writes into collective metadata (`dtype` arg).
 DTYPE_BYTES: dict[str, int] = {
-    "Float": 4, "Double": 8, "Half": 2, "BFloat16": 2, "Long": 8, "Int": 4, "Short": 2,
-    "Char": 1, "Byte": 1, "Bool": 1, "Float8_e4m3fn": 1, "Float8_e5m2": 1,
+    "Float": 4,
+    "Double": 8,
+    "Half": 2,
+    "BFloat16": 2,
+    "Long": 8,
+    "Int": 4,
+    "Short": 2,
+    "Char": 1,
+    "Byte": 1,
+    "Bool": 1,
+    "Float8_e4m3fn": 1,
+    "Float8_e5m2": 1,
 }
 # metrics.md §5: the message size of all-gathers is the output, of every other collective the input.
 GATHER_NAMES = ("allgather", "all_gather")
@@ -61,11 +71,15 @@ def _group_keys(rank: RankTrace, keep: np.ndarray, by: str) -> tuple[np.ndarray,
     g, sy = rank.gpu, rank.symbols
     if by == "collective":
         coll, dtype = g.coll_name_id[keep], g.dtype_id[keep]
-        size = np.array([DTYPE_BYTES.get(sy[d], 0) if d >= 0 else 0 for d in range(-1, len(sy))])[dtype + 1]
+        size = np.array([DTYPE_BYTES.get(sy[d], 0) if d >= 0 else 0 for d in range(-1, len(sy))])[
+            dtype + 1
+        ]
         gather_ids = [i for i, s in enumerate(sy) if any(n in s.lower() for n in GATHER_NAMES)]
         nelems = np.where(np.isin(coll, gather_ids), g.out_nelems[keep], g.in_nelems[keep])
         nbytes = np.where(size > 0, nelems * size, -1)
-        cols = np.stack([np.full(len(coll), int(ActivityClass.COMM)), coll.astype(np.int64), nbytes], axis=1)
+        cols = np.stack(
+            [np.full(len(coll), int(ActivityClass.COMM)), coll.astype(np.int64), nbytes], axis=1
+        )
     elif by == "shape":
         shape_ids, shapes = _shapes(rank)
         cols = np.stack([g.cls[keep].astype(np.int64), shape_ids[keep]], axis=1)
@@ -76,7 +90,9 @@ def _group_keys(rank: RankTrace, keep: np.ndarray, by: str) -> tuple[np.ndarray,
     if len(cols) == 0:
         return np.zeros(0, dtype=np.int64), []
     uniq, group = np.unique(cols, axis=0, return_inverse=True)
-    labels = [f"{row[0]}|{sy[row[1]]}" + (f"|{row[2]}" if by == "collective" else "") for row in uniq]
+    labels = [
+        f"{row[0]}|{sy[row[1]]}" + (f"|{row[2]}" if by == "collective" else "") for row in uniq
+    ]
     return group.reshape(-1), labels
 
 
@@ -87,8 +103,14 @@ def _shapes(rank: RankTrace) -> tuple[np.ndarray, list[str]]:
     unknown. Built once per distinct (op, signature, name), never per activity."""
     g, sy = rank.gpu, rank.symbols
     ops = rank.cpu_ops
-    op = lookup(ops.external_id, ops.name_id.astype(np.int64), g.external_id) if len(ops) else np.full(len(g), -1)
-    rows = np.stack([op.astype(np.int64), g.signature_id.astype(np.int64), g.name_id.astype(np.int64)], axis=1)
+    op = (
+        lookup(ops.external_id, ops.name_id.astype(np.int64), g.external_id)
+        if len(ops)
+        else np.full(len(g), -1)
+    )
+    rows = np.stack(
+        [op.astype(np.int64), g.signature_id.astype(np.int64), g.name_id.astype(np.int64)], axis=1
+    )
     if len(rows) == 0:
         return np.zeros(0, np.int64), []
     uniq, inverse = np.unique(rows, axis=0, return_inverse=True)
@@ -116,7 +138,9 @@ def _rows_as_m(dims_text: str, operands: int = 2) -> str:
     out = []
     for k, d in enumerate(kept):
         if all(isinstance(x, int) for x in d):
-            out.append("[" + ", ".join("M" if k == 0 and i == 0 else str(x) for i, x in enumerate(d)) + "]")
+            out.append(
+                "[" + ", ".join("M" if k == 0 and i == 0 else str(x) for i, x in enumerate(d)) + "]"
+            )
         else:
             out.append(f"[{len(d)} tensors]")
     return " ".join(out)
@@ -133,7 +157,9 @@ def kernel_names(run: Run) -> dict[str, tuple[str, ...]]:
         shape_ids, shapes = _shapes(rank)
         pairs = np.stack([shape_ids, g.name_id.astype(np.int64)], axis=1)
         uniq, inverse = np.unique(pairs, axis=0, return_inverse=True)
-        dur = np.bincount(inverse.reshape(-1), weights=(g.end_ns - g.start_ns).astype(float), minlength=len(uniq))
+        dur = np.bincount(
+            inverse.reshape(-1), weights=(g.end_ns - g.start_ns).astype(float), minlength=len(uniq)
+        )
         for (shape, name), d in zip(uniq.tolist(), dur.tolist()):
             names = time_of.setdefault(shapes[shape], {})
             names[rank.symbols[name]] = names.get(rank.symbols[name], 0) + d
@@ -161,7 +187,9 @@ def kernel_times(run: Run, by: str = "name") -> tuple[KernelTime, ...]:
         group, labels = _group_keys(rank, keep, by)
         global_step = np.array([step_pos[int(s)] for s in rank.steps.step.tolist()], dtype=np.int64)
         ranks_per_step[global_step] += 1
-        parts.append((np.asarray(labels, dtype=object), group, global_step[step_idx[keep]], dur_ns[keep]))
+        parts.append(
+            (np.asarray(labels, dtype=object), group, global_step[step_idx[keep]], dur_ns[keep])
+        )
     # object arrays: a fixed-width str array pads every label to the longest (a 64 MiB name, GiBs)
     all_labels = np.array(sorted({str(lab) for p in parts for lab in p[0].tolist()}), dtype=object)
     if len(all_labels) == 0:
@@ -171,13 +199,17 @@ def kernel_times(run: Run, by: str = "name") -> tuple[KernelTime, ...]:
     for labels, group, gstep, dur in parts:
         if len(group) == 0:
             continue
-        row = np.searchsorted(all_labels, np.array([str(lab) for lab in labels.tolist()], dtype=object))[group]
+        row = np.searchsorted(
+            all_labels, np.array([str(lab) for lab in labels.tolist()], dtype=object)
+        )[group]
         np.add.at(total_ns, (row, gstep), dur)
         np.add.at(count, row, 1)
     by_step_us = total_ns / np.maximum(ranks_per_step, 1) / NS_PER_US
     mean_us = total_ns.sum(axis=1) / n_rank_steps / NS_PER_US
-    out = [_kernel_time(str(lab), mean_us[i], count[i] / n_rank_steps, by_step_us[i], by)
-           for i, lab in enumerate(all_labels)]
+    out = [
+        _kernel_time(str(lab), mean_us[i], count[i] / n_rank_steps, by_step_us[i], by)
+        for i, lab in enumerate(all_labels)
+    ]
     return tuple(sorted(out, key=lambda k: (-k.us_per_step, k.key)))
 
 
@@ -189,8 +221,15 @@ def _kernel_time(label: str, us: float, count: float, by_step: np.ndarray, by: s
     name, _, nbytes = key.rpartition("|")
     b = int(nbytes)
     shown = f"{name} {size_text(b)}" if b >= 0 else f"{name} (size unknown)"
-    return KernelTime(shown, cls, float(us), float(count), tuple(float(v) for v in by_step),
-                      collective=name, bytes=b if b >= 0 else None)
+    return KernelTime(
+        shown,
+        cls,
+        float(us),
+        float(count),
+        tuple(float(v) for v in by_step),
+        collective=name,
+        bytes=b if b >= 0 else None,
+    )
 
 
 def by_collective(times: tuple[KernelTime, ...]) -> tuple[KernelTime, ...]:
@@ -201,9 +240,19 @@ def by_collective(times: tuple[KernelTime, ...]) -> tuple[KernelTime, ...]:
     for name in names:  # a loop over collective names
         parts = [t for t in times if t.collective == name]
         by_step = np.sum([t.us_by_step for t in parts], axis=0)
-        detail = " + ".join(f"{t.count_per_step:g} x {size_text(t.bytes) if t.bytes else '?'}"
-                            for t in sorted(parts, key=lambda t: -(t.bytes or 0)))
-        out.append(KernelTime(name, "comm", float(sum(t.us_per_step for t in parts)),
-                              float(sum(t.count_per_step for t in parts)), tuple(float(v) for v in by_step),
-                              collective=name, detail=detail))
+        detail = " + ".join(
+            f"{t.count_per_step:g} x {size_text(t.bytes) if t.bytes else '?'}"
+            for t in sorted(parts, key=lambda t: -(t.bytes or 0))
+        )
+        out.append(
+            KernelTime(
+                name,
+                "comm",
+                float(sum(t.us_per_step for t in parts)),
+                float(sum(t.count_per_step for t in parts)),
+                tuple(float(v) for v in by_step),
+                collective=name,
+                detail=detail,
+            )
+        )
     return tuple(sorted(out, key=lambda k: (-k.us_per_step, k.key)))

@@ -61,9 +61,17 @@ def activity_detail(run: Run, align: str = "auto") -> ActivityDetail | None:
     for pos, r in enumerate(run.ranks):  # once per rank
         lo, hi = acts.rank_bounds[pos], acts.rank_bounds[pos + 1]
         lane[lo:hi] = r.gpu.lane[acts.row[lo:hi]]
-    return ActivityDetail(rank=acts.rank, lane=lane, start_ns=graph.start_ns, end_ns=graph.end_ns,
-                          step=acts.step, instance=match.instance, wait_ns=timing.wait_ns, graph=graph,
-                          instance_key=tuple(match.key))
+    return ActivityDetail(
+        rank=acts.rank,
+        lane=lane,
+        start_ns=graph.start_ns,
+        end_ns=graph.end_ns,
+        step=acts.step,
+        instance=match.instance,
+        wait_ns=timing.wait_ns,
+        graph=graph,
+        instance_key=tuple(match.key),
+    )
 
 
 def path_segments(detail: ActivityDetail, step: int) -> PathSegments:
@@ -73,8 +81,16 @@ def path_segments(detail: ActivityDetail, step: int) -> PathSegments:
     rows = np.flatnonzero(detail.step == step)
     if len(rows) == 0:
         empty = np.zeros(0, np.int64)
-        return PathSegments(empty, empty, empty, empty.astype(np.int8), empty.astype(np.int8), empty.astype(bool),
-                            empty, empty)
+        return PathSegments(
+            empty,
+            empty,
+            empty,
+            empty.astype(np.int8),
+            empty.astype(np.int8),
+            empty.astype(bool),
+            empty,
+            empty,
+        )
     last = int(rows[np.argmax(detail.graph.end_ns[rows])])
     seg = walk_step(detail.graph, last, int(detail.graph.start_ns[rows].min()), len(rows))
     order = np.argsort(seg.start_ns, kind="stable")

@@ -12,34 +12,76 @@ from tpscope.outputs import check_out_file, write_text
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_dir", nargs="?", help="run folder, trace file, or a folder of runs (one subfolder each, "
-                                              "as with tensorboard_trace_handler) (default: the bundled sample run)")
-    p.add_argument("--json", action="store_true",
-                   help="print the JSON document (fields: docs/metrics.md) instead of tables")
-    p.add_argument("--reference", metavar="RUN_DIR", help="an unfused run: isolated kernel baselines and Flux E")
-    p.add_argument("--out", metavar="FILE", help="write the JSON to FILE instead of stdout (with --json)")
+    p.add_argument(
+        "run_dir",
+        nargs="?",
+        help="run folder, trace file, or a folder of runs (one subfolder each, "
+        "as with tensorboard_trace_handler) (default: the bundled sample run)",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the JSON document (fields: docs/metrics.md) instead of tables",
+    )
+    p.add_argument(
+        "--reference",
+        metavar="RUN_DIR",
+        help="an unfused run: isolated kernel baselines and Flux E",
+    )
+    p.add_argument(
+        "--out", metavar="FILE", help="write the JSON to FILE instead of stdout (with --json)"
+    )
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
-    p.add_argument("--align", choices=("auto", "none", "all"), default="auto",
-                   help="clock alignment across ranks (metrics.md §6): auto aligns ranks of different hosts, "
-                        "none trusts the trace clocks, all aligns every rank")
-    p.add_argument("--workers", type=int, default=None, metavar="N",
-                   help="processes that decode traces (default: every usable core)")
-    p.add_argument("--engine", choices=("local", "ray"), default="local",
-                   help="where the per-rank map runs: local (a process pool on this machine) or ray (Ray tasks; "
-                        "pip install 'tpscope[ray]'; RUN_DIR must be a path or fsspec URL every worker sees)")
-    p.add_argument("--address", metavar="ADDR",
-                   help="with --engine ray: the Ray cluster (host:port, ray://host:port or auto; default: start a "
-                        "local one)")
-    p.add_argument("--include-first-step", action="store_true",
-                   help="count the first profiled step in the summary's means (it is a warm-up: left out by "
-                        "default, metrics.md §3)")
-    p.add_argument("--no-cache", action="store_true",
-                   help="analyze from the traces even if this folder was analyzed before")
+    p.add_argument(
+        "--align",
+        choices=("auto", "none", "all"),
+        default="auto",
+        help="clock alignment across ranks (metrics.md §6): auto aligns ranks of different hosts, "
+        "none trusts the trace clocks, all aligns every rank",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="processes that decode traces (default: every usable core)",
+    )
+    p.add_argument(
+        "--engine",
+        choices=("local", "ray"),
+        default="local",
+        help="where the per-rank map runs: local (a process pool on this machine) or ray (Ray tasks; "
+        "pip install 'tpscope[ray]'; RUN_DIR must be a path or fsspec URL every worker sees)",
+    )
+    p.add_argument(
+        "--address",
+        metavar="ADDR",
+        help="with --engine ray: the Ray cluster (host:port, ray://host:port or auto; default: start a "
+        "local one)",
+    )
+    p.add_argument(
+        "--include-first-step",
+        action="store_true",
+        help="count the first profiled step in the summary's means (it is a warm-up: left out by "
+        "default, metrics.md §3)",
+    )
+    p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="analyze from the traces even if this folder was analyzed before",
+    )
 
 
-def analyze_folder(run_dir: Path | str, reference: Path | None, workers: int | None, use_cache: bool,
-                   align: str = "auto", include_first_step: bool = False, engine: str = "local",
-                   address: str | None = None):
+def analyze_folder(
+    run_dir: Path | str,
+    reference: Path | None,
+    workers: int | None,
+    use_cache: bool,
+    align: str = "auto",
+    include_first_step: bool = False,
+    engine: str = "local",
+    address: str | None = None,
+):
     """The analysis of `run_dir`, from the disk cache when the folder and the code are unchanged."""
     from tpscope.metrics import analyze_run
     from tpscope.metrics.calibration import calibration_path, read_calibration
@@ -57,16 +99,27 @@ def analyze_folder(run_dir: Path | str, reference: Path | None, workers: int | N
 
         samples = read_calibration(calibration)[0] if calibration.exists() else None
         if engine == "ray":  # the map's own progress: N/M ranks read
-            run = load_run(run_dir, workers=workers, engine=engine, address=address, progress=_progress,
-                           cache=cache)
+            run = load_run(
+                run_dir,
+                workers=workers,
+                engine=engine,
+                address=address,
+                progress=_progress,
+                cache=cache,
+            )
         else:
             with working(f"tpscope: reading {run_dir}"):
                 run = load_run(run_dir, workers=workers, cache=cache)
         with working(f"tpscope: reading {reference}") if reference is not None else nullcontext():
             ref = load_run(reference, workers=workers) if reference is not None else None
         with working(f"tpscope: analyzing {run_dir}"):
-            return analyze_run(run, reference=ref, align=align, include_first_step=include_first_step,
-                               calibration=samples)
+            return analyze_run(
+                run,
+                reference=ref,
+                align=align,
+                include_first_step=include_first_step,
+                calibration=samples,
+            )
 
     if cache is None:
         return compute()
@@ -111,9 +164,16 @@ def main(args: argparse.Namespace) -> int:
     runs = find_runs(run_dir) if isinstance(run_dir, Path) and run_dir.is_dir() else []
     if len(runs) > 1 or (runs and runs[0] != run_dir):  # a folder of runs, one subfolder each
         return _many(run_dir, runs, reference, args, out)
-    analysis = analyze_folder(run_dir, reference, args.workers, use_cache=not args.no_cache, align=args.align,
-                              include_first_step=args.include_first_step, engine=args.engine,
-                              address=args.address)
+    analysis = analyze_folder(
+        run_dir,
+        reference,
+        args.workers,
+        use_cache=not args.no_cache,
+        align=args.align,
+        include_first_step=args.include_first_step,
+        engine=args.engine,
+        address=args.address,
+    )
     if args.json:
         from tpscope.jsonable import dumps
         from tpscope.metrics.analysis import json_fields
@@ -135,10 +195,21 @@ def _write(text: str, out: Path | None) -> None:
         sys.stdout.write(text)
 
 
-def _many(root: Path, runs: list[Path], reference: Path | None, args: argparse.Namespace, out: Path | None) -> int:
+def _many(
+    root: Path, runs: list[Path], reference: Path | None, args: argparse.Namespace, out: Path | None
+) -> int:
     """A folder of runs (a TensorBoard log directory): each run analyzed, then one line per run."""
-    analyses = [analyze_folder(r, reference, args.workers, use_cache=not args.no_cache, align=args.align,
-                               include_first_step=args.include_first_step) for r in runs]
+    analyses = [
+        analyze_folder(
+            r,
+            reference,
+            args.workers,
+            use_cache=not args.no_cache,
+            align=args.align,
+            include_first_step=args.include_first_step,
+        )
+        for r in runs
+    ]
     if args.json:
         from tpscope.jsonable import dumps
         from tpscope.metrics.analysis import json_fields

@@ -31,9 +31,30 @@ from tpscope.runfolder.regimes import RECORDED_PREFIXES, transport_settings
 
 # Manifest fields that describe the experiment; a difference is listed at the top of a report.
 # The fusion's settings: they may differ for Flux efficiency to mean something.
-FUSION_KEYS = ("mode", "chunks", "sm_margin", "comm_ctas", "bwd_overlap", "embed_overlap", "ring_all_gather")
-CONFIG_KEYS = ("regime", *FUSION_KEYS, "tp", "world_size", "model", "dtype", "seq_len", "batch", "optimizer",
-               "gpu_name", "gpu_count", "torch_version", "nccl_version")
+FUSION_KEYS = (
+    "mode",
+    "chunks",
+    "sm_margin",
+    "comm_ctas",
+    "bwd_overlap",
+    "embed_overlap",
+    "ring_all_gather",
+)
+CONFIG_KEYS = (
+    "regime",
+    *FUSION_KEYS,
+    "tp",
+    "world_size",
+    "model",
+    "dtype",
+    "seq_len",
+    "batch",
+    "optimizer",
+    "gpu_name",
+    "gpu_count",
+    "torch_version",
+    "nccl_version",
+)
 TOP_N = 8
 
 
@@ -99,12 +120,23 @@ class ContendedKernel:
 def contended_kernels(analysis: RunAnalysis, top_n: int = 5) -> tuple[ContendedKernel, ...]:
     """The signatures whose slowdown costs the most time per rank and step, most first."""
     n_rank_steps = max(len(analysis.steps), 1)
-    out = [ContendedKernel(k.signature, k.n_overlapped, float(k.isolated_median_us), float(k.overlapped_median_us),
-                           float(k.slowdown),
-                           k.n_overlapped * (k.overlapped_median_us - k.isolated_median_us) / n_rank_steps)
-           for k in getattr(analysis, "kernel_contention", [])
-           if k.slowdown is not None and k.isolated_median_us is not None and k.overlapped_median_us is not None]
-    return tuple(sorted((k for k in out if k.tax_us_per_step > 0), key=lambda k: -k.tax_us_per_step)[:top_n])
+    out = [
+        ContendedKernel(
+            k.signature,
+            k.n_overlapped,
+            float(k.isolated_median_us),
+            float(k.overlapped_median_us),
+            float(k.slowdown),
+            k.n_overlapped * (k.overlapped_median_us - k.isolated_median_us) / n_rank_steps,
+        )
+        for k in getattr(analysis, "kernel_contention", [])
+        if k.slowdown is not None
+        and k.isolated_median_us is not None
+        and k.overlapped_median_us is not None
+    ]
+    return tuple(
+        sorted((k for k in out if k.tax_us_per_step > 0), key=lambda k: -k.tax_us_per_step)[:top_n]
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +154,9 @@ class Report:
     breakdown_us: tuple[tuple[tuple[str, float], ...], ...]  # per run: (part, mean µs per step)
     flux_overlap_efficiency: float | None = None  # candidate against the baseline (metrics.md §9)
     attained_saving: float | None = None
-    contention: tuple[ContendedKernel, ...] = ()  # the candidate's compute slowed most beside comm (§8)
+    contention: tuple[
+        ContendedKernel, ...
+    ] = ()  # the candidate's compute slowed most beside comm (§8)
     gemm: GemmView | None = None  # the candidate's GEMM budget, taxed shapes and layers (§8)
     loss: LossCheck | None = None  # the loss curves (None: the candidate records no losses)
 
@@ -135,8 +169,16 @@ def run_info(analysis: RunAnalysis, samples: RunSamples) -> RunInfo:
     m = analysis.manifest or Manifest()
     config = tuple((k, _text(getattr(m, k))) for k in CONFIG_KEYS if getattr(m, k) is not None)
     env = tuple((k, str(v)) for k, v in transport_settings(m.nccl_env or {}).items())
-    return RunInfo(analysis.run_dir, tuple(analysis.ranks), samples.steps, analysis.manifest is not None,
-                   config, tuple(analysis.warnings), env, analysis.cpu_run)
+    return RunInfo(
+        analysis.run_dir,
+        tuple(analysis.ranks),
+        samples.steps,
+        analysis.manifest is not None,
+        config,
+        tuple(analysis.warnings),
+        env,
+        analysis.cpu_run,
+    )
 
 
 def _text(value) -> str:
@@ -158,8 +200,12 @@ def _names(names: tuple[str, ...], most: int = 2, width: int = 60) -> str:
     return ", ".join(cut) + (f" (+{len(names) - most})" if len(names) > most else "")
 
 
-def kernel_deltas(baseline: tuple[KernelTime, ...], candidate: tuple[KernelTime, ...],
-                  top_n: int = TOP_N, names: tuple[dict, dict] = ({}, {})) -> tuple[KernelDelta, ...]:
+def kernel_deltas(
+    baseline: tuple[KernelTime, ...],
+    candidate: tuple[KernelTime, ...],
+    top_n: int = TOP_N,
+    names: tuple[dict, dict] = ({}, {}),
+) -> tuple[KernelDelta, ...]:
     """The kernels (or kernel shapes, metrics.md §9) whose time per step grew most; absent ones
     count 0 µs. `names`: per key, the kernel names of the baseline and of the candidate."""
     b = {(k.activity_class, k.key): k for k in baseline}
@@ -177,17 +223,36 @@ def kernel_deltas(baseline: tuple[KernelTime, ...], candidate: tuple[KernelTime,
             low, high = median_difference_ci(sb, sc)
             significant = low > 0 or high < 0
         nb, nc = _names(names[0].get(key[1], ())), _names(names[1].get(key[1], ()))
-        out.append(KernelDelta(key[1], key[0], bu, cu, cu - bu, significant,
-                               nc if nb in ("", nc) else f"{nb or '-'} → {nc or '-'}"))
+        out.append(
+            KernelDelta(
+                key[1],
+                key[0],
+                bu,
+                cu,
+                cu - bu,
+                significant,
+                nc if nb in ("", nc) else f"{nb or '-'} → {nc or '-'}",
+            )
+        )
     return tuple(sorted(out, key=lambda d: (-d.delta_us, d.key))[:top_n])
 
 
-def kernel_totals(kernels: tuple[KernelTime, ...], top_n: int = TOP_N,
-                  names: dict | None = None) -> tuple[KernelDelta, ...]:
+def kernel_totals(
+    kernels: tuple[KernelTime, ...], top_n: int = TOP_N, names: dict | None = None
+) -> tuple[KernelDelta, ...]:
     """A run alone: its kernels by time per step (as deltas from nothing)."""
-    return tuple(KernelDelta(k.key, k.activity_class, 0.0, k.us_per_step, k.us_per_step, None,
-                             _names((names or {}).get(k.key, ())))
-                 for k in kernels[:top_n])
+    return tuple(
+        KernelDelta(
+            k.key,
+            k.activity_class,
+            0.0,
+            k.us_per_step,
+            k.us_per_step,
+            None,
+            _names((names or {}).get(k.key, ())),
+        )
+        for k in kernels[:top_n]
+    )
 
 
 ABSENT_MEANS = {"ring_all_gather": "False"}
@@ -199,27 +264,48 @@ def config_changes(baseline: RunInfo, candidate: RunInfo) -> tuple[tuple[str, st
     variable in force in one run's manifest and not the other's or with another value ("unset"
     where a run with a manifest did not set it). NCCL variables do not make the runs another
     experiment for metrics.md §9: they tune the transport, as the fusion's options do."""
-    b = {**ABSENT_MEANS, **dict(baseline.config)} if baseline.has_manifest else dict(baseline.config)
-    c = {**ABSENT_MEANS, **dict(candidate.config)} if candidate.has_manifest else dict(candidate.config)
-    fields = tuple((k, b.get(k, "?"), c.get(k, "?")) for k in CONFIG_KEYS
-                   if (k in b or k in c) and b.get(k) != c.get(k))
+    b = (
+        {**ABSENT_MEANS, **dict(baseline.config)}
+        if baseline.has_manifest
+        else dict(baseline.config)
+    )
+    c = (
+        {**ABSENT_MEANS, **dict(candidate.config)}
+        if candidate.has_manifest
+        else dict(candidate.config)
+    )
+    fields = tuple(
+        (k, b.get(k, "?"), c.get(k, "?"))
+        for k in CONFIG_KEYS
+        if (k in b or k in c) and b.get(k) != c.get(k)
+    )
     if not (baseline.has_manifest and candidate.has_manifest):
         return fields
     be, ce = dict(baseline.nccl_env), dict(candidate.nccl_env)
-    return fields + tuple((k, be.get(k, "unset"), ce.get(k, "unset")) for k in sorted({*be, *ce})
-                          if be.get(k) != ce.get(k))
+    return fields + tuple(
+        (k, be.get(k, "unset"), ce.get(k, "unset"))
+        for k in sorted({*be, *ce})
+        if be.get(k) != ce.get(k)
+    )
 
 
 def breakdown(samples: RunSamples) -> tuple[tuple[str, float], ...]:
     """A step's time split without double counting, mean µs per rank and step (metrics.md §4):
     compute (hidden communication runs under it), exposed communication, memory copies alone, idle."""
+
     def mean(name: str) -> float:
         v = samples.get(name)
         return float(v.mean()) if len(v) else 0.0
+
     compute, exposed, idle = mean("compute_us"), mean("exposed_comm_us"), mean("idle_us")
     memory_alone = max(mean("rank_step_time_us") - compute - exposed - idle, 0.0)
-    return (("compute", compute), ("exposed comm", exposed), ("memory alone", memory_alone), ("idle", idle),
-            ("hidden comm (under compute)", mean("hidden_comm_us")))
+    return (
+        ("compute", compute),
+        ("exposed comm", exposed),
+        ("memory alone", memory_alone),
+        ("idle", idle),
+        ("hidden comm (under compute)", mean("hidden_comm_us")),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,27 +314,50 @@ class RunResults:
 
     analysis: RunAnalysis
     kernels: tuple[KernelTime, ...]  # kernel_times(run, "shape") (or "name")
-    collective_kernels: tuple[KernelTime, ...] = ()  # by_collective(kernel_times(run, "collective"))
-    kernel_names: dict = field(default_factory=dict)  # per kernels' key: kernel names (kernel_stats.kernel_names)
+    collective_kernels: tuple[
+        KernelTime, ...
+    ] = ()  # by_collective(kernel_times(run, "collective"))
+    kernel_names: dict = field(
+        default_factory=dict
+    )  # per kernels' key: kernel names (kernel_stats.kernel_names)
 
 
-def build_report(candidate: RunResults, fail_on: FailOn, baseline: RunResults | None = None,
-                 loss_rtol: float | None = None) -> Report:
+def build_report(
+    candidate: RunResults,
+    fail_on: FailOn,
+    baseline: RunResults | None = None,
+    loss_rtol: float | None = None,
+) -> Report:
     """Compare `candidate` with `baseline` (or describe it alone). `loss_rtol`: the loss curves'
     tolerance (None: by dtype; negative: not compared; tpscope.report.loss_check)."""
-    losses = loss_check(baseline.analysis.manifest if baseline else None, candidate.analysis.manifest, loss_rtol)
+    losses = loss_check(
+        baseline.analysis.manifest if baseline else None, candidate.analysis.manifest, loss_rtol
+    )
     cs = run_samples(candidate.analysis)
     cinfo = run_info(candidate.analysis, cs)
-    summaries = tuple(summarize_metric(m.name, cs) for m in METRICS
-                      if len(cs.get(m.name)) or fail_on.get(m.name) or fail_on.bound(m.name))
+    summaries = tuple(
+        summarize_metric(m.name, cs)
+        for m in METRICS
+        if len(cs.get(m.name)) or fail_on.get(m.name) or fail_on.bound(m.name)
+    )
     c_coll = collective_stats(candidate.analysis, candidate.collective_kernels)
     if baseline is None:
-        return Report(cinfo, None, fail_on, (), summaries, None,
-                      kernel_totals(candidate.kernels, names=candidate.kernel_names),
-                      collective_deltas((), c_coll), (),
-                      ((), tuple(cs.get("step_time_us").tolist())), (breakdown(cs),),
-                      contention=contended_kernels(candidate.analysis), gemm=gemm_view(candidate.analysis),
-                      loss=losses)
+        return Report(
+            cinfo,
+            None,
+            fail_on,
+            (),
+            summaries,
+            None,
+            kernel_totals(candidate.kernels, names=candidate.kernel_names),
+            collective_deltas((), c_coll),
+            (),
+            ((), tuple(cs.get("step_time_us").tolist())),
+            (breakdown(cs),),
+            contention=contended_kernels(candidate.analysis),
+            gemm=gemm_view(candidate.analysis),
+            loss=losses,
+        )
     bs = run_samples(baseline.analysis)
     binfo = run_info(baseline.analysis, bs)
     comparisons = compare_runs(bs, cs, fail_on)
@@ -259,22 +368,36 @@ def build_report(candidate: RunResults, fail_on: FailOn, baseline: RunResults | 
     kernel_names = (baseline.kernel_names, candidate.kernel_names)
     if names_differ(kb, kc):  # metrics.md §9: another vendor's kernels, compared by family
         kb, kc, kernel_names = by_family(kb), by_family(kc), ({}, {})
-    if all(k in FUSION_KEYS or k.startswith(RECORDED_PREFIXES) for k, _, _ in changes):  # §9: one experiment
+    if all(
+        k in FUSION_KEYS or k.startswith(RECORDED_PREFIXES) for k, _, _ in changes
+    ):  # §9: one experiment
         flux, saving = flux_compare(run_times(*_steady(c_an)), run_times(*_steady(b_an)))
     return Report(
-        candidate=cinfo, baseline=binfo, fail_on=fail_on, comparisons=comparisons,
-        summaries=summaries, verdict=with_loss(verdict(comparisons), losses),
+        candidate=cinfo,
+        baseline=binfo,
+        fail_on=fail_on,
+        comparisons=comparisons,
+        summaries=summaries,
+        verdict=with_loss(verdict(comparisons), losses),
         kernels=kernel_deltas(kb, kc, names=kernel_names),
         collectives=collective_deltas(collective_stats(b_an, baseline.collective_kernels), c_coll),
         config_changes=changes,
-        step_times_us=(tuple(bs.get("step_time_us").tolist()), tuple(cs.get("step_time_us").tolist())),
+        step_times_us=(
+            tuple(bs.get("step_time_us").tolist()),
+            tuple(cs.get("step_time_us").tolist()),
+        ),
         breakdown_us=(breakdown(bs), breakdown(cs)),
-        flux_overlap_efficiency=flux, attained_saving=saving,
-        contention=contended_kernels(c_an), gemm=gemm_view(c_an), loss=losses,
+        flux_overlap_efficiency=flux,
+        attained_saving=saving,
+        contention=contended_kernels(c_an),
+        gemm=gemm_view(c_an),
+        loss=losses,
     )
 
 
 def _steady(analysis) -> tuple[list, list]:
     """The critical paths and per-rank steps of a run without its first profiled step (metrics.md §3)."""
-    return ([p for p in analysis.critical_path if not p.first_step],
-            [s for s in analysis.steps if not s.first_step])
+    return (
+        [p for p in analysis.critical_path if not p.first_step],
+        [s for s in analysis.steps if not s.first_step],
+    )

@@ -46,7 +46,9 @@ class CollectiveDelta:
 
 
 def _field(items: list, name: str) -> np.ndarray:
-    return np.array([np.nan if getattr(i, name) is None else getattr(i, name) for i in items], dtype=float)
+    return np.array(
+        [np.nan if getattr(i, name) is None else getattr(i, name) for i in items], dtype=float
+    )
 
 
 def _group(c) -> str:
@@ -54,17 +56,22 @@ def _group(c) -> str:
     return "inferred" if c.inferred else c.group
 
 
-def collective_stats(analysis: RunAnalysis, fallback: tuple[KernelTime, ...] = ()) -> tuple[CollectiveStat, ...]:
+def collective_stats(
+    analysis: RunAnalysis, fallback: tuple[KernelTime, ...] = ()
+) -> tuple[CollectiveStat, ...]:
     """Per collective name, most exposed time first."""
     items = list(analysis.collectives)
     if not items:
-        return tuple(CollectiveStat(k.key, k.detail or "", None, k.us_per_step, None, None, ())
-                     for k in fallback)
+        return tuple(
+            CollectiveStat(k.key, k.detail or "", None, k.us_per_step, None, None, ())
+            for k in fallback
+        )
     names = np.array([f"{i.collective}\x00{_group(i)}" for i in items], dtype=object)
     steps = np.array([i.step for i in items], dtype=np.int64)
     nbytes = _field(items, "bytes")
-    exposed, transfer, wait, busbw = (_field(items, f) for f in ("exposed_us", "transfer_us", "wait_us",
-                                                                    "busbw_gbps"))
+    exposed, transfer, wait, busbw = (
+        _field(items, f) for f in ("exposed_us", "transfer_us", "wait_us", "busbw_gbps")
+    )
     n_steps = max(len(np.unique(steps)), 1)
     out = []
     for name in sorted(set(names.tolist())):  # a loop over collective names
@@ -72,27 +79,38 @@ def collective_stats(analysis: RunAnalysis, fallback: tuple[KernelTime, ...] = (
         uniq_steps = np.unique(steps[m])
         by_step = np.array([exposed[m & (steps == s)].sum() for s in uniq_steps])
         sizes, counts = np.unique(nbytes[m], return_counts=True)
-        messages = " + ".join(f"{c / n_steps:g} x {size_text(int(b)) if np.isfinite(b) else '?'}"
-                              for b, c in zip(sizes[::-1], counts[::-1]))
+        messages = " + ".join(
+            f"{c / n_steps:g} x {size_text(int(b)) if np.isfinite(b) else '?'}"
+            for b, c in zip(sizes[::-1], counts[::-1])
+        )
         bw = busbw[m][np.isfinite(busbw[m])]
         collective, group = name.split("\x00")
-        out.append(CollectiveStat(collective, messages, float(exposed[m].sum() / n_steps),
-                                  float(transfer[m].sum() / n_steps), float(wait[m].sum() / n_steps),
-                                  float(np.median(bw)) if len(bw) else None,
-                                  tuple(float(v) for v in by_step), group))
+        out.append(
+            CollectiveStat(
+                collective,
+                messages,
+                float(exposed[m].sum() / n_steps),
+                float(transfer[m].sum() / n_steps),
+                float(wait[m].sum() / n_steps),
+                float(np.median(bw)) if len(bw) else None,
+                tuple(float(v) for v in by_step),
+                group,
+            )
+        )
     return tuple(sorted(out, key=lambda s: (-(s.exposed_us or 0.0), s.collective)))
 
 
-def collective_deltas(baseline: tuple[CollectiveStat, ...],
-                      candidate: tuple[CollectiveStat, ...]) -> tuple[CollectiveDelta, ...]:
+def collective_deltas(
+    baseline: tuple[CollectiveStat, ...], candidate: tuple[CollectiveStat, ...]
+) -> tuple[CollectiveDelta, ...]:
     """Every collective name of either run, the one whose exposed time grew most first."""
     b = {(s.collective, s.group): s for s in baseline}
     c = {(s.collective, s.group): s for s in candidate}
     out = []
     for name in sorted(b.keys() | c.keys()):
         sb, sc = b.get(name), c.get(name)
-        eb = (sb.exposed_us if sb else 0.0)
-        ec = (sc.exposed_us if sc else 0.0)
+        eb = sb.exposed_us if sb else 0.0
+        ec = sc.exposed_us if sc else 0.0
         delta = ec - eb if eb is not None and ec is not None else None
         significant = None
         xb = sb.exposed_by_step if sb else ()

@@ -100,8 +100,17 @@ class FailOn:
         return ",".join(parts + [f"{metric_def(b.metric).short}{b.text}" for b in self.bounds])
 
 
-BYTE_UNITS = {"tib": 1 << 40, "gib": 1 << 30, "mib": 1 << 20, "kib": 1 << 10,
-              "tb": 10**12, "gb": 10**9, "mb": 10**6, "kb": 10**3, "b": 1}
+BYTE_UNITS = {
+    "tib": 1 << 40,
+    "gib": 1 << 30,
+    "mib": 1 << 20,
+    "kib": 1 << 10,
+    "tb": 10**12,
+    "gb": 10**9,
+    "mb": 10**6,
+    "kb": 10**3,
+    "b": 1,
+}
 
 
 def _bound_value_text(value: float, unit: str) -> str:
@@ -124,7 +133,9 @@ def _parse_bound(entry: str, m: MetricDef, op: str, text: str) -> Bound:
     try:
         value = float(low) * scale
     except ValueError:
-        raise UserError(f"--fail-on: {entry!r}: {text.strip()!r} is not a number like 75GiB or 0.3") from None
+        raise UserError(
+            f"--fail-on: {entry!r}: {text.strip()!r} is not a number like 75GiB or 0.3"
+        ) from None
     if not np.isfinite(value):
         raise UserError(f"--fail-on: {entry!r}: the bound must be a finite number")
     return Bound(m.name, value, op == "<=")
@@ -150,15 +161,19 @@ def parse_fail_on(spec: str | None, defaults: str = DEFAULT_FAIL_ON) -> FailOn:
                 table[name] = item
                 if item is None:
                     bounds[name] = None
-    return FailOn(tuple(t for t in table.values() if t is not None),
-                  tuple(b for b in bounds.values() if b is not None))
+    return FailOn(
+        tuple(t for t in table.values() if t is not None),
+        tuple(b for b in bounds.values() if b is not None),
+    )
 
 
 def _parse_entry(entry: str) -> tuple[str, Threshold | Bound | None]:
     op = next((o for o in ("<=", ">=") if o in entry), "=")
     name, sep, value = (p.strip() for p in entry.partition(op))
     if not sep or not name or not value:
-        raise UserError(f"--fail-on: {entry!r} is not METRIC=LIMIT or METRIC<=VALUE (e.g. step_time=+3%)")
+        raise UserError(
+            f"--fail-on: {entry!r} is not METRIC=LIMIT or METRIC<=VALUE (e.g. step_time=+3%)"
+        )
     try:
         m = metric_def(name)
     except KeyError:
@@ -174,7 +189,9 @@ def _parse_entry(entry: str) -> tuple[str, Threshold | Bound | None]:
     try:
         limit = float(number[:-1] if relative else number)
     except ValueError:
-        raise UserError(f"--fail-on: {entry!r}: {value!r} is not a number like +3% or +0.02") from None
+        raise UserError(
+            f"--fail-on: {entry!r}: {value!r} is not a number like +3% or +0.02"
+        ) from None
     if not np.isfinite(limit) or limit < 0:
         raise UserError(f"--fail-on: {entry!r}: the limit must be a finite number >= 0")
     worse_if = sign or (1 if m.lower_is_better else -1)
@@ -214,13 +231,23 @@ class MetricComparison:
     @property
     def gates(self) -> str:
         """The limits that apply, as `--fail-on` writes them."""
-        return "; ".join(x for x in (self.threshold.text if self.threshold else "",
-                                     self.bound.text if self.bound else "") if x)
+        return "; ".join(
+            x
+            for x in (
+                self.threshold.text if self.threshold else "",
+                self.bound.text if self.bound else "",
+            )
+            if x
+        )
 
 
-def median_difference_ci(baseline: np.ndarray, candidate: np.ndarray,
-                         confidence: float = CONFIDENCE, n_boot: int = N_BOOTSTRAP,
-                         seed: int = SEED) -> tuple[float, float]:
+def median_difference_ci(
+    baseline: np.ndarray,
+    candidate: np.ndarray,
+    confidence: float = CONFIDENCE,
+    n_boot: int = N_BOOTSTRAP,
+    seed: int = SEED,
+) -> tuple[float, float]:
     """Percentile-bootstrap interval of median(candidate) - median(baseline)."""
     rng = np.random.default_rng(seed)
     b = np.asarray(baseline, dtype=float)
@@ -232,8 +259,14 @@ def median_difference_ci(baseline: np.ndarray, candidate: np.ndarray,
     return float(low), float(high)
 
 
-def compare_metric(metric: str, baseline: np.ndarray, candidate: np.ndarray,
-                   threshold: Threshold | None, missing: str = "", bound: Bound | None = None) -> MetricComparison:
+def compare_metric(
+    metric: str,
+    baseline: np.ndarray,
+    candidate: np.ndarray,
+    threshold: Threshold | None,
+    missing: str = "",
+    bound: Bound | None = None,
+) -> MetricComparison:
     """Status of one metric from its per-step samples in each run (see the module docstring); a
     candidate beyond `bound` regresses whatever the baseline says."""
     c = _compare(metric, baseline, candidate, threshold, missing)
@@ -242,12 +275,22 @@ def compare_metric(metric: str, baseline: np.ndarray, candidate: np.ndarray,
     if c.candidate_median is None or not bound.violated_by(c.candidate_median):
         return replace(c, bound=bound)
     value = format_value(c.candidate_median, metric_def(metric).unit)
-    return replace(c, status=Status.REGRESSED, bound=bound, bound_violated=True,
-                   reason=f"candidate {value} is beyond {bound.text}" + ("" if c.failed else f"; {c.reason}"))
+    return replace(
+        c,
+        status=Status.REGRESSED,
+        bound=bound,
+        bound_violated=True,
+        reason=f"candidate {value} is beyond {bound.text}" + ("" if c.failed else f"; {c.reason}"),
+    )
 
 
-def _compare(metric: str, baseline: np.ndarray, candidate: np.ndarray,
-             threshold: Threshold | None, missing: str) -> MetricComparison:
+def _compare(
+    metric: str,
+    baseline: np.ndarray,
+    candidate: np.ndarray,
+    threshold: Threshold | None,
+    missing: str,
+) -> MetricComparison:
     m = metric_def(metric)
     b = np.asarray(baseline, dtype=float)
     c = np.asarray(candidate, dtype=float)
@@ -257,7 +300,9 @@ def _compare(metric: str, baseline: np.ndarray, candidate: np.ndarray,
     if mb is None or mc is None:
         which = "baseline" if mb is None else "candidate"
         why = missing or f"no value in the {which}"
-        return MetricComparison(metric, Status.UNKNOWN, why, mb, mc, len(b), len(c), threshold=threshold)
+        return MetricComparison(
+            metric, Status.UNKNOWN, why, mb, mc, len(b), len(c), threshold=threshold
+        )
     delta = mc - mb
     ratio = delta / abs(mb) if mb != 0 else None
     low = high = significant = None
@@ -267,9 +312,14 @@ def _compare(metric: str, baseline: np.ndarray, candidate: np.ndarray,
     worse_if = threshold.worse_if if threshold else (1 if m.lower_is_better else -1)
     worse_by = worse_if * delta
     past = threshold is not None and worse_by > threshold.allowed(mb)
-    noise = "" if significant is not None else f" (fewer than {MIN_SAMPLES} values: no noise estimate)"
+    noise = (
+        "" if significant is not None else f" (fewer than {MIN_SAMPLES} values: no noise estimate)"
+    )
     if delta == 0 or significant is False:
-        status, why = Status.UNCHANGED, "difference inside the step-to-step noise" if delta else "identical"
+        status, why = (
+            Status.UNCHANGED,
+            "difference inside the step-to-step noise" if delta else "identical",
+        )
     elif significant is None and threshold is not None and abs(delta) <= threshold.allowed(mb):
         # no noise estimate: the threshold stands in for it, in both directions
         status, why = Status.UNCHANGED, f"within ±{threshold.text[1:]}{noise}"
@@ -278,15 +328,34 @@ def _compare(metric: str, baseline: np.ndarray, candidate: np.ndarray,
     elif past:
         moved = "rose" if threshold.worse_if > 0 else "fell"
         status, why = Status.REGRESSED, f"{moved} by more than {threshold.text[1:]}{noise}"
-        return MetricComparison(metric, status, why, mb, mc, len(b), len(c), delta, ratio, low, high,
-                                significant, threshold, past_threshold=True)
+        return MetricComparison(
+            metric,
+            status,
+            why,
+            mb,
+            mc,
+            len(b),
+            len(c),
+            delta,
+            ratio,
+            low,
+            high,
+            significant,
+            threshold,
+            past_threshold=True,
+        )
     elif worse_by > 0:
         status = Status.WORSE
-        why = f"worse, within {threshold.text}{noise}" if threshold else f"worse (no threshold){noise}"
+        why = (
+            f"worse, within {threshold.text}{noise}"
+            if threshold
+            else f"worse (no threshold){noise}"
+        )
     else:
         status, why = Status.IMPROVED, f"better{noise}"
-    return MetricComparison(metric, status, why, mb, mc, len(b), len(c), delta, ratio, low, high,
-                            significant, threshold)
+    return MetricComparison(
+        metric, status, why, mb, mc, len(b), len(c), delta, ratio, low, high, significant, threshold
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,12 +373,20 @@ def verdict(comparisons: tuple[MetricComparison, ...] | list[MetricComparison]) 
     bad = tuple(c for c in comparisons if c.failed)
     good = tuple(c.metric for c in comparisons if c.status is Status.IMPROVED and c.threshold)
     if bad:
-        return Verdict(False, tuple(c.metric for c in bad), good,
-                       "REGRESSION: " + "; ".join(_failure_text(c) for c in bad))
+        return Verdict(
+            False,
+            tuple(c.metric for c in bad),
+            good,
+            "REGRESSION: " + "; ".join(_failure_text(c) for c in bad),
+        )
     gated = [c for c in comparisons if c.threshold is not None or c.bound is not None]
     unknown = [metric_def(c.metric).short for c in gated if c.status is Status.UNKNOWN]
-    worse = [f"{metric_def(c.metric).short} {_delta_text(c)}" for c in gated if c.status is Status.WORSE]
-    line = f"PASS: no gated metric regressed past its threshold ({len(gated) - len(unknown)} checked"
+    worse = [
+        f"{metric_def(c.metric).short} {_delta_text(c)}" for c in gated if c.status is Status.WORSE
+    ]
+    line = (
+        f"PASS: no gated metric regressed past its threshold ({len(gated) - len(unknown)} checked"
+    )
     line += f", {len(good)} improved" if good else ""
     line += f"; worse within the limits: {', '.join(worse)}" if worse else ""
     line += f"; unknown: {', '.join(unknown)})" if unknown else ")"
@@ -322,8 +399,10 @@ def _failure_text(c: MetricComparison) -> str:
     if c.past_threshold:
         parts.append(f"{short} {_delta_text(c)} (limit {c.threshold.text})")
     if c.bound_violated:
-        parts.append(f"{short} {format_value(c.candidate_median, metric_def(c.metric).unit)} "
-                     f"(limit {c.bound.text})")
+        parts.append(
+            f"{short} {format_value(c.candidate_median, metric_def(c.metric).unit)} "
+            f"(limit {c.bound.text})"
+        )
     return "; ".join(parts)
 
 

@@ -26,8 +26,12 @@ def gemm_view(analysis: RunAnalysis, top: int = TOP) -> GemmView | None:
     if budget is None or budget.overlapped_us <= 0:
         return None
     shapes = [g for g in analysis.gemm_contention if g.n_overlapped > 0]
-    return GemmView(budget, tuple(shapes[:top]), tuple(analysis.contention_by_layer[:top]),
-                    tuple(analysis.contention_by_kernel[:top]))
+    return GemmView(
+        budget,
+        tuple(shapes[:top]),
+        tuple(analysis.contention_by_layer[:top]),
+        tuple(analysis.contention_by_kernel[:top]),
+    )
 
 
 def budget_lines(view: GemmView) -> list[str]:
@@ -43,19 +47,52 @@ def budget_lines(view: GemmView) -> list[str]:
         "not split (no isolated time on as many SMs; `tpscope calibrate` measures it).",
     ]
     if b.reference_gemm_us is not None:
-        lines.append(f"The reference run's GEMMs take {number(b.reference_gemm_us, 'count')} µs per rank and step.")
+        lines.append(
+            f"The reference run's GEMMs take {number(b.reference_gemm_us, 'count')} µs per rank and step."
+        )
     return lines
 
 
 def shape_rows(view: GemmView) -> tuple[list[str], list[list[str]]]:
-    return (["GEMM shape (M×K×N)", "overlapped", "baseline", "alone µs", "same SMs µs", "overlapped µs",
-             "slowdown", "tax µs/step"],
-            [[g.shape, str(g.n_overlapped), g.rule if g.source is None else f"{g.rule} ({g.source})",
-              number(g.baseline_us, 'count'), number(g.same_sm_us, 'count'), number(g.overlapped_median_us, 'count'), number(g.slowdown, 'relative'),
-              number(g.tax_us_per_step, 'count')] for g in view.shapes])
+    return (
+        [
+            "GEMM shape (M×K×N)",
+            "overlapped",
+            "baseline",
+            "alone µs",
+            "same SMs µs",
+            "overlapped µs",
+            "slowdown",
+            "tax µs/step",
+        ],
+        [
+            [
+                g.shape,
+                str(g.n_overlapped),
+                g.rule if g.source is None else f"{g.rule} ({g.source})",
+                number(g.baseline_us, "count"),
+                number(g.same_sm_us, "count"),
+                number(g.overlapped_median_us, "count"),
+                number(g.slowdown, "relative"),
+                number(g.tax_us_per_step, "count"),
+            ]
+            for g in view.shapes
+        ],
+    )
 
 
 def part_rows(parts: tuple[TaxPart, ...], what: str) -> tuple[list[str], list[list[str]]]:
-    return ([what, "GEMM µs/step", "alone µs/step", "tax µs/step", "fewer SMs", "interference"],
-            [[p.name, number(p.gemm_us, 'count'), number(p.baseline_us, 'count'), number(p.tax_us, 'count'), number(p.sm_us, 'count'), number(p.interference_us, 'count')]
-             for p in parts])
+    return (
+        [what, "GEMM µs/step", "alone µs/step", "tax µs/step", "fewer SMs", "interference"],
+        [
+            [
+                p.name,
+                number(p.gemm_us, "count"),
+                number(p.baseline_us, "count"),
+                number(p.tax_us, "count"),
+                number(p.sm_us, "count"),
+                number(p.interference_us, "count"),
+            ]
+            for p in parts
+        ],
+    )

@@ -21,10 +21,21 @@ from tpscope.report.markdown import (
 from tpscope.report.metric_defs import format_value, metric_def
 from tpscope.text import printable
 
-STATUS_CLASS = {Status.REGRESSED: "bad", Status.WORSE: "warn", Status.IMPROVED: "good",
-                Status.UNCHANGED: "same", Status.UNKNOWN: "unknown"}
-COLORS = {"baseline": "#7f7f7f", "candidate": "#1f77b4", "compute": "#2ca02c", "memory alone": "#9467bd",
-          "exposed comm": "#d62728", "idle": "#c7c7c7"}
+STATUS_CLASS = {
+    Status.REGRESSED: "bad",
+    Status.WORSE: "warn",
+    Status.IMPROVED: "good",
+    Status.UNCHANGED: "same",
+    Status.UNKNOWN: "unknown",
+}
+COLORS = {
+    "baseline": "#7f7f7f",
+    "candidate": "#1f77b4",
+    "compute": "#2ca02c",
+    "memory alone": "#9467bd",
+    "exposed comm": "#d62728",
+    "idle": "#c7c7c7",
+}
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em;color:#222;max-width:1200px}
 table{border-collapse:collapse;margin:1em 0}th,td{border:1px solid #ddd;padding:4px 8px;font-size:14px}
@@ -45,17 +56,29 @@ def _name_cell(name: str) -> str:
 def _table(headers: list[str], rows: list[list[str]], numeric: set[int], raw: bool = False) -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     body = "".join(
-        "<tr>" + "".join(f"<td{' class=num' if i in numeric else ''}>{c if raw else escape(c)}</td>"
-                         for i, c in enumerate(r)) + "</tr>" for r in rows)
+        "<tr>"
+        + "".join(
+            f"<td{' class=num' if i in numeric else ''}>{c if raw else escape(c)}</td>"
+            for i, c in enumerate(r)
+        )
+        + "</tr>"
+        for r in rows
+    )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def _figure_html(fig, div_id: str, include_js: bool) -> str:
     import plotly.io as pio
 
-    return pio.to_html(fig, full_html=False, include_plotlyjs=include_js, include_mathjax=False,
-                       div_id=div_id, default_height="380px",
-                       config={"displaylogo": False, "responsive": True})
+    return pio.to_html(
+        fig,
+        full_html=False,
+        include_plotlyjs=include_js,
+        include_mathjax=False,
+        div_id=div_id,
+        default_height="380px",
+        config={"displaylogo": False, "responsive": True},
+    )
 
 
 def step_time_figure(report: Report):
@@ -65,10 +88,23 @@ def step_time_figure(report: Report):
     fig = go.Figure()
     for name, values in zip(("baseline", "candidate"), report.step_times_us):
         if values:
-            fig.add_trace(go.Box(y=list(values), name=name, boxpoints="all", jitter=0.3, pointpos=0,
-                                 marker_color=COLORS[name]))
-    fig.update_layout(title="Step time per step (slowest rank)", yaxis_title="µs", template="plotly_white",
-                      showlegend=False, margin={"t": 50, "b": 40})
+            fig.add_trace(
+                go.Box(
+                    y=list(values),
+                    name=name,
+                    boxpoints="all",
+                    jitter=0.3,
+                    pointpos=0,
+                    marker_color=COLORS[name],
+                )
+            )
+    fig.update_layout(
+        title="Step time per step (slowest rank)",
+        yaxis_title="µs",
+        template="plotly_white",
+        showlegend=False,
+        margin={"t": 50, "b": 40},
+    )
     return fig
 
 
@@ -81,12 +117,24 @@ def breakdown_figure(report: Report):
     hidden = [p.get("hidden comm (under compute)", 0.0) for p in parts]
     fig = go.Figure()
     for part in ("compute", "exposed comm", "memory alone", "idle"):
-        fig.add_trace(go.Bar(x=names, y=[p[part] for p in parts], name=part, marker_color=COLORS[part],
-                             customdata=hidden,
-                             hovertemplate=f"{part}: %{{y:,.1f}} µs<br>(communication hidden under "
-                                           "compute: %{customdata:,.1f} µs)<extra></extra>"))
-    fig.update_layout(barmode="stack", title="Step breakdown (mean per rank and step)", yaxis_title="µs",
-                      template="plotly_white", margin={"t": 50, "b": 40})
+        fig.add_trace(
+            go.Bar(
+                x=names,
+                y=[p[part] for p in parts],
+                name=part,
+                marker_color=COLORS[part],
+                customdata=hidden,
+                hovertemplate=f"{part}: %{{y:,.1f}} µs<br>(communication hidden under "
+                "compute: %{customdata:,.1f} µs)<extra></extra>",
+            )
+        )
+    fig.update_layout(
+        barmode="stack",
+        title="Step breakdown (mean per rank and step)",
+        yaxis_title="µs",
+        template="plotly_white",
+        margin={"t": 50, "b": 40},
+    )
     return fig
 
 
@@ -95,11 +143,22 @@ def kernel_figure(deltas: tuple[KernelDelta, ...], alone: bool):
 
     labels = [short_name(d.key, 48) for d in deltas][::-1]
     values = [d.candidate_us if alone else d.delta_us for d in deltas][::-1]
-    fig = go.Figure(go.Bar(x=values, y=labels, orientation="h", marker_color=COLORS["candidate"],
-                           hovertext=[d.key for d in deltas][::-1]))
+    fig = go.Figure(
+        go.Bar(
+            x=values,
+            y=labels,
+            orientation="h",
+            marker_color=COLORS["candidate"],
+            hovertext=[d.key for d in deltas][::-1],
+        )
+    )
     title = "GPU time by kernel" if alone else "Kernels whose time per step grew most"
-    fig.update_layout(title=title, xaxis_title="µs per rank and step" + ("" if alone else " (change)"),
-                      template="plotly_white", margin={"l": 360, "t": 50, "b": 40})
+    fig.update_layout(
+        title=title,
+        xaxis_title="µs per rank and step" + ("" if alone else " (change)"),
+        template="plotly_white",
+        margin={"l": 360, "t": 50, "b": 40},
+    )
     return fig
 
 
@@ -108,10 +167,17 @@ def _comparison_rows(report: Report) -> list[list[str]]:
     for c in report.comparisons:
         m = metric_def(c.metric)
         status = f'<span class="{STATUS_CLASS[c.status]}">{escape(c.status.value)}</span>'
-        rows.append([escape(f"{m.label} ({m.short})"), escape(format_value(c.baseline_median, m.unit)),
-                     escape(format_value(c.candidate_median, m.unit)), escape(change_text(c)),
-                     escape(interval_text(c)), escape(c.gates),
-                     status + f" <small>{escape(c.reason)}</small>"])
+        rows.append(
+            [
+                escape(f"{m.label} ({m.short})"),
+                escape(format_value(c.baseline_median, m.unit)),
+                escape(format_value(c.candidate_median, m.unit)),
+                escape(change_text(c)),
+                escape(interval_text(c)),
+                escape(c.gates),
+                status + f" <small>{escape(c.reason)}</small>",
+            ]
+        )
     return rows
 
 
@@ -120,42 +186,86 @@ def render(report: Report) -> str:
     alone = report.baseline is None
     parts = [f"<h1>tpscope report: {escape(report.candidate.title)}</h1>"]
     if alone:
-        parts.append('<p class="verdict none">Report of one run: no baseline given, so no verdict.</p>')
-        rows = [[escape(f"{metric_def(s.metric).label} ({metric_def(s.metric).short})"),
-                 *(escape(format_value(v, metric_def(s.metric).unit)) for v in (s.median, s.low, s.high)),
-                 escape(str(s.n) if s.n else s.missing or "unknown")] for s in report.summaries]
-        parts.append(_table(["metric", "median", "min", "max", "steps"], rows, {1, 2, 3, 4}, raw=True))
+        parts.append(
+            '<p class="verdict none">Report of one run: no baseline given, so no verdict.</p>'
+        )
+        rows = [
+            [
+                escape(f"{metric_def(s.metric).label} ({metric_def(s.metric).short})"),
+                *(
+                    escape(format_value(v, metric_def(s.metric).unit))
+                    for v in (s.median, s.low, s.high)
+                ),
+                escape(str(s.n) if s.n else s.missing or "unknown"),
+            ]
+            for s in report.summaries
+        ]
+        parts.append(
+            _table(["metric", "median", "min", "max", "steps"], rows, {1, 2, 3, 4}, raw=True)
+        )
     else:
         v = report.verdict
         parts.append(f'<p class="verdict {"pass" if v.passed else "fail"}">{escape(v.line)}</p>')
-        parts.append(f"<p>baseline: <code>{escape(report.baseline.run_dir)}</code> ({escape(report.baseline.title)})"
-                     f"<br>candidate: <code>{escape(report.candidate.run_dir)}</code> "
-                     f"({escape(report.candidate.title)})</p>")
+        parts.append(
+            f"<p>baseline: <code>{escape(report.baseline.run_dir)}</code> ({escape(report.baseline.title)})"
+            f"<br>candidate: <code>{escape(report.candidate.run_dir)}</code> "
+            f"({escape(report.candidate.title)})</p>"
+        )
         if report.config_changes:
-            items = "".join(f"<li>{escape(k)}: {escape(b)} → {escape(c)}</li>" for k, b, c in report.config_changes)
+            items = "".join(
+                f"<li>{escape(k)}: {escape(b)} → {escape(c)}</li>"
+                for k, b, c in report.config_changes
+            )
             parts.append(f"<p>Changed between the runs (manifest):</p><ul>{items}</ul>")
-        headers = ["metric", "baseline", "candidate", "change", "95% interval of change", "fail on", "status"]
+        headers = [
+            "metric",
+            "baseline",
+            "candidate",
+            "change",
+            "95% interval of change",
+            "fail on",
+            "status",
+        ]
         parts.append(_table(headers, _comparison_rows(report), {1, 2, 3, 4, 5}, raw=True))
-        parts.append("<p><small>Medians over steps; the interval is a 95% bootstrap interval of the "
-                     "difference of medians. A change whose interval holds 0 is inside the noise and never "
-                     f"fails. Thresholds: <code>--fail-on {escape(report.fail_on.spec)}</code></small></p>")
+        parts.append(
+            "<p><small>Medians over steps; the interval is a 95% bootstrap interval of the "
+            "difference of medians. A change whose interval holds 0 is inside the noise and never "
+            f"fails. Thresholds: <code>--fail-on {escape(report.fail_on.spec)}</code></small></p>"
+        )
     if report.loss is not None:  # the loss curves (markdown.loss_lines says the same)
         items = [line for line in loss_lines(report)[1:] if line and not line.startswith("###")]
-        parts.append("<h2>Loss</h2><ul>" + "".join(f"<li>{escape(i.lstrip('- ').replace('**', ''))}</li>"
-                                                   for i in items) + "</ul>")
+        parts.append(
+            "<h2>Loss</h2><ul>"
+            + "".join(f"<li>{escape(i.lstrip('- ').replace('**', ''))}</li>" for i in items)
+            + "</ul>"
+        )
     figs = [("step-time", step_time_figure(report)), ("breakdown", breakdown_figure(report))]
     if report.kernels:
         figs.append(("kernels", kernel_figure(report.kernels, alone)))
     for i, (div_id, fig) in enumerate(figs):
         parts.append(f'<div class="fig">{_figure_html(fig, div_id, include_js=(i == 0))}</div>')
-    sections = (("Kernels " + ("by GPU time" if alone else "that regressed most") + " (µs per rank and step)",
-                 kernel_rows(report.kernels, alone)),
-                ("Collectives " + ("by exposed time" if alone else "whose exposed time grew most") + " (µs per step)",
-                 collective_rows(report.collectives, alone)))
+    sections = (
+        (
+            "Kernels "
+            + ("by GPU time" if alone else "that regressed most")
+            + " (µs per rank and step)",
+            kernel_rows(report.kernels, alone),
+        ),
+        (
+            "Collectives "
+            + ("by exposed time" if alone else "whose exposed time grew most")
+            + " (µs per step)",
+            collective_rows(report.collectives, alone),
+        ),
+    )
     for title, (headers, rows) in sections:
         parts.append(f"<h2>{escape(title)}</h2>")
-        rows = [[_name_cell(r[0]), *(escape(printable(c)) for c in r[1:])] for r in rows]  # names from traces
-        parts.append(_table(headers, rows, set(range(2, len(headers))), raw=True) if rows else "<p>None.</p>")
+        rows = [
+            [_name_cell(r[0]), *(escape(printable(c)) for c in r[1:])] for r in rows
+        ]  # names from traces
+        parts.append(
+            _table(headers, rows, set(range(2, len(headers))), raw=True) if rows else "<p>None.</p>"
+        )
     if report.contention:
         headers, rows = contention_rows(report)
         parts.append("<h2>Compute slowed beside communication (metrics.md §8)</h2>")
@@ -167,12 +277,18 @@ def render(report: Report) -> str:
         for headers, rows in (shape_rows(report.gemm), part_rows(report.gemm.layers, "layer/op")):
             parts.append(_table(headers, rows, set(range(1, len(headers)))))
     if report.flux_overlap_efficiency is not None or report.attained_saving is not None:
-        parts.append("<p>Against the baseline (meaningful when it is the unfused run): Flux overlap efficiency "
-                     f"{number(report.flux_overlap_efficiency, 'fraction')}, attained saving "
-                     f"{number(report.attained_saving, 'fraction')}.</p>")
+        parts.append(
+            "<p>Against the baseline (meaningful when it is the unfused run): Flux overlap efficiency "
+            f"{number(report.flux_overlap_efficiency, 'fraction')}, attained saving "
+            f"{number(report.attained_saving, 'fraction')}.</p>"
+        )
     warnings = [*(report.baseline.warnings if report.baseline else ()), *report.candidate.warnings]
     if warnings:
-        parts.append("<h2>Warnings</h2><ul>" + "".join(f"<li>{escape(w)}</li>" for w in warnings) + "</ul>")
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>tpscope report: {escape(report.candidate.title)}</title><style>{CSS}</style></head>"
-            "<body>\n" + "\n".join(parts) + "\n</body></html>\n")
+        parts.append(
+            "<h2>Warnings</h2><ul>" + "".join(f"<li>{escape(w)}</li>" for w in warnings) + "</ul>"
+        )
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>tpscope report: {escape(report.candidate.title)}</title><style>{CSS}</style></head>"
+        "<body>\n" + "\n".join(parts) + "\n</body></html>\n"
+    )

@@ -19,12 +19,21 @@ def case_name(metric: str, threshold_text: str) -> str:
 
 def _detail(c: MetricComparison) -> str:
     unit = metric_def(c.metric).unit
-    interval = ("" if c.ci_low is None
-                else f", 95% interval [{format_delta(c.ci_low, unit)}, {format_delta(c.ci_high, unit)}]")
-    ratio = f" ({number(c.delta_ratio, 'relative')})" if c.delta_ratio is not None and unit != "ratio" else ""
-    return (f"{metric_def(c.metric).short}: baseline {format_value(c.baseline_median, unit)} (n={c.n_baseline}), "
-            f"candidate {format_value(c.candidate_median, unit)} (n={c.n_candidate}), "
-            f"change {format_delta(c.delta, unit)}{ratio}{interval}: {c.status.value}, {c.reason}")
+    interval = (
+        ""
+        if c.ci_low is None
+        else f", 95% interval [{format_delta(c.ci_low, unit)}, {format_delta(c.ci_high, unit)}]"
+    )
+    ratio = (
+        f" ({number(c.delta_ratio, 'relative')})"
+        if c.delta_ratio is not None and unit != "ratio"
+        else ""
+    )
+    return (
+        f"{metric_def(c.metric).short}: baseline {format_value(c.baseline_median, unit)} (n={c.n_baseline}), "
+        f"candidate {format_value(c.candidate_median, unit)} (n={c.n_candidate}), "
+        f"change {format_delta(c.delta, unit)}{ratio}{interval}: {c.status.value}, {c.reason}"
+    )
 
 
 def render(report: Report) -> str:
@@ -36,8 +45,12 @@ def render(report: Report) -> str:
     suite.add_property("baseline", report.baseline.run_dir if report.baseline else "")
     suite.add_property("fail_on", report.fail_on.spec)
     by_metric = {c.metric: c for c in report.comparisons}
-    gates = [(t.metric, case_name(t.metric, t.text), "threshold") for t in report.fail_on.thresholds]
-    gates += [(b.metric, f"{metric_def(b.metric).short} {b.text}", "bound") for b in report.fail_on.bounds]
+    gates = [
+        (t.metric, case_name(t.metric, t.text), "threshold") for t in report.fail_on.thresholds
+    ]
+    gates += [
+        (b.metric, f"{metric_def(b.metric).short} {b.text}", "bound") for b in report.fail_on.bounds
+    ]
     for metric, name, kind in gates:
         case = TestCase(name, classname=CLASS_NAME, time=0)
         suite.add_testcase(case)
@@ -54,7 +67,9 @@ def render(report: Report) -> str:
             case.result = [failure]
         elif unknown:
             case.result = [Skipped(f"{metric_def(c.metric).short} unknown: {c.reason}")]
-    if report.loss is not None and report.loss.agreement is not None:  # the loss gate, where it applies
+    if (
+        report.loss is not None and report.loss.agreement is not None
+    ):  # the loss gate, where it applies
         case = TestCase("loss curve within tolerance", classname=CLASS_NAME, time=0)
         suite.add_testcase(case)
         case.system_out = report.loss.line

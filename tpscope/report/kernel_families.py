@@ -5,7 +5,9 @@ from __future__ import annotations
 from tpscope.metrics.kernel_stats import KernelTime
 from tpscope.trace.classify import ActivityKind, kernel_family
 
-SHARED_NAMES_MIN = 0.5  # below this share of the candidate's kernel time under names the baseline has
+SHARED_NAMES_MIN = (
+    0.5  # below this share of the candidate's kernel time under names the baseline has
+)
 
 
 def names_differ(baseline: tuple[KernelTime, ...], candidate: tuple[KernelTime, ...]) -> bool:
@@ -30,5 +32,12 @@ def by_family(kernels: tuple[KernelTime, ...]) -> tuple[KernelTime, ...]:
         steps.extend([0.0] * (len(k.us_by_step) - len(steps)))
         for i, v in enumerate(k.us_by_step):
             steps[i] += v
-    return tuple(sorted((KernelTime(f"{family} (by family)", a["cls"], a["us"], a["n"], tuple(a["steps"]))
-                         for family, a in out.items()), key=lambda k: -k.us_per_step))
+    return tuple(
+        sorted(
+            (
+                KernelTime(f"{family} (by family)", a["cls"], a["us"], a["n"], tuple(a["steps"]))
+                for family, a in out.items()
+            ),
+            key=lambda k: -k.us_per_step,
+        )
+    )

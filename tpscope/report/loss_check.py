@@ -46,8 +46,10 @@ class LossCheck:
         if trend is None:
             return "no losses recorded"
         verb = "fell" if trend.fell else "did not fall"
-        return (f"loss {verb}: {trend.first_mean:.4g} -> {trend.last_mean:.4g} "
-                f"(mean of the first and last {trend.window_steps} steps)")
+        return (
+            f"loss {verb}: {trend.first_mean:.4g} -> {trend.last_mean:.4g} "
+            f"(mean of the first and last {trend.window_steps} steps)"
+        )
 
     @property
     def line(self) -> str:
@@ -58,8 +60,10 @@ class LossCheck:
         worst = f"largest difference {a.worst_rel:.2g} of the loss at step {a.worst_step}"
         if a.agree:
             return f"loss curves agree over {a.steps} steps ({worst}, tolerance {a.rtol:g})"
-        return (f"loss departs from the baseline's from step {a.first_step} of {a.steps}: {worst} "
-                f"(tolerance {a.rtol:g})")
+        return (
+            f"loss departs from the baseline's from step {a.first_step} of {a.steps}: {worst} "
+            f"(tolerance {a.rtol:g})"
+        )
 
 
 def _losses(manifest: Manifest | None) -> list[float] | None:
@@ -71,13 +75,17 @@ def _why_not_comparable(baseline: Manifest, candidate: Manifest) -> str:
     for key in SAME_RUN_KEYS:
         b, c = getattr(baseline, key), getattr(candidate, key)
         if b is None or c is None:
-            return f"the {'baseline' if b is None else 'candidate'}'s manifest does not record {key}"
+            return (
+                f"the {'baseline' if b is None else 'candidate'}'s manifest does not record {key}"
+            )
         if b != c:
             return f"{key} differs ({b} -> {c})"
     return ""
 
 
-def loss_check(baseline: Manifest | None, candidate: Manifest | None, rtol: float | None = None) -> LossCheck | None:
+def loss_check(
+    baseline: Manifest | None, candidate: Manifest | None, rtol: float | None = None
+) -> LossCheck | None:
     """The check of `candidate`'s manifest (against `baseline`'s when given). `rtol`: the
     tolerance (None: LOSS_RTOL of the runs' dtype; a negative value turns the comparison off).
     None when the candidate has no losses."""

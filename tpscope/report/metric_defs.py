@@ -31,23 +31,57 @@ class MetricDef:
 
 METRICS: tuple[MetricDef, ...] = (
     MetricDef("step_time_us", "step_time", "step time (slowest rank)", "us", True, "trace §4"),
-    MetricDef("exposed_comm_ratio", "exposed_comm_ratio", "exposed communication / step", "ratio", True,
-              "trace §4"),
+    MetricDef(
+        "exposed_comm_ratio",
+        "exposed_comm_ratio",
+        "exposed communication / step",
+        "ratio",
+        True,
+        "trace §4",
+    ),
     MetricDef("tokens_per_s", "tokens_per_s", "tokens/s", "tokens/s", False, "manifest"),
     MetricDef("peak_memory_bytes", "peak_memory", "peak GPU memory", "bytes", True, "manifest"),
-    MetricDef("exposed_comm_us", "exposed_comm", "exposed communication (mean rank)", "us", True,
-              "trace §4"),
+    MetricDef(
+        "exposed_comm_us",
+        "exposed_comm",
+        "exposed communication (mean rank)",
+        "us",
+        True,
+        "trace §4",
+    ),
     MetricDef("comm_us", "comm", "communication (mean rank)", "us", True, "trace §4"),
     MetricDef("compute_us", "compute", "compute (mean rank)", "us", True, "trace §4"),
     MetricDef("idle_us", "idle", "idle (mean rank)", "us", True, "trace §4"),
-    MetricDef("overlap_ratio", "overlap_ratio", "hidden / all communication", "ratio", False, "trace §4"),
-    MetricDef("hidden_of_hideable_ratio", "hidden_of_hideable_ratio", "hidden / hideable communication", "ratio", False,
-              "trace §4"),
-    MetricDef("comm_wait_us", "comm_wait", "communication waiting (mean rank)", "us", True, "trace §5"),
-    MetricDef("critical_path_exposed_comm_ratio", "critical_path_exposed_comm_ratio",
-              "critical-path exposed communication", "ratio", True, "trace §7"),
-    MetricDef("contention_slowdown", "contention_slowdown", "compute slowdown under communication",
-              "ratio", True, "trace §8"),
+    MetricDef(
+        "overlap_ratio", "overlap_ratio", "hidden / all communication", "ratio", False, "trace §4"
+    ),
+    MetricDef(
+        "hidden_of_hideable_ratio",
+        "hidden_of_hideable_ratio",
+        "hidden / hideable communication",
+        "ratio",
+        False,
+        "trace §4",
+    ),
+    MetricDef(
+        "comm_wait_us", "comm_wait", "communication waiting (mean rank)", "us", True, "trace §5"
+    ),
+    MetricDef(
+        "critical_path_exposed_comm_ratio",
+        "critical_path_exposed_comm_ratio",
+        "critical-path exposed communication",
+        "ratio",
+        True,
+        "trace §7",
+    ),
+    MetricDef(
+        "contention_slowdown",
+        "contention_slowdown",
+        "compute slowdown under communication",
+        "ratio",
+        True,
+        "trace §8",
+    ),
 )
 
 _BY_NAME = {n: m for m in METRICS for n in (m.name, m.short)}

@@ -9,26 +9,55 @@ import argparse
 import sys
 from pathlib import Path
 
-FORMATS = {"md": "report.md", "json": "report.json", "junit": "report.junit.xml", "html": "report.html"}
+FORMATS = {
+    "md": "report.md",
+    "json": "report.json",
+    "junit": "report.junit.xml",
+    "html": "report.html",
+}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("candidate", nargs="?", metavar="CANDIDATE",
-                   help="run folder to judge (default: the bundled sample run)")
-    p.add_argument("--baseline", metavar="RUN_DIR",
-                   help="run folder to compare against; without it, a report of the candidate alone")
-    p.add_argument("--format", metavar="LIST",
-                   help=f"comma-separated, of {','.join(FORMATS)} (default: md to stdout; all with --out)")
-    p.add_argument("--out", metavar="DIR", help="write report.md, report.json, report.junit.xml, report.html here")
-    p.add_argument("--overwrite", action="store_true", help="replace report files that already exist in --out")
-    p.add_argument("--fail-on", metavar="SPEC", dest="fail_on",
-                   help="thresholds, e.g. step_time=+3%%,exposed_comm_ratio=+0.02,tokens_per_s=-3%%,"
-                        "peak_memory=+5%% (these are the defaults; METRIC=off drops one), and bounds on "
-                        "the candidate, e.g. peak_memory<=75GiB,tokens_per_s>=50000")
-    p.add_argument("--loss-rtol", metavar="RTOL", dest="loss_rtol",
-                   help="largest relative difference of a step's loss from the baseline's before the "
-                        "candidate fails, when both trained the same model (default: 1e-5 float32, "
-                        "2e-2 bfloat16; off: do not compare)")
+    p.add_argument(
+        "candidate",
+        nargs="?",
+        metavar="CANDIDATE",
+        help="run folder to judge (default: the bundled sample run)",
+    )
+    p.add_argument(
+        "--baseline",
+        metavar="RUN_DIR",
+        help="run folder to compare against; without it, a report of the candidate alone",
+    )
+    p.add_argument(
+        "--format",
+        metavar="LIST",
+        help=f"comma-separated, of {','.join(FORMATS)} (default: md to stdout; all with --out)",
+    )
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        help="write report.md, report.json, report.junit.xml, report.html here",
+    )
+    p.add_argument(
+        "--overwrite", action="store_true", help="replace report files that already exist in --out"
+    )
+    p.add_argument(
+        "--fail-on",
+        metavar="SPEC",
+        dest="fail_on",
+        help="thresholds, e.g. step_time=+3%%,exposed_comm_ratio=+0.02,tokens_per_s=-3%%,"
+        "peak_memory=+5%% (these are the defaults; METRIC=off drops one), and bounds on "
+        "the candidate, e.g. peak_memory<=75GiB,tokens_per_s>=50000",
+    )
+    p.add_argument(
+        "--loss-rtol",
+        metavar="RTOL",
+        dest="loss_rtol",
+        help="largest relative difference of a step's loss from the baseline's before the "
+        "candidate fails, when both trained the same model (default: 1e-5 float32, "
+        "2e-2 bfloat16; off: do not compare)",
+    )
 
 
 def parse_loss_rtol(text: str | None) -> float | None:
@@ -56,8 +85,10 @@ def parse_formats(text: str | None, has_out: bool) -> list[str]:
     formats = [f.strip().lower() for f in text.split(",") if f.strip()]
     unknown = [f for f in formats if f not in FORMATS]
     if unknown or not formats:
-        raise UserError(f"--format: unknown format {', '.join(unknown) or repr(text)}; choose from "
-                        f"{', '.join(FORMATS)}")
+        raise UserError(
+            f"--format: unknown format {', '.join(unknown) or repr(text)}; choose from "
+            f"{', '.join(FORMATS)}"
+        )
     if len(formats) > 1 and not has_out:
         raise UserError("--format with several formats needs --out DIR (stdout takes one)")
     return list(dict.fromkeys(formats))
@@ -73,8 +104,10 @@ def output_paths(out: str, formats: list[str], overwrite: bool) -> dict[str, Pat
     paths = {f: folder / FORMATS[f] for f in formats}
     existing = [str(p) for p in paths.values() if p.exists()]
     if existing and not overwrite:
-        raise UserError(f"{existing[0]} already exists; pass --overwrite to replace the report "
-                        "or choose another --out")
+        raise UserError(
+            f"{existing[0]} already exists; pass --overwrite to replace the report "
+            "or choose another --out"
+        )
     return paths
 
 
@@ -152,9 +185,12 @@ def build(candidate: str | None, baseline: str | None, fail_on, loss_rtol: float
         cal = calibration_path(Path(run.path))
         samples = read_calibration(cal)[0] if cal.exists() else None
         with working(f"tpscope: analyzing {run.path}"):
-            return RunResults(analyze_run(run, reference=reference, calibration=samples),
-                              kernel_times(run, "shape"),  # metrics.md §9: renames compare
-                              by_collective(kernel_times(run, "collective")), kernel_names(run))
+            return RunResults(
+                analyze_run(run, reference=reference, calibration=samples),
+                kernel_times(run, "shape"),  # metrics.md §9: renames compare
+                by_collective(kernel_times(run, "collective")),
+                kernel_names(run),
+            )
 
     def read(path):
         from tpscope.progress import working
@@ -169,6 +205,8 @@ def build(candidate: str | None, baseline: str | None, fail_on, loss_rtol: float
         from tpscope.errors import UserError
 
         cpu, gpu = (base, cand) if base.analysis.cpu_run else (cand, base)
-        raise UserError(f"{cpu.analysis.run_dir} is a CPU run and {gpu.analysis.run_dir} a GPU run: "
-                        "compare runs of one kind")
+        raise UserError(
+            f"{cpu.analysis.run_dir} is a CPU run and {gpu.analysis.run_dir} a GPU run: "
+            "compare runs of one kind"
+        )
     return build_report(cand, fail_on, base, loss_rtol)

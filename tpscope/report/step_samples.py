@@ -33,11 +33,18 @@ class RunSamples:
         return self.values.get(metric, np.zeros(0))
 
 
-def _step_table(analysis: RunAnalysis, names: tuple[str, ...]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+def _step_table(
+    analysis: RunAnalysis, names: tuple[str, ...]
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Columns of the (rank, step) rows: NaN where a field is None."""
     steps = np.array([s.step for s in analysis.steps], dtype=np.int64)
-    cols = {n: np.array([np.nan if getattr(s, n) is None else getattr(s, n) for s in analysis.steps],
-                        dtype=float) for n in names}
+    cols = {
+        n: np.array(
+            [np.nan if getattr(s, n) is None else getattr(s, n) for s in analysis.steps],
+            dtype=float,
+        )
+        for n in names
+    }
     return steps, cols
 
 
@@ -58,8 +65,18 @@ def _by_step(steps: np.ndarray, uniq: np.ndarray, values: np.ndarray, how: str) 
 
 def trace_samples(analysis: RunAnalysis) -> tuple[tuple[int, ...], dict[str, np.ndarray]]:
     """Per-step samples of the trace metrics (metrics.md §4, §5, §7, §8)."""
-    names = ("step_time_us", "exposed_comm_us", "hidden_comm_us", "comm_us", "compute_us", "idle_us", "memory_us",
-             "comm_wait_us", "contention_tax_us", "contention_slowdown")
+    names = (
+        "step_time_us",
+        "exposed_comm_us",
+        "hidden_comm_us",
+        "comm_us",
+        "compute_us",
+        "idle_us",
+        "memory_us",
+        "comm_wait_us",
+        "contention_tax_us",
+        "contention_slowdown",
+    )
     steps, c = _step_table(analysis, names)
     if len(steps) == 0:
         return (), {}
@@ -72,10 +89,13 @@ def trace_samples(analysis: RunAnalysis) -> tuple[tuple[int, ...], dict[str, np.
     with np.errstate(invalid="ignore", divide="ignore"):
         out = {
             "step_time_us": _by_step(steps, uniq, c["step_time_us"], "max"),
-            "exposed_comm_ratio": np.where(sum_step > 0, _by_step(steps, uniq, c["exposed_comm_us"], "sum")
-                                           / sum_step, np.nan),
+            "exposed_comm_ratio": np.where(
+                sum_step > 0, _by_step(steps, uniq, c["exposed_comm_us"], "sum") / sum_step, np.nan
+            ),
             "overlap_ratio": np.where(sum_comm > 0, sum_hidden / sum_comm, np.nan),
-            "hidden_of_hideable_ratio": np.where(sum_hideable > 0, sum_hidden / sum_hideable, np.nan),
+            "hidden_of_hideable_ratio": np.where(
+                sum_hideable > 0, sum_hidden / sum_hideable, np.nan
+            ),
             "contention_slowdown": _by_step(steps, uniq, c["contention_slowdown"], "mean"),
         }
     for n in MEAN_US_FIELDS:
@@ -83,7 +103,10 @@ def trace_samples(analysis: RunAnalysis) -> tuple[tuple[int, ...], dict[str, np.
     out["memory_us"] = _by_step(steps, uniq, c["memory_us"], "mean")
     out["hidden_comm_us"] = _by_step(steps, uniq, c["hidden_comm_us"], "mean")
     out["rank_step_time_us"] = _by_step(steps, uniq, c["step_time_us"], "mean")  # for the breakdown
-    cp = [(getattr(p, "step", None), getattr(p, "exposed_comm_ratio", None)) for p in analysis.critical_path]
+    cp = [
+        (getattr(p, "step", None), getattr(p, "exposed_comm_ratio", None))
+        for p in analysis.critical_path
+    ]
     cp_vals = np.array([v for s, v in cp if s is not None and v is not None], dtype=float)
     if len(cp_vals):
         out["critical_path_exposed_comm_ratio"] = cp_vals

@@ -19,16 +19,24 @@ class Mode(str, Enum):
     CHUNKED = "chunked"  # k collectives of row chunks pipelined with k GEMMs
     RING = "ring"  # send/recv ring: own shard first (AG), peer rows first (RS)
     SYMM_MEM = "symm_mem"  # torch's fused_all_gather_matmul / fused_matmul_reduce_scatter
-    COPY_ENGINE = "copy_engine"  # peer copies on the copy engines, no SM (tpscope.fusion.ops.copy_engine)
+    COPY_ENGINE = (
+        "copy_engine"  # peer copies on the copy engines, no SM (tpscope.fusion.ops.copy_engine)
+    )
     HOST_STAGED = "host_staged"  # staged through shared host memory on the copy engines (tpscope.fusion.ops.host_staged)
-    AUTO = "auto"  # chosen per shape by a timed probe (tpscope.fusion.run.auto); resolved before use
+    AUTO = (
+        "auto"  # chosen per shape by a timed probe (tpscope.fusion.run.auto); resolved before use
+    )
 
 
 FIXED_MODES: tuple[str, ...] = tuple(m.value for m in Mode if m is not Mode.AUTO)
 CUDA_ONLY_MODES: tuple[str, ...] = (Mode.SYMM_MEM.value, Mode.COPY_ENGINE.value)
 """Modes over torch's symmetric memory: CUDA peer access, no CPU path."""
-CHUNKED_MODES: tuple[str, ...] = (Mode.CHUNKED.value, Mode.RING.value, Mode.COPY_ENGINE.value,
-                                   Mode.HOST_STAGED.value)
+CHUNKED_MODES: tuple[str, ...] = (
+    Mode.CHUNKED.value,
+    Mode.RING.value,
+    Mode.COPY_ENGINE.value,
+    Mode.HOST_STAGED.value,
+)
 """Modes whose `chunks` cut the local rows (which must divide by it)."""
 ALL_MODES: tuple[str, ...] = tuple(m.value for m in Mode)
 
@@ -72,7 +80,9 @@ class FusionChoice:
 
     def __post_init__(self) -> None:
         if self.mode not in FIXED_MODES:
-            raise ValueError(f"fusion mode must be one of {', '.join(FIXED_MODES)}, not {self.mode!r}")
+            raise ValueError(
+                f"fusion mode must be one of {', '.join(FIXED_MODES)}, not {self.mode!r}"
+            )
         if self.chunks < 1:
             raise ValueError(f"chunks must be >= 1, not {self.chunks}")
         check_resources(self.sm_margin, self.comm_ctas)
@@ -85,8 +95,14 @@ class FusionChoice:
     def as_record(self) -> dict[str, object]:
         """What a manifest's `fusion_by_layer` records of the choice a layer ran (`bwd_overlap`:
         whether its backward did overlap)."""
-        return {"mode": self.mode, "chunks": self.chunks, "sm_margin": self.sm_margin, "comm_ctas": self.comm_ctas,
-                "bwd_overlap": self.overlaps_backward, "ring_all_gather": self.ring_all_gather}
+        return {
+            "mode": self.mode,
+            "chunks": self.chunks,
+            "sm_margin": self.sm_margin,
+            "comm_ctas": self.comm_ctas,
+            "bwd_overlap": self.overlaps_backward,
+            "ring_all_gather": self.ring_all_gather,
+        }
 
     @property
     def label(self) -> str:
@@ -107,7 +123,11 @@ class FusionChoice:
         return "/".join(parts)
 
 
-_FLAGS = {"rank-order": ("own_first", False), "agx": ("ring_all_gather", True), "no-bwd": ("bwd_overlap", False)}
+_FLAGS = {
+    "rank-order": ("own_first", False),
+    "agx": ("ring_all_gather", True),
+    "no-bwd": ("bwd_overlap", False),
+}
 _NUMBERS = {"k": "chunks", "m": "sm_margin", "c": "comm_ctas"}
 
 
@@ -122,7 +142,9 @@ def parse_label(label: str) -> FusionChoice:
         elif part[:1] in _NUMBERS and part[1:].isdigit():
             name, value = _NUMBERS[part[:1]], int(part[1:])
         else:
-            raise ValueError(f"fusion label {label!r}: {part!r} is not kN, mN, cN, rank-order, agx or no-bwd")
+            raise ValueError(
+                f"fusion label {label!r}: {part!r} is not kN, mN, cN, rank-order, agx or no-bwd"
+            )
         if name in fields:
             raise ValueError(f"fusion label {label!r}: {part!r} given twice")
         fields[name] = value

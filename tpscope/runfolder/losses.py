@@ -22,8 +22,23 @@ test_train.py). bfloat16: about 15x the largest measured over 50 CPU steps (1.4e
 docs/runtime.md, "Training"); benchmarks/gpu_training_check.sh measures it at the reference
 shape on 2 GPUs."""
 
-SAME_RUN_KEYS = ("seed", "model", "device", "dtype", "seq_len", "batch", "steps", "lr", "warmup_steps", "decay_to",
-                 "grad_clip", "weight_decay", "tp", "optimizer", "data")
+SAME_RUN_KEYS = (
+    "seed",
+    "model",
+    "device",
+    "dtype",
+    "seq_len",
+    "batch",
+    "steps",
+    "lr",
+    "warmup_steps",
+    "decay_to",
+    "grad_clip",
+    "weight_decay",
+    "tp",
+    "optimizer",
+    "data",
+)
 """Manifest fields that two runs must share for their losses to be compared step by step."""
 
 
@@ -43,8 +58,12 @@ def loss_trend(losses: list[float]) -> LossTrend | None:
         return None
     w = max(1, len(losses) // 10)
     first, last = sum(losses[:w]) / w, sum(losses[-w:]) / w
-    return LossTrend(window_steps=w, first_mean=first, last_mean=last,
-                     fell=math.isfinite(first) and math.isfinite(last) and last < first)
+    return LossTrend(
+        window_steps=w,
+        first_mean=first,
+        last_mean=last,
+        fell=math.isfinite(first) and math.isfinite(last) and last < first,
+    )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -74,5 +93,11 @@ def loss_agreement(baseline: list[float], candidate: list[float], rtol: float) -
     worst = max(range(n), key=rels.__getitem__) if n else 0
     worst_rel = rels[worst] if n else 0.0
     first = next((i + 1 for i, r in enumerate(rels) if r > rtol), 0)
-    return LossAgreement(steps=n, rtol=rtol, worst_step=worst + 1, worst_rel=worst_rel, first_step=first,
-                         agree=n > 0 and first == 0)
+    return LossAgreement(
+        steps=n,
+        rtol=rtol,
+        worst_step=worst + 1,
+        worst_rel=worst_rel,
+        first_step=first,
+        agree=n > 0 and first == 0,
+    )

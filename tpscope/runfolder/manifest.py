@@ -57,8 +57,10 @@ KINDS: dict[str, tuple[Callable[[object], bool], str]] = {
     "text": (lambda v: isinstance(v, str), "a string"),
     "texts": (_list_of(lambda x: isinstance(x, str)), "a list of strings"),
     "flag": (lambda v: isinstance(v, bool), "true or false"),
-    "text_map": (lambda v: isinstance(v, dict) and all(isinstance(x, (str, int, float)) for x in v.values()),
-                 "an object of strings"),
+    "text_map": (
+        lambda v: isinstance(v, dict) and all(isinstance(x, (str, int, float)) for x in v.values()),
+        "an object of strings",
+    ),
     "object": (lambda v: isinstance(v, dict), "an object"),
 }
 
@@ -95,7 +97,9 @@ class Manifest:
     bwd_overlap: bool | None = _f("flag")
     ring_all_gather: bool | None = _f("flag")
     embed_overlap: bool | None = _f("flag")
-    fusion_by_layer: Mapping[str, Mapping[str, Any]] | None = _f("object")  # layer -> FusionChoice fields
+    fusion_by_layer: Mapping[str, Mapping[str, Any]] | None = _f(
+        "object"
+    )  # layer -> FusionChoice fields
     auto: Mapping[str, Any] | None = _f("object")
     tp: int | None = _f("count")
     world_size: int | None = _f("count")
@@ -142,7 +146,9 @@ class Manifest:
         return self.complete is not False
 
 
-FIELDS: tuple[dataclasses.Field, ...] = tuple(f for f in dataclasses.fields(Manifest) if f.name != "extra")
+FIELDS: tuple[dataclasses.Field, ...] = tuple(
+    f for f in dataclasses.fields(Manifest) if f.name != "extra"
+)
 FIELD_NAMES: frozenset[str] = frozenset(f.name for f in FIELDS)
 
 
@@ -160,8 +166,10 @@ def manifest_from_dict(raw: object, where: str) -> Manifest:
             raise ManifestError(f"{where}: field {f.name} must be {what}, not {shown}")
     version = raw.get("schema_version")
     if version is not None and version > SCHEMA_VERSION:
-        raise ManifestError(f"{where}: schema_version {version} is newer than this tpscope reads "
-                            f"({SCHEMA_VERSION}); upgrade tpscope")
+        raise ManifestError(
+            f"{where}: schema_version {version} is newer than this tpscope reads "
+            f"({SCHEMA_VERSION}); upgrade tpscope"
+        )
     known = {k: v for k, v in raw.items() if k in FIELD_NAMES}
     extra = {k: v for k, v in raw.items() if k not in FIELD_NAMES}
     return Manifest(**known, extra=extra)
@@ -192,8 +200,16 @@ def write_manifest(out_dir: str | Path, manifest: Manifest) -> Path:
     return path
 
 
-def incomplete(manifest: Manifest | None, reason: str, version: str, command: list[str] | None) -> Manifest:
+def incomplete(
+    manifest: Manifest | None, reason: str, version: str, command: list[str] | None
+) -> Manifest:
     """`manifest` (or an empty one) marked as a run that did not finish, and why."""
     base = manifest or Manifest()
-    return dataclasses.replace(base, schema_version=SCHEMA_VERSION, tpscope_version=version, complete=False,
-                               stopped=reason, command=base.command if base.command is not None else command)
+    return dataclasses.replace(
+        base,
+        schema_version=SCHEMA_VERSION,
+        tpscope_version=version,
+        complete=False,
+        stopped=reason,
+        command=base.command if base.command is not None else command,
+    )

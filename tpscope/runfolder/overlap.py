@@ -14,7 +14,9 @@ def flux_overlap_efficiency(t_fused: float, t_unfused: float, t_compute: float) 
     return 1.0 - (t_fused - t_compute) / den if den > 0 else None
 
 
-def attained_saving(t_fused: float, t_unfused: float, t_compute: float, t_comm: float) -> float | None:
+def attained_saving(
+    t_fused: float, t_unfused: float, t_compute: float, t_comm: float
+) -> float | None:
     """(T_unfused - T_fused) / (T_unfused - max(T_compute, T_comm)): the share of the saving the
     physical limit allows; None when that limit allows none (metrics.md §9)."""
     den = t_unfused - max(t_compute, t_comm)

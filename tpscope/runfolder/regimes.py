@@ -81,7 +81,13 @@ def infer_regime(environ: Mapping[str, str]) -> str:
     return "nvlink"
 
 
-RECORDED_PREFIXES = ("NCCL_", "NVSHMEM_", "TORCH_SYMM_MEM", "TORCH_NCCL", "CUDA_DEVICE_MAX_CONNECTIONS")
+RECORDED_PREFIXES = (
+    "NCCL_",
+    "NVSHMEM_",
+    "TORCH_SYMM_MEM",
+    "TORCH_NCCL",
+    "CUDA_DEVICE_MAX_CONNECTIONS",
+)
 """The variables a manifest's `nccl_env` records (the report compares them between runs)."""
 
 

@@ -28,8 +28,14 @@ from tpscope.trace.tables import (
     StreamWaits,
 )
 
-_DROPPED_WHAT = {"gpu": "GPU activities", "launch": "launch calls", "cpu_op": "CPU ops", "cpu_range": "CPU annotations",
-                 "gpu_range": "GPU annotations", "sync": "cuda_sync events"}
+_DROPPED_WHAT = {
+    "gpu": "GPU activities",
+    "launch": "launch calls",
+    "cpu_op": "CPU ops",
+    "cpu_range": "CPU annotations",
+    "gpu_range": "GPU annotations",
+    "sync": "cuda_sync events",
+}
 
 
 class _Lanes:
@@ -52,7 +58,10 @@ class _Lanes:
     def find(self, device: np.ndarray, stream: np.ndarray) -> np.ndarray:
         """Existing lane ids (never new ones); -1 where the pair is no lane or stream is -1."""
         return np.array(
-            [self.ids.get((int(d), int(s)), MISSING) if s != MISSING else MISSING for d, s in zip(device, stream)],
+            [
+                self.ids.get((int(d), int(s)), MISSING) if s != MISSING else MISSING
+                for d, s in zip(device, stream)
+            ],
             dtype=np.int32,
         )
 
@@ -63,7 +72,9 @@ class _Lanes:
         return out
 
 
-def assemble(path: Path, trace: TraceFile, raw: RawColumns, rank: int, warnings: tuple[str, ...] = ()) -> RankTrace:
+def assemble(
+    path: Path, trace: TraceFile, raw: RawColumns, rank: int, warnings: tuple[str, ...] = ()
+) -> RankTrace:
     """The `RankTrace` of one file from its raw columns and its header."""
     symbols = SymbolTable.from_symbols(raw.symbols)
     lanes = _Lanes()
@@ -79,16 +90,22 @@ def assemble(path: Path, trace: TraceFile, raw: RawColumns, rank: int, warnings:
         gpu = _transfer_copies(gpu, annotations, symbols.symbols)
     waits = _waits(raw, lanes)
     launch_step = launch_steps(gpu.launch_start_ns, annotations, symbols.symbols)
-    steps, step_of_activity = step_windows(gpu.start_ns, gpu.end_ns, launch_step, annotations, symbols.symbols)
+    steps, step_of_activity = step_windows(
+        gpu.start_ns, gpu.end_ns, launch_step, annotations, symbols.symbols
+    )
     gpu = dataclasses.replace(gpu, step=step_of_activity)
     info = _info(trace, raw)
     notes = list(warnings)
     for group, count in raw.dropped.items():
         what = _DROPPED_WHAT.get(group, group)
-        notes.append(f"{path}: {count} {what} without a usable ts/dur (missing, NaN or negative) were dropped")
+        notes.append(
+            f"{path}: {count} {what} without a usable ts/dur (missing, NaN or negative) were dropped"
+        )
     if overlong:
-        notes.append(f"{path}: {overlong} GPU activities lasting longer than the whole trace (a wrapped-around "
-                     "duration) were dropped (metrics.md §1)")
+        notes.append(
+            f"{path}: {overlong} GPU activities lasting longer than the whole trace (a wrapped-around "
+            "duration) were dropped (metrics.md §1)"
+        )
     return RankTrace(
         rank=rank,
         path=path,
@@ -119,7 +136,9 @@ def _only_group_size(di) -> int | None:
     return di.world_size if not isinstance(groups, list) or len(groups) <= 1 else None
 
 
-def _cpu_table(raw: RawColumns, symbols: SymbolTable, lanes: _Lanes, group_size: int | None) -> GpuActivities:
+def _cpu_table(
+    raw: RawColumns, symbols: SymbolTable, lanes: _Lanes, group_size: int | None
+) -> GpuActivities:
     """The activity table of a CPU run (trace.cpu_activities): each activity is issued at its own
     start, on its own thread, with no launch call to wait for (metrics.md §1, §7)."""
     c = cpu_activities(raw, symbols, group_size)
@@ -140,7 +159,9 @@ def _cpu_table(raw: RawColumns, symbols: SymbolTable, lanes: _Lanes, group_size:
         external_id=c.external_id,
         signature_id=_cpu_signatures(symbols, c.name_id, c.dims_id),
         grid=np.full((n, 3), MISSING, np.int64),
-        op_name_id=np.where(c.coll_name_id >= 0, MISSING, c.name_id).astype(np.int32),  # a CPU op is its own op
+        op_name_id=np.where(c.coll_name_id >= 0, MISSING, c.name_id).astype(
+            np.int32
+        ),  # a CPU op is its own op
         dims_id=c.dims_id.astype(np.int32),
         types_id=np.full(n, MISSING, np.int32),
         strides_id=np.full(n, MISSING, np.int32),
@@ -188,7 +209,8 @@ def _gpu_table(raw: RawColumns, symbols: SymbolTable, lanes: _Lanes) -> GpuActiv
     # Collective metadata: the kernel's own args (newer torch), else its launching CPU op's.
     use_own = g["coll_name_id"] != MISSING
     coll = {
-        f: np.where(use_own, g[f], lookup(ops["external_id"], ops[f], ext)) for f in COLLECTIVE_COLUMNS
+        f: np.where(use_own, g[f], lookup(ops["external_id"], ops[f], ext))
+        for f in COLLECTIVE_COLUMNS
     }
     cls = classify(g["name_id"], g["kind"], symbols.symbols)
     # Only communication kernels carry collective metadata (a GEMM launched inside a
@@ -217,7 +239,10 @@ def _gpu_table(raw: RawColumns, symbols: SymbolTable, lanes: _Lanes) -> GpuActiv
         dims_id=dims.astype(np.int32),
         types_id=lookup(ops["external_id"], ops["types_id"], ext).astype(np.int32),
         strides_id=lookup(ops["external_id"], ops["strides_id"], ext).astype(np.int32),
-        **{f: coll[f].astype(np.int32 if f.endswith("_id") else np.int64) for f in COLLECTIVE_COLUMNS},
+        **{
+            f: coll[f].astype(np.int32 if f.endswith("_id") else np.int64)
+            for f in COLLECTIVE_COLUMNS
+        },
         p2p_id=p2p_id,
     )
     return table.take(np.argsort(table.start_ns, kind="stable"))
@@ -227,7 +252,11 @@ def _transfer_copies(gpu: GpuActivities, ranges: Ranges, symbols: list[str]) -> 
     """metrics.md §2 "Copies that carry a transfer": a memcpy launched inside a CPU range of
     TRANSFER_RANGES, on the range's thread, is communication. One containment search per thread
     that holds such ranges (ranges of one thread do not overlap at one nesting level)."""
-    copies = (gpu.kind == ActivityKind.MEMCPY) & (gpu.cls == ActivityClass.MEMORY) & (gpu.launch_start_ns != MISSING)
+    copies = (
+        (gpu.kind == ActivityKind.MEMCPY)
+        & (gpu.cls == ActivityClass.MEMORY)
+        & (gpu.launch_start_ns != MISSING)
+    )
     if not copies.any() or len(ranges) == 0:
         return gpu
     transfer = ~ranges.on_gpu & is_transfer_range(ranges.name_id, symbols)
@@ -238,13 +267,22 @@ def _transfer_copies(gpu: GpuActivities, ranges: Ranges, symbols: list[str]) -> 
     for tid in np.unique(ranges.tid[transfer]).tolist():
         mine = rows[gpu.launch_tid[rows] == tid]
         held = transfer & (ranges.tid == tid)
-        idx = containing(ranges.start_ns[held], ranges.end_ns[held], gpu.launch_start_ns[mine], closed=True)
+        idx = containing(
+            ranges.start_ns[held], ranges.end_ns[held], gpu.launch_start_ns[mine], closed=True
+        )
         cls[mine[idx >= 0]] = ActivityClass.COMM
     return dataclasses.replace(gpu, cls=cls)
 
 
-def _p2p_join(symbols: SymbolTable, name_id: np.ndarray, comm: np.ndarray, launch_tid: np.ndarray,
-              launch_start: np.ndarray, coll: dict[str, np.ndarray], ops: dict[str, np.ndarray]) -> np.ndarray:
+def _p2p_join(
+    symbols: SymbolTable,
+    name_id: np.ndarray,
+    comm: np.ndarray,
+    launch_tid: np.ndarray,
+    launch_start: np.ndarray,
+    coll: dict[str, np.ndarray],
+    ops: dict[str, np.ndarray],
+) -> np.ndarray:
     """metrics.md §5 "Point-to-point": the `send`/`recv` CPU ops each point-to-point kernel carries.
 
     A send/recv op belongs to the first p2p kernel (`SendRecv` in its name, or described as a send
@@ -262,7 +300,9 @@ def _p2p_join(symbols: SymbolTable, name_id: np.ndarray, comm: np.ndarray, launc
         return out
     named = np.isin(coll["coll_name_id"], list(is_p2p_name))
     uniq, inverse = np.unique(name_id, return_inverse=True)
-    sendrecv = np.array(["sendrecv" in sym[u].lower() for u in uniq.tolist()], bool)[inverse.ravel()]
+    sendrecv = np.array(["sendrecv" in sym[u].lower() for u in uniq.tolist()], bool)[
+        inverse.ravel()
+    ]
     kern = np.flatnonzero(comm & (sendrecv | named) & (launch_start != MISSING))
     owner = np.full(len(op_rows), -1, np.int64)
     for tid in np.unique(ops["tid"][op_rows]).tolist():  # one pass per CPU thread
@@ -296,7 +336,9 @@ def _p2p_join(symbols: SymbolTable, name_id: np.ndarray, comm: np.ndarray, launc
                 coll[f][k] = ops[f][row]
     for k, toks in tokens.items():
         kinds = {t[0] for t in toks}
-        coll["coll_name_id"][k] = symbols.id("send" if kinds == {"s"} else "recv" if kinds == {"r"} else "send_recv")
+        coll["coll_name_id"][k] = symbols.id(
+            "send" if kinds == {"s"} else "recv" if kinds == {"r"} else "send_recv"
+        )
         coll["in_nelems"][k] = sent.get(k, 0)
         out[k] = symbols.id(" ".join(sorted(set(toks))))
     return out
@@ -321,7 +363,9 @@ def _cpu_signatures(symbols: SymbolTable, name_id, dims_id) -> np.ndarray:
     """CPU ops' signature ids (metrics.md §8): "name|dims=input dims", once per distinct pair."""
     if len(name_id) == 0:
         return np.zeros(0, np.int32)
-    uniq, inverse = np.unique(np.column_stack([name_id, dims_id]).astype(np.int64), axis=0, return_inverse=True)
+    uniq, inverse = np.unique(
+        np.column_stack([name_id, dims_id]).astype(np.int64), axis=0, return_inverse=True
+    )
     sym = symbols.symbols
     strings = [f"{sym[a]}|dims={sym[b] if b >= 0 else ''}" for a, b in uniq.tolist()]
     return symbols.ids(strings)[inverse.ravel()]
@@ -332,8 +376,14 @@ def _calls(cols: dict[str, np.ndarray]) -> CpuCalls:
     order = np.argsort(cols["start_ns"], kind="stable")
     n = len(order)
     corr = cols.get("correlation", np.full(n, MISSING, np.int64))
-    return CpuCalls(start_ns=cols["start_ns"][order], end_ns=cols["end_ns"][order], name_id=cols["name_id"][order],
-                    tid=cols["tid"][order], external_id=cols["external_id"][order], correlation=corr[order])
+    return CpuCalls(
+        start_ns=cols["start_ns"][order],
+        end_ns=cols["end_ns"][order],
+        name_id=cols["name_id"][order],
+        tid=cols["tid"][order],
+        external_id=cols["external_id"][order],
+        correlation=corr[order],
+    )
 
 
 def _ranges(raw: RawColumns, lanes: _Lanes) -> Ranges:
@@ -342,8 +392,15 @@ def _ranges(raw: RawColumns, lanes: _Lanes) -> Ranges:
         start_ns=np.concatenate([cpu["start_ns"], gpu["start_ns"]]),
         end_ns=np.concatenate([cpu["end_ns"], gpu["end_ns"]]),
         name_id=np.concatenate([cpu["name_id"], gpu["name_id"]]),
-        on_gpu=np.concatenate([np.zeros(len(cpu["name_id"]), bool), np.ones(len(gpu["name_id"]), bool)]),
-        lane=np.concatenate([np.full(len(cpu["name_id"]), MISSING, np.int32), lanes.add(gpu["device"], gpu["stream"])]),
+        on_gpu=np.concatenate(
+            [np.zeros(len(cpu["name_id"]), bool), np.ones(len(gpu["name_id"]), bool)]
+        ),
+        lane=np.concatenate(
+            [
+                np.full(len(cpu["name_id"]), MISSING, np.int32),
+                lanes.add(gpu["device"], gpu["stream"]),
+            ]
+        ),
         tid=np.concatenate([cpu["tid"], np.full(len(gpu["name_id"]), MISSING, np.int64)]),
     )
 
@@ -354,7 +411,9 @@ def _waits(raw: RawColumns, lanes: _Lanes) -> StreamWaits:
     so their `lane` is -1. Lanes are looked up, never added: a stream without GPU activity is no lane.
     `wait_on_event_corr` is the correlation id of the `cudaEventRecord` call on `wait_on_lane`."""
     s = raw.groups["sync"]
-    names = np.array(raw.symbols + [""], dtype=object)[np.where(s["name_id"] >= 0, s["name_id"], len(raw.symbols))]
+    names = np.array(raw.symbols + [""], dtype=object)[
+        np.where(s["name_id"] >= 0, s["name_id"], len(raw.symbols))
+    ]
     is_stream_wait = names == "Stream Wait Event"
     lane = np.where(is_stream_wait, lanes.find(s["device"], s["stream"]), MISSING).astype(np.int32)
     return StreamWaits(
@@ -376,12 +435,16 @@ def _process_groups(raw: msgspec.Raw) -> dict[str, tuple[str, tuple[int, ...]]]:
         config = msgspec.json.decode(raw)
     except msgspec.DecodeError:
         return {}
-    items = config.values() if isinstance(config, dict) else config if isinstance(config, list) else []
+    items = (
+        config.values() if isinstance(config, dict) else config if isinstance(config, list) else []
+    )
     out = {}
     for pg in items:
         listed = pg.get("ranks") if isinstance(pg, dict) else None
         if isinstance(listed, str):  # '[0, 1]' in some torch versions
-            listed = [int(x) for x in listed.strip("[] ").split(",") if x.strip().lstrip("-").isdigit()]
+            listed = [
+                int(x) for x in listed.strip("[] ").split(",") if x.strip().lstrip("-").isdigit()
+            ]
         if isinstance(pg, dict) and "pg_name" in pg and isinstance(listed, list):
             ranks = tuple(r for r in listed if isinstance(r, int))
             out[str(pg["pg_name"])] = (str(pg.get("pg_desc", "")), ranks)
@@ -392,7 +455,9 @@ def _info(trace: TraceFile, raw: RawColumns) -> dict:
     info: dict = {}
     di = trace.distributedInfo
     if di is not None:
-        info.update({k: v for k, v in (("backend", di.backend), ("nccl_version", di.nccl_version)) if v})
+        info.update(
+            {k: v for k, v in (("backend", di.backend), ("nccl_version", di.nccl_version)) if v}
+        )
     groups = _process_groups(di.pg_config) if di is not None else {}
     if groups:
         info["process_groups"] = groups

@@ -61,8 +61,13 @@ _K = (ActivityKind.KERNEL,)
 
 def _nccl(substring: str, collective: str) -> Rule:
     """An NCCL / RCCL kernel (`ncclDevKernel_*`, `ncclKernel_*`) whose name holds `substring`."""
-    return Rule(ActivityClass.COMM, _K, substrings=(f"nccldevkernel_{substring}", f"ncclkernel_{substring}"),
-                library="NCCL/RCCL", collective=collective)
+    return Rule(
+        ActivityClass.COMM,
+        _K,
+        substrings=(f"nccldevkernel_{substring}", f"ncclkernel_{substring}"),
+        library="NCCL/RCCL",
+        collective=collective,
+    )
 
 
 # metrics.md §2: the communication kernels, first match wins. Names are lower-case.
@@ -75,23 +80,67 @@ COMM_KERNELS: tuple[Rule, ...] = (
     _nccl("broadcast", "broadcast"),
     _nccl("reduce", "reduce"),
     Rule(ActivityClass.COMM, _K, prefixes=("nccl", "rccl"), library="NCCL/RCCL"),
-    Rule(ActivityClass.COMM, _K, substrings=("multimem_all_reduce", "one_shot_all_reduce", "two_shot_all_reduce"),
-         library="torch symmetric memory", collective="all_reduce"),
-    Rule(ActivityClass.COMM, _K, substrings=("multimem_all_gather",), library="torch symmetric memory",
-         collective="all_gather"),
-    Rule(ActivityClass.COMM, _K, substrings=("multimem_reduce_scatter", "two_shot_reduce_scatter"),
-         library="torch symmetric memory",
-         collective="reduce_scatter"),
-    Rule(ActivityClass.COMM, _K, substrings=("symmetric_memory", "multimem"), library="torch symmetric memory"),
-    Rule(ActivityClass.COMM, _K, substrings=("deep_ep::", "internode::", "intranode::", "internode_ll::"),
-         library="DeepEP", collective="all_to_all"),
+    Rule(
+        ActivityClass.COMM,
+        _K,
+        substrings=("multimem_all_reduce", "one_shot_all_reduce", "two_shot_all_reduce"),
+        library="torch symmetric memory",
+        collective="all_reduce",
+    ),
+    Rule(
+        ActivityClass.COMM,
+        _K,
+        substrings=("multimem_all_gather",),
+        library="torch symmetric memory",
+        collective="all_gather",
+    ),
+    Rule(
+        ActivityClass.COMM,
+        _K,
+        substrings=("multimem_reduce_scatter", "two_shot_reduce_scatter"),
+        library="torch symmetric memory",
+        collective="reduce_scatter",
+    ),
+    Rule(
+        ActivityClass.COMM,
+        _K,
+        substrings=("symmetric_memory", "multimem"),
+        library="torch symmetric memory",
+    ),
+    Rule(
+        ActivityClass.COMM,
+        _K,
+        substrings=("deep_ep::", "internode::", "intranode::", "internode_ll::"),
+        library="DeepEP",
+        collective="all_to_all",
+    ),
     Rule(ActivityClass.COMM, _K, substrings=("nvshmem",), library="NVSHMEM"),
-    Rule(ActivityClass.COMM, _K, substrings=("alltoall", "all_to_all"), library="all-to-all",
-         collective="all_to_all"),
-    Rule(ActivityClass.COMM, _K, substrings=("cross_device_reduce",), library="custom all-reduce",
-         collective="all_reduce"),
-    Rule(ActivityClass.COMM, _K, substrings=("userbuffers",), library="Transformer Engine userbuffers"),
-    Rule(ActivityClass.COMM, (ActivityKind.MEMCPY,), substrings=("ptop",), library="copy-engine peer copy"),
+    Rule(
+        ActivityClass.COMM,
+        _K,
+        substrings=("alltoall", "all_to_all"),
+        library="all-to-all",
+        collective="all_to_all",
+    ),
+    Rule(
+        ActivityClass.COMM,
+        _K,
+        substrings=("cross_device_reduce",),
+        library="custom all-reduce",
+        collective="all_reduce",
+    ),
+    Rule(
+        ActivityClass.COMM,
+        _K,
+        substrings=("userbuffers",),
+        library="Transformer Engine userbuffers",
+    ),
+    Rule(
+        ActivityClass.COMM,
+        (ActivityKind.MEMCPY,),
+        substrings=("ptop",),
+        library="copy-engine peer copy",
+    ),
 )
 
 # metrics.md §2 "Copies that carry a transfer": CPU ranges inside which a runtime moves a transfer
@@ -137,7 +186,21 @@ def comm_rule(name: str, kind: ActivityKind = ActivityKind.KERNEL) -> Rule | Non
 # the lower-case name; communication kernels (COMM_KERNELS) are "communication" before these.
 KERNEL_FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("attention", ("flash", "attn", "fmha", "attention", "sdpa")),
-    ("GEMM", ("gemm", "cijk_", "nvjet", "xmma", "cutlass", "cublas", "matmul", "s16816", "wgmma", "hipblaslt")),
+    (
+        "GEMM",
+        (
+            "gemm",
+            "cijk_",
+            "nvjet",
+            "xmma",
+            "cutlass",
+            "cublas",
+            "matmul",
+            "s16816",
+            "wgmma",
+            "hipblaslt",
+        ),
+    ),
     ("normalization/reduction", ("norm", "softmax", "reduce_kernel", "reduction")),
     ("copy/index", ("copy", "cat", "index", "gather", "scatter", "fill")),
     ("elementwise", ("elementwise", "functor", "unroll")),
@@ -151,7 +214,9 @@ def kernel_family(name: str, kind: ActivityKind = ActivityKind.KERNEL) -> str:
     if kind != ActivityKind.KERNEL:
         return "memory"
     lower = name.lower()
-    return next((family for family, subs in KERNEL_FAMILIES if any(s in lower for s in subs)), "other")
+    return next(
+        (family for family, subs in KERNEL_FAMILIES if any(s in lower for s in subs)), "other"
+    )
 
 
 # metrics.md §5: communication kernels that only synchronize ranks (they spin until the peers
@@ -167,7 +232,9 @@ def is_sync(name_ids: np.ndarray, symbols: tuple[str, ...] | list[str]) -> np.nd
     """Whether each activity's name is a rank-synchronization kernel (SYNC_SUBSTRINGS); each
     distinct name is looked at once."""
     return _per_distinct(
-        name_ids, lambda u: u >= 0 and any(sub in symbols[u].lower() for sub in SYNC_SUBSTRINGS), bool
+        name_ids,
+        lambda u: u >= 0 and any(sub in symbols[u].lower() for sub in SYNC_SUBSTRINGS),
+        bool,
     )
 
 
@@ -184,7 +251,11 @@ def classify(name_ids: np.ndarray, kinds: np.ndarray, symbols: list[str]) -> np.
     """Class per activity: each distinct (name, kind) pair is classified once, then broadcast."""
     pair = name_ids.astype(np.int64) * len(ActivityKind) + kinds
     return _per_distinct(
-        pair, lambda p: classify_name(symbols[p // len(ActivityKind)], ActivityKind(p % len(ActivityKind))), np.int8
+        pair,
+        lambda p: classify_name(
+            symbols[p // len(ActivityKind)], ActivityKind(p % len(ActivityKind))
+        ),
+        np.int8,
     )
 
 

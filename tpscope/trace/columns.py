@@ -38,7 +38,10 @@ def float_column(values: list) -> np.ndarray:
         return np.array(values, dtype=np.float64)
     except (TypeError, ValueError):
         return np.fromiter(
-            (float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else np.nan for v in values),
+            (
+                float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else np.nan
+                for v in values
+            ),
             dtype=np.float64,
             count=len(values),
         )
@@ -69,10 +72,17 @@ class SymbolTable:
         before = len(table)
         try:
             # dict.setdefault keeps first-seen order, so a new name's id is the table's size then
-            out = np.fromiter((table.setdefault(n, len(table)) for n in names), dtype=np.int32, count=len(names))
+            out = np.fromiter(
+                (table.setdefault(n, len(table)) for n in names), dtype=np.int32, count=len(names)
+            )
         except TypeError:  # unhashable or None names: fall back to strings
             out = np.fromiter(
-                (table.setdefault(n if isinstance(n, str) else ("" if n is None else str(n)), len(table)) for n in names),
+                (
+                    table.setdefault(
+                        n if isinstance(n, str) else ("" if n is None else str(n)), len(table)
+                    )
+                    for n in names
+                ),
                 dtype=np.int32,
                 count=len(names),
             )
@@ -97,7 +107,9 @@ class SymbolTable:
         return int(self.ids([name])[0])
 
 
-def lookup(keys: np.ndarray, values: np.ndarray, queries: np.ndarray, missing=MISSING) -> np.ndarray:
+def lookup(
+    keys: np.ndarray, values: np.ndarray, queries: np.ndarray, missing=MISSING
+) -> np.ndarray:
     """values[k] for each query equal to keys[k] (keys need not be sorted), else `missing`.
 
     With duplicate keys, the last one in `keys` order wins.
@@ -114,7 +126,9 @@ def lookup(keys: np.ndarray, values: np.ndarray, queries: np.ndarray, missing=MI
     return out
 
 
-def containing(lo: np.ndarray, hi: np.ndarray, t: np.ndarray, *, closed: bool = False) -> np.ndarray:
+def containing(
+    lo: np.ndarray, hi: np.ndarray, t: np.ndarray, *, closed: bool = False
+) -> np.ndarray:
     """Per time in `t`: the index of the interval [lo[i], hi[i]) that holds it (with `closed`,
     [lo[i], hi[i]]), -1 when none.
 

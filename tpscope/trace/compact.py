@@ -81,7 +81,9 @@ def _outermost(ops: CpuCalls, runtime: CpuCalls) -> np.ndarray:
     being by start, the longer first on a tie, CPU ops before runtime calls (the dashboard's)."""
     n = len(ops)
     start = np.concatenate([ops.start_ns, runtime.start_ns])
-    end = np.concatenate([np.maximum(ops.end_ns, ops.start_ns), np.maximum(runtime.end_ns, runtime.start_ns)])
+    end = np.concatenate(
+        [np.maximum(ops.end_ns, ops.start_ns), np.maximum(runtime.end_ns, runtime.start_ns)]
+    )
     tid = np.concatenate([ops.tid, runtime.tid])
     order = np.lexsort((-end, start, tid))
     tid_o, end_o = tid[order], end[order]

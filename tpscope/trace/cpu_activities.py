@@ -18,11 +18,17 @@ from tpscope.trace.extract import RawColumns
 
 # metrics.md §1: what a CPU-side event is, by the start of its name; first match wins.
 COMM_RANGE_PREFIXES = ("gloo:",)  # CPU ranges that are one collective (gloo's worker threads)
-NOT_COMPUTE_PREFIXES = ("c10d::", "record_param_comms", "ProfilerStep#")  # issue or wait for a collective
+NOT_COMPUTE_PREFIXES = (
+    "c10d::",
+    "record_param_comms",
+    "ProfilerStep#",
+)  # issue or wait for a collective
 # per collective kind (the name after "gloo:"): output elements per input element, as a function
 # of the group size
 OUT_PER_IN = {"all_gather": lambda n: n, "reduce_scatter": lambda n: 1 / n}
-PG_NAME = "gloo"  # the process group a CPU run's collectives are matched in (by order, metrics.md §5)
+PG_NAME = (
+    "gloo"  # the process group a CPU run's collectives are matched in (by order, metrics.md §5)
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +64,9 @@ def _starts_with(name_ids: np.ndarray, symbols: list[str], prefixes: tuple[str, 
     if len(name_ids) == 0:
         return np.zeros(0, bool)
     uniq, inverse = np.unique(name_ids, return_inverse=True)
-    hit = np.fromiter((u >= 0 and symbols[u].startswith(prefixes) for u in uniq.tolist()), bool, len(uniq))
+    hit = np.fromiter(
+        (u >= 0 and symbols[u].startswith(prefixes) for u in uniq.tolist()), bool, len(uniq)
+    )
     return hit[inverse.ravel()]
 
 
@@ -80,7 +88,9 @@ def _innermost(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> np.ndarra
     return out
 
 
-def _inside(start: np.ndarray, tid: np.ndarray, r_start: np.ndarray, r_end: np.ndarray, r_tid: np.ndarray) -> np.ndarray:
+def _inside(
+    start: np.ndarray, tid: np.ndarray, r_start: np.ndarray, r_end: np.ndarray, r_tid: np.ndarray
+) -> np.ndarray:
     """Per op: whether it starts inside one of the ranges of its own thread (one pass per thread)."""
     out = np.zeros(len(start), bool)
     for t in np.unique(r_tid).tolist():
@@ -128,7 +138,11 @@ def cpu_activities(raw: RawColumns, symbols: SymbolTable, group_size: int | None
     size = group_size if group_size else MISSING
     kinds = [sym[i][sym[i].find(":") + 1 :] for i in c_name.tolist()]
     n_out = [
-        MISSING if x is None else int(round(x * OUT_PER_IN[k](size))) if k in OUT_PER_IN and size > 0 else x
+        MISSING
+        if x is None
+        else int(round(x * OUT_PER_IN[k](size)))
+        if k in OUT_PER_IN and size > 0
+        else x
         for x, k in zip(n_in.tolist(), kinds)
     ]
     missing_i32 = np.full(n_compute, MISSING, np.int32)
@@ -137,18 +151,33 @@ def cpu_activities(raw: RawColumns, symbols: SymbolTable, group_size: int | None
         "start_ns": np.concatenate([c_start, ops["start_ns"][compute]]),
         "end_ns": np.concatenate([c_end, ops["end_ns"][compute]]),
         "name_id": np.concatenate([c_name, ops["name_id"][compute]]).astype(np.int32),
-        "cls": np.concatenate([np.full(n_comm, ActivityClass.COMM, np.int8),
-                               np.full(n_compute, ActivityClass.COMPUTE, np.int8)]),
+        "cls": np.concatenate(
+            [
+                np.full(n_comm, ActivityClass.COMM, np.int8),
+                np.full(n_compute, ActivityClass.COMPUTE, np.int8),
+            ]
+        ),
         "tid": np.concatenate([c_tid, ops["tid"][compute]]),
-        "external_id": np.concatenate([np.full(n_comm, MISSING, np.int64), ops["external_id"][compute]]),
-        "dims_id": np.concatenate([ranges["dims_id"][comm], ops["dims_id"][compute]]).astype(np.int32),
+        "external_id": np.concatenate(
+            [np.full(n_comm, MISSING, np.int64), ops["external_id"][compute]]
+        ),
+        "dims_id": np.concatenate([ranges["dims_id"][comm], ops["dims_id"][compute]]).astype(
+            np.int32
+        ),
         "coll_name_id": np.concatenate([c_name, missing_i32]).astype(np.int32),
         "pg_name_id": np.concatenate([np.full(n_comm, symbols.id(PG_NAME), np.int32), missing_i32]),
-        "in_nelems": np.concatenate([np.array([MISSING if x is None else x for x in n_in.tolist()], np.int64),
-                                     missing_i64]),
+        "in_nelems": np.concatenate(
+            [np.array([MISSING if x is None else x for x in n_in.tolist()], np.int64), missing_i64]
+        ),
         "out_nelems": np.concatenate([np.array(n_out, np.int64), missing_i64]),
-        "dtype_id": np.concatenate([np.array([MISSING if t is None else symbols.id(t) for t in dtype.tolist()],
-                                             np.int32), missing_i32]),
+        "dtype_id": np.concatenate(
+            [
+                np.array(
+                    [MISSING if t is None else symbols.id(t) for t in dtype.tolist()], np.int32
+                ),
+                missing_i32,
+            ]
+        ),
         "group_size": np.concatenate([np.full(n_comm, size, np.int64), missing_i64]),
     }
     order = np.argsort(cols["start_ns"], kind="stable")

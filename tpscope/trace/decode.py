@@ -62,7 +62,9 @@ def gunzip(path: object, raw: bytes) -> bytes:
         raise TraceError(path, f"broken gzip data (truncated or corrupt: {exc})") from None
 
 
-MAX_BASE_TIME_NS = 2**62  # year 2116 in ns since the epoch; past it, times leave int64 (metrics.md §1)
+MAX_BASE_TIME_NS = (
+    2**62
+)  # year 2116 in ns since the epoch; past it, times leave int64 (metrics.md §1)
 
 
 def base_time_ns(path: Path, trace: TraceFile) -> int:
@@ -70,8 +72,14 @@ def base_time_ns(path: Path, trace: TraceFile) -> int:
     base = trace.baseTimeNanoseconds
     if base is None:
         return 0
-    if not isinstance(base, int) or isinstance(base, bool) or not -MAX_BASE_TIME_NS <= base <= MAX_BASE_TIME_NS:
-        raise TraceError(path, f"baseTimeNanoseconds {str(base)[:30]} is out of range (|value| <= 2^62 ns)")
+    if (
+        not isinstance(base, int)
+        or isinstance(base, bool)
+        or not -MAX_BASE_TIME_NS <= base <= MAX_BASE_TIME_NS
+    ):
+        raise TraceError(
+            path, f"baseTimeNanoseconds {str(base)[:30]} is out of range (|value| <= 2^62 ns)"
+        )
     return base
 
 

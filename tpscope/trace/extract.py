@@ -34,12 +34,37 @@ GROUP_OF_CATEGORY: dict[str, str] = {
     "cpu_op": "cpu_op",
     "cuda_sync": "sync",
 }
-KIND_OF_CATEGORY = {**GPU_CATEGORIES, "memcpy": GPU_CATEGORIES["gpu_memcpy"], "memset": GPU_CATEGORIES["gpu_memset"]}
+KIND_OF_CATEGORY = {
+    **GPU_CATEGORIES,
+    "memcpy": GPU_CATEGORIES["gpu_memcpy"],
+    "memset": GPU_CATEGORIES["gpu_memset"],
+}
 # columns that hold ids into RawColumns.symbols (remapped by `merge`)
-SYMBOL_COLUMNS = frozenset({"name_id", "dims_id", "types_id", "strides_id", "coll_name_id", "pg_name_id", "dtype_id",
-                            "pg_ranks_id", "pg_desc_id"})
-COLLECTIVE_COLUMNS = ("coll_name_id", "pg_name_id", "seq", "in_nelems", "out_nelems", "dtype_id", "group_size",
-                      "pg_ranks_id", "pg_desc_id", "peer")
+SYMBOL_COLUMNS = frozenset(
+    {
+        "name_id",
+        "dims_id",
+        "types_id",
+        "strides_id",
+        "coll_name_id",
+        "pg_name_id",
+        "dtype_id",
+        "pg_ranks_id",
+        "pg_desc_id",
+    }
+)
+COLLECTIVE_COLUMNS = (
+    "coll_name_id",
+    "pg_name_id",
+    "seq",
+    "in_nelems",
+    "out_nelems",
+    "dtype_id",
+    "group_size",
+    "pg_ranks_id",
+    "pg_desc_id",
+    "peer",
+)
 _EMPTY_ARGS = Args()
 _NAMED_LANE_BASE = 1 << 40  # lanes named by strings (old traces) get ids far from real streams
 
@@ -52,7 +77,6 @@ class RawColumns:
     groups: dict[str, dict[str, np.ndarray]]
     dropped: dict[str, int] = field(default_factory=dict)  # events without usable ts/dur, per group
     hostnames: list[str] = field(default_factory=list)
-
 
     def shift_times(self, base_ns: int) -> None:
         """Add `base_ns` to every *_ns column (parts are extracted before the base is known)."""
@@ -153,14 +177,20 @@ class _Extractor:
         for name, arg, fallback in (("device", "device", "pid"), ("stream", "stream", "tid")):
             values = _values(args, arg)
             if None in values:
-                values = [v if v is not None else lane_number(getattr(e, fallback)) for v, e in zip(values, events)]
+                values = [
+                    v if v is not None else lane_number(getattr(e, fallback))
+                    for v, e in zip(values, events)
+                ]
             out[name] = int_column(values)
         return out
 
     def collectives(self, args: list[Args]) -> dict[str, np.ndarray]:
         """Collective metadata columns; -1 except where `Collective name` is present."""
         n = len(args)
-        out = {f: np.full(n, MISSING, dtype=np.int32 if f.endswith("_id") else np.int64) for f in COLLECTIVE_COLUMNS}
+        out = {
+            f: np.full(n, MISSING, dtype=np.int32 if f.endswith("_id") else np.int64)
+            for f in COLLECTIVE_COLUMNS
+        }
         rows = [i for i, a in enumerate(args) if a.collective is not None]
         if not rows:
             return out
@@ -171,10 +201,16 @@ class _Extractor:
         out["dtype_id"][rows] = sym.ids([a.dtype for a in described])
         out["pg_ranks_id"][rows] = sym.ids([ranks_text(a.pg_ranks) for a in described])
         out["pg_desc_id"][rows] = sym.ids([a.pg_desc for a in described])
-        for f, attr in (("seq", "seq"), ("in_nelems", "in_nelems"), ("out_nelems", "out_nelems"),
-                        ("group_size", "group_size")):
+        for f, attr in (
+            ("seq", "seq"),
+            ("in_nelems", "in_nelems"),
+            ("out_nelems", "out_nelems"),
+            ("group_size", "group_size"),
+        ):
             out[f][rows] = int_column([getattr(a, attr) for a in described])
-        out["peer"][rows] = int_column([a.dst_rank if a.dst_rank is not None else a.src_rank for a in described])
+        out["peer"][rows] = int_column(
+            [a.dst_rank if a.dst_rank is not None else a.src_rank for a in described]
+        )
         return out
 
 
@@ -193,11 +229,17 @@ def _launch_dims(values: list) -> np.ndarray:
     present = [i for i, v in enumerate(values) if v is not None]
     if present:
         try:
-            out[present] = np.array([values[i] for i in present], dtype=np.int64).reshape(len(present), 3)
+            out[present] = np.array([values[i] for i in present], dtype=np.int64).reshape(
+                len(present), 3
+            )
         except (ValueError, TypeError, OverflowError):
             for i in present:
                 v = values[i]
-                if isinstance(v, list) and len(v) == 3 and all(isinstance(x, int) and abs(x) < 2**62 for x in v):
+                if (
+                    isinstance(v, list)
+                    and len(v) == 3
+                    and all(isinstance(x, int) and abs(x) < 2**62 for x in v)
+                ):
                     out[i] = v
     return out
 
@@ -213,7 +255,9 @@ def extract(events: list[Event], base_ns: int = 0) -> RawColumns:
     kind_of = {cat: KIND_OF_CATEGORY[cat.lower()] for cat in set(_values(gpu, "cat"))}
     cols.update(
         name_id=x.names(gpu),
-        kind=np.fromiter(map(kind_of.__getitem__, _values(gpu, "cat")), dtype=np.int8, count=len(gpu)),
+        kind=np.fromiter(
+            map(kind_of.__getitem__, _values(gpu, "cat")), dtype=np.int8, count=len(gpu)
+        ),
         correlation=int_column(_values(args, "correlation")),
         grid=_launch_dims(_values(args, "grid")),
         block=_launch_dims(_values(args, "block")),
@@ -277,7 +321,9 @@ def extract(events: list[Event], base_ns: int = 0) -> RawColumns:
         for e in _select(events, rows["meta"])
         if e.name in ("hostname", "host_name") and e.args is not None and e.args.name
     ]
-    return RawColumns(symbols=x.symbols.symbols, groups=groups, dropped=x.dropped, hostnames=hostnames)
+    return RawColumns(
+        symbols=x.symbols.symbols, groups=groups, dropped=x.dropped, hostnames=hostnames
+    )
 
 
 def merge(parts: list[RawColumns]) -> RawColumns:

@@ -26,7 +26,9 @@ from tpscope.trace.extract import merge
 from tpscope.trace.schema import TraceFile
 from tpscope.trace.stream import DecodedParts, decode_span
 
-SPLIT_MIN_BYTES = 64 << 20  # below this, starting a process costs more than it saves (docs/benchmarks.md)
+SPLIT_MIN_BYTES = (
+    64 << 20
+)  # below this, starting a process costs more than it saves (docs/benchmarks.md)
 _EVENT_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 
 
@@ -76,7 +78,11 @@ def header_of(buf: bytes) -> TraceFile | None:
     text = before + (b"" if before.endswith((b"{", b",")) else b",") + after
     try:
         return TRACE_DECODER.decode(text)
-    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):  # read in one piece, which says why
+    except (
+        msgspec.DecodeError,
+        msgspec.ValidationError,
+        RecursionError,
+    ):  # read in one piece, which says why
         return None
 
 

@@ -23,8 +23,13 @@ def _ray():
     return ray
 
 
-def map_ray(function: Callable, jobs: Sequence, address: str | None = None,
-            progress: Progress | None = None, cpus_per_task: float = 1) -> list:
+def map_ray(
+    function: Callable,
+    jobs: Sequence,
+    address: str | None = None,
+    progress: Progress | None = None,
+    cpus_per_task: float = 1,
+) -> list:
     """`function(job)` for every job as Ray tasks (`cpus_per_task` CPUs each: one by default),
     results in job order.
 
@@ -36,11 +41,18 @@ def map_ray(function: Callable, jobs: Sequence, address: str | None = None,
     started = not ray.is_initialized()
     if started:
         try:
-            ray.init(address=address, include_dashboard=False, logging_level="ERROR",
-                     configure_logging=False, log_to_driver=False)
+            ray.init(
+                address=address,
+                include_dashboard=False,
+                logging_level="ERROR",
+                configure_logging=False,
+                log_to_driver=False,
+            )
         except (ConnectionError, RuntimeError, ValueError) as exc:
             where = address or "a local cluster"
-            raise UserError(f"--address {where}: cannot connect to Ray ({str(exc).splitlines()[0]})") from None
+            raise UserError(
+                f"--address {where}: cannot connect to Ray ({str(exc).splitlines()[0]})"
+            ) from None
     try:
         task = ray.remote(num_cpus=cpus_per_task, max_retries=1)(function)
         refs = [task.remote(job) for job in jobs]

@@ -21,7 +21,9 @@ from tpscope.trace.decode import base_time_ns, decode_trace, gunzip, read_bytes
 from tpscope.trace.extract import extract, merge
 from tpscope.trace.tables import RankTrace
 
-_ID_COLUMNS = frozenset({"correlation", "external_id", "wait_on_event_corr"})  # join keys within one file
+_ID_COLUMNS = frozenset(
+    {"correlation", "external_id", "wait_on_event_corr"}
+)  # join keys within one file
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,18 +57,24 @@ def find_trace_files(path: Path) -> list[Path]:
         runs = find_runs(path)
         if runs:
             names = ", ".join(r.name for r in runs[:4]) + (", ..." if len(runs) > 4 else "")
-            raise UserError(f"{path}: a folder of {len(runs)} runs ({names}), not one run: name one of them "
-                            "(analyze and dash open them all)")
+            raise UserError(
+                f"{path}: a folder of {len(runs)} runs ({names}), not one run: name one of them "
+                "(analyze and dash open them all)"
+            )
         manifest, _ = read_manifest(path)
-        stopped = (f"; its manifest says the run did not finish ({manifest.stopped or 'no reason recorded'})"
-                   if manifest is not None and not manifest.finished else "")
-        raise UserError(f"{path}: no trace files (*.json or *.json.gz from torch.profiler) in this folder{stopped}")
+        stopped = (
+            f"; its manifest says the run did not finish ({manifest.stopped or 'no reason recorded'})"
+            if manifest is not None and not manifest.finished
+            else ""
+        )
+        raise UserError(
+            f"{path}: no trace files (*.json or *.json.gz from torch.profiler) in this folder{stopped}"
+        )
     return files
 
 
 def _trace_files(entries: list[Path]) -> list[Path]:
-    return [p for p in entries
-            if is_trace_name(p.name) and _is_regular_file(p)]
+    return [p for p in entries if is_trace_name(p.name) and _is_regular_file(p)]
 
 
 def find_runs(path: str | Path) -> list[Path]:
@@ -85,7 +93,11 @@ def find_runs(path: str | Path) -> list[Path]:
     runs = []
     for sub in entries:
         try:
-            if sub.is_dir() and not sub.name.startswith(".") and _trace_files(sorted(sub.iterdir())):
+            if (
+                sub.is_dir()
+                and not sub.name.startswith(".")
+                and _trace_files(sorted(sub.iterdir()))
+            ):
                 runs.append(sub)
         except OSError:
             continue
@@ -106,11 +118,17 @@ def read_manifest(folder: Path) -> tuple[Manifest | None, list[str]]:
     if manifest is None or manifest.finished:
         return manifest, []
     why = manifest.stopped or "no reason recorded"
-    return manifest, [f"{folder / MANIFEST_NAME}: the run did not finish ({why}); its traces may miss steps"]
+    return manifest, [
+        f"{folder / MANIFEST_NAME}: the run did not finish ({why}); its traces may miss steps"
+    ]
 
 
-def load_rank_file(path: Path | str, fallback_rank: int | None = None, workers: int = 1,
-                   chunk_bytes: int = stream.CHUNK_BYTES) -> RankTrace:
+def load_rank_file(
+    path: Path | str,
+    fallback_rank: int | None = None,
+    workers: int = 1,
+    chunk_bytes: int = stream.CHUNK_BYTES,
+) -> RankTrace:
     """Read one trace file into its map result (`compact.py`). Without `distributedInfo.rank`, use
     `fallback_rank` (with a warning).
 
@@ -118,7 +136,9 @@ def load_rank_file(path: Path | str, fallback_rank: int | None = None, workers: 
     one streaming pass of `chunk_bytes` of text at a time (`stream.py`).
     """
     trace, raw, warnings = _read_raw(path, workers, chunk_bytes)
-    return compact_rank(assemble(path, trace, raw, _rank_of(path, trace, fallback_rank, warnings), tuple(warnings)))
+    return compact_rank(
+        assemble(path, trace, raw, _rank_of(path, trace, fallback_rank, warnings), tuple(warnings))
+    )
 
 
 def load_rank_cycles(paths: list[Path]) -> RankTrace:
@@ -130,7 +150,9 @@ def load_rank_cycles(paths: list[Path]) -> RankTrace:
     rank = _rank_of(paths[0], trace, None, warnings)
     raws = [raw for _, raw, _ in read]
     offset = 0
-    for raw in raws:  # ids restart in each file: keep each cycle's launches joined to its own kernels
+    for (
+        raw
+    ) in raws:  # ids restart in each file: keep each cycle's launches joined to its own kernels
         top = 0
         for cols in raw.groups.values():
             for name in _ID_COLUMNS.intersection(cols):
@@ -147,7 +169,9 @@ def _rank_of(path: Path, trace, fallback_rank: int | None, warnings: list[str]) 
     if rank is None:
         if fallback_rank is None:
             fallback_rank = 0
-        warnings.append(f"{path}: no distributedInfo.rank; taken as rank {fallback_rank} from its place in the folder")
+        warnings.append(
+            f"{path}: no distributedInfo.rank; taken as rank {fallback_rank} from its place in the folder"
+        )
         rank = fallback_rank
     return rank
 
@@ -230,10 +254,15 @@ def find_url_files(url: str) -> list[str]:
         raise UserError(f"{url}: cannot be listed ({exc})") from None
     if names is None:
         raise UserError(f"{url}: no such file or folder")
-    files = [Url(fs.unstrip_protocol(n)) for n in names
-             if is_trace_name(n.rsplit("/", 1)[-1]) and fs.isfile(n)]
+    files = [
+        Url(fs.unstrip_protocol(n))
+        for n in names
+        if is_trace_name(n.rsplit("/", 1)[-1]) and fs.isfile(n)
+    ]
     if not files:
-        raise UserError(f"{url}: no trace files (*.json or *.json.gz from torch.profiler) in this folder")
+        raise UserError(
+            f"{url}: no trace files (*.json or *.json.gz from torch.profiler) in this folder"
+        )
     return files
 
 
@@ -260,8 +289,14 @@ def is_url(path: str | Path) -> bool:
     return "://" in str(path)
 
 
-def load_run(path: str | Path, workers: int | None = None, engine: str = "local",
-             address: str | None = None, progress=None, cache=None) -> Run:
+def load_run(
+    path: str | Path,
+    workers: int | None = None,
+    engine: str = "local",
+    address: str | None = None,
+    progress=None,
+    cache=None,
+) -> Run:
     """Load every rank of a run folder (or a single trace file): a map over the rank files (each
     file to its map result, a compact `RankTrace`: `compact.py`), then a reduce on this process
     (ranks in order, warnings).
@@ -297,8 +332,13 @@ def load_run(path: str | Path, workers: int | None = None, engine: str = "local"
     for k, r in zip(todo, mapped):
         results[k] = r
     if cache is not None and not isinstance(path, Url):
-        cache.put_ranks([(jobs[k][0], jobs[k][1], pack(r) if isinstance(r, RankTrace) else r)
-                         for k in todo if isinstance(r := results[k], (RankTrace, PackedRank))])
+        cache.put_ranks(
+            [
+                (jobs[k][0], jobs[k][1], pack(r) if isinstance(r, RankTrace) else r)
+                for k in todo
+                if isinstance(r := results[k], (RankTrace, PackedRank))
+            ]
+        )
     return reduce_ranks(path, files, results)
 
 
@@ -349,8 +389,10 @@ def _refuse_mixed_runs(path: Path, ranks: tuple[RankTrace, ...]) -> None:
             sizes.setdefault(r.world_size, r)
     if len(sizes) > 1:
         (a, ra), (b, rb) = sorted(sizes.items())[:2]
-        raise UserError(f"{path}: rank files of different runs: {ra.path.name} has world size {a}, "
-                        f"{rb.path.name} world size {b}")
+        raise UserError(
+            f"{path}: rank files of different runs: {ra.path.name} has world size {a}, "
+            f"{rb.path.name} world size {b}"
+        )
     spans = [(s, r) for r in ranks if (s := _gpu_span(r)) is not None]
     if len(spans) < 2:
         return
@@ -358,8 +400,10 @@ def _refuse_mixed_runs(path: Path, ranks: tuple[RankTrace, ...]) -> None:
     last = max(spans, key=lambda x: x[0][0])
     gap = last[0][0] - first[0][1]
     if gap > MIXED_RUNS_GAP_NS:
-        raise UserError(f"{path}: rank files of different runs: {last[1].path.name} (rank {last[1].rank}) starts "
-                        f"{number(gap / 1e9, 'count')} s after {first[1].path.name} (rank {first[1].rank}) ends")
+        raise UserError(
+            f"{path}: rank files of different runs: {last[1].path.name} (rank {last[1].rank}) starts "
+            f"{number(gap / 1e9, 'count')} s after {first[1].path.name} (rank {first[1].rank}) ends"
+        )
 
 
 _HANDLER_NAME = re.compile(r"^(.*)\.\d+\.pt\.trace\.json(\.gz)?$")  # WORKER.TIMESTAMP.pt.trace.json
@@ -398,8 +442,10 @@ def _join_cycles(ranks: list[RankTrace]) -> list[RankTrace]:
         group.sort(key=_span)
         for a, b in zip(group, group[1:]):
             if _span(b)[0] < _span(a)[1] or _span(a) == (0, 0):
-                raise UserError(f"{a.path} and {b.path} both claim rank {rank} at the same time: "
-                                "two runs in one folder? Give each run its own folder")
+                raise UserError(
+                    f"{a.path} and {b.path} both claim rank {rank} at the same time: "
+                    "two runs in one folder? Give each run its own folder"
+                )
         out.append(load_rank_cycles([r.path for r in group]))
     return out
 
@@ -413,14 +459,21 @@ def _consistency_warnings(ranks: tuple[RankTrace, ...]) -> list[str]:
         missing = sorted(set(range(size)) - present)
         beyond = sorted(k for k in present if k >= size)
         if beyond:
-            out.append(f"rank(s) {beyond} beyond the world size {size} (ranks are 0 to {size - 1}): "
-                       "a file from another run, or a wrong distributedInfo")
+            out.append(
+                f"rank(s) {beyond} beyond the world size {size} (ranks are 0 to {size - 1}): "
+                "a file from another run, or a wrong distributedInfo"
+            )
         if missing:
             out.append(f"world size {size} but no trace for rank(s) {missing}")
     steps = {r.rank: tuple(r.steps.step.tolist()) for r in ranks}
     if len(set(steps.values())) > 1:
-        out.append("ranks have different steps: " + "; ".join(f"rank {k}: {list(v)}" for k, v in steps.items()))
+        out.append(
+            "ranks have different steps: "
+            + "; ".join(f"rank {k}: {list(v)}" for k, v in steps.items())
+        )
     for r in ranks:
         if len(r.gpu) == 0 and not r.cpu_run:
-            out.append(f"{r.path}: no GPU activity (kernels, memcpys, memsets); its metrics are empty")
+            out.append(
+                f"{r.path}: no GPU activity (kernels, memcpys, memsets); its metrics are empty"
+            )
     return out

@@ -24,7 +24,9 @@ def _step_number_of_symbols(symbols: list[str]) -> np.ndarray:
     return out
 
 
-def _windows_by_step(step: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, ...]:
+def _windows_by_step(
+    step: np.ndarray, start: np.ndarray, end: np.ndarray
+) -> tuple[np.ndarray, ...]:
     steps, inverse = np.unique(step, return_inverse=True)
     lo = np.full(len(steps), np.iinfo(np.int64).max, dtype=np.int64)
     hi = np.full(len(steps), np.iinfo(np.int64).min, dtype=np.int64)
@@ -36,7 +38,9 @@ def _windows_by_step(step: np.ndarray, start: np.ndarray, end: np.ndarray) -> tu
 def launch_steps(launch_start_ns: np.ndarray, ranges: Ranges, symbols: list[str]) -> np.ndarray:
     """Per GPU activity: N when its launch call lies inside the CPU `ProfilerStep#N` range (rule 1
     of metrics.md §3), else -1. Nested `record_function` ranges inside the step do not matter."""
-    step_of_range = _step_number_of_symbols(symbols)[ranges.name_id] if len(ranges) else np.zeros(0, np.int64)
+    step_of_range = (
+        _step_number_of_symbols(symbols)[ranges.name_id] if len(ranges) else np.zeros(0, np.int64)
+    )
     on_cpu = ~ranges.on_gpu & (step_of_range != MISSING)
     out = np.full(len(launch_start_ns), MISSING, np.int64)
     if not on_cpu.any() or len(launch_start_ns) == 0:
@@ -47,8 +51,13 @@ def launch_steps(launch_start_ns: np.ndarray, ranges: Ranges, symbols: list[str]
     return out
 
 
-def step_windows(start_ns: np.ndarray, end_ns: np.ndarray, launch_step: np.ndarray, ranges: Ranges,
-                 symbols: list[str]) -> tuple[StepWindows, np.ndarray]:
+def step_windows(
+    start_ns: np.ndarray,
+    end_ns: np.ndarray,
+    launch_step: np.ndarray,
+    ranges: Ranges,
+    symbols: list[str],
+) -> tuple[StepWindows, np.ndarray]:
     """The step windows of a rank and the step of each of its GPU activities (metrics.md §3).
 
     1. `cpu_launch`: step N spans the GPU activities launched inside the CPU `ProfilerStep#N`;
@@ -61,16 +70,26 @@ def step_windows(start_ns: np.ndarray, end_ns: np.ndarray, launch_step: np.ndarr
         steps, lo, hi = _windows_by_step(launch_step[has], start_ns[has], end_ns[has])
         return StepWindows(steps, lo, hi, "cpu_launch"), launch_step
 
-    step_of_range = _step_number_of_symbols(symbols)[ranges.name_id] if len(ranges) else np.zeros(0, np.int64)
+    step_of_range = (
+        _step_number_of_symbols(symbols)[ranges.name_id] if len(ranges) else np.zeros(0, np.int64)
+    )
     on_gpu = ranges.on_gpu & (step_of_range != MISSING)
     if on_gpu.any():
-        steps, lo, hi = _windows_by_step(step_of_range[on_gpu], ranges.start_ns[on_gpu], ranges.end_ns[on_gpu])
+        steps, lo, hi = _windows_by_step(
+            step_of_range[on_gpu], ranges.start_ns[on_gpu], ranges.end_ns[on_gpu]
+        )
         idx = containing(lo, hi, start_ns)
-        return StepWindows(steps, lo, hi, "gpu_annotation"), np.where(idx >= 0, steps[np.maximum(idx, 0)], MISSING)
+        return StepWindows(steps, lo, hi, "gpu_annotation"), np.where(
+            idx >= 0, steps[np.maximum(idx, 0)], MISSING
+        )
 
     if len(start_ns):
-        window = StepWindows(np.zeros(1, np.int64), np.array([start_ns.min()], np.int64),
-                             np.array([end_ns.max()], np.int64), "whole_trace")
+        window = StepWindows(
+            np.zeros(1, np.int64),
+            np.array([start_ns.min()], np.int64),
+            np.array([end_ns.max()], np.int64),
+            "whole_trace",
+        )
         return window, np.zeros(len(start_ns), np.int64)
     empty = np.zeros(0, np.int64)
     return StepWindows(empty, empty, empty, "whole_trace"), empty

@@ -180,4 +180,3 @@ def _decode(text: BinaryIO, chunk_bytes: int) -> DecodedParts | None:
         return None
     header = TRACE_DECODER.decode(prefix + _KEY + b":[]" + suffix)
     return DecodedParts(header=header, raw=merge(parts))
-

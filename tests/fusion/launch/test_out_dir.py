@@ -32,8 +32,12 @@ def test_out_folder_is_refused_unless_overwrite(tmp_path):
 def test_a_folder_held_by_a_run_is_refused_and_freed_when_released(tmp_path):
 
     first = claim_out_dir(str(tmp_path / "run"), overwrite=False)
-    with pytest.raises(UserError, match=rf"--out .*run: another tpscope run \(pid {os.getpid()}\) is writing"):
-        claim_out_dir(str(tmp_path / "run"), overwrite=True)  # --overwrite does not take a held folder
+    with pytest.raises(
+        UserError, match=rf"--out .*run: another tpscope run \(pid {os.getpid()}\) is writing"
+    ):
+        claim_out_dir(
+            str(tmp_path / "run"), overwrite=True
+        )  # --overwrite does not take a held folder
     first.release()
     assert not (tmp_path / "run" / LOCK_NAME).exists()
     claim_out_dir(str(tmp_path / "run"), overwrite=False).release()  # free again (and still empty)
@@ -42,10 +46,15 @@ def test_a_folder_held_by_a_run_is_refused_and_freed_when_released(tmp_path):
 def test_default_names_taken_in_the_same_second_never_collide(tmp_path):
     from concurrent.futures import ThreadPoolExecutor
 
-
     with ThreadPoolExecutor(8) as pool:
-        names = list(pool.map(lambda _: unique_out_dir(str(tmp_path / "runs"), "20260101-120000-chunked"), range(8)))
+        names = list(
+            pool.map(
+                lambda _: unique_out_dir(str(tmp_path / "runs"), "20260101-120000-chunked"),
+                range(8),
+            )
+        )
     assert len(set(names)) == 8 and all(Path(n).is_dir() for n in names)
-    assert sorted(Path(n).name for n in names)[:2] == ["20260101-120000-chunked", "20260101-120000-chunked-2"]
-
-
+    assert sorted(Path(n).name for n in names)[:2] == [
+        "20260101-120000-chunked",
+        "20260101-120000-chunked-2",
+    ]

@@ -26,7 +26,9 @@ def test_child_env_sets_regime_and_safety():
     assert env["NCCL_NVLS_ENABLE"] == "0" and env["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1"
     assert env["NVSHMEM_DISABLE_NVLS"] == "1" and env["NCCL_SOCKET_IFNAME"] == "lo"
     first, *rest = env["PYTHONPATH"].split(os.pathsep)
-    assert Path(first, "tpscope", "fusion", "launch", "torchrun.py").is_file() and rest == ["/elsewhere"]
+    assert Path(first, "tpscope", "fusion", "launch", "torchrun.py").is_file() and rest == [
+        "/elsewhere"
+    ]
     inherited = child_env("", {"NCCL_P2P_DISABLE": "1", "TORCH_NCCL_HIGH_PRIORITY": "0"})
     assert inherited["NCCL_P2P_DISABLE"] == "1" and inherited["NCCL_NVLS_ENABLE"] == "0"
     assert inherited["TORCH_NCCL_HIGH_PRIORITY"] == "0" and env["TORCH_NCCL_HIGH_PRIORITY"] == "1"
@@ -41,25 +43,67 @@ def test_torchrun_command_and_detection():
 
 
 def test_multi_node_options_replace_standalone():
-    rdzv = Rendezvous(nnodes="2", node_rank=1, rdzv_endpoint="10.0.0.1:29400", rdzv_backend="c10d", rdzv_id="job")
+    rdzv = Rendezvous(
+        nnodes="2", node_rank=1, rdzv_endpoint="10.0.0.1:29400", rdzv_backend="c10d", rdzv_id="job"
+    )
     cmd = torchrun_command(4, "tpscope.fusion.run.worker", ["--x"], rdzv)
     assert "--standalone" not in cmd
-    assert cmd[3:8] == ["--nnodes=2", "--node-rank=1", "--rdzv-endpoint=10.0.0.1:29400", "--rdzv-backend=c10d",
-                        "--rdzv-id=job"]
+    assert cmd[3:8] == [
+        "--nnodes=2",
+        "--node-rank=1",
+        "--rdzv-endpoint=10.0.0.1:29400",
+        "--rdzv-backend=c10d",
+        "--rdzv-id=job",
+    ]
     assert Rendezvous(nnodes="1:4", rdzv_endpoint="h:1").max_nodes == 4
     with pytest.raises(UserError, match="--rdzv-endpoint"):
         Rendezvous(nnodes="2")
 
 
 REPO = Path(__file__).resolve().parents[3]
-TINY = ["--device", "cpu", "--profile-steps", "1", "--layers", "1", "--hidden", "32", "--ffn", "64", "--heads", "2",
-        "--vocab", "32", "--seq-len", "16", "--batch", "2", "--timeout-s", "60"]
+TINY = [
+    "--device",
+    "cpu",
+    "--profile-steps",
+    "1",
+    "--layers",
+    "1",
+    "--hidden",
+    "32",
+    "--ffn",
+    "64",
+    "--heads",
+    "2",
+    "--vocab",
+    "32",
+    "--seq-len",
+    "16",
+    "--batch",
+    "2",
+    "--timeout-s",
+    "60",
+]
 
 
 def _start_run(out: Path, steps: int) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "tpscope.cli", "run", *TINY, "--steps", str(steps), "--out", str(out)],
-                            env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=REPO, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tpscope.cli",
+            "run",
+            *TINY,
+            "--steps",
+            str(steps),
+            "--out",
+            str(out),
+        ],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        cwd=REPO,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def test_two_runs_started_together_into_one_folder_one_runs_the_other_refuses(tmp_path):
@@ -75,7 +119,9 @@ def test_two_runs_started_together_into_one_folder_one_runs_the_other_refuses(tm
 
 
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "SIGKILL"])
-def test_a_stopped_run_stops_torchrun_and_every_worker_and_is_marked_incomplete(tmp_path, capsys, how):
+def test_a_stopped_run_stops_torchrun_and_every_worker_and_is_marked_incomplete(
+    tmp_path, capsys, how
+):
     import psutil
 
     from tpscope.cli import main
@@ -100,10 +146,16 @@ def test_a_stopped_run_stops_torchrun_and_every_worker_and_is_marked_incomplete(
         assert rc == -signal.SIGKILL
     else:
         assert rc == 128 + getattr(signal, how)
-        assert err.strip().splitlines()[-1] == (f"tpscope run: error: stopped by {how}; torchrun and every worker "
-                                                f"were stopped ({out} is marked incomplete)")
+        assert err.strip().splitlines()[-1] == (
+            f"tpscope run: error: stopped by {how}; torchrun and every worker "
+            f"were stopped ({out} is marked incomplete)"
+        )
     manifest = json.loads((out / "tpscope_run.json").read_text())
-    assert manifest["complete"] is False and how.replace("SIGKILL", "SIGTERM") in manifest["stopped"]
-    assert main(["analyze", str(out), "--json", "--no-cache"]) == 0  # the traces written before the stop
+    assert (
+        manifest["complete"] is False and how.replace("SIGKILL", "SIGTERM") in manifest["stopped"]
+    )
+    assert (
+        main(["analyze", str(out), "--json", "--no-cache"]) == 0
+    )  # the traces written before the stop
     warnings = json.loads(capsys.readouterr().out)["warnings"]
     assert any("the run did not finish (stopped by" in w for w in warnings), warnings

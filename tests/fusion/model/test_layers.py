@@ -26,18 +26,26 @@ def _reference(x, w1, w2, r):
 
 def _layers(rank: int, world: int) -> None:
     g = torch.Generator().manual_seed(3)
-    x, w1, w2 = torch.randn(S, H, generator=g), torch.randn(H, FF, generator=g), torch.randn(FF, H, generator=g)
+    x, w1, w2 = (
+        torch.randn(S, H, generator=g),
+        torch.randn(H, FF, generator=g),
+        torch.randn(FF, H, generator=g),
+    )
     r = torch.randn(S, H, generator=g)
     z_ref, dx_ref, dw1_ref, dw2_ref = _reference(x, w1, w2, r)
     rows, cols = S // world, FF // world
     mine = slice(rank * rows, (rank + 1) * rows)
     my_cols = slice(rank * cols, (rank + 1) * cols)
-    fusions = [FusionChoice(mode="none"), FusionChoice(mode="chunked", chunks=2),
-               FusionChoice(mode="chunked", chunks=rows), FusionChoice(mode="ring"),
-               FusionChoice(mode="chunked", chunks=2, own_first=False),
-               FusionChoice(mode="chunked", chunks=2, sm_margin=8),
-               FusionChoice(mode="ring", chunks=2),  # tapered pieces (the ring's default)
-               FusionChoice(mode="ring", chunks=2, ring_all_gather=True)]  # all-gather exchange at world 2
+    fusions = [
+        FusionChoice(mode="none"),
+        FusionChoice(mode="chunked", chunks=2),
+        FusionChoice(mode="chunked", chunks=rows),
+        FusionChoice(mode="ring"),
+        FusionChoice(mode="chunked", chunks=2, own_first=False),
+        FusionChoice(mode="chunked", chunks=2, sm_margin=8),
+        FusionChoice(mode="ring", chunks=2),  # tapered pieces (the ring's default)
+        FusionChoice(mode="ring", chunks=2, ring_all_gather=True),
+    ]  # all-gather exchange at world 2
     fusions += [replace(f, bwd_overlap=False) for f in fusions if f.mode != "none"]
     for fusion in fusions:
         col = ColumnParallelLinear(H, cols, fusion=fusion, label="fc1")
@@ -51,8 +59,12 @@ def _layers(rank: int, world: int) -> None:
         what = str(fusion)
         torch.testing.assert_close(z.detach(), z_ref[mine], rtol=1e-5, atol=1e-5, msg=what)
         torch.testing.assert_close(x_shard.grad, dx_ref[mine], rtol=1e-5, atol=1e-5, msg=what)
-        torch.testing.assert_close(col.weight.grad, dw1_ref[:, my_cols], rtol=1e-5, atol=1e-5, msg=what)
-        torch.testing.assert_close(row.weight.grad, dw2_ref[my_cols], rtol=1e-5, atol=1e-5, msg=what)
+        torch.testing.assert_close(
+            col.weight.grad, dw1_ref[:, my_cols], rtol=1e-5, atol=1e-5, msg=what
+        )
+        torch.testing.assert_close(
+            row.weight.grad, dw2_ref[my_cols], rtol=1e-5, atol=1e-5, msg=what
+        )
 
 
 def test_layer_gradients_equal_single_process_world2():
@@ -66,10 +78,16 @@ def test_layer_gradients_equal_single_process_world4():
 def _cpu_fusions(rows: int) -> list[FusionChoice]:
     """Every fusion a CPU (gloo) run can take: unfused, chunked and ring at several chunk counts,
     own-shard-first or not, backward overlap on and off, the ring's all-gather exchange."""
-    fusions = [FusionChoice(mode="none"), FusionChoice(mode="chunked", chunks=1), FusionChoice(mode="chunked", chunks=2),
-               FusionChoice(mode="chunked", chunks=rows), FusionChoice(mode="chunked", chunks=2, own_first=False),
-               FusionChoice(mode="ring"), FusionChoice(mode="ring", chunks=2),
-               FusionChoice(mode="ring", chunks=2, ring_all_gather=True)]
+    fusions = [
+        FusionChoice(mode="none"),
+        FusionChoice(mode="chunked", chunks=1),
+        FusionChoice(mode="chunked", chunks=2),
+        FusionChoice(mode="chunked", chunks=rows),
+        FusionChoice(mode="chunked", chunks=2, own_first=False),
+        FusionChoice(mode="ring"),
+        FusionChoice(mode="ring", chunks=2),
+        FusionChoice(mode="ring", chunks=2, ring_all_gather=True),
+    ]
     return fusions + [replace(f, bwd_overlap=False) for f in fusions if f.mode != "none"]
 
 
@@ -81,11 +99,21 @@ def _ops_against_autograd(rank: int, world: int) -> None:
 
     from tpscope.fusion.model.layers import AllGatherMatmulFn, MatmulReduceScatterFn
 
-    g = torch.Generator().manual_seed(10 + rank)  # each rank its own shard, weights and output weights
+    g = torch.Generator().manual_seed(
+        10 + rank
+    )  # each rank its own shard, weights and output weights
     rows, k, n = S // world, H, FF // world
     mine = slice(rank * rows, (rank + 1) * rows)
-    x, w_ag, r_ag = torch.randn(rows, k, generator=g), torch.randn(k, n, generator=g), torch.randn(S, n, generator=g)
-    y, w_rs, r_rs = torch.randn(S, n, generator=g), torch.randn(n, k, generator=g), torch.randn(rows, k, generator=g)
+    x, w_ag, r_ag = (
+        torch.randn(rows, k, generator=g),
+        torch.randn(k, n, generator=g),
+        torch.randn(S, n, generator=g),
+    )
+    y, w_rs, r_rs = (
+        torch.randn(S, n, generator=g),
+        torch.randn(n, k, generator=g),
+        torch.randn(rows, k, generator=g),
+    )
 
     xr, wr = x.clone().requires_grad_(True), w_ag.clone().requires_grad_(True)
     padded = torch.zeros(S, k).index_copy(0, torch.arange(S)[mine], xr)
@@ -103,8 +131,14 @@ def _ops_against_autograd(rank: int, world: int) -> None:
         out2 = MatmulReduceScatterFn.apply(yf, wf2, None, fusion, "rs")
         (out2 * r_rs).sum().backward()
         what = str(fusion)
-        for got, want in ((out, ag_ref), (xf.grad, xr.grad), (wf.grad, wr.grad),
-                          (out2, rs_ref), (yf.grad, yr.grad), (wf2.grad, wr2.grad)):
+        for got, want in (
+            (out, ag_ref),
+            (xf.grad, xr.grad),
+            (wf.grad, wr.grad),
+            (out2, rs_ref),
+            (yf.grad, yr.grad),
+            (wf2.grad, wr2.grad),
+        ):
             torch.testing.assert_close(got.detach(), want.detach(), rtol=1e-5, atol=1e-5, msg=what)
 
 

@@ -14,7 +14,9 @@ from tpscope.fusion.run.data import sequence_major, synthetic_batch
 from tpscope.fusion.run.train import sum_replicated_grads
 from tpscope.runfolder.fusion_choice import FusionChoice
 
-CFG = ModelConfig(layers=2, hidden=16, ffn=32, heads=4, vocab=24)  # vocab split 12 + 12 over 2 ranks
+CFG = ModelConfig(
+    layers=2, hidden=16, ffn=32, heads=4, vocab=24
+)  # vocab split 12 + 12 over 2 ranks
 BATCH, SEQ = 2, 8
 
 
@@ -27,8 +29,15 @@ def reference_loss(full: dict[str, torch.Tensor], tokens: torch.Tensor) -> torch
     for i in range(CFG.layers):
         p = f"block{i}."
         a = F.rms_norm(x, (h,), full[p + "norm1"], eps=1e-6)
-        q, k, v = (t.reshape(SEQ, BATCH, nh, hd).permute(1, 2, 0, 3) for t in (a @ full[p + "attn.qkv"]).split(h, 1))
-        att = F.scaled_dot_product_attention(q, k, v, is_causal=True).permute(2, 0, 1, 3).reshape(-1, h)
+        q, k, v = (
+            t.reshape(SEQ, BATCH, nh, hd).permute(1, 2, 0, 3)
+            for t in (a @ full[p + "attn.qkv"]).split(h, 1)
+        )
+        att = (
+            F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            .permute(2, 0, 1, 3)
+            .reshape(-1, h)
+        )
         x = x + att @ full[p + "attn.out"]
         m = F.rms_norm(x, (h,), full[p + "norm2"], eps=1e-6)
         x = x + F.gelu(m @ full[p + "mlp.fc1"], approximate="tanh") @ full[p + "mlp.fc2"]
@@ -43,24 +52,41 @@ def _model(rank: int, world: int) -> None:
     ref.backward()
     ref_grads = shard_state(CFG, {k: v.grad for k, v in full.items()}, rank, world)
     inputs, targets = sequence_major(tokens)
-    cases = [(FusionChoice(mode="none"), False), (FusionChoice(mode="chunked", chunks=2), False),
-             (FusionChoice(mode="ring"), False), (FusionChoice(mode="chunked", chunks=2), True)]
+    cases = [
+        (FusionChoice(mode="none"), False),
+        (FusionChoice(mode="chunked", chunks=2), False),
+        (FusionChoice(mode="ring"), False),
+        (FusionChoice(mode="chunked", chunks=2), True),
+    ]
     for fusion, defer in cases:
-        model = TPTransformer.from_full(CFG, {k: v.detach() for k, v in full.items()}, rank, world,
-                                        lambda _label, f=fusion: f, defer_embed_grad=defer)
+        model = TPTransformer.from_full(
+            CFG,
+            {k: v.detach() for k, v in full.items()},
+            rank,
+            world,
+            lambda _label, f=fusion: f,
+            defer_embed_grad=defer,
+        )
         loss = model(inputs, targets, BATCH)
         loss.backward()
         # deferred: the embedding's gradient is still travelling, and only finish_backward writes it
         assert (model.embed.weight.grad is None) == defer
         sum_replicated_grads(model)
         model.finish_backward()
-        torch.testing.assert_close(loss.detach(), ref.detach(), rtol=1e-5, atol=1e-6, msg=fusion.mode)
+        torch.testing.assert_close(
+            loss.detach(), ref.detach(), rtol=1e-5, atol=1e-6, msg=fusion.mode
+        )
         everyone = [torch.zeros(()) for _ in range(world)]
         dist.all_gather(everyone, loss.detach())
         assert all(torch.equal(e, everyone[0]) for e in everyone)  # the same loss on every rank
         for name, param in model.named_weights().items():
-            torch.testing.assert_close(param.grad, ref_grads[name], rtol=1e-4, atol=1e-6,
-                                       msg=f"{fusion.mode}: grad of {name}")
+            torch.testing.assert_close(
+                param.grad,
+                ref_grads[name],
+                rtol=1e-4,
+                atol=1e-6,
+                msg=f"{fusion.mode}: grad of {name}",
+            )
 
 
 def test_tp_model_equals_single_process_reference_world2():

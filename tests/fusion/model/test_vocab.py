@@ -24,7 +24,9 @@ def _vocab(rank: int, world: int) -> None:
     out = emb(tokens)
     torch.testing.assert_close(out, table[tokens][rank * rows : (rank + 1) * rows])
     # rank q's output gradient is grads[q]; the table's gradient gathers all of them
-    grads = [torch.randn(rows, H, generator=torch.Generator().manual_seed(100 + q)) for q in range(world)]
+    grads = [
+        torch.randn(rows, H, generator=torch.Generator().manual_seed(100 + q)) for q in range(world)
+    ]
     (out * grads[rank]).sum().backward()
     full = table.clone().requires_grad_(True)
     (full[tokens] * torch.cat(grads)).sum().backward()

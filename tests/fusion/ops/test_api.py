@@ -30,11 +30,20 @@ def _close(got: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype, what: str) 
 def _variants(local_rows: int) -> list[tuple[str, int, bool, bool]]:
     # (mode, chunks, own_first, taper): chunks of 1 and of the largest legal value (one row per
     # chunk); tapered (uneven) pieces at 2 chunks (3 + 1 rows) and at one row per chunk
-    return [("none", 1, True, False), ("chunked", 1, True, False), ("chunked", 2, True, False),
-            ("chunked", local_rows, True, False), ("chunked", 1, False, False),
-            ("chunked", local_rows, False, False), ("ring", 1, True, False), ("ring", local_rows, True, False),
-            ("chunked", 2, True, True), ("chunked", 2, False, True), ("chunked", local_rows, True, True),
-            ("ring", 2, True, True)]
+    return [
+        ("none", 1, True, False),
+        ("chunked", 1, True, False),
+        ("chunked", 2, True, False),
+        ("chunked", local_rows, True, False),
+        ("chunked", 1, False, False),
+        ("chunked", local_rows, False, False),
+        ("ring", 1, True, False),
+        ("ring", local_rows, True, False),
+        ("chunked", 2, True, True),
+        ("chunked", 2, False, True),
+        ("chunked", local_rows, True, True),
+        ("ring", 2, True, True),
+    ]
 
 
 def _check_modes(rank: int, world: int) -> None:
@@ -47,21 +56,35 @@ def _check_modes(rank: int, world: int) -> None:
             y_full = torch.randn(world * rows_local, world * k, generator=g)
             w2_full = torch.randn(world * k, n, generator=g)  # row blocks per rank
             # independent references: float64 matmul of the full tensors (rounded to dtype first)
-            ag_ref = (x_full.to(dtype).double() @ w_full.to(dtype).double())[:, rank * n : (rank + 1) * n]
+            ag_ref = (x_full.to(dtype).double() @ w_full.to(dtype).double())[
+                :, rank * n : (rank + 1) * n
+            ]
             rs_ref = (y_full.to(dtype).double() @ w2_full.to(dtype).double())[
-                rank * rows_local : (rank + 1) * rows_local]
+                rank * rows_local : (rank + 1) * rows_local
+            ]
             x_shard = x_full[rank * rows_local : (rank + 1) * rows_local].to(dtype)
             w_local = w_full[:, rank * n : (rank + 1) * n].to(dtype)
             y_local = y_full[:, rank * k : (rank + 1) * k].to(dtype)
             w2_local = w2_full[rank * k : (rank + 1) * k].to(dtype)
             for mode, chunks, own_first, taper in _variants(rows_local):
-                what = f"{mode} k={chunks} own_first={own_first} taper={taper} {dtype} world {world}"
-                out, gathered = ops.all_gather_matmul(x_shard, w_local, mode=mode, chunks=chunks,
-                                                      return_gathered=True, own_first=own_first, taper=taper)
+                what = (
+                    f"{mode} k={chunks} own_first={own_first} taper={taper} {dtype} world {world}"
+                )
+                out, gathered = ops.all_gather_matmul(
+                    x_shard,
+                    w_local,
+                    mode=mode,
+                    chunks=chunks,
+                    return_gathered=True,
+                    own_first=own_first,
+                    taper=taper,
+                )
                 assert out.shape == (world * rows_local, n) and out.dtype == dtype
                 _close(out, ag_ref, dtype, f"AG-GEMM {what}")
                 torch.testing.assert_close(gathered, x_full.to(dtype), rtol=0, atol=0, msg=what)
-                rs = ops.matmul_reduce_scatter(y_local, w2_local, mode=mode, chunks=chunks, taper=taper)
+                rs = ops.matmul_reduce_scatter(
+                    y_local, w2_local, mode=mode, chunks=chunks, taper=taper
+                )
                 assert rs.shape == (rows_local, n)
                 _close(rs, rs_ref, dtype, f"GEMM-RS {what}")
 
@@ -77,12 +100,25 @@ def _check_refusals(rank: int, world: int) -> None:
         if rank == 0:
             t0 = time.monotonic()
             bad = [
-                lambda: ops.all_gather_matmul(torch.zeros(6, 4), torch.zeros(4, 2), mode="chunked", chunks=4),
+                lambda: ops.all_gather_matmul(
+                    torch.zeros(6, 4), torch.zeros(4, 2), mode="chunked", chunks=4
+                ),
                 lambda: ops.all_gather_matmul(torch.zeros(6, 4), torch.zeros(5, 2), mode="none"),
-                lambda: ops.matmul_reduce_scatter(torch.zeros(6, 4), torch.zeros(4, 2), mode="chunked", chunks=4)
-                if world == 2 else ops.matmul_reduce_scatter(torch.zeros(6, 4), torch.zeros(4, 2), mode="ring"),
-                lambda: ops.all_gather_matmul(torch.zeros(4, 4), torch.zeros(4, 2), mode="symm_mem"),
-                lambda: ops.matmul_reduce_scatter(torch.zeros(8, 4), torch.zeros(4, 2), mode="symm_mem"),
+                lambda: (
+                    ops.matmul_reduce_scatter(
+                        torch.zeros(6, 4), torch.zeros(4, 2), mode="chunked", chunks=4
+                    )
+                    if world == 2
+                    else ops.matmul_reduce_scatter(
+                        torch.zeros(6, 4), torch.zeros(4, 2), mode="ring"
+                    )
+                ),
+                lambda: ops.all_gather_matmul(
+                    torch.zeros(4, 4), torch.zeros(4, 2), mode="symm_mem"
+                ),
+                lambda: ops.matmul_reduce_scatter(
+                    torch.zeros(8, 4), torch.zeros(4, 2), mode="symm_mem"
+                ),
             ]
             for call in bad:
                 with pytest.raises(FusionShapeError):
@@ -98,12 +134,20 @@ def _check_labels(rank: int, world: int) -> None:
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU]) as prof:
-        ops.all_gather_matmul(torch.ones(4, 2), torch.ones(2, 3), mode="chunked", chunks=2, label="L0.fc1")
-        ops.matmul_reduce_scatter(torch.ones(4 * world, 2), torch.ones(2, 3), mode="ring", label="L0.fc2")
+        ops.all_gather_matmul(
+            torch.ones(4, 2), torch.ones(2, 3), mode="chunked", chunks=2, label="L0.fc1"
+        )
+        ops.matmul_reduce_scatter(
+            torch.ones(4 * world, 2), torch.ones(2, 3), mode="ring", label="L0.fc2"
+        )
     names = {e.name for e in prof.events()}
-    for expected in ["tpscope/L0.fc1/ag_gemm", "tpscope/L0.fc1/ag_gemm/chunk0",
-                     "tpscope/L0.fc1/ag_gemm/chunk1", "tpscope/L0.fc2/gemm_rs",
-                     f"tpscope/L0.fc2/gemm_rs/chunk{world - 1}"]:
+    for expected in [
+        "tpscope/L0.fc1/ag_gemm",
+        "tpscope/L0.fc1/ag_gemm/chunk0",
+        "tpscope/L0.fc1/ag_gemm/chunk1",
+        "tpscope/L0.fc2/gemm_rs",
+        f"tpscope/L0.fc2/gemm_rs/chunk{world - 1}",
+    ]:
         assert expected in names, (expected, sorted(n for n in names if n.startswith("tpscope")))
 
 
@@ -120,23 +164,49 @@ def _check_weight_gradient_paths(rank: int, world: int) -> None:
     ag_ref = x_full.double() @ w.double()
     x_shard = x_full[rank * rows_local : (rank + 1) * rows_local]
     for mode, chunks, own_first, taper in _variants(rows_local):
-        out, grad_w = ops.all_gather_matmul(x_shard, w, mode=mode, chunks=chunks, own_first=own_first,
-                                            wgrad_lhs=lhs, sm_margin=8, taper=taper)
+        out, grad_w = ops.all_gather_matmul(
+            x_shard,
+            w,
+            mode=mode,
+            chunks=chunks,
+            own_first=own_first,
+            wgrad_lhs=lhs,
+            sm_margin=8,
+            taper=taper,
+        )
         what = f"{mode} k={chunks} own_first={own_first} taper={taper} world {world}"
         torch.testing.assert_close(out.double(), ag_ref, rtol=1e-5, atol=1e-5, msg=what)
         torch.testing.assert_close(grad_w.double(), wgrad_ref, rtol=1e-5, atol=1e-5, msg=what)
         calls = []
-        rs, extra = ops.matmul_reduce_scatter(y, w, mode=mode, chunks=chunks, sm_margin=8, taper=taper,
-                                              overlap=lambda calls=calls: calls.append(1) or lhs.t() @ lhs)
-        base = torch.randn(world * rows_local, k, generator=_seeded_after_draws(11, world, rows_local, k, n, m))
-        total = sum((base.double() * (q + 1)) @ w.double() for q in range(world))  # every rank's y @ w
-        torch.testing.assert_close(rs.double(), total[rank * rows_local : (rank + 1) * rows_local],
-                                   rtol=1e-5, atol=1e-5, msg=what)
+        rs, extra = ops.matmul_reduce_scatter(
+            y,
+            w,
+            mode=mode,
+            chunks=chunks,
+            sm_margin=8,
+            taper=taper,
+            overlap=lambda calls=calls: calls.append(1) or lhs.t() @ lhs,
+        )
+        base = torch.randn(
+            world * rows_local, k, generator=_seeded_after_draws(11, world, rows_local, k, n, m)
+        )
+        total = sum(
+            (base.double() * (q + 1)) @ w.double() for q in range(world)
+        )  # every rank's y @ w
+        torch.testing.assert_close(
+            rs.double(),
+            total[rank * rows_local : (rank + 1) * rows_local],
+            rtol=1e-5,
+            atol=1e-5,
+            msg=what,
+        )
         torch.testing.assert_close(extra, lhs.t() @ lhs, msg=what)
         assert calls == [1], what
 
 
-def _seeded_after_draws(seed: int, world: int, rows_local: int, k: int, n: int, m: int) -> torch.Generator:
+def _seeded_after_draws(
+    seed: int, world: int, rows_local: int, k: int, n: int, m: int
+) -> torch.Generator:
     """A generator in the state `_check_weight_gradient_paths` had just before it drew `y`."""
     g = torch.Generator().manual_seed(seed)
     torch.randn(world * rows_local, k, generator=g)

@@ -14,9 +14,15 @@ from tpscope.fusion.ops import compat
 def test_uses_the_new_names_where_torch_has_them():
     names = compat.collective_names()
     if hasattr(dist, "all_gather_single"):
-        assert names == {"all_gather": "all_gather_single", "reduce_scatter": "reduce_scatter_single"}
+        assert names == {
+            "all_gather": "all_gather_single",
+            "reduce_scatter": "reduce_scatter_single",
+        }
     else:  # torch 2.11 on the GPU machine
-        assert names == {"all_gather": "all_gather_into_tensor", "reduce_scatter": "reduce_scatter_tensor"}
+        assert names == {
+            "all_gather": "all_gather_into_tensor",
+            "reduce_scatter": "reduce_scatter_tensor",
+        }
 
 
 def _collectives(rank: int, world: int) -> None:

@@ -29,7 +29,9 @@ def _fake_symm(monkeypatch):
         calls.append(min_size)
         t = workspaces.get(name)
         if t is None or t.numel() < min_size:  # torch's rule: grow to the larger size
-            t = workspaces[name] = torch.empty(max(min_size, 0 if t is None else t.numel()), dtype=torch.uint8)
+            t = workspaces[name] = torch.empty(
+                max(min_size, 0 if t is None else t.numel()), dtype=torch.uint8
+            )
         return FakeHandle(t)  # a new Python handle object on every call, as pybind gives
 
     monkeypatch.setattr(symm, "get_symm_mem_workspace", get_symm_mem_workspace)

@@ -74,12 +74,17 @@ def test_a_crash_leaves_no_file():
     out = scratch_dir()
     ctx = multiprocessing.get_context("fork")
     port = _free_port()
-    procs = [ctx.Process(target=_entry, args=(r, 2, port, _crash_before_peers_map, (out,))) for r in range(2)]
+    procs = [
+        ctx.Process(target=_entry, args=(r, 2, port, _crash_before_peers_map, (out,)))
+        for r in range(2)
+    ]
     for p in procs:
         p.start()
     for p in procs:
         p.join(120)
-    error = Path(out, "error.txt").read_text()  # rank 0 failed in the hand-over, after making the file
+    error = Path(
+        out, "error.txt"
+    ).read_text()  # rank 0 failed in the hand-over, after making the file
     assert _ours() <= before, error
 
 
@@ -152,14 +157,19 @@ def test_a_peer_that_stops_staging_is_one_line_after_the_timeout():
     run_world(_peer_stops, 2, out)
     error = Path(out, "error.txt").read_text()
     assert "timed out after 1 s waiting for rank 1's piece 0" in error and "\n" not in error
-    assert collective_failure(RuntimeError(error)).startswith("a collective failed (mode host_staged: timed out")
+    assert collective_failure(RuntimeError(error)).startswith(
+        "a collective failed (mode host_staged: timed out"
+    )
 
 
 def _not_shared(rank: int, world: int, out: str) -> None:
     if rank == 1:  # as if this rank had another /dev/shm: the file rank 0 made is not there
         real_open = os.open
-        os.open = lambda path, *a, **k: (_ for _ in ()).throw(FileNotFoundError(path)) \
-            if os.path.basename(str(path)).startswith(PREFIX) else real_open(path, *a, **k)
+        os.open = lambda path, *a, **k: (
+            (_ for _ in ()).throw(FileNotFoundError(path))
+            if os.path.basename(str(path)).startswith(PREFIX)
+            else real_open(path, *a, **k)
+        )
     try:
         all_gather_matmul(torch.ones(2, 2), torch.ones(2, 2), mode="host_staged", chunks=1)
     except RuntimeError as exc:
@@ -172,7 +182,10 @@ def test_ranks_that_do_not_share_the_folder_are_refused_alike():
     run_world(_not_shared, 2, out)
     lines = [Path(out, f"rank{r}.txt").read_text() for r in range(2)]
     assert lines[0] == lines[1] and "\n" not in lines[0]
-    assert lines[0].startswith("mode host_staged: set-up failed on rank 1: ") and "do not share one" in lines[0]
+    assert (
+        lines[0].startswith("mode host_staged: set-up failed on rank 1: ")
+        and "do not share one" in lines[0]
+    )
     assert _ours() <= before
 
 
@@ -195,7 +208,9 @@ def _full_dev_shm(rank: int, world: int, out: str) -> None:
     torch.testing.assert_close(got, (sum(y_all) @ w)[rank * 6 : (rank + 1) * 6], **TOL)
     paths = [r.path for r in host_shm._REGIONS.values()]
     if rank == 0:
-        Path(out, "paths.json").write_text(json.dumps({"paths": paths, "held": list(host_shm._HELD)}))
+        Path(out, "paths.json").write_text(
+            json.dumps({"paths": paths, "held": list(host_shm._HELD)})
+        )
 
 
 def test_a_full_dev_shm_falls_back_to_anonymous_shared_memory():
@@ -203,6 +218,10 @@ def test_a_full_dev_shm_falls_back_to_anonymous_shared_memory():
     out = scratch_dir()
     run_world(_full_dev_shm, 2, out)
     seen = json.loads(Path(out, "paths.json").read_text())
-    assert len(seen["paths"]) == 1 and seen["paths"][0].startswith("/proc/") and "/fd/" in seen["paths"][0]
+    assert (
+        len(seen["paths"]) == 1
+        and seen["paths"][0].startswith("/proc/")
+        and "/fd/" in seen["paths"][0]
+    )
     assert seen["held"] == []  # the creator's descriptor closed once both ranks had mapped it
     assert _ours() <= before

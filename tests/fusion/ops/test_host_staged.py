@@ -42,8 +42,9 @@ def _ops_match(rank: int, world: int) -> None:
             gen = torch.Generator().manual_seed(1000 * rows + chunks)
             x_all = [torch.randn(rows, k, generator=gen) for _ in range(world)]
             w = torch.randn(k, n, generator=gen)
-            out, gathered = all_gather_matmul(x_all[rank], w, mode="host_staged", chunks=chunks,
-                                              return_gathered=True)
+            out, gathered = all_gather_matmul(
+                x_all[rank], w, mode="host_staged", chunks=chunks, return_gathered=True
+            )
             torch.testing.assert_close(out, _reference_ag(x_all, w), **TOL)
             torch.testing.assert_close(gathered, torch.cat(x_all), rtol=0, atol=0)
             y_all = [torch.randn(world * rows, k, generator=gen) for _ in range(world)]
@@ -52,7 +53,9 @@ def _ops_match(rank: int, world: int) -> None:
             got = matmul_reduce_scatter(y_all[rank], w_all[rank], mode="host_staged", chunks=chunks)
             torch.testing.assert_close(got, full[rank * rows : (rank + 1) * rows], **TOL)
             lhs = torch.randn(world * rows, 2, generator=gen)
-            out, grad_w = all_gather_matmul(x_all[rank], w, mode="host_staged", chunks=chunks, wgrad_lhs=lhs)
+            out, grad_w = all_gather_matmul(
+                x_all[rank], w, mode="host_staged", chunks=chunks, wgrad_lhs=lhs
+            )
             torch.testing.assert_close(grad_w, lhs.t() @ torch.cat(x_all), **TOL)
 
 
@@ -75,7 +78,9 @@ def _grads(rank: int, world: int, out: str) -> None:
             g_row = torch.randn(8, 7, generator=gen)
             got = {}
             for mode in ("none", "host_staged"):
-                fusion = FusionChoice(mode=mode, chunks=chunks if mode != "none" else 1, bwd_overlap=bwd)
+                fusion = FusionChoice(
+                    mode=mode, chunks=chunks if mode != "none" else 1, bwd_overlap=bwd
+                )
                 leaves = [t.clone().requires_grad_() for t in (x, w_col, y, w_row)]
                 a = AllGatherMatmulFn.apply(leaves[0], leaves[1], None, fusion, "t.col")
                 b = MatmulReduceScatterFn.apply(leaves[2], leaves[3], None, fusion, "t.row")
@@ -111,8 +116,10 @@ def test_the_trace_shows_the_mode_s_ranges():
     names = set(json.loads(Path(out, "names.json").read_text()))
     want = {f"tpscope/blk.fc1/ag_gemm/{r}" for r in ("stage_out", "stage_in", "chunk0", "chunk1")}
     # GEMM-RS: pieces 0-1 are the peer's rows, 2-3 the own rows' GEMMs with the sum added in
-    want |= {f"tpscope/blk.fc2/gemm_rs/{r}" for r in ("stage_out", "stage_in", "chunk0", "chunk1", "chunk2",
-                                                       "chunk3")}
+    want |= {
+        f"tpscope/blk.fc2/gemm_rs/{r}"
+        for r in ("stage_out", "stage_in", "chunk0", "chunk1", "chunk2", "chunk3")
+    }
     assert want <= names, sorted(want - names)
 
 
@@ -123,11 +130,48 @@ def test_cpu_run_end_to_end(tmp_path):
 
     out = tmp_path / "run"
     before = _ours()
-    cmd = [sys.executable, "-m", "tpscope.cli", "run", "--device", "cpu", "--nproc", "2", "--mode", "host_staged",
-           "--chunks", "2", "--steps", "4", "--profile-steps", "1", "--layers", "1", "--hidden", "32", "--ffn",
-           "64", "--heads", "2", "--vocab", "32", "--seq-len", "16", "--batch", "2", "--out", str(out)]
-    done = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=REPO, capture_output=True,
-                          text=True, timeout=300)
+    cmd = [
+        sys.executable,
+        "-m",
+        "tpscope.cli",
+        "run",
+        "--device",
+        "cpu",
+        "--nproc",
+        "2",
+        "--mode",
+        "host_staged",
+        "--chunks",
+        "2",
+        "--steps",
+        "4",
+        "--profile-steps",
+        "1",
+        "--layers",
+        "1",
+        "--hidden",
+        "32",
+        "--ffn",
+        "64",
+        "--heads",
+        "2",
+        "--vocab",
+        "32",
+        "--seq-len",
+        "16",
+        "--batch",
+        "2",
+        "--out",
+        str(out),
+    ]
+    done = subprocess.run(
+        cmd,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     manifest = json.loads((out / "tpscope_run.json").read_text())
     assert manifest["mode"] == "host_staged" and manifest["complete"]
@@ -141,11 +185,40 @@ def test_cpu_run_end_to_end(tmp_path):
 
 def test_across_nodes_the_run_is_refused_before_it_starts(tmp_path):
     out = tmp_path / "never"
-    cmd = [sys.executable, "-m", "tpscope.cli", "run", "--device", "cpu", "--nproc", "1", "--mode", "host_staged",
-           "--nnodes", "2", "--node-rank", "0", "--rdzv-endpoint", "127.0.0.1:1", "--rdzv-backend", "c10d",
-           "--rdzv-id", "x", "--steps", "4", "--out", str(out)]
-    done = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=REPO, capture_output=True,
-                          text=True, timeout=60)
+    cmd = [
+        sys.executable,
+        "-m",
+        "tpscope.cli",
+        "run",
+        "--device",
+        "cpu",
+        "--nproc",
+        "1",
+        "--mode",
+        "host_staged",
+        "--nnodes",
+        "2",
+        "--node-rank",
+        "0",
+        "--rdzv-endpoint",
+        "127.0.0.1:1",
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-id",
+        "x",
+        "--steps",
+        "4",
+        "--out",
+        str(out),
+    ]
+    done = subprocess.run(
+        cmd,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2, done.stderr[-2000:]
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "must be on one node, not 2" in lines[0], done.stderr
@@ -158,7 +231,9 @@ def test_a_slot_is_reused_only_after_every_peer_read_it(tmp_path, monkeypatch):
     from tpscope.fusion.ops import host_shm, host_staged
 
     monkeypatch.setattr(host_shm, "WAIT_TIMEOUT_S", 0.05)
-    path = host_shm._create(str(tmp_path), host_shm._round_up(3 * 2 * host_shm.FLAG_LINE) + 2 * 3 * 4096)
+    path = host_shm._create(
+        str(tmp_path), host_shm._round_up(3 * 2 * host_shm.FLAG_LINE) + 2 * 3 * 4096
+    )
     reg = host_shm.Region(path, 3, 0, 4096, torch.device("cpu"))
     host_staged._wait_slot_free(reg, 1)  # the first two calls write fresh slots
     host_staged._wait_slot_free(reg, 2)
@@ -191,13 +266,44 @@ def test_every_call_checks_its_slot_once_before_staging():
 
 def test_a_region_that_cannot_be_made_ends_the_run_in_one_line(tmp_path):
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "tpscope.cli", "run", "--device", "cpu", "--nproc", "2", "--mode", "host_staged",
-           "--steps", "4", "--profile-steps", "0", "--layers", "1", "--hidden", "32", "--ffn", "64", "--heads", "2",
-           "--vocab", "32", "--seq-len", "16", "--batch", "2", "--out", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "tpscope.cli",
+        "run",
+        "--device",
+        "cpu",
+        "--nproc",
+        "2",
+        "--mode",
+        "host_staged",
+        "--steps",
+        "4",
+        "--profile-steps",
+        "0",
+        "--layers",
+        "1",
+        "--hidden",
+        "32",
+        "--ffn",
+        "64",
+        "--heads",
+        "2",
+        "--vocab",
+        "32",
+        "--seq-len",
+        "16",
+        "--batch",
+        "2",
+        "--out",
+        str(out),
+    ]
     env = {**os.environ, "PYTHONPATH": str(REPO), "TPSCOPE_SHM_DIR": str(tmp_path / "missing")}
     done = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 2, done.stderr[-3000:]
     lines = set(done.stderr.strip().splitlines())  # each rank says it, alike
-    assert lines == {f"tpscope run: error: mode host_staged: cannot create a file in {tmp_path / 'missing'} "
-                     "(No such file or directory); set TPSCOPE_SHM_DIR to a folder that every rank of the host "
-                     "shares"}, done.stderr[-3000:]
+    assert lines == {
+        f"tpscope run: error: mode host_staged: cannot create a file in {tmp_path / 'missing'} "
+        "(No such file or directory); set TPSCOPE_SHM_DIR to a folder that every rank of the host "
+        "shares"
+    }, done.stderr[-3000:]

@@ -22,8 +22,13 @@ def _ring(rank: int, world: int) -> None:
         assert torch.equal(gathered, x_full)
         # each rank holds different y: the sum over ranks of y_r @ w, rows of this rank's block
         got = rs_ring(ys[rank], w, None, world, rank, "t", chunks, taper)
-        torch.testing.assert_close(got.double(), total[mine], rtol=1e-5, atol=1e-5,
-                                   msg=f"RS ring chunks={chunks} taper={taper}")
+        torch.testing.assert_close(
+            got.double(),
+            total[mine],
+            rtol=1e-5,
+            atol=1e-5,
+            msg=f"RS ring chunks={chunks} taper={taper}",
+        )
     out, none = ag_ring(x_full[mine], w, None, world, rank, "t", False)
     assert none is None
 
@@ -41,8 +46,13 @@ def _ring_all_gather_exchange(rank: int, world: int) -> None:
     mine = slice(rank * 4, (rank + 1) * 4)
     for chunks, taper in ((1, False), (2, False), (4, False), (2, True)):
         got = rs_ring(ys[rank], w, None, world, rank, "t", chunks, taper, all_gather_exchange=True)
-        torch.testing.assert_close(got.double(), total[mine], rtol=1e-5, atol=1e-5,
-                                   msg=f"RS ring by all-gather chunks={chunks} taper={taper}")
+        torch.testing.assert_close(
+            got.double(),
+            total[mine],
+            rtol=1e-5,
+            atol=1e-5,
+            msg=f"RS ring by all-gather chunks={chunks} taper={taper}",
+        )
 
 
 def test_ring_all_gather_exchange_world2():

@@ -1,5 +1,5 @@
 """Shape checks: every refusal names what is wrong (the ops call them before any collective;
-tests/fusion/test_ops.py checks that no collective runs)."""
+tests/fusion/ops/test_api.py checks that no collective runs)."""
 
 from __future__ import annotations
 
@@ -58,7 +58,9 @@ def test_refusals_name_the_ranks():
     check_host_local(["a", "a"], ["cpu", "cpu"])
     with pytest.raises(FusionShapeError, match="one host.*rank 0 on a, rank 1 on b"):
         check_host_local(["a", "b"], ["cuda", "cuda"])
-    with pytest.raises(FusionShapeError, match="same kind of device; rank 0 on cpu, rank 1 on cuda"):
+    with pytest.raises(
+        FusionShapeError, match="same kind of device; rank 0 on cpu, rank 1 on cuda"
+    ):
         check_host_local(["a", "a"], ["cpu", "cuda"])
     check_nodes("host_staged", 1)
     check_nodes("chunked", 4)

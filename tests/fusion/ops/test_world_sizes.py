@@ -19,20 +19,59 @@ from tpscope.fusion.ops import api as ops
 
 REPO = Path(__file__).resolve().parents[3]
 # heads, ffn, vocab and the 32 tokens of a step divide over 8 ranks (4 tokens each)
-TINY = ["--device", "cpu", "--steps", "3", "--profile-steps", "1", "--layers", "1", "--hidden", "32",
-        "--ffn", "64", "--heads", "8", "--vocab", "32", "--seq-len", "16", "--batch", "2", "--timeout-s", "60"]
+TINY = [
+    "--device",
+    "cpu",
+    "--steps",
+    "3",
+    "--profile-steps",
+    "1",
+    "--layers",
+    "1",
+    "--hidden",
+    "32",
+    "--ffn",
+    "64",
+    "--heads",
+    "8",
+    "--vocab",
+    "32",
+    "--seq-len",
+    "16",
+    "--batch",
+    "2",
+    "--timeout-s",
+    "60",
+]
 
 
 def _tpscope(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "tpscope.cli", *args], env=env, capture_output=True,
-                          text=True, timeout=240, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "tpscope.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=REPO,
+    )
 
 
 @pytest.mark.parametrize(("world", "mode", "chunks"), [(4, "chunked", 2), (8, "ring", 1)])
 def test_run_at_world_size(tmp_path, world, mode, chunks):
     out = tmp_path / f"tp{world}"
-    done = _tpscope("run", "--nproc", str(world), "--mode", mode, "--chunks", str(chunks), "--out", str(out), *TINY)
+    done = _tpscope(
+        "run",
+        "--nproc",
+        str(world),
+        "--mode",
+        mode,
+        "--chunks",
+        str(chunks),
+        "--out",
+        str(out),
+        *TINY,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"tp={world} mode={mode}" in done.stdout and "step 3/3" in done.stdout
     traces = sorted(out.glob("rank*.pt.trace.json.gz"))
@@ -47,7 +86,9 @@ def test_run_at_world_size(tmp_path, world, mode, chunks):
         ranks.append(info["rank"])
         names = {e.get("name", "") for e in doc["traceEvents"]}
         assert "ProfilerStep#2" in names, sorted(n for n in names if n.startswith("ProfilerStep"))
-        assert "tpscope/block0.mlp.fc1/ag_gemm" in names and "tpscope/block0.mlp.fc2/gemm_rs" in names
+        assert (
+            "tpscope/block0.mlp.fc1/ag_gemm" in names and "tpscope/block0.mlp.fc2/gemm_rs" in names
+        )
         assert any(n.startswith("gloo:") for n in names), "the collectives are in the trace"
     assert sorted(ranks) == list(range(world))
     manifest = json.loads((out / "tpscope_run.json").read_text())
@@ -72,14 +113,20 @@ def _ops_at_8(rank: int, world: int, mode: str) -> None:
     w_local = w_full[:, rank * n : (rank + 1) * n]
     y_local = y_full[:, rank * k : (rank + 1) * k]
     w2_local = w2_full[rank * k : (rank + 1) * k]
-    variants = {"none": [(1, True)], "chunked": [(1, True), (2, True), (4, True), (2, False)],
-                "ring": [(1, True), (2, True)]}[mode]
+    variants = {
+        "none": [(1, True)],
+        "chunked": [(1, True), (2, True), (4, True), (2, False)],
+        "ring": [(1, True), (2, True)],
+    }[mode]
     for chunks, own_first in variants:
         what = f"{mode} chunks={chunks} own_first={own_first} rank {rank}/{world}"
-        out, gathered = ops.all_gather_matmul(x_shard, w_local, mode=mode, chunks=chunks,
-                                              return_gathered=True, own_first=own_first)
+        out, gathered = ops.all_gather_matmul(
+            x_shard, w_local, mode=mode, chunks=chunks, return_gathered=True, own_first=own_first
+        )
         assert out.shape == (world * rows_local, n), what
-        torch.testing.assert_close(out.double(), ag_ref, rtol=1e-5, atol=1e-5, msg=f"AG-GEMM {what}")
+        torch.testing.assert_close(
+            out.double(), ag_ref, rtol=1e-5, atol=1e-5, msg=f"AG-GEMM {what}"
+        )
         torch.testing.assert_close(gathered, x_full, rtol=0, atol=0, msg=f"gathered {what}")
         rs = ops.matmul_reduce_scatter(y_local, w2_local, mode=mode, chunks=chunks)
         assert rs.shape == (rows_local, n), what

@@ -20,12 +20,34 @@ import pytest
 from tpscope.fusion.launch.torchrun import describe_failure
 
 REPO = Path(__file__).resolve().parents[3]
-TINY = ["--device", "cpu", "--nproc", "2", "--profile-steps", "0", "--layers", "1", "--hidden", "32",
-        "--ffn", "64", "--heads", "2", "--vocab", "32", "--seq-len", "16", "--batch", "2"]
+TINY = [
+    "--device",
+    "cpu",
+    "--nproc",
+    "2",
+    "--profile-steps",
+    "0",
+    "--layers",
+    "1",
+    "--hidden",
+    "32",
+    "--ffn",
+    "64",
+    "--heads",
+    "2",
+    "--vocab",
+    "32",
+    "--seq-len",
+    "16",
+    "--batch",
+    "2",
+]
 START_LIMIT_S = 120  # torch import and rendezvous of two workers on a loaded 2-core machine
-FINAL_LINE = re.compile(r"^tpscope run: error: rank (\d+) \(pid (\d+)\) "
-                        r"(died with signal \d+ \(\w+\)|exited with status \d+); the other ranks were stopped "
-                        r"\(.+ is marked incomplete\)$")
+FINAL_LINE = re.compile(
+    r"^tpscope run: error: rank (\d+) \(pid (\d+)\) "
+    r"(died with signal \d+ \(\w+\)|exited with status \d+); the other ranks were stopped "
+    r"\(.+ is marked incomplete\)$"
+)
 
 
 class _Run:
@@ -33,14 +55,34 @@ class _Run:
 
     def __init__(self, out: Path, timeout_s: float) -> None:
         env = {**os.environ, "PYTHONPATH": str(REPO)}
-        cmd = [sys.executable, "-m", "tpscope.cli", "run", "--out", str(out), "--steps", "3000",
-               "--timeout-s", str(timeout_s), *TINY]
-        self.proc = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, start_new_session=True)
+        cmd = [
+            sys.executable,
+            "-m",
+            "tpscope.cli",
+            "run",
+            "--out",
+            str(out),
+            "--steps",
+            "3000",
+            "--timeout-s",
+            str(timeout_s),
+            *TINY,
+        ]
+        self.proc = subprocess.Popen(
+            cmd,
+            env=env,
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         self.out: list[tuple[float, str]] = []
         self.err: list[tuple[float, str]] = []
-        self.readers = [threading.Thread(target=self._read, args=(s, d), daemon=True)
-                        for s, d in ((self.proc.stdout, self.out), (self.proc.stderr, self.err))]
+        self.readers = [
+            threading.Thread(target=self._read, args=(s, d), daemon=True)
+            for s, d in ((self.proc.stdout, self.out), (self.proc.stderr, self.err))
+        ]
         for t in self.readers:
             t.start()
         self.seen: dict[int, psutil.Process] = {}
@@ -57,9 +99,13 @@ class _Run:
             for t, line in list(lines):
                 if re.search(pattern, line):
                     return t
-            assert self.proc.poll() is None, f"exited early ({self.proc.returncode}): {self.stderr()[-3000:]}"
+            assert self.proc.poll() is None, (
+                f"exited early ({self.proc.returncode}): {self.stderr()[-3000:]}"
+            )
             time.sleep(0.05)
-        raise AssertionError(f"no line matching {pattern!r} within {limit_s} s: {self.stderr()[-3000:]}")
+        raise AssertionError(
+            f"no line matching {pattern!r} within {limit_s} s: {self.stderr()[-3000:]}"
+        )
 
     def workers(self) -> dict[int, psutil.Process]:
         """RANK -> worker process (torchrun's children running tpscope.fusion.run.worker)."""
@@ -79,7 +125,10 @@ class _Run:
     def cleanup(self) -> None:
         """Kill whatever is left of the tree (the test failed half-way)."""
         try:
-            tree = [psutil.Process(self.proc.pid), *psutil.Process(self.proc.pid).children(recursive=True)]
+            tree = [
+                psutil.Process(self.proc.pid),
+                *psutil.Process(self.proc.pid).children(recursive=True),
+            ]
         except psutil.NoSuchProcess:
             tree = []
         for p in [*tree, *self.seen.values()]:
@@ -134,8 +183,10 @@ def test_a_killed_rank_ends_the_run_at_once_with_one_line(tmp_path):
         victim.send_signal(signal.SIGKILL)
         last, _ = _check_end(run, rc_limit_s=60)
         took = time.monotonic() - killed_at
-        assert last == (f"tpscope run: error: rank 1 (pid {victim.pid}) died with signal 9 (SIGKILL); "
-                        f"the other ranks were stopped ({tmp_path / 'run'} is marked incomplete)"), last
+        assert last == (
+            f"tpscope run: error: rank 1 (pid {victim.pid}) died with signal 9 (SIGKILL); "
+            f"the other ranks were stopped ({tmp_path / 'run'} is marked incomplete)"
+        ), last
         assert json.loads((tmp_path / "run" / "tpscope_run.json").read_text())["complete"] is False
         assert took < 15 + 30, f"{took:.1f} s from the kill to the exit"  # measured ~1 s on 2 cores
         print(f"killed rank -> exit in {took:.2f} s")
@@ -150,45 +201,80 @@ def test_a_hung_rank_fails_the_others_within_the_timeout(tmp_path):
         victim = _training(run)[1]
         stopped_at = time.monotonic()
         victim.send_signal(signal.SIGSTOP)  # alive, holds its sockets, answers no collective
-        seen = run.wait_for(run.err, r"^tpscope run: error: rank 0: a collective failed \(.*\): "
-                                     r"a peer rank died, or hung past --timeout-s$", timeout_s + 30)
+        seen = run.wait_for(
+            run.err,
+            r"^tpscope run: error: rank 0: a collective failed \(.*\): "
+            r"a peer rank died, or hung past --timeout-s$",
+            timeout_s + 30,
+        )
         waited = seen - stopped_at
         assert timeout_s - 1 <= waited < timeout_s + 15, f"rank 0 gave up after {waited:.1f} s"
         # torchrun has sent the hung rank SIGTERM; it takes effect once the process runs again
         # (a stopped process would be SIGKILLed after torchrun's 30 s grace)
         victim.send_signal(signal.SIGCONT)
         _, took = _check_end(run, rc_limit_s=45)
-        print(f"hung rank -> rank 0 reported after {waited:.2f} s (timeout {timeout_s} s); exit {took:.2f} s later")
+        print(
+            f"hung rank -> rank 0 reported after {waited:.2f} s (timeout {timeout_s} s); exit {took:.2f} s later"
+        )
     finally:
         run.cleanup()
 
 
 def test_describe_failure_names_the_rank_that_failed_not_the_ones_torchrun_stopped():
     term, kill = -int(signal.SIGTERM), -int(signal.SIGKILL)
-    assert describe_failure([{"rank": 0, "pid": 10, "exitcode": term}, {"rank": 3, "pid": 13, "exitcode": kill},
-                             {"rank": 1, "pid": 11, "exitcode": 1}]) == (
-        "rank 3 (pid 13) died with signal 9 (SIGKILL); the other ranks were stopped")
-    assert describe_failure([{"rank": 2, "pid": 12, "exitcode": 1}, {"rank": 0, "pid": 10, "exitcode": term},
-                             {"rank": 1, "pid": 11, "exitcode": 1}]) == (
-        "rank 1 (pid 11) exited with status 1; the other ranks were stopped")
+    assert describe_failure(
+        [
+            {"rank": 0, "pid": 10, "exitcode": term},
+            {"rank": 3, "pid": 13, "exitcode": kill},
+            {"rank": 1, "pid": 11, "exitcode": 1},
+        ]
+    ) == ("rank 3 (pid 13) died with signal 9 (SIGKILL); the other ranks were stopped")
+    assert describe_failure(
+        [
+            {"rank": 2, "pid": 12, "exitcode": 1},
+            {"rank": 0, "pid": 10, "exitcode": term},
+            {"rank": 1, "pid": 11, "exitcode": 1},
+        ]
+    ) == ("rank 1 (pid 11) exited with status 1; the other ranks were stopped")
     assert describe_failure([{"rank": 5, "pid": 15, "exitcode": term}]).startswith(
-        "rank 5 (pid 15) died with signal 15 (SIGTERM)")
+        "rank 5 (pid 15) died with signal 15 (SIGTERM)"
+    )
 
 
-@pytest.mark.parametrize("bad", [
-    ["--nproc", "3"],  # heads 2 do not divide over 3 ranks
-    ["--chunks", "3"],  # 16 tokens per rank in 3 chunks
-    ["--mode", "symm_mem"],  # no CPU path
-    ["--mode", "copy_engine"],  # no CPU path either
-    ["--nproc", "4", "--heads", "4", "--ffn", "66"],  # ffn 66 over 4 ranks
-    ["--batch", "3", "--seq-len", "5"],  # 15 tokens over 2 ranks
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        ["--nproc", "3"],  # heads 2 do not divide over 3 ranks
+        ["--chunks", "3"],  # 16 tokens per rank in 3 chunks
+        ["--mode", "symm_mem"],  # no CPU path
+        ["--mode", "copy_engine"],  # no CPU path either
+        ["--nproc", "4", "--heads", "4", "--ffn", "66"],  # ffn 66 over 4 ranks
+        ["--batch", "3", "--seq-len", "5"],  # 15 tokens over 2 ranks
+    ],
+)
 def test_bad_shapes_and_modes_are_refused_before_any_process_starts(tmp_path, bad):
     out = tmp_path / "never"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     t0 = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "tpscope.cli", "run", "--out", str(out), "--steps", "3",
-                           *TINY, *bad], env=env, cwd=REPO, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tpscope.cli",
+            "run",
+            "--out",
+            str(out),
+            "--steps",
+            "3",
+            *TINY,
+            *bad,
+        ],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2, (bad, done.stderr[-2000:])
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("tpscope run: error: "), done.stderr

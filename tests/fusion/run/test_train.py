@@ -18,9 +18,22 @@ from tpscope.fusion.run.config import RunConfig
 from tpscope.fusion.run.train import profiled_steps, train
 from tpscope.runfolder.fusion_choice import FusionChoice
 
-CFG = RunConfig(out_dir="unused", device="cpu", dtype="float32", steps=3, seq_len=16, batch=2,
-                profile_active=0, lr=3e-3, model=ModelConfig(layers=1, hidden=32, ffn=64, heads=4, vocab=32))
-MODES = [FusionChoice(mode="none"), FusionChoice(mode="chunked", chunks=4), FusionChoice(mode="ring")]
+CFG = RunConfig(
+    out_dir="unused",
+    device="cpu",
+    dtype="float32",
+    steps=3,
+    seq_len=16,
+    batch=2,
+    profile_active=0,
+    lr=3e-3,
+    model=ModelConfig(layers=1, hidden=32, ffn=64, heads=4, vocab=32),
+)
+MODES = [
+    FusionChoice(mode="none"),
+    FusionChoice(mode="chunked", chunks=4),
+    FusionChoice(mode="ring"),
+]
 
 
 def _train(rank: int, world: int, out: str) -> None:
@@ -29,7 +42,9 @@ def _train(rank: int, world: int, out: str) -> None:
         r = train(CFG, rank=rank, tp=world, device=torch.device("cpu"), plan=lambda _l, f=fusion: f)
         assert len(r.step_times_ms) == CFG.steps and all(t > 0 for t in r.step_times_ms)
         assert r.peak_memory_bytes > 0 and r.peak_memory_kind == "process_max_rss"
-        assert r.embed_overlap is False  # CUDA only (train.defers_embed_grad); test_model covers the deferral
+        assert (
+            r.embed_overlap is False
+        )  # CUDA only (train.defers_embed_grad); test_model covers the deferral
         results[f"{fusion.mode}{fusion.chunks}"] = r.losses
     if rank == 0:
         with open(os.path.join(out, f"world{world}.json"), "w") as fh:
@@ -43,7 +58,9 @@ def test_losses_equal_in_every_mode_and_to_tp1():
     tp2 = json.load(open(os.path.join(out, "world2.json")))
     tp1 = json.load(open(os.path.join(out, "world1.json")))["none1"]
     for mode, losses in tp2.items():
-        torch.testing.assert_close(torch.tensor(losses), torch.tensor(tp1), rtol=1e-4, atol=1e-5, msg=mode)
+        torch.testing.assert_close(
+            torch.tensor(losses), torch.tensor(tp1), rtol=1e-4, atol=1e-5, msg=mode
+        )
     assert len(set(tp1)) == len(tp1)  # the steps train on different batches and change the weights
 
 
@@ -63,7 +80,10 @@ def test_a_deferred_embedding_gradient_splits_the_optimizer():
     for defer in (True, False):
         model = TPTransformer(CFG.model, 2, lambda _l: fused, defer_embed_grad=defer)
         first, last = make_optimizers(model, CFG, torch.device("cpu"))
-        ids = [[{id(p) for g in o.param_groups for p in g["params"]} for o in opts] for opts in (first, last)]
+        ids = [
+            [{id(p) for g in o.param_groups for p in g["params"]} for o in opts]
+            for opts in (first, last)
+        ]
         everything = {id(p) for p in model.parameters()}
         if defer:
             late = {id(p) for p in [model.embed.weight, *model.replicated_parameters()]}
@@ -74,17 +94,38 @@ def test_a_deferred_embedding_gradient_splits_the_optimizer():
 
 # The learning check: the smallest model and batch that show the task being learned (about 7 s a
 # mode for 200 steps on 2 loaded cores). Rows per rank: 16 * 4 / 2 = 32.
-LEARN = RunConfig(out_dir="unused", device="cpu", dtype="float32", steps=200, seq_len=16, batch=4,
-                  profile_active=0, lr=3e-3, model=ModelConfig(layers=1, hidden=32, ffn=64, heads=4, vocab=32))
-LEARN_MODES = [FusionChoice(mode="none"), FusionChoice(mode="chunked", chunks=4), FusionChoice(mode="ring", chunks=2)]
+LEARN = RunConfig(
+    out_dir="unused",
+    device="cpu",
+    dtype="float32",
+    steps=200,
+    seq_len=16,
+    batch=4,
+    profile_active=0,
+    lr=3e-3,
+    model=ModelConfig(layers=1, hidden=32, ffn=64, heads=4, vocab=32),
+)
+LEARN_MODES = [
+    FusionChoice(mode="none"),
+    FusionChoice(mode="chunked", chunks=4),
+    FusionChoice(mode="ring", chunks=2),
+]
 # Every other fusion a CPU run can take, for 50 steps against unfused's 50 (symm_mem and
 # copy_engine need CUDA peer memory).
-SAME_50 = [FusionChoice(mode="none"), FusionChoice(mode="chunked", chunks=1), FusionChoice(mode="chunked", chunks=2),
-           FusionChoice(mode="chunked", chunks=8), FusionChoice(mode="chunked", chunks=2, own_first=False),
-           FusionChoice(mode="chunked", chunks=4, bwd_overlap=False), FusionChoice(mode="ring"),
-           FusionChoice(mode="ring", chunks=4), FusionChoice(mode="ring", chunks=2, ring_all_gather=True),
-           FusionChoice(mode="ring", chunks=2, bwd_overlap=False), FusionChoice(mode="host_staged"),
-           FusionChoice(mode="host_staged", chunks=4)]
+SAME_50 = [
+    FusionChoice(mode="none"),
+    FusionChoice(mode="chunked", chunks=1),
+    FusionChoice(mode="chunked", chunks=2),
+    FusionChoice(mode="chunked", chunks=8),
+    FusionChoice(mode="chunked", chunks=2, own_first=False),
+    FusionChoice(mode="chunked", chunks=4, bwd_overlap=False),
+    FusionChoice(mode="ring"),
+    FusionChoice(mode="ring", chunks=4),
+    FusionChoice(mode="ring", chunks=2, ring_all_gather=True),
+    FusionChoice(mode="ring", chunks=2, bwd_overlap=False),
+    FusionChoice(mode="host_staged"),
+    FusionChoice(mode="host_staged", chunks=4),
+]
 FP32_RTOL = 1e-5
 """Fused against unfused, per step, fp32: the largest difference measured over 200 steps of
 LEARN was 3.3e-7 of the loss (chunked; summation order), so 1e-5 leaves a 30x margin and still
@@ -95,11 +136,15 @@ by far more from the first step)."""
 def _learn(rank: int, world: int, out: str) -> None:
     results = {}
     for fusion in LEARN_MODES:
-        r = train(LEARN, rank=rank, tp=world, device=torch.device("cpu"), plan=lambda _l, f=fusion: f)
+        r = train(
+            LEARN, rank=rank, tp=world, device=torch.device("cpu"), plan=lambda _l, f=fusion: f
+        )
         results["200/" + str(fusion)] = r.losses
     short = replace(LEARN, steps=50)
     for fusion in SAME_50:
-        r = train(short, rank=rank, tp=world, device=torch.device("cpu"), plan=lambda _l, f=fusion: f)
+        r = train(
+            short, rank=rank, tp=world, device=torch.device("cpu"), plan=lambda _l, f=fusion: f
+        )
         results["50/" + str(fusion)] = r.losses
     if rank == 0:
         with open(os.path.join(out, "learn.json"), "w") as fh:
@@ -129,13 +174,23 @@ def test_every_fused_mode_trains_the_unfused_model(learned):
     steps of every other fusion and chunk count a CPU run can take."""
     unfused = torch.tensor(learned["200/" + str(LEARN_MODES[0])], dtype=torch.float64)
     for fusion in LEARN_MODES[1:]:
-        torch.testing.assert_close(torch.tensor(learned["200/" + str(fusion)], dtype=torch.float64), unfused,
-                                   rtol=FP32_RTOL, atol=0, msg=str(fusion))
+        torch.testing.assert_close(
+            torch.tensor(learned["200/" + str(fusion)], dtype=torch.float64),
+            unfused,
+            rtol=FP32_RTOL,
+            atol=0,
+            msg=str(fusion),
+        )
     unfused50 = torch.tensor(learned["50/" + str(SAME_50[0])], dtype=torch.float64)
     assert not torch.equal(unfused50, unfused[:50])  # a 50-step run has its own schedule
     for fusion in SAME_50[1:]:
-        torch.testing.assert_close(torch.tensor(learned["50/" + str(fusion)], dtype=torch.float64), unfused50,
-                                   rtol=FP32_RTOL, atol=0, msg=str(fusion))
+        torch.testing.assert_close(
+            torch.tensor(learned["50/" + str(fusion)], dtype=torch.float64),
+            unfused50,
+            rtol=FP32_RTOL,
+            atol=0,
+            msg=str(fusion),
+        )
 
 
 def test_clipping_keeps_the_embedding_gradient_in_order():
@@ -148,4 +203,6 @@ def test_clipping_keeps_the_embedding_gradient_in_order():
     assert not defers_embed_grad(CFG, fused, cuda)  # grad_clip 1.0 by default
     assert defers_embed_grad(replace(CFG, grad_clip=0.0), fused, cuda)
     assert not defers_embed_grad(replace(CFG, grad_clip=0.0), fused, torch.device("cpu"))
-    assert not defers_embed_grad(replace(CFG, grad_clip=0.0), lambda _l: FusionChoice(mode="none"), cuda)
+    assert not defers_embed_grad(
+        replace(CFG, grad_clip=0.0), lambda _l: FusionChoice(mode="none"), cuda
+    )

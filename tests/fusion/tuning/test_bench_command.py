@@ -12,24 +12,53 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def _bench(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tpscope.cli", "bench", *args],
-                          env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
-                          timeout=150, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "tpscope.cli", "bench", *args],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=150,
+        cwd=REPO,
+    )
 
 
 def test_cpu_bench_writes_checked_results(tmp_path):
     out = tmp_path / "b.json"
-    done = _bench("--device", "cpu", "--dtype", "float32", "--shape", "32,16,32", "--reps", "3",
-                  "--warmup", "1", "--chunks", "2,3", "--ring-chunks", "1,2", "--json", str(out))
+    done = _bench(
+        "--device",
+        "cpu",
+        "--dtype",
+        "float32",
+        "--shape",
+        "32,16,32",
+        "--reps",
+        "3",
+        "--warmup",
+        "1",
+        "--chunks",
+        "2,3",
+        "--ring-chunks",
+        "1,2",
+        "--json",
+        str(out),
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "unfused" in done.stdout and "chunked/k2" in done.stdout
     doc = json.loads(out.read_text())
-    assert doc["all_outputs_match_unfused"] is True and doc["tp"] == 2 and doc["command"][:2] == ["tpscope", "bench"]
+    assert (
+        doc["all_outputs_match_unfused"] is True
+        and doc["tp"] == 2
+        and doc["command"][:2] == ["tpscope", "bench"]
+    )
     sides = {r["side"]: r for r in doc["results"]}
     assert set(sides) == {"ag", "rs"}
     for r in sides.values():
         # k=3 does not divide the 16 rows per rank
-        assert [(v["mode"], v["chunks"]) for v in r["variants"]] == [("chunked", 2), ("ring", 1), ("ring", 2)]
+        assert [(v["mode"], v["chunks"]) for v in r["variants"]] == [
+            ("chunked", 2),
+            ("ring", 1),
+            ("ring", 2),
+        ]
         for v in r["variants"]:
             assert v["timing"]["reps"] == 3 and v["max_rel_err"] < 1e-4 and "E" in v
 
@@ -41,8 +70,12 @@ def test_bench_refuses_bad_options():
     assert done.returncode == 2 and "cuda" in done.stderr
     done = _bench("--device", "cpu", "--modes", "symm_mem,copy_engine")
     assert done.returncode == 2 and "cuda" in done.stderr
-    for option, value in (("--taper", "2"), ("--ring-all-gather", "0,3"), ("--copy-push", "5"),
-                          ("--feed-ahead-ms", "-1")):
+    for option, value in (
+        ("--taper", "2"),
+        ("--ring-all-gather", "0,3"),
+        ("--copy-push", "5"),
+        ("--feed-ahead-ms", "-1"),
+    ):
         done = _bench("--device", "cpu", option, value)
         assert done.returncode == 2 and option in done.stderr, (option, done.stderr)
         assert len(done.stderr.strip().splitlines()) == 1

@@ -25,6 +25,7 @@ def _round_robin(rank: int, world: int, out: str) -> None:
         def fn():
             calls.append(name)
             time.sleep(ms / 1e3)
+
         return fn
 
     # rank 1 is the slow one for "slow": the slowest rank's time counts
@@ -32,8 +33,15 @@ def _round_robin(rank: int, world: int, out: str) -> None:
     timed = time_regions(fns, device=torch.device("cpu"), reps=4, warmup=1)
     if rank == 0:
         with open(out, "w") as fh:
-            json.dump({"calls": calls, "slow": timed["slow"].median_ms, "fast": timed["fast"].median_ms,
-                       "reps": timed["slow"].reps}, fh)
+            json.dump(
+                {
+                    "calls": calls,
+                    "slow": timed["slow"].median_ms,
+                    "fast": timed["fast"].median_ms,
+                    "reps": timed["slow"].reps,
+                },
+                fh,
+            )
 
 
 def test_time_regions_alternates_and_takes_the_slowest_rank(tmp_path):

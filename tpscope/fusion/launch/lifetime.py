@@ -25,4 +25,6 @@ def die_with_parent(sig: signal.Signals) -> bool:
 def parent_is_gone(expected_parent: str | None) -> bool:
     """True when the parent this process was started by (its pid in `expected_parent`) already
     died: before `die_with_parent` was in force, so no signal will come."""
-    return bool(expected_parent) and expected_parent.isdigit() and os.getppid() != int(expected_parent)
+    return (
+        bool(expected_parent) and expected_parent.isdigit() and os.getppid() != int(expected_parent)
+    )

@@ -24,7 +24,9 @@ def prepare_out_dir(out_dir: str, overwrite: bool, *, clear: bool = True) -> Pat
     check_out_folder(path)
     if path.is_dir() and any(p.name != LOCK_NAME for p in path.iterdir()):
         if not overwrite:
-            raise UserError(f"{path}: folder exists and is not empty (pass --overwrite to replace the run in it)")
+            raise UserError(
+                f"{path}: folder exists and is not empty (pass --overwrite to replace the run in it)"
+            )
         if clear:
             for pattern in RUN_ARTIFACTS:
                 for old in path.glob(pattern):
@@ -67,7 +69,9 @@ def claim_out_dir(out_dir: str, overwrite: bool) -> OutDirClaim:
         except BlockingIOError:
             holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
             os.close(fd)
-            raise UserError(f"--out {path}: another tpscope run (pid {holder}) is writing into this folder") from None
+            raise UserError(
+                f"--out {path}: another tpscope run (pid {holder}) is writing into this folder"
+            ) from None
         try:
             same = os.stat(lock).st_ino == os.fstat(fd).st_ino
         except FileNotFoundError:

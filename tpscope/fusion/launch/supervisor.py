@@ -35,7 +35,9 @@ def main(argv: list[str]) -> int:
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import parse_args, run
 
-    logging.disable(logging.ERROR)  # torchrun's per-rank "failed", "closing signal" and banner lines
+    logging.disable(
+        logging.ERROR
+    )  # torchrun's per-rank "failed", "closing signal" and banner lines
     try:
         run(parse_args(torchrun_args))
     except SignalException as exc:  # torchrun stopped its workers on SIGTERM/SIGINT
@@ -43,12 +45,23 @@ def main(argv: list[str]) -> int:
         if out_dir:  # marked here too: when the launcher died, no one else will
             from tpscope.fusion.launch.out_dir import mark_incomplete
 
-            mark_incomplete(out_dir, f"stopped by {signal.Signals(exc.sigval).name}: the launcher was "
-                                     "stopped or died; torchrun stopped every worker")
+            mark_incomplete(
+                out_dir,
+                f"stopped by {signal.Signals(exc.sigval).name}: the launcher was "
+                "stopped or died; torchrun stopped every worker",
+            )
         return 128 + int(exc.sigval)
     except ChildFailedError as exc:
-        failures = [{"rank": int(rank), "local_rank": f.local_rank, "pid": f.pid, "exitcode": f.exitcode,
-                     "timestamp": f.timestamp} for rank, f in exc.failures.items()]
+        failures = [
+            {
+                "rank": int(rank),
+                "local_rank": f.local_rank,
+                "pid": f.pid,
+                "exitcode": f.exitcode,
+                "timestamp": f.timestamp,
+            }
+            for rank, f in exc.failures.items()
+        ]
         with open(report, "w", encoding="utf-8") as fh:
             json.dump(failures, fh)
         return 1

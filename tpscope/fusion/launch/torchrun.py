@@ -67,11 +67,15 @@ class Rendezvous:
     def __post_init__(self) -> None:
         counts = self.nnodes.split(":")
         if not (1 <= len(counts) <= 2 and all(c.isdigit() and int(c) >= 1 for c in counts)):
-            raise UserError(f"--nnodes {self.nnodes}: give a node count N or a range MIN:MAX (torchrun's form)")
+            raise UserError(
+                f"--nnodes {self.nnodes}: give a node count N or a range MIN:MAX (torchrun's form)"
+            )
         if self.node_rank < 0:
             raise UserError(f"--node-rank must be >= 0, not {self.node_rank}")
         if self.multi_node and not self.rdzv_endpoint:
-            raise UserError(f"--nnodes {self.nnodes} needs --rdzv-endpoint HOST:PORT, a node every launcher reaches")
+            raise UserError(
+                f"--nnodes {self.nnodes} needs --rdzv-endpoint HOST:PORT, a node every launcher reaches"
+            )
 
     @property
     def multi_node(self) -> bool:
@@ -84,7 +88,11 @@ class Rendezvous:
     def torchrun_args(self) -> list[str]:
         if not self.multi_node:
             return ["--standalone"]
-        args = [f"--nnodes={self.nnodes}", f"--node-rank={self.node_rank}", f"--rdzv-endpoint={self.rdzv_endpoint}"]
+        args = [
+            f"--nnodes={self.nnodes}",
+            f"--node-rank={self.node_rank}",
+            f"--rdzv-endpoint={self.rdzv_endpoint}",
+        ]
         args += [f"--rdzv-backend={self.rdzv_backend}"] if self.rdzv_backend else []
         return args + ([f"--rdzv-id={self.rdzv_id}"] if self.rdzv_id else [])
 
@@ -92,23 +100,40 @@ class Rendezvous:
 SINGLE_NODE = Rendezvous()
 
 
-def torchrun_command(nproc: int, module: str, module_args: list[str], rdzv: Rendezvous = SINGLE_NODE) -> list[str]:
+def torchrun_command(
+    nproc: int, module: str, module_args: list[str], rdzv: Rendezvous = SINGLE_NODE
+) -> list[str]:
     """`python -m torch.distributed.run --standalone --nproc-per-node N -m MODULE ARGS`, or with
     the multi-node options of `rdzv` in place of `--standalone`."""
-    return [sys.executable, "-m", "torch.distributed.run", *rdzv.torchrun_args(),
-            f"--nproc-per-node={nproc}", "-m", module, *module_args]
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        *rdzv.torchrun_args(),
+        f"--nproc-per-node={nproc}",
+        "-m",
+        module,
+        *module_args,
+    ]
 
 
-def supervised_command(nproc: int, module: str, module_args: list[str], report: str,
-                       rdzv: Rendezvous = SINGLE_NODE) -> list[str]:
+def supervised_command(
+    nproc: int, module: str, module_args: list[str], report: str, rdzv: Rendezvous = SINGLE_NODE
+) -> list[str]:
     """torchrun_command run through tpscope.fusion.launch.supervisor, which writes failed ranks to `report`."""
-    return [sys.executable, "-m", "tpscope.fusion.launch.supervisor", report,
-            *torchrun_command(nproc, module, module_args, rdzv)[3:]]
+    return [
+        sys.executable,
+        "-m",
+        "tpscope.fusion.launch.supervisor",
+        report,
+        *torchrun_command(nproc, module, module_args, rdzv)[3:],
+    ]
 
 
 def describe_failure(failures: list[dict]) -> str:
     """One line on the rank that failed: one killed by a signal other than torchrun's own SIGTERM
     (sent to the survivors) first, else one that exited non-zero; the lowest rank among equals."""
+
     def culprit_order(f: dict) -> tuple[int, int]:
         code = f["exitcode"]
         return (0 if code < 0 and code != -signal.SIGTERM else 1 if code > 0 else 2, f["rank"])
@@ -130,8 +155,9 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 STOP_GRACE_S = 7.0  # torchrun's own grace is 30 s; a stop must be done within 10 s
 
 
-def run_supervised(command: list[str], env: dict[str, str], out_dir: str | None = None
-                   ) -> tuple[int, signal.Signals | None]:
+def run_supervised(
+    command: list[str], env: dict[str, str], out_dir: str | None = None
+) -> tuple[int, signal.Signals | None]:
     """Run the supervisor (torchrun) and wait for it; (exit status, the stop signal received).
     SIGTERM, SIGINT or SIGHUP to this process is passed on as one SIGTERM (torchrun stops its
     workers); one still alive after STOP_GRACE_S is SIGKILLed with its process group (the workers
@@ -173,9 +199,17 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         pass
 
 
-def launch(nproc: int, module: str, module_args: list[str], regime: str, prog: str = "tpscope run",
-           extra_env: Mapping[str, str] | None = None, out_dir: str | None = None,
-           command: list[str] | None = None, rdzv: Rendezvous = SINGLE_NODE) -> int:
+def launch(
+    nproc: int,
+    module: str,
+    module_args: list[str],
+    regime: str,
+    prog: str = "tpscope run",
+    extra_env: Mapping[str, str] | None = None,
+    out_dir: str | None = None,
+    command: list[str] | None = None,
+    rdzv: Rendezvous = SINGLE_NODE,
+) -> int:
     """Run the workers under torchrun on this node and return its exit code: 0, 2 when every
     failed rank exited 2 (a user error each printed), 128 + N when stopped by signal N (torchrun
     and every worker stopped first), else 1 after one line naming the rank that failed.
@@ -185,7 +219,9 @@ def launch(nproc: int, module: str, module_args: list[str], regime: str, prog: s
     env = child_env(regime, {**os.environ, **(extra_env or {})})
     with tempfile.TemporaryDirectory(prefix="tpscope-launch-") as tmp:
         report = os.path.join(tmp, "failures.json")
-        rc, stop = run_supervised(supervised_command(nproc, module, module_args, report, rdzv), env, out_dir)
+        rc, stop = run_supervised(
+            supervised_command(nproc, module, module_args, report, rdzv), env, out_dir
+        )
         if rc == 0 and stop is None:
             return 0
         try:
@@ -199,12 +235,19 @@ def launch(nproc: int, module: str, module_args: list[str], regime: str, prog: s
     else:
         own = [f for f in failures if f["exitcode"] != -signal.SIGTERM]  # not stopped by torchrun
         user_error = bool(own) and all(f["exitcode"] == 2 for f in own)
-        line = (describe_failure(failures) if failures else f"the workers' launcher exited with status {rc}")
+        line = (
+            describe_failure(failures)
+            if failures
+            else f"the workers' launcher exited with status {rc}"
+        )
         code = 2 if user_error else 1
     if out_dir is not None:
         mark_incomplete(out_dir, line, command)
     if code == 2:
         return 2
-    print(f"{prog}: error: {line}" + (f" ({out_dir} is marked incomplete)" if out_dir else ""),
-          file=sys.stderr, flush=True)
+    print(
+        f"{prog}: error: {line}" + (f" ({out_dir} is marked incomplete)" if out_dir else ""),
+        file=sys.stderr,
+        flush=True,
+    )
     return code

@@ -35,8 +35,15 @@ class AllGatherMatmulFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x_shard, weight, group, fusion: FusionChoice, label: str):
         out, gathered = all_gather_matmul(
-            x_shard, weight, group, mode=fusion.mode, chunks=fusion.chunks, label=label,
-            return_gathered=True, own_first=fusion.own_first, sm_margin=fusion.sm_margin,
+            x_shard,
+            weight,
+            group,
+            mode=fusion.mode,
+            chunks=fusion.chunks,
+            label=label,
+            return_gathered=True,
+            own_first=fusion.own_first,
+            sm_margin=fusion.sm_margin,
         )
         ctx.save_for_backward(gathered, weight)
         ctx.group, ctx.fusion, ctx.label = group, fusion, label
@@ -47,11 +54,17 @@ class AllGatherMatmulFn(torch.autograd.Function):
         gathered, weight = ctx.saved_tensors
         grad_out = grad_out.contiguous()
         fusion = ctx.fusion
-        kw = {"mode": fusion.mode, "chunks": fusion.chunks, "label": f"{ctx.label}.bwd",
-              "sm_margin": fusion.sm_margin, "ring_all_gather": fusion.ring_all_gather}
+        kw = {
+            "mode": fusion.mode,
+            "chunks": fusion.chunks,
+            "label": f"{ctx.label}.bwd",
+            "sm_margin": fusion.sm_margin,
+            "ring_all_gather": fusion.ring_all_gather,
+        }
         if fusion.overlaps_backward:
-            grad_x, grad_w = matmul_reduce_scatter(grad_out, weight.t(), ctx.group, **kw,
-                                                   overlap=lambda: gathered.t() @ grad_out)
+            grad_x, grad_w = matmul_reduce_scatter(
+                grad_out, weight.t(), ctx.group, **kw, overlap=lambda: gathered.t() @ grad_out
+            )
         else:
             grad_x = matmul_reduce_scatter(grad_out, weight.t(), ctx.group, **kw)
             grad_w = gathered.t() @ grad_out
@@ -64,8 +77,14 @@ class MatmulReduceScatterFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, y, weight, group, fusion: FusionChoice, label: str):
         out = matmul_reduce_scatter(
-            y, weight, group, mode=fusion.mode, chunks=fusion.chunks, label=label,
-            sm_margin=fusion.sm_margin, ring_all_gather=fusion.ring_all_gather,
+            y,
+            weight,
+            group,
+            mode=fusion.mode,
+            chunks=fusion.chunks,
+            label=label,
+            sm_margin=fusion.sm_margin,
+            ring_all_gather=fusion.ring_all_gather,
         )
         ctx.save_for_backward(y, weight)
         ctx.group, ctx.fusion, ctx.label = group, fusion, label
@@ -75,14 +94,21 @@ class MatmulReduceScatterFn(torch.autograd.Function):
     def backward(ctx, grad_out):
         y, weight = ctx.saved_tensors
         fusion = ctx.fusion
-        kw = {"mode": fusion.mode, "chunks": fusion.chunks, "label": f"{ctx.label}.bwd",
-              "own_first": fusion.own_first, "sm_margin": fusion.sm_margin}
+        kw = {
+            "mode": fusion.mode,
+            "chunks": fusion.chunks,
+            "label": f"{ctx.label}.bwd",
+            "own_first": fusion.own_first,
+            "sm_margin": fusion.sm_margin,
+        }
         if fusion.overlaps_backward:
-            grad_y, grad_w = all_gather_matmul(grad_out.contiguous(), weight.t(), ctx.group, **kw,
-                                               wgrad_lhs=y)
+            grad_y, grad_w = all_gather_matmul(
+                grad_out.contiguous(), weight.t(), ctx.group, **kw, wgrad_lhs=y
+            )
         else:
-            grad_y, grad_gathered = all_gather_matmul(grad_out.contiguous(), weight.t(), ctx.group,
-                                                      **kw, return_gathered=True)
+            grad_y, grad_gathered = all_gather_matmul(
+                grad_out.contiguous(), weight.t(), ctx.group, **kw, return_gathered=True
+            )
             grad_w = y.t() @ grad_gathered
         return grad_y, grad_w, None, None, None
 
@@ -99,8 +125,15 @@ class ColumnParallelLinear(nn.Module):
 
     The weight is stored `[in, out/tp]` (K-major) so the op multiplies without a transpose."""
 
-    def __init__(self, in_features: int, out_local: int, *, fusion: FusionChoice, label: str,
-                 group: Any = None) -> None:
+    def __init__(
+        self,
+        in_features: int,
+        out_local: int,
+        *,
+        fusion: FusionChoice,
+        label: str,
+        group: Any = None,
+    ) -> None:
         super().__init__()
         self.weight = nn.Parameter(torch.empty(in_features, out_local))
         self.fusion, self.label, self.group = fusion, label, op_group(group, fusion)
@@ -112,8 +145,15 @@ class ColumnParallelLinear(nn.Module):
 class RowParallelLinear(nn.Module):
     """`[S, in/tp] -> [S/tp, out]`: multiply by this rank's rows, reduce-scatter the sum by rows."""
 
-    def __init__(self, in_local: int, out_features: int, *, fusion: FusionChoice, label: str,
-                 group: Any = None) -> None:
+    def __init__(
+        self,
+        in_local: int,
+        out_features: int,
+        *,
+        fusion: FusionChoice,
+        label: str,
+        group: Any = None,
+    ) -> None:
         super().__init__()
         self.weight = nn.Parameter(torch.empty(in_local, out_features))
         self.fusion, self.label, self.group = fusion, label, op_group(group, fusion)
@@ -122,8 +162,9 @@ class RowParallelLinear(nn.Module):
         return MatmulReduceScatterFn.apply(y, self.weight, self.group, self.fusion, self.label)
 
 
-def init_full_weight(in_features: int, out_features: int, generator: torch.Generator | None,
-                     std: float) -> torch.Tensor:
+def init_full_weight(
+    in_features: int, out_features: int, generator: torch.Generator | None, std: float
+) -> torch.Tensor:
     """A full `[in, out]` weight drawn from N(0, std^2); every rank draws the same one and keeps
     its block, so a TP model and its single-process reference start equal."""
     device = generator.device if generator is not None else "cpu"

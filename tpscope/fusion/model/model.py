@@ -66,7 +66,9 @@ class RMSNorm(nn.Module):
         return rms_norm(x, self.weight)
 
 
-def full_state(cfg: ModelConfig, seed: int, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+def full_state(
+    cfg: ModelConfig, seed: int, device: torch.device | str = "cpu"
+) -> dict[str, torch.Tensor]:
     """Every weight of the unsharded model, float32, drawn from `seed` on `device` (same values
     on every rank of one device type; drawing a billion-parameter model on the GPU takes
     milliseconds where one CPU thread under torchrun takes tens of seconds)."""
@@ -87,11 +89,13 @@ def full_state(cfg: ModelConfig, seed: int, device: torch.device | str = "cpu") 
         state[p + "mlp.fc1"] = init_full_weight(h, f, g, INIT_STD)
         state[p + "mlp.fc2"] = init_full_weight(f, h, g, out_std)
     state["norm_f"] = ones(h)
-    state["head"] = init_full_weight(h, v, g, h ** -0.5)
+    state["head"] = init_full_weight(h, v, g, h**-0.5)
     return state
 
 
-def shard_state(cfg: ModelConfig, full: dict[str, torch.Tensor], rank: int, tp: int) -> dict[str, torch.Tensor]:
+def shard_state(
+    cfg: ModelConfig, full: dict[str, torch.Tensor], rank: int, tp: int
+) -> dict[str, torch.Tensor]:
     """This rank's blocks: QKV and fc1 by columns (q, k, v each by heads), out and fc2 by rows,
     the embedding by vocabulary rows and the head by vocabulary columns."""
     h, f = cfg.hidden, cfg.ffn
@@ -119,13 +123,17 @@ def shard_state(cfg: ModelConfig, full: dict[str, torch.Tensor], rank: int, tp: 
 class Attention(nn.Module):
     """Causal self-attention over this rank's heads; in and out are row shards."""
 
-    def __init__(self, cfg: ModelConfig, tp: int, plan: FusionPlan, prefix: str, group: Any) -> None:
+    def __init__(
+        self, cfg: ModelConfig, tp: int, plan: FusionPlan, prefix: str, group: Any
+    ) -> None:
         super().__init__()
         self.heads_local = cfg.heads // tp
         self.head_dim = cfg.hidden // cfg.heads
         width = self.heads_local * self.head_dim
         qkv, out = prefix + "attn.qkv", prefix + "attn.out"
-        self.qkv = ColumnParallelLinear(cfg.hidden, 3 * width, fusion=plan(qkv), label=qkv, group=group)
+        self.qkv = ColumnParallelLinear(
+            cfg.hidden, 3 * width, fusion=plan(qkv), label=qkv, group=group
+        )
         self.out = RowParallelLinear(width, cfg.hidden, fusion=plan(out), label=out, group=group)
 
     def forward(self, x_shard: torch.Tensor, batch: int) -> torch.Tensor:
@@ -144,11 +152,17 @@ class Attention(nn.Module):
 class MLP(nn.Module):
     """fc1 (column-parallel), GELU, fc2 (row-parallel): the reference shape's pair of ops."""
 
-    def __init__(self, cfg: ModelConfig, tp: int, plan: FusionPlan, prefix: str, group: Any) -> None:
+    def __init__(
+        self, cfg: ModelConfig, tp: int, plan: FusionPlan, prefix: str, group: Any
+    ) -> None:
         super().__init__()
         fc1, fc2 = prefix + "mlp.fc1", prefix + "mlp.fc2"
-        self.fc1 = ColumnParallelLinear(cfg.hidden, cfg.ffn // tp, fusion=plan(fc1), label=fc1, group=group)
-        self.fc2 = RowParallelLinear(cfg.ffn // tp, cfg.hidden, fusion=plan(fc2), label=fc2, group=group)
+        self.fc1 = ColumnParallelLinear(
+            cfg.hidden, cfg.ffn // tp, fusion=plan(fc1), label=fc1, group=group
+        )
+        self.fc2 = RowParallelLinear(
+            cfg.ffn // tp, cfg.hidden, fusion=plan(fc2), label=fc2, group=group
+        )
 
     def forward(self, x_shard: torch.Tensor) -> torch.Tensor:
         return self.fc2(F.gelu(self.fc1(x_shard), approximate="tanh"))
@@ -157,7 +171,9 @@ class MLP(nn.Module):
 class Block(nn.Module):
     """Pre-norm transformer block: x + attn(norm1(x)), then + mlp(norm2(.))."""
 
-    def __init__(self, cfg: ModelConfig, tp: int, plan: FusionPlan, prefix: str, group: Any) -> None:
+    def __init__(
+        self, cfg: ModelConfig, tp: int, plan: FusionPlan, prefix: str, group: Any
+    ) -> None:
         super().__init__()
         self.norm1 = RMSNorm(cfg.hidden)
         self.attn = Attention(cfg, tp, plan, prefix, group)
@@ -172,32 +188,57 @@ class Block(nn.Module):
 class TPTransformer(nn.Module):
     """The whole model on one TP rank; `forward` returns this rank's share of the mean loss."""
 
-    def __init__(self, cfg: ModelConfig, tp: int, plan: FusionPlan, group: Any = None,
-                 rank: int = 0, defer_embed_grad: bool = False) -> None:
+    def __init__(
+        self,
+        cfg: ModelConfig,
+        tp: int,
+        plan: FusionPlan,
+        group: Any = None,
+        rank: int = 0,
+        defer_embed_grad: bool = False,
+    ) -> None:
         super().__init__()
         cfg.check_tp(tp)
         self.cfg, self.tp, self.group = cfg, tp, group
         self.vocab_start = rank * (cfg.vocab // tp)
-        self.embed = VocabParallelEmbedding(cfg.vocab, cfg.hidden, tp, rank, group, defer_grad=defer_embed_grad)
-        self.blocks = nn.ModuleList(Block(cfg, tp, plan, f"block{i}.", group) for i in range(cfg.layers))
+        self.embed = VocabParallelEmbedding(
+            cfg.vocab, cfg.hidden, tp, rank, group, defer_grad=defer_embed_grad
+        )
+        self.blocks = nn.ModuleList(
+            Block(cfg, tp, plan, f"block{i}.", group) for i in range(cfg.layers)
+        )
         self.norm_f = RMSNorm(cfg.hidden)
-        self.head = ColumnParallelLinear(cfg.hidden, cfg.vocab // tp, fusion=plan("head"), label="head",
-                                         group=group)
+        self.head = ColumnParallelLinear(
+            cfg.hidden, cfg.vocab // tp, fusion=plan("head"), label="head", group=group
+        )
 
     def _slots(self) -> dict[str, torch.Tensor]:
         slots = {"embed": self.embed.weight, "norm_f": self.norm_f.weight, "head": self.head.weight}
         for i, b in enumerate(self.blocks):
             p = f"block{i}."
-            slots.update({
-                p + "norm1": b.norm1.weight, p + "attn.qkv": b.attn.qkv.weight,
-                p + "attn.out": b.attn.out.weight, p + "norm2": b.norm2.weight,
-                p + "mlp.fc1": b.mlp.fc1.weight, p + "mlp.fc2": b.mlp.fc2.weight,
-            })
+            slots.update(
+                {
+                    p + "norm1": b.norm1.weight,
+                    p + "attn.qkv": b.attn.qkv.weight,
+                    p + "attn.out": b.attn.out.weight,
+                    p + "norm2": b.norm2.weight,
+                    p + "mlp.fc1": b.mlp.fc1.weight,
+                    p + "mlp.fc2": b.mlp.fc2.weight,
+                }
+            )
         return slots
 
     @classmethod
-    def from_full(cls, cfg: ModelConfig, full: dict[str, torch.Tensor], rank: int, tp: int,
-                  plan: FusionPlan, group: Any = None, defer_embed_grad: bool = False) -> TPTransformer:
+    def from_full(
+        cls,
+        cfg: ModelConfig,
+        full: dict[str, torch.Tensor],
+        rank: int,
+        tp: int,
+        plan: FusionPlan,
+        group: Any = None,
+        defer_embed_grad: bool = False,
+    ) -> TPTransformer:
         """This rank's model holding its blocks of the full weights."""
         model = cls(cfg, tp, plan, group, rank, defer_embed_grad)
         device = next(iter(full.values())).device
@@ -235,4 +276,6 @@ class TPTransformer(nn.Module):
         for block in self.blocks:
             x = block(x, batch)
         logits_local = self.head(self.norm_f(x))  # [T, V/tp]: every token, this rank's vocabulary
-        return vocab_parallel_cross_entropy(logits_local, targets, self.vocab_start, self.group, self.tp)
+        return vocab_parallel_cross_entropy(
+            logits_local, targets, self.vocab_start, self.group, self.tp
+        )

@@ -33,7 +33,9 @@ def _reduce_scatter_rows(partial: torch.Tensor, group: Any, tp: int, label: str)
     return out
 
 
-def _all_gather_rows(grad_out: torch.Tensor, group: Any, tp: int, label: str, async_op: bool = False):
+def _all_gather_rows(
+    grad_out: torch.Tensor, group: Any, tp: int, label: str, async_op: bool = False
+):
     """(every rank's rows of `grad_out` stacked, the collective's work when `async_op`)."""
     full = grad_out.new_empty(grad_out.shape[0] * tp, grad_out.shape[1])
     with record_function(f"tpscope/{label}.bwd/all_gather"):
@@ -60,10 +62,18 @@ class _DeferredEmbedding(torch.autograd.Function):
     gradient and leaves the weight gradient to `VocabParallelEmbedding.finish_backward`."""
 
     @staticmethod
-    def forward(ctx, weight: torch.Tensor, idx: torch.Tensor, mask: torch.Tensor, module: VocabParallelEmbedding):
+    def forward(
+        ctx,
+        weight: torch.Tensor,
+        idx: torch.Tensor,
+        mask: torch.Tensor,
+        module: VocabParallelEmbedding,
+    ):
         ctx.module = module
         ctx.save_for_backward(idx, mask)
-        return _reduce_scatter_rows(weight[idx] * mask.unsqueeze(1), module.group, module.tp, "embed")
+        return _reduce_scatter_rows(
+            weight[idx] * mask.unsqueeze(1), module.group, module.tp, "embed"
+        )
 
     @staticmethod
     def backward(ctx, grad_out: torch.Tensor):
@@ -80,8 +90,15 @@ class _DeferredEmbedding(torch.autograd.Function):
 class VocabParallelEmbedding(nn.Module):
     """`tokens [T] -> [T/tp, H]` (this rank's rows) from this rank's vocabulary rows."""
 
-    def __init__(self, vocab: int, hidden: int, tp: int, rank: int, group: Any = None,
-                 defer_grad: bool = False) -> None:
+    def __init__(
+        self,
+        vocab: int,
+        hidden: int,
+        tp: int,
+        rank: int,
+        group: Any = None,
+        defer_grad: bool = False,
+    ) -> None:
         super().__init__()
         self.weight = nn.Parameter(torch.empty(vocab // tp, hidden))
         self.start, self.tp, self.group = rank * (vocab // tp), tp, group
@@ -148,7 +165,8 @@ class _VocabParallelCrossEntropy(torch.autograd.Function):
         return grad, None, None, None, None
 
 
-def vocab_parallel_cross_entropy(logits_local: torch.Tensor, targets: torch.Tensor, start: int,
-                                 group: Any = None, tp: int = 1) -> torch.Tensor:
+def vocab_parallel_cross_entropy(
+    logits_local: torch.Tensor, targets: torch.Tensor, start: int, group: Any = None, tp: int = 1
+) -> torch.Tensor:
     """The mean next-token loss over all tokens, the same value on every rank."""
     return _VocabParallelCrossEntropy.apply(logits_local.float(), targets, start, group, tp)

@@ -65,7 +65,6 @@ MATMUL_REDUCE_SCATTER: dict[str, RsImpl] = {
 """Mode -> matmul_reduce_scatter's implementation: (out, the `overlap` result or None)."""
 
 
-
 def _mode_value(mode: Any) -> str:
     return mode.value if isinstance(mode, Mode) else str(mode)
 
@@ -100,11 +99,24 @@ def all_gather_matmul(
     tp, rank = group_size_rank(group)
     check_all_gather_matmul(x_shard, weight, tp, mode, chunks)
     if wgrad_lhs is not None and wgrad_lhs.shape[0] != tp * x_shard.shape[0]:
-        raise ValueError(f"wgrad_lhs has {wgrad_lhs.shape[0]} rows, the gathered input {tp * x_shard.shape[0]}")
+        raise ValueError(
+            f"wgrad_lhs has {wgrad_lhs.shape[0]} rows, the gathered input {tp * x_shard.shape[0]}"
+        )
     x_shard = x_shard.contiguous()
-    call = AgCall(group=group, tp=tp, rank=rank, chunks=chunks, label=label,
-                  need_gathered=return_gathered or wgrad_lhs is not None, return_gathered=return_gathered,
-                  own_first=own_first, sm_margin=sm_margin, wgrad_lhs=wgrad_lhs, copy_push=copy_push, taper=taper)
+    call = AgCall(
+        group=group,
+        tp=tp,
+        rank=rank,
+        chunks=chunks,
+        label=label,
+        need_gathered=return_gathered or wgrad_lhs is not None,
+        return_gathered=return_gathered,
+        own_first=own_first,
+        sm_margin=sm_margin,
+        wgrad_lhs=wgrad_lhs,
+        copy_push=copy_push,
+        taper=taper,
+    )
     grad_w = None
     with torch.no_grad(), record_function(f"tpscope/{label}/{AG_GEMM}"):
         if tp == 1:
@@ -143,8 +155,17 @@ def matmul_reduce_scatter(
     tp, rank = group_size_rank(group)
     check_matmul_reduce_scatter(y, weight, tp, mode, chunks)
     y = y.contiguous()
-    call = RsCall(group=group, tp=tp, rank=rank, chunks=chunks, label=label, sm_margin=sm_margin, overlap=overlap,
-                  taper=taper, ring_all_gather=ring_all_gather)
+    call = RsCall(
+        group=group,
+        tp=tp,
+        rank=rank,
+        chunks=chunks,
+        label=label,
+        sm_margin=sm_margin,
+        overlap=overlap,
+        taper=taper,
+        ring_all_gather=ring_all_gather,
+    )
     extra = None
     with torch.no_grad(), record_function(f"tpscope/{label}/{GEMM_RS}"):
         if tp == 1:

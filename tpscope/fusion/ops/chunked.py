@@ -18,8 +18,20 @@ from tpscope.fusion.ops.streams import CommStream, wait_all
 
 def ag(x: torch.Tensor, w: torch.Tensor, c: AgCall):
     """(out, gathered, grad_w) of all_gather_matmul in chunks."""
-    return _ag_chunked(x, w, c.group, c.tp, c.rank, c.chunks, c.label, c.need_gathered, c.own_first,
-                       c.sm_margin, c.wgrad_lhs, c.taper)
+    return _ag_chunked(
+        x,
+        w,
+        c.group,
+        c.tp,
+        c.rank,
+        c.chunks,
+        c.label,
+        c.need_gathered,
+        c.own_first,
+        c.sm_margin,
+        c.wgrad_lhs,
+        c.taper,
+    )
 
 
 def rs(y: torch.Tensor, w: torch.Tensor, c: RsCall):
@@ -27,9 +39,20 @@ def rs(y: torch.Tensor, w: torch.Tensor, c: RsCall):
     return _rs_chunked(y, w, c.group, c.tp, c.chunks, c.label, c.sm_margin, c.overlap, c.taper)
 
 
-def _ag_chunked(x, w, group, tp: int, rank: int, chunks: int, label: str, return_gathered: bool,
-                own_first: bool, sm_margin: int = 0, wgrad_lhs: torch.Tensor | None = None,
-                taper: bool = False):
+def _ag_chunked(
+    x,
+    w,
+    group,
+    tp: int,
+    rank: int,
+    chunks: int,
+    label: str,
+    return_gathered: bool,
+    own_first: bool,
+    sm_margin: int = 0,
+    wgrad_lhs: torch.Tensor | None = None,
+    taper: bool = False,
+):
     """Chunk c gathers rows [a_c, b_c) of every rank's shard (tpscope.fusion.ops.schedule; `taper`
     halves the last), then one GEMM per source rank writes straight into that rank's rows of the
     output (no reordering copy). Every chunk's collective is issued first, so that they run back
@@ -67,20 +90,35 @@ def _ag_chunked(x, w, group, tp: int, rank: int, chunks: int, label: str, return
                 for src in range(tp):
                     if own_first and src == rank:
                         continue
-                    torch.mm(buf[src * rows : (src + 1) * rows], w, out=out[src * s_local + a : src * s_local + b])
+                    torch.mm(
+                        buf[src * rows : (src + 1) * rows],
+                        w,
+                        out=out[src * s_local + a : src * s_local + b],
+                    )
             if gathered is not None:
                 with comm.issue():  # beside the next GEMMs
                     for src in range(tp):
                         if src != rank:
-                            gathered[src * s_local + a : src * s_local + b].copy_(buf[src * rows : (src + 1) * rows])
+                            gathered[src * s_local + a : src * s_local + b].copy_(
+                                buf[src * rows : (src + 1) * rows]
+                            )
     comm.join()
     if grad_w is not None:
         add_peer_wgrad(grad_w, wgrad_lhs, gathered, tp, rank)
     return out, gathered, grad_w
 
 
-def _rs_chunked(y, w, group, tp: int, chunks: int, label: str, sm_margin: int = 0,
-                overlap: Callable[[], torch.Tensor] | None = None, taper: bool = False):
+def _rs_chunked(
+    y,
+    w,
+    group,
+    tp: int,
+    chunks: int,
+    label: str,
+    sm_margin: int = 0,
+    overlap: Callable[[], torch.Tensor] | None = None,
+    taper: bool = False,
+):
     """Chunk c computes rows [a_c, b_c) of every rank's block (tpscope.fusion.ops.schedule; `taper`
     halves the first, whose GEMM no transfer hides) into one buffer, rank-major, and
     reduce-scatters it: rank q receives rows [a_c, b_c) of its own block, contiguous. GEMMs after
@@ -101,7 +139,11 @@ def _rs_chunked(y, w, group, tp: int, chunks: int, label: str, sm_margin: int = 
                     torch.mm(y, w, out=partial)
                 else:
                     for dst in range(tp):
-                        torch.mm(y[dst * s_local + a : dst * s_local + b], w, out=partial[dst * rows : (dst + 1) * rows])
+                        torch.mm(
+                            y[dst * s_local + a : dst * s_local + b],
+                            w,
+                            out=partial[dst * rows : (dst + 1) * rows],
+                        )
             comm.follow_compute()
             with comm.issue():
                 works.append(

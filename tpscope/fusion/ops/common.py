@@ -33,8 +33,6 @@ def group_size_rank(group: Any) -> tuple[int, int]:
     return dist.get_world_size(group), dist.get_rank(group)
 
 
-
-
 @dataclass(frozen=True, slots=True)
 class AgCall:
     """One all_gather_matmul call's options, as every mode's implementation receives them."""
@@ -68,8 +66,9 @@ class RsCall:
     ring_all_gather: bool
 
 
-def add_peer_wgrad(grad_w: torch.Tensor, wgrad_lhs: torch.Tensor, gathered: torch.Tensor, tp: int,
-                   rank: int) -> None:
+def add_peer_wgrad(
+    grad_w: torch.Tensor, wgrad_lhs: torch.Tensor, gathered: torch.Tensor, tp: int, rank: int
+) -> None:
     """Add the peers' blocks `wgrad_lhs[b]^T @ gathered[b]` to `grad_w`, which holds the own
     block's (computed beside the first transfer)."""
     s_local = gathered.shape[0] // tp

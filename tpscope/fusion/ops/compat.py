@@ -17,12 +17,16 @@ _ALL_GATHER = getattr(dist, "all_gather_single", None) or dist.all_gather_into_t
 _REDUCE_SCATTER = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
 
 
-def all_gather_single(out: torch.Tensor, inp: torch.Tensor, group: Any = None, async_op: bool = False):
+def all_gather_single(
+    out: torch.Tensor, inp: torch.Tensor, group: Any = None, async_op: bool = False
+):
     """All-gather `inp` of every rank along dim 0 into `out` (rank order)."""
     return _ALL_GATHER(out, inp, group=group, async_op=async_op)
 
 
-def reduce_scatter_single(out: torch.Tensor, inp: torch.Tensor, group: Any = None, async_op: bool = False):
+def reduce_scatter_single(
+    out: torch.Tensor, inp: torch.Tensor, group: Any = None, async_op: bool = False
+):
     """Sum `inp` over ranks and give each rank its block of rows (dim 0) in `out`."""
     return _REDUCE_SCATTER(out, inp, op=dist.ReduceOp.SUM, group=group, async_op=async_op)
 

@@ -91,12 +91,19 @@ def _ag_buffers(group: Any, nbytes: int, device: torch.device):
             # the old regions' last readers and writers ran before this GPU's last barrier
             torch.cuda.synchronize(device)
         tensor = symm.empty(2 * nbytes, dtype=torch.uint8, device=device)
-        entry = _AG_BUFFERS[name] = [tensor, symm.rendezvous(tensor, name), {}, 0 if entry is None else entry[3]]
+        entry = _AG_BUFFERS[name] = [
+            tensor,
+            symm.rendezvous(tensor, name),
+            {},
+            0 if entry is None else entry[3],
+        ]
     entry[3] += 1
     return entry[1], entry[2], entry[3] % 2
 
 
-def _buffer(ws, rank: int, shape: tuple[int, ...], dtype: torch.dtype, offset: int = 0) -> torch.Tensor:
+def _buffer(
+    ws, rank: int, shape: tuple[int, ...], dtype: torch.dtype, offset: int = 0
+) -> torch.Tensor:
     """`rank`'s buffer of workspace `ws` (from _workspace) as a tensor, made once per view."""
     hdl, views = ws
     key = (rank, tuple(shape), dtype, offset)
@@ -105,9 +112,18 @@ def _buffer(ws, rank: int, shape: tuple[int, ...], dtype: torch.dtype, offset: i
     return views[key]
 
 
-def ag_copy_engine(x: torch.Tensor, w: torch.Tensor, group: Any, tp: int, rank: int, chunks: int,
-                   label: str, wgrad_lhs: torch.Tensor | None = None, push: bool = True,
-                   need_gathered: bool = True):
+def ag_copy_engine(
+    x: torch.Tensor,
+    w: torch.Tensor,
+    group: Any,
+    tp: int,
+    rank: int,
+    chunks: int,
+    label: str,
+    wgrad_lhs: torch.Tensor | None = None,
+    push: bool = True,
+    need_gathered: bool = True,
+):
     """`all_gather(x) @ w` with copy-engine transfers; returns (out, gathered or None, grad_w or
     None). With `wgrad_lhs`, also `wgrad_lhs^T @ gathered`, whose own block runs beside the
     transfers. `push` (default): each rank copies its shard into every peer's buffer; else each
@@ -121,7 +137,9 @@ def ag_copy_engine(x: torch.Tensor, w: torch.Tensor, group: Any, tp: int, rank: 
     side = CommStream(x.device)
     own = slice(rank * s_local, (rank + 1) * s_local)
 
-    def slot(owner: int, src: int) -> torch.Tensor:  # `src`'s shard in this call's region of `owner`
+    def slot(
+        owner: int, src: int
+    ) -> torch.Tensor:  # `src`'s shard in this call's region of `owner`
         return _buffer((hdl, views), owner, x.shape, x.dtype, (region * tp + src) * x.numel())
 
     # No barrier before the pushes: they write the region that the call before last read, and
@@ -161,8 +179,16 @@ def ag_copy_engine(x: torch.Tensor, w: torch.Tensor, group: Any, tp: int, rank: 
     return out, gathered, grad_w
 
 
-def _ag_pull(x: torch.Tensor, w: torch.Tensor, group: Any, tp: int, rank: int, chunks: int,
-             label: str, wgrad_lhs: torch.Tensor | None = None):
+def _ag_pull(
+    x: torch.Tensor,
+    w: torch.Tensor,
+    group: Any,
+    tp: int,
+    rank: int,
+    chunks: int,
+    label: str,
+    wgrad_lhs: torch.Tensor | None = None,
+):
     """ag_copy_engine with pulls: the shard's copy into the own buffer, a barrier, then each
     rank pulls its peers' shards (the design before push, kept for the side-by-side bench)."""
     s_local, k = x.shape
@@ -201,8 +227,16 @@ def _ag_pull(x: torch.Tensor, w: torch.Tensor, group: Any, tp: int, rank: int, c
     return out, gathered, grad_w
 
 
-def rs_copy_engine(y: torch.Tensor, w: torch.Tensor, group: Any, tp: int, rank: int, chunks: int,
-                   label: str, overlap: Callable[[], torch.Tensor] | None = None):
+def rs_copy_engine(
+    y: torch.Tensor,
+    w: torch.Tensor,
+    group: Any,
+    tp: int,
+    rank: int,
+    chunks: int,
+    label: str,
+    overlap: Callable[[], torch.Tensor] | None = None,
+):
     """This rank's row block of `sum_ranks(y @ w)` with copy-engine pushes; returns (out, extra)
     where `extra = overlap()` ran beside the pushes (None without `overlap`)."""
     s_local = y.shape[0] // tp
@@ -238,8 +272,18 @@ def rs_copy_engine(y: torch.Tensor, w: torch.Tensor, group: Any, tp: int, rank: 
 
 def ag(x: torch.Tensor, w: torch.Tensor, c: AgCall):
     """(out, gathered or None, grad_w or None) of all_gather_matmul over the copy engines."""
-    return ag_copy_engine(x, w, c.group, c.tp, c.rank, c.chunks, c.label, c.wgrad_lhs, push=c.copy_push,
-                          need_gathered=c.return_gathered)
+    return ag_copy_engine(
+        x,
+        w,
+        c.group,
+        c.tp,
+        c.rank,
+        c.chunks,
+        c.label,
+        c.wgrad_lhs,
+        push=c.copy_push,
+        need_gathered=c.return_gathered,
+    )
 
 
 def rs(y: torch.Tensor, w: torch.Tensor, c: RsCall):

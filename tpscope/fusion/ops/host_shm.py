@@ -96,7 +96,11 @@ class _Driver:
             f.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint]
         self.register.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint]
         self.unregister.argtypes = [ctypes.c_void_p]
-        self.device_pointer.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_void_p, ctypes.c_uint]
+        self.device_pointer.argtypes = [
+            ctypes.POINTER(ctypes.c_uint64),
+            ctypes.c_void_p,
+            ctypes.c_uint,
+        ]
         self._error_string = lib.cuGetErrorString
 
     def check(self, code: int, what: str) -> None:
@@ -166,8 +170,10 @@ def _create(directory: str, nbytes: int) -> str:
     except OSError as exc:
         if default and exc.errno in (errno.ENOENT, errno.ENOSPC):
             return _create_memfd(nbytes)
-        raise OSError(f"mode host_staged: cannot create a file in {directory} ({exc.strerror}); set "
-                      f"{SHM_DIR_ENV} to a folder that every rank of the host shares") from None
+        raise OSError(
+            f"mode host_staged: cannot create a file in {directory} ({exc.strerror}); set "
+            f"{SHM_DIR_ENV} to a folder that every rank of the host shares"
+        ) from None
     try:
         os.posix_fallocate(fd, 0, nbytes)
     except OSError as exc:
@@ -175,9 +181,11 @@ def _create(directory: str, nbytes: int) -> str:
         os.unlink(path)
         if default and exc.errno == errno.ENOSPC:
             return _create_memfd(nbytes)
-        raise OSError(f"mode host_staged: cannot reserve {nbytes / 2**20:.0f} MiB in {directory} "
-                      f"({exc.strerror}); make it larger, set {SHM_DIR_ENV} to another tmpfs folder, or use "
-                      "another mode") from None
+        raise OSError(
+            f"mode host_staged: cannot reserve {nbytes / 2**20:.0f} MiB in {directory} "
+            f"({exc.strerror}); make it larger, set {SHM_DIR_ENV} to another tmpfs folder, or use "
+            "another mode"
+        ) from None
     os.close(fd)
     return path
 
@@ -189,8 +197,10 @@ def _create_memfd(nbytes: int) -> str:
         os.posix_fallocate(fd, 0, nbytes)
     except OSError as exc:
         os.close(fd)
-        raise OSError(f"mode host_staged: cannot reserve {nbytes / 2**20:.0f} MiB in {SHM_DIR} nor in "
-                      f"anonymous shared memory ({exc.strerror}); use another mode") from None
+        raise OSError(
+            f"mode host_staged: cannot reserve {nbytes / 2**20:.0f} MiB in {SHM_DIR} nor in "
+            f"anonymous shared memory ({exc.strerror}); use another mode"
+        ) from None
     path = f"/proc/{os.getpid()}/fd/{fd}"
     _HELD[path] = fd
     return path
@@ -214,15 +224,25 @@ def _round_up(n: int) -> int:
 class Region:
     """One group's mapped region (see the module docstring)."""
 
-    def __init__(self, path: str, tp: int, rank: int, slot_bytes: int, device: torch.device) -> None:
-        self.tp, self.rank, self.slot_bytes, self.device, self.path = tp, rank, slot_bytes, device, path
+    def __init__(
+        self, path: str, tp: int, rank: int, slot_bytes: int, device: torch.device
+    ) -> None:
+        self.tp, self.rank, self.slot_bytes, self.device, self.path = (
+            tp,
+            rank,
+            slot_bytes,
+            device,
+            path,
+        )
         self.header_bytes = _round_up(2 * tp * FLAG_LINE)
         self.nbytes = self.header_bytes + 2 * tp * slot_bytes
         try:
             fd = os.open(path, os.O_RDWR)
         except FileNotFoundError:
-            raise OSError(f"{path} is not there: the ranks do not share one {SHM_DIR} (or {SHM_DIR_ENV} "
-                          "folder)") from None
+            raise OSError(
+                f"{path} is not there: the ranks do not share one {SHM_DIR} (or {SHM_DIR_ENV} "
+                "folder)"
+            ) from None
         try:
             self._map = mmap.mmap(fd, self.nbytes, mmap.MAP_SHARED)
         finally:
@@ -233,11 +253,17 @@ class Region:
         self.dev_ptr = 0
         if device.type == "cuda":
             drv = driver()
-            torch.cuda.synchronize(device)  # a runtime call: the device's primary context current on this thread
-            drv.check(drv.register(self.host_ptr, self.nbytes, CU_MEMHOSTREGISTER_PORTABLE_DEVICEMAP),
-                      f"cuMemHostRegister of {self.nbytes / 2**20:.0f} MiB")
+            torch.cuda.synchronize(
+                device
+            )  # a runtime call: the device's primary context current on this thread
+            drv.check(
+                drv.register(self.host_ptr, self.nbytes, CU_MEMHOSTREGISTER_PORTABLE_DEVICEMAP),
+                f"cuMemHostRegister of {self.nbytes / 2**20:.0f} MiB",
+            )
             ptr = ctypes.c_uint64()
-            drv.check(drv.device_pointer(ctypes.byref(ptr), self.host_ptr, 0), "cuMemHostGetDevicePointer")
+            drv.check(
+                drv.device_pointer(ctypes.byref(ptr), self.host_ptr, 0), "cuMemHostGetDevicePointer"
+            )
             self.dev_ptr = ptr.value
             # a driver without stream memory operations fails here, at set-up, on every rank alike
             # (own flag, not yet used: its later writes are on streams that follow this one)
@@ -255,7 +281,9 @@ class Region:
     def done(self, p: int) -> int:
         return self.tp + p
 
-    def slot(self, owner: int, which: int, dtype: torch.dtype, shape: tuple[int, ...]) -> torch.Tensor:
+    def slot(
+        self, owner: int, which: int, dtype: torch.dtype, shape: tuple[int, ...]
+    ) -> torch.Tensor:
         """`owner`'s slot `which` (0 or 1) as a tensor of `shape`."""
         start = self.header_bytes + (2 * owner + which) * self.slot_bytes
         count = 1
@@ -270,8 +298,15 @@ class Region:
         if self.device.type == "cuda":
             drv = driver()
             stream = torch.cuda.current_stream(self.device).cuda_stream
-            drv.check(drv.write32(stream, self.dev_ptr + flag * FLAG_LINE, value % _WRAP,
-                                  CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue32")
+            drv.check(
+                drv.write32(
+                    stream,
+                    self.dev_ptr + flag * FLAG_LINE,
+                    value % _WRAP,
+                    CU_STREAM_WRITE_VALUE_DEFAULT,
+                ),
+                "cuStreamWriteValue32",
+            )
         else:
             self._flags[flag] = _to_int32(value)
 
@@ -281,8 +316,12 @@ class Region:
         if self.device.type == "cuda":
             drv = driver()
             stream = torch.cuda.current_stream(self.device).cuda_stream
-            drv.check(drv.wait32(stream, self.dev_ptr + flag * FLAG_LINE, value % _WRAP, CU_STREAM_WAIT_VALUE_GEQ),
-                      "cuStreamWaitValue32")
+            drv.check(
+                drv.wait32(
+                    stream, self.dev_ptr + flag * FLAG_LINE, value % _WRAP, CU_STREAM_WAIT_VALUE_GEQ
+                ),
+                "cuStreamWaitValue32",
+            )
             return
         flags = self._flags
         if ahead(int(flags[flag]), value):
@@ -294,8 +333,10 @@ class Region:
             if spins > 64:
                 time.sleep(5e-5)
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"mode host_staged: timed out after {WAIT_TIMEOUT_S:.0f} s waiting for "
-                                       f"{what}: a peer rank died or hung")
+                    raise RuntimeError(
+                        f"mode host_staged: timed out after {WAIT_TIMEOUT_S:.0f} s waiting for "
+                        f"{what}: a peer rank died or hung"
+                    )
 
     def close(self) -> None:
         """Unregister and unmap (the caller made sure no copy or wait still uses it)."""

@@ -52,8 +52,9 @@ class Lanes:
         if device.type == "cuda":
             index = device.index if device.index is not None else torch.cuda.current_device()
             if index not in _LANES:
-                _LANES[index] = tuple(torch.cuda.Stream(device=index, priority=SIDE_STREAM_PRIORITY)
-                                      for _ in range(2))
+                _LANES[index] = tuple(
+                    torch.cuda.Stream(device=index, priority=SIDE_STREAM_PRIORITY) for _ in range(2)
+                )
             self._out, self._in = _LANES[index]
             self._main = torch.cuda.current_stream(index)
 
@@ -123,8 +124,16 @@ def _wait_slot_free(reg: Region, call: int) -> None:
                 reg.wait(reg.done(p), call - 2, f"rank {p} to read call {call - 2}'s pieces")
 
 
-def ag_host_staged(x: torch.Tensor, w: torch.Tensor, group: Any, tp: int, rank: int, chunks: int,
-                   label: str, wgrad_lhs: torch.Tensor | None = None):
+def ag_host_staged(
+    x: torch.Tensor,
+    w: torch.Tensor,
+    group: Any,
+    tp: int,
+    rank: int,
+    chunks: int,
+    label: str,
+    wgrad_lhs: torch.Tensor | None = None,
+):
     """`all_gather(x) @ w` staged through shared host memory; returns (out, gathered, grad_w or
     None). With `wgrad_lhs`, also `wgrad_lhs^T @ gathered`, whose own block runs beside the
     transfers."""
@@ -152,7 +161,9 @@ def ag_host_staged(x: torch.Tensor, w: torch.Tensor, group: Any, tp: int, rank: 
                 src = (rank + step) % tp
                 reg.wait(reg.ready(src), base + j + 1, f"rank {src}'s piece {j}")
                 theirs = reg.slot(src, which, x.dtype, (s_local, k))
-                gathered[src * s_local + a : src * s_local + b].copy_(theirs[a:b], non_blocking=True)
+                gathered[src * s_local + a : src * s_local + b].copy_(
+                    theirs[a:b], non_blocking=True
+                )
             landed.append(lanes.landed())
         reg.post(reg.done(rank), call)
     torch.mm(x, w, out=out[own])
@@ -164,14 +175,24 @@ def ag_host_staged(x: torch.Tensor, w: torch.Tensor, group: Any, tp: int, rank: 
                 src = (rank + step) % tp
                 rows = slice(src * s_local + a, src * s_local + b)
                 torch.mm(gathered[rows], w, out=out[rows])
-    if grad_w is not None:  # the peers' blocks have landed (waited for above): beside the last copies
+    if (
+        grad_w is not None
+    ):  # the peers' blocks have landed (waited for above): beside the last copies
         add_peer_wgrad(grad_w, wgrad_lhs, gathered, tp, rank)
     lanes.join()
     return out, gathered, grad_w
 
 
-def rs_host_staged(y: torch.Tensor, w: torch.Tensor, group: Any, tp: int, rank: int, chunks: int,
-                   label: str, overlap: Callable[[], torch.Tensor] | None = None):
+def rs_host_staged(
+    y: torch.Tensor,
+    w: torch.Tensor,
+    group: Any,
+    tp: int,
+    rank: int,
+    chunks: int,
+    label: str,
+    overlap: Callable[[], torch.Tensor] | None = None,
+):
     """This rank's row block of `sum_ranks(y @ w)` staged through shared host memory; returns
     (out, extra) where `extra = overlap()` ran while the pieces travel (None without `overlap`)."""
     s_local = y.shape[0] // tp
@@ -203,7 +224,9 @@ def rs_host_staged(y: torch.Tensor, w: torch.Tensor, group: Any, tp: int, rank: 
             for step in range(1, tp):
                 src = (rank - step) % tp  # this rank is src's step-th destination
                 at = slice((step - 1) * s_local + a, (step - 1) * s_local + b)
-                reg.wait(reg.ready(src), base + (step - 1) * chunks + j + 1, f"rank {src}'s piece {j}")
+                reg.wait(
+                    reg.ready(src), base + (step - 1) * chunks + j + 1, f"rank {src}'s piece {j}"
+                )
                 received[at].copy_(reg.slot(src, which, y.dtype, (block, n))[at], non_blocking=True)
             landed.append(lanes.landed())
         reg.post(reg.done(rank), call)
@@ -214,7 +237,9 @@ def rs_host_staged(y: torch.Tensor, w: torch.Tensor, group: Any, tp: int, rank: 
         with record_function(f"tpscope/{label}/gemm_rs/chunk{(tp - 1) * chunks + j}"):
             lanes.compute_waits(landed[j])
             acc = received[a:b]
-            for step in range(2, tp):  # more than two ranks: the further peers' sums into the first's
+            for step in range(
+                2, tp
+            ):  # more than two ranks: the further peers' sums into the first's
                 acc.add_(received[(step - 1) * s_local + a : (step - 1) * s_local + b])
             torch.addmm(acc, own[a:b], w, out=out[a:b])  # the reduction in the GEMM's epilogue
     lanes.join()

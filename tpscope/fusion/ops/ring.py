@@ -43,8 +43,17 @@ def _arrived(works: list, comm: CommStream):
     return comm.record()
 
 
-def ag_ring(x, w, group, tp: int, rank: int, label: str, return_gathered: bool, chunks: int = 1,
-            taper: bool = False):
+def ag_ring(
+    x,
+    w,
+    group,
+    tp: int,
+    rank: int,
+    label: str,
+    return_gathered: bool,
+    chunks: int = 1,
+    taper: bool = False,
+):
     """All-gather-matmul over a send/recv ring, own shard first (`taper`: the last piece of each
     step is half an even one, tpscope.fusion.ops.schedule)."""
     s_local, k = x.shape
@@ -88,13 +97,23 @@ def _exchange_by_all_gather(send: torch.Tensor, group: Any, rank: int):
     piece once they are done). NCCL's collectives moved 16-18 MiB pieces over shared memory
     faster than its send/recv (docs/benchmarks.md)."""
     pair = send.new_empty(2, *send.shape)
-    work = compat.all_gather_single(pair.view(2 * send.shape[0], *send.shape[1:]), send, group=group,
-                                    async_op=True)
+    work = compat.all_gather_single(
+        pair.view(2 * send.shape[0], *send.shape[1:]), send, group=group, async_op=True
+    )
     return [work], pair[1 - rank]
 
 
-def rs_ring(y, w, group, tp: int, rank: int, label: str, chunks: int = 1,
-            taper: bool = False, all_gather_exchange: bool = False) -> torch.Tensor:
+def rs_ring(
+    y,
+    w,
+    group,
+    tp: int,
+    rank: int,
+    label: str,
+    chunks: int = 1,
+    taper: bool = False,
+    all_gather_exchange: bool = False,
+) -> torch.Tensor:
     """Matmul-reduce-scatter over a send/recv ring, peer rows first, own block last (`taper`:
     the first piece of each step is half an even one, tpscope.fusion.ops.schedule). With
     `all_gather_exchange` and two ranks, each piece is swapped by an all-gather instead of a
@@ -124,9 +143,14 @@ def rs_ring(y, w, group, tp: int, rank: int, label: str, chunks: int = 1,
                     comm.follow_compute()
                     with comm.issue():
                         if by_all_gather:
-                            sent[j], received[j] = _exchange_by_all_gather(partial[part], group, rank)
+                            sent[j], received[j] = _exchange_by_all_gather(
+                                partial[part], group, rank
+                            )
                         else:
-                            sent[j], received[j] = _exchange(partial[part], nxt_in[part], group, rank, tp), nxt_in[part]
+                            sent[j], received[j] = (
+                                _exchange(partial[part], nxt_in[part], group, rank, tp),
+                                nxt_in[part],
+                            )
             pending, incoming = sent, received
     comm.join()
     return partial
@@ -135,11 +159,15 @@ def rs_ring(y, w, group, tp: int, rank: int, label: str, chunks: int = 1,
 def ag(x: torch.Tensor, w: torch.Tensor, c: AgCall):
     """(out, gathered, None) of all_gather_matmul over the ring; its GEMMs leave `sm_margin` SMs."""
     with gemm_sm_margin(c.sm_margin, x.device):
-        out, gathered = ag_ring(x, w, c.group, c.tp, c.rank, c.label, c.need_gathered, c.chunks, c.taper)
+        out, gathered = ag_ring(
+            x, w, c.group, c.tp, c.rank, c.label, c.need_gathered, c.chunks, c.taper
+        )
     return out, gathered, None
 
 
 def rs(y: torch.Tensor, w: torch.Tensor, c: RsCall):
     """(out, None) of matmul_reduce_scatter over the ring; its GEMMs leave `sm_margin` SMs."""
     with gemm_sm_margin(c.sm_margin, y.device):
-        return rs_ring(y, w, c.group, c.tp, c.rank, c.label, c.chunks, c.taper, c.ring_all_gather), None
+        return rs_ring(
+            y, w, c.group, c.tp, c.rank, c.label, c.chunks, c.taper, c.ring_all_gather
+        ), None

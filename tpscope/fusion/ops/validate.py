@@ -73,16 +73,22 @@ def check_host_local(hosts: list[str], devices: list[str]) -> None:
     the same lists, so every rank refuses the same way)."""
     if len(set(hosts)) > 1:
         spread = ", ".join(f"rank {r} on {h}" for r, h in enumerate(hosts))
-        raise FusionShapeError(f"mode host_staged needs every rank of its group on one host (it stages the "
-                               f"transfers through shared host memory); {spread}")
+        raise FusionShapeError(
+            f"mode host_staged needs every rank of its group on one host (it stages the "
+            f"transfers through shared host memory); {spread}"
+        )
     if len(set(devices)) > 1:
         spread = ", ".join(f"rank {r} on {d}" for r, d in enumerate(devices))
-        raise FusionShapeError(f"mode host_staged needs every rank's tensors on the same kind of device; {spread}")
+        raise FusionShapeError(
+            f"mode host_staged needs every rank's tensors on the same kind of device; {spread}"
+        )
 
 
 def check_nodes(mode: str, nodes: int) -> None:
     """Refuse a host-local mode for a group of ranks on `nodes` > 1 hosts, before any process starts."""
     if mode in HOST_LOCAL_MODES and nodes > 1:
-        raise FusionShapeError(f"--mode {mode} stages transfers through one host's shared memory, so its ranks "
-                               f"must be on one node, not {nodes} (docs/runtime.md says what a cross-node "
-                               "version needs)")
+        raise FusionShapeError(
+            f"--mode {mode} stages transfers through one host's shared memory, so its ranks "
+            f"must be on one node, not {nodes} (docs/runtime.md says what a cross-node "
+            "version needs)"
+        )

@@ -64,7 +64,11 @@ KINDS = ("attn.qkv", "attn.out", "mlp.fc1", "mlp.fc2", "head")
 
 
 def default_cache_path() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tpscope" / "auto_probe.json"
+    return (
+        Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+        / "tpscope"
+        / "auto_probe.json"
+    )
 
 
 def kind_shapes(cfg: RunConfig, tp: int) -> dict[str, dict[str, tuple[int, int, int]]]:
@@ -93,21 +97,38 @@ UNFUSED = FusionChoice(mode="none").label
 """The baseline's key among a probe's timings (every candidate is keyed by its FusionChoice.label)."""
 
 
-def candidates(local_rows: int, device: torch.device, regime: str,
-               margins: tuple[int, ...] = (0,), tp: int = 2) -> list[FusionChoice]:
+def candidates(
+    local_rows: int, device: torch.device, regime: str, margins: tuple[int, ...] = (0,), tp: int = 2
+) -> list[FusionChoice]:
     """Unfused first, then every legal fused variant at each SM margin (off NVLink at two ranks,
     the ring also with its GEMM-RS pieces swapped by all-gather)."""
     out = [FusionChoice(mode="none")]
     exchanges = (False, True) if tp == 2 and regime != "nvlink" else (False,)
     for m in margins:
-        out += [FusionChoice(mode="chunked", chunks=k, sm_margin=m) for k in CHUNK_CANDIDATES if local_rows % k == 0]
-        out += [FusionChoice(mode="ring", chunks=k, sm_margin=m, ring_all_gather=x)
-                for k in RING_CHUNK_CANDIDATES if local_rows % k == 0 for x in exchanges]
+        out += [
+            FusionChoice(mode="chunked", chunks=k, sm_margin=m)
+            for k in CHUNK_CANDIDATES
+            if local_rows % k == 0
+        ]
+        out += [
+            FusionChoice(mode="ring", chunks=k, sm_margin=m, ring_all_gather=x)
+            for k in RING_CHUNK_CANDIDATES
+            if local_rows % k == 0
+            for x in exchanges
+        ]
     if device.type == "cuda" and regime == "nvlink" and compat.symm_mem_ops() is not None:
         out.append(FusionChoice(mode="symm_mem"))
-        out += [FusionChoice(mode="copy_engine", chunks=k) for k in COPY_CHUNK_CANDIDATES if local_rows % k == 0]
+        out += [
+            FusionChoice(mode="copy_engine", chunks=k)
+            for k in COPY_CHUNK_CANDIDATES
+            if local_rows % k == 0
+        ]
     if regime in HOST_STAGED_REGIMES:
-        out += [FusionChoice(mode="host_staged", chunks=k) for k in HOST_STAGED_CHUNK_CANDIDATES if local_rows % k == 0]
+        out += [
+            FusionChoice(mode="host_staged", chunks=k)
+            for k in HOST_STAGED_CHUNK_CANDIDATES
+            if local_rows % k == 0
+        ]
     return out
 
 
@@ -117,8 +138,13 @@ def _local_rows(specs: dict[str, tuple], tp: int) -> int:
     return rows if side == "ag" else rows // tp
 
 
-def _layer_step(specs: dict[str, tuple], device: torch.device, dtype: torch.dtype, tp: int,
-                template: FusionChoice) -> Callable[[FusionChoice], Any]:
+def _layer_step(
+    specs: dict[str, tuple],
+    device: torch.device,
+    dtype: torch.dtype,
+    tp: int,
+    template: FusionChoice,
+) -> Callable[[FusionChoice], Any]:
     """Forward and backward of the layer kind whose forward op is `specs["fwd"]`, under a choice
     (its resource options taken from `template`)."""
     from tpscope.fusion.model.layers import AllGatherMatmulFn, MatmulReduceScatterFn, op_group
@@ -131,16 +157,23 @@ def _layer_step(specs: dict[str, tuple], device: torch.device, dtype: torch.dtyp
     fn = AllGatherMatmulFn if side == "ag" else MatmulReduceScatterFn
 
     def step(c: FusionChoice) -> None:
-        c = replace(c, comm_ctas=template.comm_ctas, bwd_overlap=template.bwd_overlap)  # not the exchange
+        c = replace(
+            c, comm_ctas=template.comm_ctas, bwd_overlap=template.bwd_overlap
+        )  # not the exchange
         x.grad = w.grad = None
         fn.apply(x, w, op_group(None, c), c, "auto.probe").backward(grad)
 
     return step
 
 
-def probe_kind(specs: dict[str, tuple], choices: list[FusionChoice], device: torch.device,
-               dtype: torch.dtype, tp: int, template: FusionChoice | None = None
-               ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+def probe_kind(
+    specs: dict[str, tuple],
+    choices: list[FusionChoice],
+    device: torch.device,
+    dtype: torch.dtype,
+    tp: int,
+    template: FusionChoice | None = None,
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """Time forward + backward of each of `choices` (`candidates` for the kind; ms per step,
     PROBE_BATCH steps per sample), then, if `contender` names one, the paired rematch of it
     against unfused (`rematch`); every rank runs it (it is collective). Returns (timings,
@@ -151,16 +184,24 @@ def probe_kind(specs: dict[str, tuple], choices: list[FusionChoice], device: tor
     return timings, (rematch(step, key, device) if key else None)
 
 
-def _time_candidates(step: Callable[[FusionChoice], Any], choices: list[FusionChoice],
-                     device: torch.device) -> dict[str, Any]:
+def _time_candidates(
+    step: Callable[[FusionChoice], Any], choices: list[FusionChoice], device: torch.device
+) -> dict[str, Any]:
     timings: dict[str, Any] = {}
     for c in choices:
         key = c.label
         try:
-            t = time_region(lambda c=c: [step(c) for _ in range(PROBE_BATCH)], device=device,
-                            reps=PROBE_REPS, warmup=PROBE_WARMUP)
-            timings[key] = {"median_ms": t.median_ms / PROBE_BATCH, "p10_ms": t.p10_ms / PROBE_BATCH,
-                            "p90_ms": t.p90_ms / PROBE_BATCH}
+            t = time_region(
+                lambda c=c: [step(c) for _ in range(PROBE_BATCH)],
+                device=device,
+                reps=PROBE_REPS,
+                warmup=PROBE_WARMUP,
+            )
+            timings[key] = {
+                "median_ms": t.median_ms / PROBE_BATCH,
+                "p10_ms": t.p10_ms / PROBE_BATCH,
+                "p90_ms": t.p90_ms / PROBE_BATCH,
+            }
         except Exception as exc:  # noqa: BLE001 - a mode this build cannot run is not a candidate
             timings[key] = {"error": str(exc).splitlines()[0][:200]}
     return timings
@@ -168,8 +209,14 @@ def _time_candidates(step: Callable[[FusionChoice], Any], choices: list[FusionCh
 
 def _clear_winners(timings: dict[str, dict]) -> dict[str, dict]:
     base = timings[UNFUSED]
-    return {k: v for k, v in timings.items() if k != UNFUSED and "median_ms" in v
-            and v["median_ms"] < base["median_ms"] * (1 - MIN_GAIN_RATIO) and v["p90_ms"] < base["p10_ms"]}
+    return {
+        k: v
+        for k, v in timings.items()
+        if k != UNFUSED
+        and "median_ms" in v
+        and v["median_ms"] < base["median_ms"] * (1 - MIN_GAIN_RATIO)
+        and v["p90_ms"] < base["p10_ms"]
+    }
 
 
 def contender(timings: dict[str, dict]) -> str | None:
@@ -189,15 +236,28 @@ def rematch(step: Callable[[FusionChoice], Any], key: str, device: torch.device)
     """Unfused and the contender `key` timed in REMATCH_PAIRS round-robin pairs; the spread of
     contender / unfused over the pairs."""
     none, rival = FusionChoice(mode="none"), parse_label(key)
-    samples = sample_regions({UNFUSED: lambda: [step(none) for _ in range(PROBE_BATCH)],
-                              key: lambda: [step(rival) for _ in range(PROBE_BATCH)]},
-                             device=device, reps=REMATCH_PAIRS, warmup=1)
+    samples = sample_regions(
+        {
+            UNFUSED: lambda: [step(none) for _ in range(PROBE_BATCH)],
+            key: lambda: [step(rival) for _ in range(PROBE_BATCH)],
+        },
+        device=device,
+        reps=REMATCH_PAIRS,
+        warmup=1,
+    )
     ratio = summarize([c / u for u, c in zip(samples[UNFUSED], samples[key])])
-    return {"candidate": key, "pairs": ratio.reps, "median_ratio": ratio.median_ms,
-            "p10_ratio": ratio.p10_ms, "p90_ratio": ratio.p90_ms}
+    return {
+        "candidate": key,
+        "pairs": ratio.reps,
+        "median_ratio": ratio.median_ms,
+        "p10_ratio": ratio.p10_ms,
+        "p90_ratio": ratio.p90_ms,
+    }
 
 
-def decide(timings: dict[str, dict], paired: dict[str, Any] | None = None) -> tuple[FusionChoice, str]:
+def decide(
+    timings: dict[str, dict], paired: dict[str, Any] | None = None
+) -> tuple[FusionChoice, str]:
     """The fastest candidate that beats unfused clearly (median by more than MIN_GAIN_RATIO and
     its p90 below unfused's p10); else the rematched contender if it beat unfused in the pairs
     (median ratio below 1 - MIN_GAIN_RATIO, and faster in at least 90 % of them: p90 ratio
@@ -205,23 +265,35 @@ def decide(timings: dict[str, dict], paired: dict[str, Any] | None = None) -> tu
     base = timings[UNFUSED]
     measured = {k: v for k, v in timings.items() if "median_ms" in v}
     clear = _clear_winners(timings)
-    if not clear and paired and paired["median_ratio"] < 1 - MIN_GAIN_RATIO and paired["p90_ratio"] < 1:
+    if (
+        not clear
+        and paired
+        and paired["median_ratio"] < 1 - MIN_GAIN_RATIO
+        and paired["p90_ratio"] < 1
+    ):
         return parse_label(paired["candidate"]), (
             f"no candidate beat unfused clearly when timed one after the other; in {paired['pairs']} "
             f"round-robin pairs {paired['candidate']} took {paired['median_ratio']:.3f}x unfused's time "
-            f"(p90 {paired['p90_ratio']:.3f}x)")
+            f"(p90 {paired['p90_ratio']:.3f}x)"
+        )
     if not clear:
         best = min(measured, key=lambda k: measured[k]["median_ms"])
-        tail = (f"; in {paired['pairs']} round-robin pairs it took {paired['median_ratio']:.3f}x unfused's "
-                f"time (p90 {paired['p90_ratio']:.3f}x)" if paired else "")
+        tail = (
+            f"; in {paired['pairs']} round-robin pairs it took {paired['median_ratio']:.3f}x unfused's "
+            f"time (p90 {paired['p90_ratio']:.3f}x)"
+            if paired
+            else ""
+        )
         return FusionChoice(mode="none"), (
             f"no candidate beat unfused ({base['median_ms']:.3f} ms fwd+bwd, p10 {base['p10_ms']:.3f}) clearly "
             f"(median -{MIN_GAIN_RATIO:.0%} and p90 < unfused p10); fastest median was {best} "
-            f"{measured[best]['median_ms']:.3f} ms{tail}")
+            f"{measured[best]['median_ms']:.3f} ms{tail}"
+        )
     best = min(clear, key=lambda k: clear[k]["median_ms"])
     return parse_label(best), (
         f"fastest of {len(measured)} probed that beat unfused clearly: {best} {clear[best]['median_ms']:.3f} ms "
-        f"(p90 {clear[best]['p90_ms']:.3f}) fwd+bwd vs unfused {base['median_ms']:.3f} ms (p10 {base['p10_ms']:.3f})")
+        f"(p90 {clear[best]['p90_ms']:.3f}) fwd+bwd vs unfused {base['median_ms']:.3f} ms (p10 {base['p10_ms']:.3f})"
+    )
 
 
 CACHE_SCHEMA = 8  # 2: timings with spread, the clear-win rule; 3: layer fwd+bwd, SM margins;
@@ -237,15 +309,25 @@ def nccl_settings_tag(environ: Mapping[str, str]) -> str:
     return hashlib.sha1(json.dumps(env, sort_keys=True).encode()).hexdigest()[:8]
 
 
-def cache_key(cfg: RunConfig, tp: int, device: torch.device, regime: str, specs: dict,
-              environ: Mapping[str, str] | None = None) -> str:
+def cache_key(
+    cfg: RunConfig,
+    tp: int,
+    device: torch.device,
+    regime: str,
+    specs: dict,
+    environ: Mapping[str, str] | None = None,
+) -> str:
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     shapes = ";".join(f"{k}={','.join(map(str, v))}" for k, v in sorted(specs.items()))
-    resources = (f"margins{','.join(map(str, sm_margins(cfg)))}|ctas{cfg.fusion.comm_ctas}|"
-                 f"bwd{'on' if cfg.fusion.bwd_overlap else 'off'}")
+    resources = (
+        f"margins{','.join(map(str, sm_margins(cfg)))}|ctas{cfg.fusion.comm_ctas}|"
+        f"bwd{'on' if cfg.fusion.bwd_overlap else 'off'}"
+    )
     env = nccl_settings_tag(os.environ if environ is None else environ)
-    return (f"v{CACHE_SCHEMA}|{gpu}|tp{tp}|{regime}|torch{torch.__version__}|nccl{compat.nccl_version()}|"
-            f"env{env}|{cfg.dtype}|{shapes}|{resources}")
+    return (
+        f"v{CACHE_SCHEMA}|{gpu}|tp{tp}|{regime}|torch{torch.__version__}|nccl{compat.nccl_version()}|"
+        f"env{env}|{cfg.dtype}|{shapes}|{resources}"
+    )
 
 
 def _read_cache(path: Path) -> dict:
@@ -255,8 +337,13 @@ def _read_cache(path: Path) -> dict:
         return {}
 
 
-def auto_plan(cfg: RunConfig, tp: int, device: torch.device, regime: str,
-              say: Callable[[str], None] = lambda _line: None):
+def auto_plan(
+    cfg: RunConfig,
+    tp: int,
+    device: torch.device,
+    regime: str,
+    say: Callable[[str], None] = lambda _line: None,
+):
     """(plan, record for the manifest). Collective: every rank must call it. `say` gets a line
     per layer kind: before its probe (which can take minutes on a slow link) and its choice."""
     path = Path(cfg.auto_cache) if cfg.auto_cache else default_cache_path()
@@ -275,20 +362,37 @@ def auto_plan(cfg: RunConfig, tp: int, device: torch.device, regime: str,
         if entry is None:
             cands = candidates(_local_rows(shapes[kind], tp), device, regime, sm_margins(cfg), tp)
             say(f"auto: probing {kind}: {len(cands)} candidates, forward + backward of its shapes")
-            timings, paired = probe_kind(shapes[kind], cands, device, dtype, tp, cfg.choice("none", 1))
+            timings, paired = probe_kind(
+                shapes[kind], cands, device, dtype, tp, cfg.choice("none", 1)
+            )
             choice, why = decide(timings, paired)
-            entry = {"mode": choice.mode, "chunks": choice.chunks, "sm_margin": choice.sm_margin,
-                     "ring_all_gather": choice.ring_all_gather, "why": why, "timings_ms": timings,
-                     "rematch": paired,
-                     "probed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            entry = {
+                "mode": choice.mode,
+                "chunks": choice.chunks,
+                "sm_margin": choice.sm_margin,
+                "ring_all_gather": choice.ring_all_gather,
+                "why": why,
+                "timings_ms": timings,
+                "rematch": paired,
+                "probed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            }
             cache[keys[kind]] = entry
             source = "probe"
         choices[kind] = {**entry, "source": source, "key": keys[kind]}
-        plans[kind] = replace(cfg.choice(entry["mode"], entry["chunks"]), sm_margin=entry.get("sm_margin", 0),
-                              ring_all_gather=entry.get("ring_all_gather", False))
-        say(f"auto: {kind} -> {plans[kind].label} ("
-            + (f"probed in {time.perf_counter() - started:.1f} s" if source == "probe" else f"cached in {path}")
-            + ")")
+        plans[kind] = replace(
+            cfg.choice(entry["mode"], entry["chunks"]),
+            sm_margin=entry.get("sm_margin", 0),
+            ring_all_gather=entry.get("ring_all_gather", False),
+        )
+        say(
+            f"auto: {kind} -> {plans[kind].label} ("
+            + (
+                f"probed in {time.perf_counter() - started:.1f} s"
+                if source == "probe"
+                else f"cached in {path}"
+            )
+            + ")"
+        )
     if dist.get_rank() == 0:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -299,5 +403,9 @@ def auto_plan(cfg: RunConfig, tp: int, device: torch.device, regime: str,
     def plan(label: str) -> FusionChoice:
         return plans[next(k for k in KINDS if label.endswith(k))]
 
-    return plan, {"cache_file": str(path), "min_gain_ratio": MIN_GAIN_RATIO,
-                  "probe_reps": PROBE_REPS, "choices": choices}
+    return plan, {
+        "cache_file": str(path),
+        "min_gain_ratio": MIN_GAIN_RATIO,
+        "probe_reps": PROBE_REPS,
+        "choices": choices,
+    }

@@ -95,7 +95,10 @@ class RunConfig:
         for name in ("profile_wait", "profile_warmup", "profile_active"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, not {getattr(self, name)}")
-        if self.profile_active and self.profile_wait + self.profile_warmup + self.profile_active > self.steps:
+        if (
+            self.profile_active
+            and self.profile_wait + self.profile_warmup + self.profile_active > self.steps
+        ):
             raise ValueError(
                 f"steps={self.steps} is fewer than the profiler schedule needs "
                 f"(wait {self.profile_wait} + warmup {self.profile_warmup} + active {self.profile_active})"
@@ -105,10 +108,19 @@ class RunConfig:
             if not (value > 0 and math.isfinite(value)):
                 raise ValueError(f"{name} must be a finite number > 0, not {value}")
         if self.warmup_steps is not None and not 0 <= self.warmup_steps <= self.steps:
-            raise ValueError(f"warmup_steps must be between 0 and steps={self.steps}, not {self.warmup_steps}")
-        if not (self.lr > 0 and 0 <= self.decay_to <= 1 and self.grad_clip >= 0 and self.weight_decay >= 0):
-            raise ValueError(f"need lr > 0, 0 <= decay_to <= 1, grad_clip >= 0 and weight_decay >= 0; got lr={self.lr}, "
-                             f"decay_to={self.decay_to}, grad_clip={self.grad_clip}, weight_decay={self.weight_decay}")
+            raise ValueError(
+                f"warmup_steps must be between 0 and steps={self.steps}, not {self.warmup_steps}"
+            )
+        if not (
+            self.lr > 0
+            and 0 <= self.decay_to <= 1
+            and self.grad_clip >= 0
+            and self.weight_decay >= 0
+        ):
+            raise ValueError(
+                f"need lr > 0, 0 <= decay_to <= 1, grad_clip >= 0 and weight_decay >= 0; got lr={self.lr}, "
+                f"decay_to={self.decay_to}, grad_clip={self.grad_clip}, weight_decay={self.weight_decay}"
+            )
 
     @property
     def tokens_per_step(self) -> int:
@@ -119,7 +131,9 @@ class RunConfig:
         """Refuse a world size the model or the batch cannot be split over (before any collective)."""
         self.model.check_tp(tp)
         if self.tokens_per_step % tp:
-            raise ValueError(f"seq_len*batch = {self.tokens_per_step} tokens do not divide over tp={tp}")
+            raise ValueError(
+                f"seq_len*batch = {self.tokens_per_step} tokens do not divide over tp={tp}"
+            )
         local = self.tokens_per_step // tp
         if self.mode in CHUNKED_MODES and local % self.fusion.chunks:
             raise ValueError(

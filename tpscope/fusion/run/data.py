@@ -18,8 +18,10 @@ RULES = ((1, 1), (3, 7), (5, 3), (7, 5))
 """(a, b) of the recurrences a sequence may follow."""
 ACTIVE_TOKENS = 1024
 """Most distinct tokens in the data, whatever the vocabulary."""
-TASK = (f"affine4: x[i+1] = (a*x[i] + b) % K, token x * (V // K), K = min(V, {ACTIVE_TOKENS}), (a, b) in "
-        + ", ".join(f"({a},{b})" for a, b in RULES))
+TASK = (
+    f"affine4: x[i+1] = (a*x[i] + b) % K, token x * (V // K), K = min(V, {ACTIVE_TOKENS}), (a, b) in "
+    + ", ".join(f"({a},{b})" for a, b in RULES)
+)
 """The task's name in the manifest (runs on other data are not compared loss for loss)."""
 
 

@@ -50,4 +50,5 @@ def check_fits(cfg: RunConfig, nproc: int) -> None:
     if have is not None and need > have:
         raise UserError(
             f"the model ({cfg.model.param_count():,} parameters, --layers/--hidden/--ffn/--vocab) needs at least "
-            f"{need / 2**30:.1f} GiB for weights, gradients and AdamW state, but {where} {have / 2**30:.1f} GiB")
+            f"{need / 2**30:.1f} GiB for weights, gradients and AdamW state, but {where} {have / 2**30:.1f} GiB"
+        )

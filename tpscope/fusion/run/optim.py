@@ -39,7 +39,9 @@ def set_lr(optimizers: list[torch.optim.Optimizer], lr: float) -> None:
             group["lr"] = lr
 
 
-def global_grad_norm(sharded: list[torch.Tensor], replicated: list[torch.Tensor], group: Any = None) -> torch.Tensor:
+def global_grad_norm(
+    sharded: list[torch.Tensor], replicated: list[torch.Tensor], group: Any = None
+) -> torch.Tensor:
     """L2 norm of the whole model's gradient: the shards' squares summed over the ranks, the
     replicated gradients (equal on every rank) once. A float32 scalar on the gradients' device."""
     dev = (sharded or replicated)[0].device
@@ -55,8 +57,9 @@ def global_grad_norm(sharded: list[torch.Tensor], replicated: list[torch.Tensor]
     return (total + squares(replicated)).sqrt()
 
 
-def clip_grads(sharded: list[torch.Tensor], replicated: list[torch.Tensor], max_norm: float,
-               group: Any = None) -> torch.Tensor:
+def clip_grads(
+    sharded: list[torch.Tensor], replicated: list[torch.Tensor], max_norm: float, group: Any = None
+) -> torch.Tensor:
     """Scale every gradient by min(1, max_norm / norm) (torch.nn.utils.clip_grad_norm_'s rule,
     over the global norm); returns the norm before clipping, on the device (no host sync).
     max_norm 0 measures only."""

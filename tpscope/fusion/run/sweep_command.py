@@ -54,25 +54,42 @@ class Variant:
         changes = dict(self.changes)
         fusion_changes = {k: v for k, v in changes.items() if k in FUSION_FIELDS}
         mode = Mode.NONE.value if auto else self.mode
-        fusion = replace(base.fusion, mode=mode, chunks=self.chunks if mode in CHUNKED_MODES else 1,
-                         **fusion_changes)
-        return replace(base, out_dir=out_dir, fusion=fusion, auto=auto, regime=self.regime,
-                       **{k: v for k, v in changes.items() if k not in FUSION_FIELDS})
+        fusion = replace(
+            base.fusion,
+            mode=mode,
+            chunks=self.chunks if mode in CHUNKED_MODES else 1,
+            **fusion_changes,
+        )
+        return replace(
+            base,
+            out_dir=out_dir,
+            fusion=fusion,
+            auto=auto,
+            regime=self.regime,
+            **{k: v for k, v in changes.items() if k not in FUSION_FIELDS},
+        )
 
 
 FUSION_FIELDS = frozenset(f.name for f in fields(FusionChoice))
 
 
-_OPTIONS = {"margin": "sm_margin", "ctas": "comm_ctas", "bwd": "bwd_overlap", "embed": "embed_overlap",
-            "agx": "ring_all_gather"}
+_OPTIONS = {
+    "margin": "sm_margin",
+    "ctas": "comm_ctas",
+    "bwd": "bwd_overlap",
+    "embed": "embed_overlap",
+    "agx": "ring_all_gather",
+}
 _SWITCHES = ("bwd", "embed", "agx")
 
 
 def _option(token: str, item: str) -> tuple[str, int | bool]:
     key, sep, value = item.partition("=")
     if not sep or key not in _OPTIONS:
-        raise UserError(f"--variants: {item!r} in {token!r} is not margin=N, ctas=N, bwd=on|off, embed=on|off, "
-                        "agx=on|off or NCCL_*=VALUE")
+        raise UserError(
+            f"--variants: {item!r} in {token!r} is not margin=N, ctas=N, bwd=on|off, embed=on|off, "
+            "agx=on|off or NCCL_*=VALUE"
+        )
     if key in _SWITCHES:
         if value not in ("on", "off"):
             raise UserError(f"--variants: {key} in {token!r} must be on or off")
@@ -89,7 +106,9 @@ def _option(token: str, item: str) -> tuple[str, int | bool]:
 def _setting(token: str, key: str, value: str) -> tuple[str, str]:
     """An NCCL variable for one variant's workers (the variables a manifest records)."""
     if key in REGIME_KEYS or key in SAFETY_ENV:
-        raise UserError(f"--variants: {key} in {token!r} is set by the regime or always: use regime=NAME")
+        raise UserError(
+            f"--variants: {key} in {token!r} is set by the regime or always: use regime=NAME"
+        )
     if not value:
         raise UserError(f"--variants: {key} in {token!r} has no value")
     return key, value
@@ -113,7 +132,9 @@ def parse_variants(text: str, base_regime: str) -> list[Variant]:
             continue
         mode, *rest = token.split(":")
         if mode not in ALL_MODES:
-            raise UserError(f"--variants: {token!r} is not MODE[:CHUNKS][:OPTION=VALUE...] or regime=NAME")
+            raise UserError(
+                f"--variants: {token!r} is not MODE[:CHUNKS][:OPTION=VALUE...] or regime=NAME"
+            )
         k = rest.pop(0) if rest and "=" not in rest[0] else ""
         try:
             chunks = int(k) if k else default_chunks(mode)
@@ -124,8 +145,16 @@ def parse_variants(text: str, base_regime: str) -> list[Variant]:
         name = mode + (f"-k{chunks}" if mode in CHUNKED_MODES else "")
         name += "".join(f"-{_SHORT[field]}{_suffix(v)}" for field, v in options.items())
         name += "".join(f"-{key}{value}" for key, value in env)
-        out.append(Variant(name=name, mode=mode, chunks=chunks, regime=base_regime, changes=tuple(options.items()),
-                           env=env))
+        out.append(
+            Variant(
+                name=name,
+                mode=mode,
+                chunks=chunks,
+                regime=base_regime,
+                changes=tuple(options.items()),
+                env=env,
+            )
+        )
     return out
 
 
@@ -139,28 +168,65 @@ def _suffix(value: int | bool) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--variants", default="chunked:2,chunked:4,ring,auto",
-                        help="changes to try after the unfused baseline: MODE[:CHUNKS][:OPTION=VALUE...] "
-                             "(margin, ctas, bwd, embed, agx, or an NCCL_* variable) or regime=NAME, "
-                             "comma-separated (default %(default)s)")
-    parser.add_argument("--nproc", type=int, default=None, help="workers (default: GPUs seen, 2 on cpu)")
-    parser.add_argument("--regime", choices=[r.value for r in Regime], default=R["regime"],
-                        help="NCCL environment of the baseline (docs/runtime.md; default: keep the inherited one)")
-    parser.add_argument("--steps", type=int, default=R["steps"], help="training steps of each run (default %(default)s)")
-    parser.add_argument("--profile-steps", type=int, default=R["profile_active"],
-                        help=f"steps of each run written to its traces after {R['profile_wait']} wait and "
-                             f"{R['profile_warmup']} warm-up step (default %(default)s)")
-    parser.add_argument("--out", required=True, help="folder of the sweep (one run folder per variant)")
-    parser.add_argument("--device", choices=("cuda", "cpu"), default=None,
-                        help="default: cuda if torch sees a GPU, else cpu (gloo, a small model)")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="replace the runs in an existing sweep folder (other files stay)")
-    parser.add_argument("--timeout-s", type=float, default=R["timeout_s"],
-                        help="collective timeout: a dead rank fails the others after this long (default %(default)s s)")
-    parser.add_argument("--auto-cache", default=R["auto_cache"], metavar="FILE",
-                        help="file of --mode auto probes (default $XDG_CACHE_HOME/tpscope/auto_probe.json, "
-                             "else ~/.cache/tpscope/auto_probe.json)")
-    parser.add_argument("--no-analyze", action="store_true", help="skip `tpscope analyze` on each run")
+    parser.add_argument(
+        "--variants",
+        default="chunked:2,chunked:4,ring,auto",
+        help="changes to try after the unfused baseline: MODE[:CHUNKS][:OPTION=VALUE...] "
+        "(margin, ctas, bwd, embed, agx, or an NCCL_* variable) or regime=NAME, "
+        "comma-separated (default %(default)s)",
+    )
+    parser.add_argument(
+        "--nproc", type=int, default=None, help="workers (default: GPUs seen, 2 on cpu)"
+    )
+    parser.add_argument(
+        "--regime",
+        choices=[r.value for r in Regime],
+        default=R["regime"],
+        help="NCCL environment of the baseline (docs/runtime.md; default: keep the inherited one)",
+    )
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=R["steps"],
+        help="training steps of each run (default %(default)s)",
+    )
+    parser.add_argument(
+        "--profile-steps",
+        type=int,
+        default=R["profile_active"],
+        help=f"steps of each run written to its traces after {R['profile_wait']} wait and "
+        f"{R['profile_warmup']} warm-up step (default %(default)s)",
+    )
+    parser.add_argument(
+        "--out", required=True, help="folder of the sweep (one run folder per variant)"
+    )
+    parser.add_argument(
+        "--device",
+        choices=("cuda", "cpu"),
+        default=None,
+        help="default: cuda if torch sees a GPU, else cpu (gloo, a small model)",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the runs in an existing sweep folder (other files stay)",
+    )
+    parser.add_argument(
+        "--timeout-s",
+        type=float,
+        default=R["timeout_s"],
+        help="collective timeout: a dead rank fails the others after this long (default %(default)s s)",
+    )
+    parser.add_argument(
+        "--auto-cache",
+        default=R["auto_cache"],
+        metavar="FILE",
+        help="file of --mode auto probes (default $XDG_CACHE_HOME/tpscope/auto_probe.json, "
+        "else ~/.cache/tpscope/auto_probe.json)",
+    )
+    parser.add_argument(
+        "--no-analyze", action="store_true", help="skip `tpscope analyze` on each run"
+    )
     add_resource_arguments(parser)
     add_node_arguments(parser)
     add_model_arguments(parser)
@@ -184,8 +250,10 @@ def _analyze(run_dir: Path) -> tuple[dict | None, str | None]:
 def compare(rows: list[dict]) -> str:
     """The comparison as a Markdown table (baseline first)."""
     base = rows[0]["tokens_per_s"]
-    lines = ["| run | regime | mode | tokens/s | vs baseline | exposed comm ratio | contention slowdown | peak memory GiB |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| run | regime | mode | tokens/s | vs baseline | exposed comm ratio | contention slowdown | peak memory GiB |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
 
     def f(v, fmt):
         return "–" if v is None else format(v, fmt)
@@ -194,9 +262,11 @@ def compare(rows: list[dict]) -> str:
         s = r.get("analyze") or {}
         ratio = r["tokens_per_s"] / base if r["tokens_per_s"] and base else None
         mem = r["peak_memory_bytes"] / 2**30 if r["peak_memory_bytes"] else None
-        lines.append(f"| {r['run']} | {r['regime']} | {r['mode']} | {f(r['tokens_per_s'], ',.0f')} | "
-                     f"{f(ratio, '.3f')}× | {f(s.get('exposed_comm_ratio'), '.3f')} | "
-                     f"{f(s.get('contention_slowdown'), '.3f')} | {f(mem, '.2f')} |")
+        lines.append(
+            f"| {r['run']} | {r['regime']} | {r['mode']} | {f(r['tokens_per_s'], ',.0f')} | "
+            f"{f(ratio, '.3f')}× | {f(s.get('exposed_comm_ratio'), '.3f')} | "
+            f"{f(s.get('contention_slowdown'), '.3f')} | {f(mem, '.2f')} |"
+        )
     return "\n".join(lines)
 
 
@@ -222,39 +292,70 @@ def main(args: argparse.Namespace) -> int:
         claim = claim_run_dir(str(run_dir), args.overwrite, rdzv)
         print(f"tpscope sweep: [{i + 1}/{len(variants)}] {v.name} -> {run_dir}", flush=True)
         command = ["tpscope", "sweep", *sys.argv[2:]] if len(sys.argv) > 1 else []
-        rc = launch(nproc, "tpscope.fusion.run.worker",
-                    ["--config-json", config_to_json(cfg), "--command-json", json.dumps(command)], cfg.regime,
-                    extra_env=dict(v.env), out_dir=str(run_dir), command=command, rdzv=rdzv)
+        rc = launch(
+            nproc,
+            "tpscope.fusion.run.worker",
+            ["--config-json", config_to_json(cfg), "--command-json", json.dumps(command)],
+            cfg.regime,
+            extra_env=dict(v.env),
+            out_dir=str(run_dir),
+            command=command,
+            rdzv=rdzv,
+        )
         if claim is not None:
             claim.release()
         if rc > 128:  # stopped by a signal (launch printed which): the sweep stops too
             return rc
         if rc != 0:
             if i == 0:
-                raise UserError(f"{run_dir}: the baseline run failed (exit {rc}); see its output above")
-            print(f"tpscope sweep: variant {v.name} failed (exit {rc}); the sweep goes on without it",
-                  file=sys.stderr, flush=True)
+                raise UserError(
+                    f"{run_dir}: the baseline run failed (exit {rc}); see its output above"
+                )
+            print(
+                f"tpscope sweep: variant {v.name} failed (exit {rc}); the sweep goes on without it",
+                file=sys.stderr,
+                flush=True,
+            )
             failed.append(v.name)
             continue
         runs.append((v, run_dir))
     if rdzv.node_rank != 0:
-        print(f"tpscope sweep: node {rdzv.node_rank} done; node 0 analyzes and compares the runs", flush=True)
+        print(
+            f"tpscope sweep: node {rdzv.node_rank} done; node 0 analyzes and compares the runs",
+            flush=True,
+        )
         return 1 if failed else 0
     rows = []
     for v, run_dir in runs:
         manifest = read_manifest(run_dir)
         with working(f"tpscope sweep: analyzing {run_dir}"):
-            summary, why = (None, "skipped (--no-analyze)") if args.no_analyze else _analyze(run_dir)
-        rows.append({"run": run_dir.name, "mode": v.mode, "chunks": v.chunks, "regime": manifest.regime,
-                     "sm_margin": manifest.sm_margin, "comm_ctas": manifest.comm_ctas,
-                     "bwd_overlap": manifest.bwd_overlap, "embed_overlap": manifest.embed_overlap,
-                     "ring_all_gather": manifest.ring_all_gather, "env": dict(v.env),
-                     "tokens_per_s": manifest.tokens_per_s, "median_step_time_ms": manifest.median_step_time_ms,
-                     "peak_memory_bytes": manifest.peak_memory_bytes, "fusion_by_layer": manifest.fusion_by_layer,
-                     "analyze": summary, "analyze_note": why})
+            summary, why = (
+                (None, "skipped (--no-analyze)") if args.no_analyze else _analyze(run_dir)
+            )
+        rows.append(
+            {
+                "run": run_dir.name,
+                "mode": v.mode,
+                "chunks": v.chunks,
+                "regime": manifest.regime,
+                "sm_margin": manifest.sm_margin,
+                "comm_ctas": manifest.comm_ctas,
+                "bwd_overlap": manifest.bwd_overlap,
+                "embed_overlap": manifest.embed_overlap,
+                "ring_all_gather": manifest.ring_all_gather,
+                "env": dict(v.env),
+                "tokens_per_s": manifest.tokens_per_s,
+                "median_step_time_ms": manifest.median_step_time_ms,
+                "peak_memory_bytes": manifest.peak_memory_bytes,
+                "fusion_by_layer": manifest.fusion_by_layer,
+                "analyze": summary,
+                "analyze_note": why,
+            }
+        )
     table = compare(rows)
-    (root / "sweep.json").write_text(json.dumps({"baseline": rows[0]["run"], "runs": rows, "failed": failed},
-                                                indent=1) + "\n")
+    (root / "sweep.json").write_text(
+        json.dumps({"baseline": rows[0]["run"], "runs": rows, "failed": failed}, indent=1) + "\n"
+    )
     (root / "sweep.md").write_text(f"# tpscope sweep\n\n{table}\n")
     print(table)
     notes = {r["analyze_note"] for r in rows if r["analyze_note"]}

@@ -84,15 +84,22 @@ def defers_embed_grad(cfg: RunConfig, plan: FusionPlan, device: torch.device) ->
     threads beside a CPU optimizer on the same cores, and there, 4-rank test runs sometimes aborted
     at interpreter exit after all their work (2 of 30 against 0 of 30 without), so CPU runs keep
     the plain order."""
-    return (device.type == "cuda" and cfg.embed_overlap and cfg.grad_clip == 0
-            and plan("head").overlaps_backward)
+    return (
+        device.type == "cuda"
+        and cfg.embed_overlap
+        and cfg.grad_clip == 0
+        and plan("head").overlaps_backward
+    )
 
 
-def build_model(cfg: RunConfig, rank: int, tp: int, plan: FusionPlan, device: torch.device,
-                group: Any = None) -> TPTransformer:
+def build_model(
+    cfg: RunConfig, rank: int, tp: int, plan: FusionPlan, device: torch.device, group: Any = None
+) -> TPTransformer:
     """This rank's model in the run's dtype on its device, weights from the run's seed."""
     full = full_state(cfg.model, cfg.seed, device)
-    model = TPTransformer.from_full(cfg.model, full, rank, tp, plan, group, defers_embed_grad(cfg, plan, device))
+    model = TPTransformer.from_full(
+        cfg.model, full, rank, tp, plan, group, defers_embed_grad(cfg, plan, device)
+    )
     del full
     return model.to(device=device, dtype=DTYPES[cfg.dtype])
 
@@ -101,15 +108,24 @@ BETAS = (0.9, 0.95)
 OPTIMIZER = "AdamW(betas=(0.9, 0.95), eps=1e-8), fused kernel on CUDA"
 
 
-def make_optimizers(model: TPTransformer, cfg: RunConfig, device: torch.device) -> tuple[list, list]:
+def make_optimizers(
+    model: TPTransformer, cfg: RunConfig, device: torch.device
+) -> tuple[list, list]:
     """(first, last): AdamW over the parameters whose gradients `backward` completes, then over
     the late ones (TPTransformer.late_parameters) when the embedding's gradient is deferred;
     otherwise one AdamW over all, last. The same update either way (AdamW is per parameter). On
     CUDA AdamW's fused kernel instead of the foreach chain, which took about 16 ms per step in the
     sample runs of the reference model."""
+
     def adamw(params):
-        return torch.optim.AdamW(params, lr=cfg.lr, betas=BETAS, eps=1e-8, weight_decay=cfg.weight_decay,
-                                 fused=device.type == "cuda")
+        return torch.optim.AdamW(
+            params,
+            lr=cfg.lr,
+            betas=BETAS,
+            eps=1e-8,
+            weight_decay=cfg.weight_decay,
+            fused=device.type == "cuda",
+        )
 
     if not model.embed.defer_grad:
         return [], [adamw(model.parameters())]
@@ -143,9 +159,12 @@ def _profiler(cfg: RunConfig, rank: int, device: torch.device):
     return profile(
         activities=activities,
         **{k: v for k, v in extra.items() if v is not None},
-        schedule=schedule(wait=cfg.profile_wait, warmup=cfg.profile_warmup,
-                          active=cfg.profile_active, repeat=1),
-        on_trace_ready=tensorboard_trace_handler(cfg.out_dir, worker_name=f"rank{rank}", use_gzip=True),
+        schedule=schedule(
+            wait=cfg.profile_wait, warmup=cfg.profile_warmup, active=cfg.profile_active, repeat=1
+        ),
+        on_trace_ready=tensorboard_trace_handler(
+            cfg.out_dir, worker_name=f"rank{rank}", use_gzip=True
+        ),
         record_shapes=True,
     )
 
@@ -177,8 +196,16 @@ def peak_memory(device: torch.device) -> tuple[int, str]:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024, "process_max_rss"
 
 
-def train(cfg: RunConfig, *, rank: int, tp: int, device: torch.device, plan: FusionPlan,
-          group: Any = None, on_step: Callable[[StepRecord], None] | None = None) -> TrainResult:
+def train(
+    cfg: RunConfig,
+    *,
+    rank: int,
+    tp: int,
+    device: torch.device,
+    plan: FusionPlan,
+    group: Any = None,
+    on_step: Callable[[StepRecord], None] | None = None,
+) -> TrainResult:
     """Train `cfg.steps` steps; rank 0 calls `on_step` after each one."""
     cfg.check_world(tp)
     model = build_model(cfg, rank, tp, plan, device, group)
@@ -191,8 +218,12 @@ def train(cfg: RunConfig, *, rank: int, tp: int, device: torch.device, plan: Fus
     # All batches are drawn before the first step: drawing them is CPU work that would fill the
     # traces and delay the GPU (docs/benchmarks.md: time the training, not the data).
     batches = [
-        tuple(t.to(device) for t in sequence_major(
-            synthetic_batch(cfg.model.vocab, cfg.batch, cfg.seq_len, cfg.seed, step)))
+        tuple(
+            t.to(device)
+            for t in sequence_major(
+                synthetic_batch(cfg.model.vocab, cfg.batch, cfg.seq_len, cfg.seed, step)
+            )
+        )
         for step in range(cfg.steps)
     ]
     prof = _profiler(cfg, rank, device) if cfg.profile_active else None
@@ -202,7 +233,10 @@ def train(cfg: RunConfig, *, rank: int, tp: int, device: torch.device, plan: Fus
         for step in range(cfg.steps):
             inputs, targets = batches[step]
             timer.start()
-            set_lr(first + last, lr_at(step, peak=cfg.lr, steps=cfg.steps, warmup=warmup, decay_to=cfg.decay_to))
+            set_lr(
+                first + last,
+                lr_at(step, peak=cfg.lr, steps=cfg.steps, warmup=warmup, decay_to=cfg.decay_to),
+            )
             for opt in first + last:
                 opt.zero_grad(set_to_none=True)
             loss = model(inputs, targets, cfg.batch)  # the same mean loss on every rank
@@ -212,8 +246,12 @@ def train(cfg: RunConfig, *, rank: int, tp: int, device: torch.device, plan: Fus
             sum_replicated_grads(model, group)
             model.finish_backward()
             if cfg.grad_clip > 0:  # never with a deferred embedding gradient (defers_embed_grad)
-                clip_grads([p.grad for p in sharded if p.grad is not None],
-                           [p.grad for p in replicated if p.grad is not None], cfg.grad_clip, group)
+                clip_grads(
+                    [p.grad for p in sharded if p.grad is not None],
+                    [p.grad for p in replicated if p.grad is not None],
+                    cfg.grad_clip,
+                    group,
+                )
             for opt in last:
                 opt.step()
             ms = timer.stop_ms()
@@ -222,12 +260,23 @@ def train(cfg: RunConfig, *, rank: int, tp: int, device: torch.device, plan: Fus
             if prof is not None:
                 prof.step()
             if on_step is not None and rank == 0:
-                on_step(StepRecord(step=step, loss=losses[-1], step_time_ms=ms,
-                                   tokens_per_s=cfg.tokens_per_step / (ms / 1e3)))
+                on_step(
+                    StepRecord(
+                        step=step,
+                        loss=losses[-1],
+                        step_time_ms=ms,
+                        tokens_per_s=cfg.tokens_per_step / (ms / 1e3),
+                    )
+                )
     finally:
         if prof is not None:
             prof.stop()
     mem, kind = peak_memory(device)
-    return TrainResult(losses=losses, step_times_ms=times, peak_memory_bytes=mem,
-                       peak_memory_kind=kind, profiled_steps=profiled_steps(cfg),
-                       embed_overlap=model.embed.defer_grad)
+    return TrainResult(
+        losses=losses,
+        step_times_ms=times,
+        peak_memory_bytes=mem,
+        peak_memory_kind=kind,
+        profiled_steps=profiled_steps(cfg),
+        embed_overlap=model.embed.defer_grad,
+    )

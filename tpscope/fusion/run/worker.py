@@ -26,14 +26,20 @@ from tpscope.runfolder.fusion_choice import FusionChoice, Mode
 from tpscope.runfolder.manifest import write_manifest
 from tpscope.runfolder.regimes import regime_env
 
-_PEER_TROUBLE = re.compile(r"connection (reset|closed|refused)|broken pipe|timed out|timeout|gloo|nccl|"
-                           r"processgroup|watchdog", re.IGNORECASE)
+_PEER_TROUBLE = re.compile(
+    r"connection (reset|closed|refused)|broken pipe|timed out|timeout|gloo|nccl|"
+    r"processgroup|watchdog",
+    re.IGNORECASE,
+)
 
 
 def collective_failure(exc: BaseException) -> str | None:
     """One line for an error that a collective raised because a peer died or hung (a gloo
     connection reset, a timeout, an NCCL error); None for any other error (a bug keeps its traceback)."""
-    if not (isinstance(exc, dist.DistError) or (isinstance(exc, RuntimeError) and _PEER_TROUBLE.search(str(exc)))):
+    if not (
+        isinstance(exc, dist.DistError)
+        or (isinstance(exc, RuntimeError) and _PEER_TROUBLE.search(str(exc)))
+    ):
         return None
     text = str(exc).strip()
     first = re.sub(r"^\[[^\]]*\]\s*", "", text.splitlines()[0]) if text else type(exc).__name__
@@ -45,12 +51,16 @@ def out_of_memory(exc: BaseException) -> bool:
     """An allocation that failed: torch's OutOfMemoryError (CUDA), its CPU allocator's
     RuntimeError, or Python's MemoryError."""
     return isinstance(exc, (MemoryError, torch.OutOfMemoryError)) or (
-        isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc))
+        isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc)
+    )
 
 
 def _print_step(steps: int, rec: StepRecord) -> None:
-    print(f"step {rec.step + 1}/{steps}  loss {rec.loss:.4f}  {rec.step_time_ms:.1f} ms  "
-          f"{rec.tokens_per_s:,.0f} tok/s", flush=True)
+    print(
+        f"step {rec.step + 1}/{steps}  loss {rec.loss:.4f}  {rec.step_time_ms:.1f} ms  "
+        f"{rec.tokens_per_s:,.0f} tok/s",
+        flush=True,
+    )
 
 
 def _plan(cfg: RunConfig, tp: int, device: torch.device, regime: str, rank: int = 0):
@@ -80,39 +90,69 @@ def _plan(cfg: RunConfig, tp: int, device: torch.device, regime: str, rank: int 
 def run_rank(cfg: RunConfig, command: list[str]) -> int:
     """Everything one rank does; rank 0 prints progress and writes the manifest."""
     joined = join_group(cfg.regime, cfg.device, cfg.timeout_s)
-    rank, world, device, backend, regime = (joined.rank, joined.world, joined.device, joined.backend,
-                                            joined.regime)
+    rank, world, device, backend, regime = (
+        joined.rank,
+        joined.world,
+        joined.device,
+        joined.backend,
+        joined.regime,
+    )
     try:
         try:
             cfg.check_world(world)
         except ValueError as exc:
             raise UserError(str(exc)) from None
         if rank == 0:
-            print(f"tpscope run: tp={world} mode={cfg.mode} regime={regime} device={device.type} "
-                  f"-> {cfg.out_dir}", flush=True)
+            print(
+                f"tpscope run: tp={world} mode={cfg.mode} regime={regime} device={device.type} "
+                f"-> {cfg.out_dir}",
+                flush=True,
+            )
         plan, chosen, auto_info = _plan(cfg, world, device, regime, rank)
-        result = train(cfg, rank=rank, tp=world, device=device, plan=plan,
-                       on_step=lambda rec: _print_step(cfg.steps, rec))
+        result = train(
+            cfg,
+            rank=rank,
+            tp=world,
+            device=device,
+            plan=plan,
+            on_step=lambda rec: _print_step(cfg.steps, rec),
+        )
         gathered: list = [None] * world
         dist.all_gather_object(gathered, (result.step_times_ms, result.peak_memory_bytes))
         if rank == 0:
             manifest = build_manifest(
-                cfg=cfg, regime=regime, regime_env=regime_env(regime), tp=world, world_size=world,
-                backend=backend, device=device, losses=result.losses,
+                cfg=cfg,
+                regime=regime,
+                regime_env=regime_env(regime),
+                tp=world,
+                world_size=world,
+                backend=backend,
+                device=device,
+                losses=result.losses,
                 step_times_ms_by_rank=[g[0] for g in gathered],
                 peak_memory_by_rank=[g[1] for g in gathered],
-                peak_memory_kind=result.peak_memory_kind, profiled=result.profiled_steps,
-                fusion_by_layer=chosen, auto=auto_info, command=command,
+                peak_memory_kind=result.peak_memory_kind,
+                profiled=result.profiled_steps,
+                fusion_by_layer=chosen,
+                auto=auto_info,
+                command=command,
                 embed_overlap=result.embed_overlap,
             )
             path = write_manifest(cfg.out_dir, manifest)
             tps, trend = manifest.tokens_per_s, manifest.loss_trend
             if trend:
-                print(f"tpscope run: loss {trend['first_mean']:.4f} -> {trend['last_mean']:.4f} (mean of the "
-                      f"first and last {trend['window_steps']} steps): "
-                      f"{'fell' if trend['fell'] else 'did NOT fall'}", flush=True)
-            print(f"tpscope run: wrote {path.parent} ({tps:,.0f} tok/s median)" if tps else
-                  f"tpscope run: wrote {path.parent}", flush=True)
+                print(
+                    f"tpscope run: loss {trend['first_mean']:.4f} -> {trend['last_mean']:.4f} (mean of the "
+                    f"first and last {trend['window_steps']} steps): "
+                    f"{'fell' if trend['fell'] else 'did NOT fall'}",
+                    flush=True,
+                )
+            print(
+                f"tpscope run: wrote {path.parent} ({tps:,.0f} tok/s median)"
+                if tps
+                else f"tpscope run: wrote {path.parent}",
+                flush=True,
+            )
         dist.barrier()
     except Exception as exc:
         if not out_of_memory(exc):
@@ -123,8 +163,11 @@ def run_rank(cfg: RunConfig, command: list[str]) -> int:
             return 1
         # the model or batch is too large for this machine: the user's input
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        print(f"tpscope run: error: rank {rank}: out of memory ({first}); use a smaller model or --batch",
-              file=sys.stderr, flush=True)
+        print(
+            f"tpscope run: error: rank {rank}: out of memory ({first}); use a smaller model or --batch",
+            file=sys.stderr,
+            flush=True,
+        )
         return 2
     finally:
         dist.destroy_process_group()

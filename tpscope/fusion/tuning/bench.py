@@ -36,8 +36,9 @@ from tpscope.runfolder.regimes import nccl_env, regime_env
 TOLERANCE = {torch.bfloat16: 2e-2, torch.float32: 1e-4}
 
 
-def variants(cfg: BenchConfig, local_rows: int, device: torch.device,
-             side: str = "ag") -> list[dict[str, Any]]:
+def variants(
+    cfg: BenchConfig, local_rows: int, device: torch.device, side: str = "ag"
+) -> list[dict[str, Any]]:
     """The fused variants to time, as dicts of FusionChoice fields (mode, chunks, own_first,
     sm_margin, comm_ctas); chunk counts that do not divide the local rows are left out. own_first
     only changes the AG side of `chunked`; margins and CTA caps apply to `chunked` and `ring`."""
@@ -47,23 +48,57 @@ def variants(cfg: BenchConfig, local_rows: int, device: torch.device,
         if mode == "chunked":
             legal = [k for k in cfg.chunks if local_rows % k == 0]
             orders = [True, False] if cfg.rank_order and side == "ag" else [True]
-            out += [{"mode": mode, "chunks": k, "own_first": o, **r, **({"taper": resolve_taper(mode, t)} if k > 1 else {})}
-                    for r in resources for o in orders for k in legal for t in (cfg.tapers if k > 1 else (None,))]
+            out += [
+                {
+                    "mode": mode,
+                    "chunks": k,
+                    "own_first": o,
+                    **r,
+                    **({"taper": resolve_taper(mode, t)} if k > 1 else {}),
+                }
+                for r in resources
+                for o in orders
+                for k in legal
+                for t in (cfg.tapers if k > 1 else (None,))
+            ]
         elif mode == "ring":
             exchanges = cfg.ring_all_gather if side == "rs" else (False,)
-            out += [{"mode": mode, "chunks": k, "own_first": True, **r,
-                     **({"taper": resolve_taper(mode, t)} if k > 1 else {}), **({"all_gather": x} if x else {})}
-                    for r in resources for k in cfg.ring_chunks if local_rows % k == 0
-                    for t in (cfg.tapers if k > 1 else (None,)) for x in exchanges]
+            out += [
+                {
+                    "mode": mode,
+                    "chunks": k,
+                    "own_first": True,
+                    **r,
+                    **({"taper": resolve_taper(mode, t)} if k > 1 else {}),
+                    **({"all_gather": x} if x else {}),
+                }
+                for r in resources
+                for k in cfg.ring_chunks
+                if local_rows % k == 0
+                for t in (cfg.tapers if k > 1 else (None,))
+                for x in exchanges
+            ]
         elif mode in CUDA_ONLY_MODES and device.type != "cuda":
             continue
         elif mode in ("copy_engine", "host_staged"):
             pushes = cfg.copy_push if side == "ag" and mode == "copy_engine" else (None,)
-            out += [{"mode": mode, "chunks": k, "own_first": True, "sm_margin": 0, "comm_ctas": 0,
-                     **({} if p is None else {"push": p})}
-                    for k in cfg.ring_chunks if local_rows % k == 0 for p in pushes]
+            out += [
+                {
+                    "mode": mode,
+                    "chunks": k,
+                    "own_first": True,
+                    "sm_margin": 0,
+                    "comm_ctas": 0,
+                    **({} if p is None else {"push": p}),
+                }
+                for k in cfg.ring_chunks
+                if local_rows % k == 0
+                for p in pushes
+            ]
         elif mode != "none":
-            out.append({"mode": mode, "chunks": 1, "own_first": True, "sm_margin": 0, "comm_ctas": 0})
+            out.append(
+                {"mode": mode, "chunks": 1, "own_first": True, "sm_margin": 0, "comm_ctas": 0}
+            )
     return out
 
 
@@ -91,8 +126,15 @@ def _rel_err(a: torch.Tensor, ref: torch.Tensor) -> float:
     return float((a.float() - ref.float()).abs().max() / ref.float().abs().max().clamp_min(1e-30))
 
 
-def bench_side(side: str, shape: tuple[int, int, int], cfg: BenchConfig, tp: int, rank: int,
-               device: torch.device, seed: int) -> dict[str, Any]:
+def bench_side(
+    side: str,
+    shape: tuple[int, int, int],
+    cfg: BenchConfig,
+    tp: int,
+    rank: int,
+    device: torch.device,
+    seed: int,
+) -> dict[str, Any]:
     """All timings of one side of one shape."""
     s, h, f = shape
     dtype = getattr(torch, cfg.dtype)
@@ -114,9 +156,19 @@ def bench_side(side: str, shape: tuple[int, int, int], cfg: BenchConfig, tp: int
 
         def op(mode, chunks, own_first=True, sm_margin=0, comm_ctas=0, push=True, taper=None):
             # as a layer's forward calls it: the gathered input is kept for the weight gradient
-            return all_gather_matmul(a, w, fusion_group(None, comm_ctas), mode=mode, chunks=chunks,
-                                     label=f"bench.{side}", own_first=own_first, sm_margin=sm_margin,
-                                     return_gathered=True, copy_push=push, taper=taper)[0]
+            return all_gather_matmul(
+                a,
+                w,
+                fusion_group(None, comm_ctas),
+                mode=mode,
+                chunks=chunks,
+                label=f"bench.{side}",
+                own_first=own_first,
+                sm_margin=sm_margin,
+                return_gathered=True,
+                copy_push=push,
+                taper=taper,
+            )[0]
 
         local_rows = s // tp
     else:
@@ -130,11 +182,27 @@ def bench_side(side: str, shape: tuple[int, int, int], cfg: BenchConfig, tp: int
         def comm():
             return compat.reduce_scatter_single(scattered, partial)
 
-        def op(mode, chunks, own_first=True, sm_margin=0, comm_ctas=0, push=True, taper=None,
-               all_gather=False):
-            return matmul_reduce_scatter(a, w, fusion_group(None, comm_ctas), mode=mode, chunks=chunks,
-                                         label=f"bench.{side}", sm_margin=sm_margin, taper=taper,
-                                         ring_all_gather=all_gather)
+        def op(
+            mode,
+            chunks,
+            own_first=True,
+            sm_margin=0,
+            comm_ctas=0,
+            push=True,
+            taper=None,
+            all_gather=False,
+        ):
+            return matmul_reduce_scatter(
+                a,
+                w,
+                fusion_group(None, comm_ctas),
+                mode=mode,
+                chunks=chunks,
+                label=f"bench.{side}",
+                sm_margin=sm_margin,
+                taper=taper,
+                ring_all_gather=all_gather,
+            )
 
         local_rows = s // tp
     fns: dict[str, Any] = {"gemm": gemm, "comm": comm, "unfused": lambda: op("none", 1)}
@@ -156,10 +224,19 @@ def bench_side(side: str, shape: tuple[int, int, int], cfg: BenchConfig, tp: int
             row.update(max_rel_err=err, ok=err <= TOLERANCE[dtype])
             fns[f"variant{i}"] = lambda v=v: op(**v)
         rows.append((i, row))
-    timed = time_regions(fns, device=device, reps=cfg.reps, warmup=cfg.warmup, feed_ahead_ms=cfg.feed_ahead_ms)
+    timed = time_regions(
+        fns, device=device, reps=cfg.reps, warmup=cfg.warmup, feed_ahead_ms=cfg.feed_ahead_ms
+    )
     t_gemm, t_comm, t_unfused = timed["gemm"], timed["comm"], timed["unfused"]
-    beside = [{"sm_margin": m, "timing": timed[f"gemm||comm/m{m}"].as_dict(),
-               "gemm_alone": timed[f"gemm/m{m}"].as_dict()} for m in cfg.sm_margins if device.type == "cuda"]
+    beside = [
+        {
+            "sm_margin": m,
+            "timing": timed[f"gemm||comm/m{m}"].as_dict(),
+            "gemm_alone": timed[f"gemm/m{m}"].as_dict(),
+        }
+        for m in cfg.sm_margins
+        if device.type == "cuda"
+    ]
     for i, row in rows:
         t = timed.get(f"variant{i}")
         if t is None:
@@ -167,27 +244,45 @@ def bench_side(side: str, shape: tuple[int, int, int], cfg: BenchConfig, tp: int
         row.update(
             timing=t.as_dict(),
             E=flux_overlap_efficiency(t.median_ms, t_unfused.median_ms, t_gemm.median_ms),
-            attained_saving=attained_saving(t.median_ms, t_unfused.median_ms, t_gemm.median_ms,
-                                            t_comm.median_ms),
+            attained_saving=attained_saving(
+                t.median_ms, t_unfused.median_ms, t_gemm.median_ms, t_comm.median_ms
+            ),
             speedup_vs_unfused=t_unfused.median_ms / t.median_ms,
         )
     rows = [row for _, row in rows]
-    return {"side": side, "S": s, "H": h, "F": f, "gemm": t_gemm.as_dict(), "comm": t_comm.as_dict(),
-            "unfused": t_unfused.as_dict(), "gemm_beside_comm": beside, "variants": rows}
+    return {
+        "side": side,
+        "S": s,
+        "H": h,
+        "F": f,
+        "gemm": t_gemm.as_dict(),
+        "comm": t_comm.as_dict(),
+        "unfused": t_unfused.as_dict(),
+        "gemm_beside_comm": beside,
+        "variants": rows,
+    }
 
 
 def format_table(results: list[dict[str, Any]], regime: str) -> str:
     """The results as a terminal table (ms are medians; p10-p90 in brackets)."""
-    lines = [f"regime {regime}", f"{'shape S,H,F':<18} {'side':<4} {'variant':<22} {'median ms':>10} "
-             f"{'p10-p90':>15} {'E':>6} {'attained':>9} {'check':>7}"]
+    lines = [
+        f"regime {regime}",
+        f"{'shape S,H,F':<18} {'side':<4} {'variant':<22} {'median ms':>10} "
+        f"{'p10-p90':>15} {'E':>6} {'attained':>9} {'check':>7}",
+    ]
     for r in results:
         shape = f"{r['S']},{r['H']},{r['F']}"
         timed = [(name, r[name]) for name in ("gemm", "comm", "unfused")]
         for b in r.get("gemm_beside_comm", []):
-            timed += [(f"gemm/m{b['sm_margin']}", b["gemm_alone"]), (f"gemm||comm/m{b['sm_margin']}", b["timing"])]
+            timed += [
+                (f"gemm/m{b['sm_margin']}", b["gemm_alone"]),
+                (f"gemm||comm/m{b['sm_margin']}", b["timing"]),
+            ]
         for name, t in timed:
-            lines.append(f"{shape:<18} {r['side']:<4} {name:<22} {t['median_ms']:>10.3f} "
-                         f"{t['p10_ms']:>7.3f}-{t['p90_ms']:<7.3f}")
+            lines.append(
+                f"{shape:<18} {r['side']:<4} {name:<22} {t['median_ms']:>10.3f} "
+                f"{t['p10_ms']:>7.3f}-{t['p90_ms']:<7.3f}"
+            )
         for v in r["variants"]:
             label = variant_label(v, r["side"])
             if "error" in v:
@@ -196,9 +291,11 @@ def format_table(results: list[dict[str, Any]], regime: str) -> str:
             t = v["timing"]
             e = "-" if v["E"] is None else f"{v['E']:.2f}"
             att = "-" if v["attained_saving"] is None else f"{v['attained_saving']:.2f}"
-            lines.append(f"{shape:<18} {r['side']:<4} {label:<22} {t['median_ms']:>10.3f} "
-                         f"{t['p10_ms']:>7.3f}-{t['p90_ms']:<7.3f} {e:>6} {att:>9} "
-                         f"{'ok' if v['ok'] else 'WRONG':>7}")
+            lines.append(
+                f"{shape:<18} {r['side']:<4} {label:<22} {t['median_ms']:>10.3f} "
+                f"{t['p10_ms']:>7.3f}-{t['p90_ms']:<7.3f} {e:>6} {att:>9} "
+                f"{'ok' if v['ok'] else 'WRONG':>7}"
+            )
     return "\n".join(lines)
 
 
@@ -222,21 +319,35 @@ def run_bench(cfg: BenchConfig, command: list[str]) -> int:
                     print(format_table([r], regime).split("\n", 2)[2], flush=True)
         if rank == 0:
             doc = {
-                "command": command, "tpscope_version": __version__, "torch_version": torch.__version__,
+                "command": command,
+                "tpscope_version": __version__,
+                "torch_version": torch.__version__,
                 "nccl_version": compat.nccl_version() if device.type == "cuda" else None,
                 "cuda_version": torch.version.cuda,
                 "gpu_name": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
                 "gpu_count": torch.cuda.device_count() if device.type == "cuda" else 0,
-                "tp": tp, "regime": regime, "regime_env": regime_env(regime),
-                "nccl_env": nccl_env(os.environ), "dtype": cfg.dtype, "reps": cfg.reps,
-                "warmup": cfg.warmup, "seed": seed, "timing": "round robin, slowest rank per repetition; "
+                "tp": tp,
+                "regime": regime,
+                "regime_env": regime_env(regime),
+                "nccl_env": nccl_env(os.environ),
+                "dtype": cfg.dtype,
+                "reps": cfg.reps,
+                "warmup": cfg.warmup,
+                "seed": seed,
+                "timing": "round robin, slowest rank per repetition; "
                 + ("cuda events" if device.type == "cuda" else "wall clock")
-                + (f"; {cfg.feed_ahead_ms} ms of GPU work queued ahead of each call"
-                   if cfg.feed_ahead_ms and device.type == "cuda" else ""),
-                "feed_ahead_ms": cfg.feed_ahead_ms if device.type == "cuda" else 0.0, "ag_returns_gathered": True,
-                "symm_mem_note": None if regime == "nvlink" else
-                "symm_mem copies over CUDA peer access whatever NCCL is told: not a cross-node baseline",
-                "results": results, "all_outputs_match_unfused": all_ok,
+                + (
+                    f"; {cfg.feed_ahead_ms} ms of GPU work queued ahead of each call"
+                    if cfg.feed_ahead_ms and device.type == "cuda"
+                    else ""
+                ),
+                "feed_ahead_ms": cfg.feed_ahead_ms if device.type == "cuda" else 0.0,
+                "ag_returns_gathered": True,
+                "symm_mem_note": None
+                if regime == "nvlink"
+                else "symm_mem copies over CUDA peer access whatever NCCL is told: not a cross-node baseline",
+                "results": results,
+                "all_outputs_match_unfused": all_ok,
             }
             if cfg.json_path:
                 with open(cfg.json_path, "w") as fh:

@@ -23,9 +23,12 @@ PRESETS = tuple(SHAPES)
 def _csv(kind):
     def parse(text: str):
         try:
-            return tuple(kind(v) for v in text.split(";" if kind is str and ";" in text else ",") if v)
+            return tuple(
+                kind(v) for v in text.split(";" if kind is str and ";" in text else ",") if v
+            )
         except ValueError:
             raise argparse.ArgumentTypeError(f"not a list of {kind.__name__}: {text!r}") from None
+
     return parse
 
 
@@ -38,71 +41,147 @@ D = BENCH_DEFAULTS
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options; every default is BenchConfig's (bench_config.BENCH_DEFAULTS)."""
-    parser.add_argument("--shape", action="append", default=None,
-                        help=f"a preset ({', '.join(PRESETS)}) or S,H,F; repeat for more (default {_shown(D['shapes'])})")
-    parser.add_argument("--sides", type=_csv(str), default=D["sides"], help=f"ag,rs (default {_shown(D['sides'])})")
-    parser.add_argument("--modes", type=_csv(str), default=D["modes"],
-                        help=f"fused modes to time besides unfused (default {_shown(D['modes'])}; "
-                             "on --device cpu the CUDA-only symm_mem and copy_engine are left out)")
-    parser.add_argument("--chunks", type=_csv(int), default=D["chunks"],
-                        help=f"chunk counts (default {_shown(D['chunks'])})")
-    parser.add_argument("--ring-chunks", type=_csv(int), default=D["ring_chunks"],
-                        help="transfers per ring step, and pieces per peer for copy_engine and host_staged, to time "
-                             f"(default {_shown(D['ring_chunks'])})")
-    parser.add_argument("--rank-order", action="store_true", default=D["rank_order"],
-                        help="also time chunked AG-GEMM in rank order (not own shard first)")
-    parser.add_argument("--sm-margins", type=_csv(int), default=D["sm_margins"],
-                        help=f"SM margins to time chunked and ring with, e.g. 0,8,16 (default {_shown(D['sm_margins'])})")
-    parser.add_argument("--comm-ctas", type=_csv(int), default=D["comm_ctas"],
-                        help="CTA caps of the fused ops' communicator, e.g. 0,4 "
-                             f"(default {_shown(D['comm_ctas'])}; 0: NCCL's choice)")
-    parser.add_argument("--taper", type=_csv(int), default=None,
-                        help="chunked and ring with more than one chunk: 0 even pieces, 1 the exposed piece "
-                             "(AG's last, RS's first) halved; e.g. 0,1 times both (default: ring tapers, "
-                             "chunked does not)")
-    parser.add_argument("--ring-all-gather", type=_csv(int), default=D["ring_all_gather"],
-                        help="ring GEMM-RS at two ranks: 0 swap pieces by send/recv, 1 by all-gather; "
-                             f"e.g. 0,1 times both (default {_shown(D['ring_all_gather'])})")
-    parser.add_argument("--copy-push", type=_csv(int), default=D["copy_push"],
-                        help="copy_engine AG-GEMM: 1 push the shards, 0 pull them; e.g. 0,1 times both "
-                             f"(default {_shown(D['copy_push'])})")
-    parser.add_argument("--feed-ahead-ms", type=float, default=D["feed_ahead_ms"],
-                        help="GPU time queued before each timed call, so that the CPU's launch time is "
-                             "not counted, as in training, where the CPU runs ahead (default %(default)s; 0 counts it)")
-    parser.add_argument("--reps", type=int, default=D["reps"],
-                        help="timed repetitions (default %(default)s; >= 20 for results)")
-    parser.add_argument("--warmup", type=int, default=D["warmup"], help="untimed repetitions first (default %(default)s)")
-    parser.add_argument("--dtype", choices=("bfloat16", "float32"), default=D["dtype"],
-                        help="element type of the GEMMs and collectives (default %(default)s)")
-    parser.add_argument("--device", choices=("cuda", "cpu"), default=D["device"],
-                        help="cuda (one GPU per rank) or cpu (gloo; checks the modes run, times nothing "
-                             "worth comparing); default %(default)s")
-    parser.add_argument("--nproc", type=int, default=2, help="ranks on this node (default %(default)s)")
-    parser.add_argument("--regime", choices=[r.value for r in Regime], default=D["regime"],
-                        help="NCCL environment (default: keep the inherited one)")
+    parser.add_argument(
+        "--shape",
+        action="append",
+        default=None,
+        help=f"a preset ({', '.join(PRESETS)}) or S,H,F; repeat for more (default {_shown(D['shapes'])})",
+    )
+    parser.add_argument(
+        "--sides", type=_csv(str), default=D["sides"], help=f"ag,rs (default {_shown(D['sides'])})"
+    )
+    parser.add_argument(
+        "--modes",
+        type=_csv(str),
+        default=D["modes"],
+        help=f"fused modes to time besides unfused (default {_shown(D['modes'])}; "
+        "on --device cpu the CUDA-only symm_mem and copy_engine are left out)",
+    )
+    parser.add_argument(
+        "--chunks",
+        type=_csv(int),
+        default=D["chunks"],
+        help=f"chunk counts (default {_shown(D['chunks'])})",
+    )
+    parser.add_argument(
+        "--ring-chunks",
+        type=_csv(int),
+        default=D["ring_chunks"],
+        help="transfers per ring step, and pieces per peer for copy_engine and host_staged, to time "
+        f"(default {_shown(D['ring_chunks'])})",
+    )
+    parser.add_argument(
+        "--rank-order",
+        action="store_true",
+        default=D["rank_order"],
+        help="also time chunked AG-GEMM in rank order (not own shard first)",
+    )
+    parser.add_argument(
+        "--sm-margins",
+        type=_csv(int),
+        default=D["sm_margins"],
+        help=f"SM margins to time chunked and ring with, e.g. 0,8,16 (default {_shown(D['sm_margins'])})",
+    )
+    parser.add_argument(
+        "--comm-ctas",
+        type=_csv(int),
+        default=D["comm_ctas"],
+        help="CTA caps of the fused ops' communicator, e.g. 0,4 "
+        f"(default {_shown(D['comm_ctas'])}; 0: NCCL's choice)",
+    )
+    parser.add_argument(
+        "--taper",
+        type=_csv(int),
+        default=None,
+        help="chunked and ring with more than one chunk: 0 even pieces, 1 the exposed piece "
+        "(AG's last, RS's first) halved; e.g. 0,1 times both (default: ring tapers, "
+        "chunked does not)",
+    )
+    parser.add_argument(
+        "--ring-all-gather",
+        type=_csv(int),
+        default=D["ring_all_gather"],
+        help="ring GEMM-RS at two ranks: 0 swap pieces by send/recv, 1 by all-gather; "
+        f"e.g. 0,1 times both (default {_shown(D['ring_all_gather'])})",
+    )
+    parser.add_argument(
+        "--copy-push",
+        type=_csv(int),
+        default=D["copy_push"],
+        help="copy_engine AG-GEMM: 1 push the shards, 0 pull them; e.g. 0,1 times both "
+        f"(default {_shown(D['copy_push'])})",
+    )
+    parser.add_argument(
+        "--feed-ahead-ms",
+        type=float,
+        default=D["feed_ahead_ms"],
+        help="GPU time queued before each timed call, so that the CPU's launch time is "
+        "not counted, as in training, where the CPU runs ahead (default %(default)s; 0 counts it)",
+    )
+    parser.add_argument(
+        "--reps",
+        type=int,
+        default=D["reps"],
+        help="timed repetitions (default %(default)s; >= 20 for results)",
+    )
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        default=D["warmup"],
+        help="untimed repetitions first (default %(default)s)",
+    )
+    parser.add_argument(
+        "--dtype",
+        choices=("bfloat16", "float32"),
+        default=D["dtype"],
+        help="element type of the GEMMs and collectives (default %(default)s)",
+    )
+    parser.add_argument(
+        "--device",
+        choices=("cuda", "cpu"),
+        default=D["device"],
+        help="cuda (one GPU per rank) or cpu (gloo; checks the modes run, times nothing "
+        "worth comparing); default %(default)s",
+    )
+    parser.add_argument(
+        "--nproc", type=int, default=2, help="ranks on this node (default %(default)s)"
+    )
+    parser.add_argument(
+        "--regime",
+        choices=[r.value for r in Regime],
+        default=D["regime"],
+        help="NCCL environment (default: keep the inherited one)",
+    )
     parser.add_argument("--json", default=D["json_path"], help="write the results here")
-    parser.add_argument("--timeout-s", type=float, default=D["timeout_s"],
-                        help="collective timeout (default %(default)s s)")
+    parser.add_argument(
+        "--timeout-s",
+        type=float,
+        default=D["timeout_s"],
+        help="collective timeout (default %(default)s s)",
+    )
 
 
 def _check_gpus(device: str, nproc: int) -> None:
     """One GPU per rank: refuse, before any rank starts, more ranks than GPUs torch sees."""
     if nproc < 2:
-        raise UserError(f"--nproc {nproc}: the benchmark times collectives between ranks, so it needs 2 or more")
+        raise UserError(
+            f"--nproc {nproc}: the benchmark times collectives between ranks, so it needs 2 or more"
+        )
     if device != "cuda":
         return
     import torch
 
     seen = torch.cuda.device_count()
     if nproc > seen:
-        raise UserError(f"--nproc {nproc} needs {nproc} GPUs (one per rank) but torch sees {seen}; "
-                        "run it where two GPUs are visible, or use --device cpu")
+        raise UserError(
+            f"--nproc {nproc} needs {nproc} GPUs (one per rank) but torch sees {seen}; "
+            "run it where two GPUs are visible, or use --device cpu"
+        )
 
 
 def config_from_args(args: argparse.Namespace) -> BenchConfig:
     """The BenchConfig of parsed options; a bad option is a UserError."""
     from tpscope.fusion.tuning.shapes import parse_shape
-
 
     shapes = tuple(args.shape or D["shapes"])
     try:
@@ -131,15 +210,27 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
             raise UserError(f"--{name.replace('_', '-')} takes 0 and/or 1, e.g. 0,1")
     if not 0 <= args.feed_ahead_ms <= 1000:
         raise UserError("--feed-ahead-ms must be between 0 and 1000")
-    return BenchConfig(shapes=shapes, sides=tuple(args.sides), modes=tuple(args.modes),
-                      chunks=tuple(args.chunks), ring_chunks=tuple(args.ring_chunks),
-                      rank_order=args.rank_order, sm_margins=tuple(args.sm_margins),
-                      comm_ctas=tuple(args.comm_ctas), copy_push=tuple(bool(p) for p in args.copy_push),
-                      tapers=D["tapers"] if args.taper is None else tuple(bool(t) for t in args.taper),
-                      ring_all_gather=tuple(bool(x) for x in args.ring_all_gather),
-                      feed_ahead_ms=args.feed_ahead_ms, reps=args.reps, warmup=args.warmup, dtype=args.dtype,
-                      device=args.device, regime=args.regime,
-                      json_path=os.path.abspath(args.json) if args.json else "", timeout_s=args.timeout_s)
+    return BenchConfig(
+        shapes=shapes,
+        sides=tuple(args.sides),
+        modes=tuple(args.modes),
+        chunks=tuple(args.chunks),
+        ring_chunks=tuple(args.ring_chunks),
+        rank_order=args.rank_order,
+        sm_margins=tuple(args.sm_margins),
+        comm_ctas=tuple(args.comm_ctas),
+        copy_push=tuple(bool(p) for p in args.copy_push),
+        tapers=D["tapers"] if args.taper is None else tuple(bool(t) for t in args.taper),
+        ring_all_gather=tuple(bool(x) for x in args.ring_all_gather),
+        feed_ahead_ms=args.feed_ahead_ms,
+        reps=args.reps,
+        warmup=args.warmup,
+        dtype=args.dtype,
+        device=args.device,
+        regime=args.regime,
+        json_path=os.path.abspath(args.json) if args.json else "",
+        timeout_s=args.timeout_s,
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -150,8 +241,14 @@ def main(args: argparse.Namespace) -> int:
     if inside_torchrun(os.environ):
         from tpscope.fusion.tuning.bench import run_bench
 
-        exit_now(run_bench(cfg, command))  # a rank of the user's torchrun ends here (launch.exit_now)
+        exit_now(
+            run_bench(cfg, command)
+        )  # a rank of the user's torchrun ends here (launch.exit_now)
     _check_gpus(args.device, args.nproc)
-    rc = launch(args.nproc, "tpscope.fusion.tuning.bench",
-                ["--config-json", json.dumps(asdict(cfg)), "--command-json", json.dumps(command)], cfg.regime)
+    rc = launch(
+        args.nproc,
+        "tpscope.fusion.tuning.bench",
+        ["--config-json", json.dumps(asdict(cfg)), "--command-json", json.dumps(command)],
+        cfg.regime,
+    )
     return 0 if rc == 0 else 1

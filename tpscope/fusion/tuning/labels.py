@@ -12,9 +12,14 @@ def variant_label(v: dict, side: str) -> str:
     `/rank-order` on the AG side only), then the op options bench also varies: `/taper` (the
     exposed piece halved), `/push` or `/pull` (copy_engine's AG), `/tail`."""
     ag_chunked = v["mode"] == "chunked" and side == "ag"
-    choice = FusionChoice(mode=v["mode"], chunks=v.get("chunks", 1), sm_margin=v.get("sm_margin", 0),
-                          comm_ctas=v.get("comm_ctas", 0), ring_all_gather=bool(v.get("all_gather")),
-                          own_first=v.get("own_first", False) if ag_chunked else True)
+    choice = FusionChoice(
+        mode=v["mode"],
+        chunks=v.get("chunks", 1),
+        sm_margin=v.get("sm_margin", 0),
+        comm_ctas=v.get("comm_ctas", 0),
+        ring_all_gather=bool(v.get("all_gather")),
+        own_first=v.get("own_first", False) if ag_chunked else True,
+    )
     label = choice.label
     if v.get("taper"):
         label += "/taper"

@@ -26,8 +26,14 @@ class Timing:
     reps: int
 
     def as_dict(self) -> dict[str, float | int]:
-        return {"median_ms": self.median_ms, "p10_ms": self.p10_ms, "p90_ms": self.p90_ms,
-                "min_ms": self.min_ms, "max_ms": self.max_ms, "reps": self.reps}
+        return {
+            "median_ms": self.median_ms,
+            "p10_ms": self.p10_ms,
+            "p90_ms": self.p90_ms,
+            "min_ms": self.min_ms,
+            "max_ms": self.max_ms,
+            "reps": self.reps,
+        }
 
 
 def summarize(samples_ms: list[float]) -> Timing:
@@ -38,8 +44,14 @@ def summarize(samples_ms: list[float]) -> Timing:
     def pct(q: float) -> float:
         return s[min(n - 1, max(0, round(q * (n - 1))))]
 
-    return Timing(median_ms=statistics.median(s), p10_ms=pct(0.1), p90_ms=pct(0.9),
-                  min_ms=s[0], max_ms=s[-1], reps=n)
+    return Timing(
+        median_ms=statistics.median(s),
+        p10_ms=pct(0.1),
+        p90_ms=pct(0.9),
+        min_ms=s[0],
+        max_ms=s[-1],
+        reps=n,
+    )
 
 
 def align_ranks(device: torch.device, token: torch.Tensor) -> None:
@@ -51,7 +63,9 @@ def align_ranks(device: torch.device, token: torch.Tensor) -> None:
     dist.all_reduce(token)
 
 
-def time_region(fn: Callable[[], object], *, device: torch.device, reps: int, warmup: int) -> Timing:
+def time_region(
+    fn: Callable[[], object], *, device: torch.device, reps: int, warmup: int
+) -> Timing:
     """Time `fn` `reps` times after `warmup` untimed calls; the slowest rank's time per rep."""
     return time_regions({"fn": fn}, device=device, reps=reps, warmup=warmup)["fn"]
 
@@ -68,15 +82,29 @@ def spin_cycles_per_ms(device: torch.device) -> float:
     return cycles / max(a.elapsed_time(b), 1e-3)
 
 
-def time_regions(fns: dict[str, Callable[[], object]], *, device: torch.device, reps: int,
-                 warmup: int, feed_ahead_ms: float = 0.0) -> dict[str, Timing]:
+def time_regions(
+    fns: dict[str, Callable[[], object]],
+    *,
+    device: torch.device,
+    reps: int,
+    warmup: int,
+    feed_ahead_ms: float = 0.0,
+) -> dict[str, Timing]:
     """Median and spread of each of `fns` over `reps` repetitions (sample_regions)."""
-    samples = sample_regions(fns, device=device, reps=reps, warmup=warmup, feed_ahead_ms=feed_ahead_ms)
+    samples = sample_regions(
+        fns, device=device, reps=reps, warmup=warmup, feed_ahead_ms=feed_ahead_ms
+    )
     return {name: summarize(vals) for name, vals in samples.items()}
 
 
-def sample_regions(fns: dict[str, Callable[[], object]], *, device: torch.device, reps: int,
-                   warmup: int, feed_ahead_ms: float = 0.0) -> dict[str, list[float]]:
+def sample_regions(
+    fns: dict[str, Callable[[], object]],
+    *,
+    device: torch.device,
+    reps: int,
+    warmup: int,
+    feed_ahead_ms: float = 0.0,
+) -> dict[str, list[float]]:
     """Time each of `fns` `reps` times, in turn within each repetition (round robin), after
     `warmup` untimed calls each; per function, the slowest rank's time of each repetition (ms,
     in repetition order: the i-th samples of two functions were timed one after the other).
@@ -118,8 +146,9 @@ def sample_regions(fns: dict[str, Callable[[], object]], *, device: torch.device
                 samples[name].append((time.perf_counter() - t0) * 1e3)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-        samples = {name: [float(a.elapsed_time(b)) for a, b in pairs] for name, pairs in events.items()}
+        samples = {
+            name: [float(a.elapsed_time(b)) for a, b in pairs] for name, pairs in events.items()
+        }
     per_rank: list = [None] * dist.get_world_size()
     dist.all_gather_object(per_rank, samples)
     return {name: [max(vals) for vals in zip(*(r[name] for r in per_rank))] for name in fns}
-
