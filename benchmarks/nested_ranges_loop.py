@@ -114,9 +114,8 @@ def main() -> None:
                 with record_function("optimizer"):
                     opt.step()
                     opt.zero_grad(set_to_none=True)
-                with record_function(
-                    "small_kernels"
-                ):  # CPU-bound: each kernel is shorter than its launch
+                # CPU-bound: each kernel is shorter than its launch
+                with record_function("small_kernels"):
                     for _ in range(args.small_kernels):
                         small.add_(1.0)
                 with record_function("read_loss"):

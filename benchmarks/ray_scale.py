@@ -182,9 +182,8 @@ def main() -> None:
 
         from tpscope.trace.ray_engine import map_ray
 
-        for attempt in range(
-            5
-        ):  # on a loaded machine the raylet may miss ray.init's fixed 30 s wait
+        # on a loaded machine the raylet may miss ray.init's fixed 30 s wait
+        for attempt in range(5):
             try:
                 ray.init(
                     address=a.address,

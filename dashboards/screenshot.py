@@ -105,9 +105,8 @@ def take(
             By.XPATH, f"//*[contains(@class,'tab') and normalize-space()='{label}']"
         ).click()
         _wait_drawn(driver)
-        if (
-            zoom_us is not None and tab == "timeline"
-        ):  # as if the user had zoomed: the app redraws the window
+        # as if the user had zoomed: the app redraws the window
+        if zoom_us is not None and tab == "timeline":
             driver.execute_script(
                 "Plotly.relayout(document.querySelector('#timeline-graph .js-plotly-plot'),"
                 "{'xaxis.range': [arguments[0], arguments[1]]});",

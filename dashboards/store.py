@@ -252,9 +252,8 @@ class RunStore:
             if memo.value is None:
                 try:
                     memo.value = (activity_detail(loaded.run),)
-                except (
-                    Exception
-                ):  # the views then say "not available"; analyze_run's totals still show
+                except Exception:
+                    # the views then say "not available"; analyze_run's totals still show
                     log.exception("cross-rank detail of %s", loaded.entry.path)
                     memo.value = (None,)
         return memo.value[0]

@@ -116,9 +116,8 @@ def test_a_100k_activity_step_merges_what_is_narrower_than_a_pixel_and_leaves_no
     durations = np.arange(n) % 97 + 1.0
     starts = np.arange(n) * 30.0
     starts[n // 2 :] += 200_000.0  # an idle gap of 200 ms: 80 pixels that must stay empty
-    for i, (s0, dur) in enumerate(
-        zip(starts.tolist(), durations.tolist())
-    ):  # building the input trace
+    # building the input trace
+    for i, (s0, dur) in enumerate(zip(starts.tolist(), durations.tolist())):
         r.kernel(
             "ncclDevKernel_AllGather" if i % 3 == 0 else "gemm",
             s0,

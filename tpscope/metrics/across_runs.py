@@ -41,9 +41,8 @@ def compare(fused: RunTimes, base: RunTimes) -> tuple[float | None, float | None
     """(flux_overlap_efficiency, attained_saving) of `fused` against `base` (§9)."""
     if fused.step_us is None or base.step_us is None or base.compute_us is None:
         return None, None
-    if (
-        not fused.comm_us or not base.comm_us
-    ):  # overlap of nothing: only where both runs communicate
+    # overlap of nothing: only where both runs communicate
+    if not fused.comm_us or not base.comm_us:
         return None, None
     flux = flux_overlap_efficiency(fused.step_us, base.step_us, base.compute_us)
     saving = (

@@ -28,7 +28,8 @@ def run_key(run_dir: Path) -> str:
         UserError,
         OSError,
         RuntimeError,
-    ):  # missing, unreadable, a symlink loop: never an error here
+    ):
+        # missing, unreadable, a symlink loop: never an error here
         text = os.path.abspath(run_dir)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 

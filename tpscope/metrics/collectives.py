@@ -399,9 +399,8 @@ def _point_to_point(acts: RunActivities, idx: np.ndarray, warnings: list[str]) -
     ]
     seen: dict[tuple[int, str], int] = {}
     key = []
-    for st, b in zip(
-        step.tolist(), base
-    ):  # one per instance: the k-th exchange among these ranks in the step
+    # one per instance: the k-th exchange among these ranks in the step
+    for st, b in zip(step.tolist(), base):
         k_of = seen[(st, b)] = seen.get((st, b), -1) + 1
         key.append(f"{b}/{k_of}")
     return _Part(

@@ -465,9 +465,8 @@ def walk_step(
     for _ in range(4 * n_in_step + 64):  # a bound against cycles in inconsistent traces
         pos = int(g.rank_pos[cur])
         i = g.instance[cur]
-        if (
-            i >= 0 and g.arrival_ns[i] > s[cur] and g.binding[i] != cur
-        ):  # the wait goes to the last to arrive
+        # the wait goes to the last to arrive
+        if i >= 0 and g.arrival_ns[i] > s[cur] and g.binding[i] != cur:
             t = min(int(g.arrival_ns[i]), cursor)
             # the transfer began at the last arrival: its segment names the collective edge
             out.add(cur, t, cursor, COMM, COLLECTIVE, False, pos)

@@ -368,9 +368,8 @@ def build_report(
     kernel_names = (baseline.kernel_names, candidate.kernel_names)
     if names_differ(kb, kc):  # metrics.md §9: another vendor's kernels, compared by family
         kb, kc, kernel_names = by_family(kb), by_family(kc), ({}, {})
-    if all(
-        k in FUSION_KEYS or k.startswith(RECORDED_PREFIXES) for k, _, _ in changes
-    ):  # §9: one experiment
+    # §9: one experiment
+    if all(k in FUSION_KEYS or k.startswith(RECORDED_PREFIXES) for k, _, _ in changes):
         flux, saving = flux_compare(run_times(*_steady(c_an)), run_times(*_steady(b_an)))
     return Report(
         candidate=cinfo,

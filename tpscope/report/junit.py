@@ -67,9 +67,8 @@ def render(report: Report) -> str:
             case.result = [failure]
         elif unknown:
             case.result = [Skipped(f"{metric_def(c.metric).short} unknown: {c.reason}")]
-    if (
-        report.loss is not None and report.loss.agreement is not None
-    ):  # the loss gate, where it applies
+    # the loss gate, where it applies
+    if report.loss is not None and report.loss.agreement is not None:
         case = TestCase("loss curve within tolerance", classname=CLASS_NAME, time=0)
         suite.add_testcase(case)
         case.system_out = report.loss.line

@@ -82,7 +82,8 @@ def header_of(buf: bytes) -> TraceFile | None:
         msgspec.DecodeError,
         msgspec.ValidationError,
         RecursionError,
-    ):  # read in one piece, which says why
+    ):
+        # read in one piece, which says why
         return None
 
 

@@ -175,9 +175,8 @@ def ag_host_staged(
                 src = (rank + step) % tp
                 rows = slice(src * s_local + a, src * s_local + b)
                 torch.mm(gathered[rows], w, out=out[rows])
-    if (
-        grad_w is not None
-    ):  # the peers' blocks have landed (waited for above): beside the last copies
+    # the peers' blocks have landed (waited for above): beside the last copies
+    if grad_w is not None:
         add_peer_wgrad(grad_w, wgrad_lhs, gathered, tp, rank)
     lanes.join()
     return out, gathered, grad_w
@@ -237,9 +236,8 @@ def rs_host_staged(
         with record_function(f"tpscope/{label}/gemm_rs/chunk{(tp - 1) * chunks + j}"):
             lanes.compute_waits(landed[j])
             acc = received[a:b]
-            for step in range(
-                2, tp
-            ):  # more than two ranks: the further peers' sums into the first's
+            # more than two ranks: the further peers' sums into the first's
+            for step in range(2, tp):
                 acc.add_(received[(step - 1) * s_local + a : (step - 1) * s_local + b])
             torch.addmm(acc, own[a:b], w, out=out[a:b])  # the reduction in the GEMM's epilogue
     lanes.join()
