@@ -137,6 +137,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--overwrite", action="store_true", help="replace the run in an existing folder"
     )
+    add_rank_arguments(parser)
+    add_resource_arguments(parser)
+    add_node_arguments(parser)
+    add_model_arguments(parser)
+
+
+def add_rank_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ranks' collective timeout and `--mode auto`'s probe file (shared by `run` and `sweep`)."""
     parser.add_argument(
         "--timeout-s",
         type=float,
@@ -150,9 +158,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="file of --mode auto probes (default $XDG_CACHE_HOME/tpscope/auto_probe.json, "
         "else ~/.cache/tpscope/auto_probe.json)",
     )
-    add_resource_arguments(parser)
-    add_node_arguments(parser)
-    add_model_arguments(parser)
 
 
 def add_node_arguments(parser: argparse.ArgumentParser) -> None:

@@ -21,6 +21,7 @@ from tpscope.errors import UserError
 from tpscope.fusion.run.command import (
     add_model_arguments,
     add_node_arguments,
+    add_rank_arguments,
     add_resource_arguments,
     config_from_args,
     preflight,
@@ -211,19 +212,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="replace the runs in an existing sweep folder (other files stay)",
     )
-    parser.add_argument(
-        "--timeout-s",
-        type=float,
-        default=R["timeout_s"],
-        help="collective timeout: a dead rank fails the others after this long (default %(default)s s)",
-    )
-    parser.add_argument(
-        "--auto-cache",
-        default=R["auto_cache"],
-        metavar="FILE",
-        help="file of --mode auto probes (default $XDG_CACHE_HOME/tpscope/auto_probe.json, "
-        "else ~/.cache/tpscope/auto_probe.json)",
-    )
+    add_rank_arguments(parser)
     parser.add_argument(
         "--no-analyze", action="store_true", help="skip `tpscope analyze` on each run"
     )
