@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fusion._cli import REPO, TINY_MODEL
 from tpscope.errors import UserError
 from tpscope.fusion.launch.torchrun import (
     Rendezvous,
@@ -60,29 +61,7 @@ def test_multi_node_options_replace_standalone():
         Rendezvous(nnodes="2")
 
 
-REPO = Path(__file__).resolve().parents[3]
-TINY = [
-    "--device",
-    "cpu",
-    "--profile-steps",
-    "1",
-    "--layers",
-    "1",
-    "--hidden",
-    "32",
-    "--ffn",
-    "64",
-    "--heads",
-    "2",
-    "--vocab",
-    "32",
-    "--seq-len",
-    "16",
-    "--batch",
-    "2",
-    "--timeout-s",
-    "60",
-]
+TINY = ["--device", "cpu", "--profile-steps", "1", *TINY_MODEL, "--timeout-s", "60"]
 
 
 def _start_run(out: Path, steps: int) -> subprocess.Popen:

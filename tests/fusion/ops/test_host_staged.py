@@ -7,20 +7,18 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
+from tests.fusion._cli import TINY_MODEL, tpscope
 from tests.fusion._dist import run_world, scratch_dir
 from tpscope.fusion.model.layers import AllGatherMatmulFn, MatmulReduceScatterFn
 from tpscope.fusion.ops.api import all_gather_matmul, matmul_reduce_scatter
 from tpscope.fusion.ops.host_shm import PREFIX, SHM_DIR
 from tpscope.runfolder.fusion_choice import FusionChoice
 
-REPO = Path(__file__).resolve().parents[3]
 TOL = {"rtol": 1e-5, "atol": 1e-5}
 
 
@@ -130,48 +128,11 @@ def test_cpu_run_end_to_end(tmp_path):
 
     out = tmp_path / "run"
     before = _ours()
-    cmd = [
-        sys.executable,
-        "-m",
-        "tpscope.cli",
-        "run",
-        "--device",
-        "cpu",
-        "--nproc",
-        "2",
-        "--mode",
-        "host_staged",
-        "--chunks",
-        "2",
-        "--steps",
-        "4",
-        "--profile-steps",
-        "1",
-        "--layers",
-        "1",
-        "--hidden",
-        "32",
-        "--ffn",
-        "64",
-        "--heads",
-        "2",
-        "--vocab",
-        "32",
-        "--seq-len",
-        "16",
-        "--batch",
-        "2",
-        "--out",
-        str(out),
-    ]
-    done = subprocess.run(
-        cmd,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        cwd=REPO,
-        capture_output=True,
-        text=True,
+    done = tpscope(
+        "run", "--device", "cpu", "--nproc", "2", "--mode", "host_staged", "--chunks", "2",
+        "--steps", "4", "--profile-steps", "1", *TINY_MODEL, "--out", str(out),
         timeout=300,
-    )
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     manifest = json.loads((out / "tpscope_run.json").read_text())
     assert manifest["mode"] == "host_staged" and manifest["complete"]
@@ -185,40 +146,12 @@ def test_cpu_run_end_to_end(tmp_path):
 
 def test_across_nodes_the_run_is_refused_before_it_starts(tmp_path):
     out = tmp_path / "never"
-    cmd = [
-        sys.executable,
-        "-m",
-        "tpscope.cli",
-        "run",
-        "--device",
-        "cpu",
-        "--nproc",
-        "1",
-        "--mode",
-        "host_staged",
-        "--nnodes",
-        "2",
-        "--node-rank",
-        "0",
-        "--rdzv-endpoint",
-        "127.0.0.1:1",
-        "--rdzv-backend",
-        "c10d",
-        "--rdzv-id",
-        "x",
-        "--steps",
-        "4",
-        "--out",
-        str(out),
-    ]
-    done = subprocess.run(
-        cmd,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        cwd=REPO,
-        capture_output=True,
-        text=True,
+    done = tpscope(
+        "run", "--device", "cpu", "--nproc", "1", "--mode", "host_staged", "--nnodes", "2",
+        "--node-rank", "0", "--rdzv-endpoint", "127.0.0.1:1", "--rdzv-backend", "c10d",
+        "--rdzv-id", "x", "--steps", "4", "--out", str(out),
         timeout=60,
-    )
+    )  # fmt: skip
     assert done.returncode == 2, done.stderr[-2000:]
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "must be on one node, not 2" in lines[0], done.stderr
@@ -266,40 +199,12 @@ def test_every_call_checks_its_slot_once_before_staging():
 
 def test_a_region_that_cannot_be_made_ends_the_run_in_one_line(tmp_path):
     out = tmp_path / "run"
-    cmd = [
-        sys.executable,
-        "-m",
-        "tpscope.cli",
-        "run",
-        "--device",
-        "cpu",
-        "--nproc",
-        "2",
-        "--mode",
-        "host_staged",
-        "--steps",
-        "4",
-        "--profile-steps",
-        "0",
-        "--layers",
-        "1",
-        "--hidden",
-        "32",
-        "--ffn",
-        "64",
-        "--heads",
-        "2",
-        "--vocab",
-        "32",
-        "--seq-len",
-        "16",
-        "--batch",
-        "2",
-        "--out",
-        str(out),
-    ]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TPSCOPE_SHM_DIR": str(tmp_path / "missing")}
-    done = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
+    done = tpscope(
+        "run", "--device", "cpu", "--nproc", "2", "--mode", "host_staged", "--steps", "4",
+        "--profile-steps", "0", *TINY_MODEL, "--out", str(out),
+        env={"TPSCOPE_SHM_DIR": str(tmp_path / "missing")},
+        timeout=300,
+    )  # fmt: skip
     assert done.returncode == 2, done.stderr[-3000:]
     lines = set(done.stderr.strip().splitlines())  # each rank says it, alike
     assert lines == {

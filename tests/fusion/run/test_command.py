@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[3]
+from tests.fusion._cli import REPO, TINY_MODEL, tpscope
+
 SMALL = [
     "--device",
     "cpu",
@@ -21,29 +22,10 @@ SMALL = [
     "4",
     "--profile-steps",
     "1",
-    "--layers",
-    "1",
-    "--hidden",
-    "32",
-    "--ffn",
-    "64",
-    "--heads",
-    "2",
-    "--vocab",
-    "32",
-    "--seq-len",
-    "16",
-    "--batch",
-    "2",
+    *TINY_MODEL,
     "--timeout-s",
     "60",
 ]
-
-
-def _tpscope(*args: str, launcher: list[str] | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    cmd = (launcher or [sys.executable, "-m", "tpscope.cli"]) + list(args)
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=150, cwd=REPO)
 
 
 def _check_run_folder(out: Path, world: int, mode: str) -> dict:
@@ -79,7 +61,7 @@ def _check_run_folder(out: Path, world: int, mode: str) -> dict:
 
 def test_run_writes_a_complete_folder_and_refuses_to_overwrite(tmp_path):
     out = tmp_path / "run"
-    done = _tpscope(
+    done = tpscope(
         "run",
         "--nproc",
         "2",
@@ -106,10 +88,10 @@ def test_run_writes_a_complete_folder_and_refuses_to_overwrite(tmp_path):
         losses[0],
         losses[-1],
     )
-    analyzed = _tpscope("analyze", str(out), "--json")  # the analyzer reads it (a separate process)
+    analyzed = tpscope("analyze", str(out), "--json")  # the analyzer reads it (a separate process)
     assert analyzed.returncode == 0, analyzed.stderr[-2000:]
     assert json.loads(analyzed.stdout)["ranks"] == [0, 1]
-    again = _tpscope("run", "--nproc", "2", "--out", str(out), *SMALL)
+    again = tpscope("run", "--nproc", "2", "--out", str(out), *SMALL)
     assert again.returncode == 2
     assert again.stderr.strip().count("\n") == 0 and "--overwrite" in again.stderr
 
@@ -122,7 +104,7 @@ def test_user_mistakes_exit_2_with_one_line(tmp_path):
         ["--warmup-steps", "5"],
         ["--grad-clip", "-1"],
     ):
-        done = _tpscope("run", "--out", str(tmp_path / "x"), *SMALL, *args)
+        done = tpscope("run", "--out", str(tmp_path / "x"), *SMALL, *args)
         assert done.returncode == 2, (args, done.stderr[-2000:])
         assert done.stderr.strip().count("\n") == 0, done.stderr
 
@@ -139,7 +121,7 @@ def test_run_joins_a_torchrun_started_by_the_user(tmp_path):
         "-m",
         "tpscope.cli",
     ]
-    done = _tpscope("run", "--mode", "ring", "--out", str(out), *SMALL, launcher=launcher)
+    done = tpscope("run", "--mode", "ring", "--out", str(out), *SMALL, launcher=launcher)
     assert done.returncode == 0, done.stderr[-3000:]
     _check_run_folder(out, 2, "ring")
 
@@ -197,7 +179,7 @@ def test_multi_node_options_are_checked_before_any_process_starts(tmp_path):
         (["--nnodes", "two"], "--nnodes two"),
         (["--node-rank", "-1"], "--node-rank"),
     ):
-        done = _tpscope("run", "--out", str(tmp_path / "x"), *SMALL, *args)
+        done = tpscope("run", "--out", str(tmp_path / "x"), *SMALL, *args)
         assert done.returncode == 2 and words in done.stderr, (args, done.stderr[-2000:])
         assert done.stderr.strip().count("\n") == 0, done.stderr
 

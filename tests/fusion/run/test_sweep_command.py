@@ -4,18 +4,14 @@ with the analyzer run as a separate process on each run folder."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.fusion._cli import TINY_MODEL, tpscope
 from tpscope.errors import UserError
 from tpscope.fusion.run.sweep_command import Variant, compare, parse_variants
 from tpscope.runfolder.fusion_choice import FusionChoice
-
-REPO = Path(__file__).resolve().parents[3]
 
 
 def test_parse_variants():
@@ -133,46 +129,11 @@ def test_compare_is_relative_to_the_baseline():
 
 def test_cpu_sweep_end_to_end(tmp_path):
     out = tmp_path / "sweep"
-    cmd = [
-        sys.executable,
-        "-m",
-        "tpscope.cli",
-        "sweep",
-        "--device",
-        "cpu",
-        "--variants",
-        "ring:2:NCCL_P2P_PCI_CHUNKSIZE=131072",
-        "--out",
-        str(out),
-        "--steps",
-        "3",
-        "--profile-steps",
-        "1",
-        "--layers",
-        "1",
-        "--hidden",
-        "32",
-        "--ffn",
-        "64",
-        "--heads",
-        "2",
-        "--vocab",
-        "32",
-        "--seq-len",
-        "16",
-        "--batch",
-        "2",
-        "--timeout-s",
-        "60",
-    ]
-    done = subprocess.run(
-        cmd,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
+    done = tpscope(
+        "sweep", "--device", "cpu", "--variants", "ring:2:NCCL_P2P_PCI_CHUNKSIZE=131072",
+        "--out", str(out), "--steps", "3", "--profile-steps", "1", *TINY_MODEL, "--timeout-s", "60",
         timeout=200,
-        cwd=REPO,
-    )
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     doc = json.loads((out / "sweep.json").read_text())
     assert [r["run"] for r in doc["runs"]] == ["00-none", "01-ring-k2-NCCL_P2P_PCI_CHUNKSIZE131072"]
