@@ -102,9 +102,8 @@ def part_bandwidth(reps: int) -> dict:
     biggest = sizes[-1]
     reg = make_region(biggest, dev)
     out_slot = reg.bytes[reg.header_bytes : reg.header_bytes + biggest]
-    in_slot = reg.bytes[
-        reg.header_bytes + 2 * biggest : reg.header_bytes + 3 * biggest
-    ]  # "rank 1"'s slot
+    # "rank 1"'s slot
+    in_slot = reg.bytes[reg.header_bytes + 2 * biggest : reg.header_bytes + 3 * biggest]
     in_slot.fill_(1)
     src = torch.ones(biggest, dtype=torch.uint8, device=dev)
     dst = torch.empty(biggest, dtype=torch.uint8, device=dev)

@@ -104,12 +104,13 @@ class WorkerMemory:
         import psutil
 
         while not self._stop.is_set():
+            # a worker renames itself
             procs = [
                 p
                 for p in psutil.process_iter(["cmdline"])
                 if self.marker in " ".join(p.info["cmdline"] or [])
                 or (p.info["cmdline"] or [""])[0].startswith("ray::")
-            ]  # a worker renames itself
+            ]
             for p in procs:
                 try:
                     rss = p.memory_info().rss

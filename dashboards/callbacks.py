@@ -315,9 +315,8 @@ def register_callbacks(app, store: RunStore) -> None:
         if step is None or not ranks:
             return not_available("pick a step and at least one rank"), ""
         offsets = {int(k): v for k, v in (loaded.doc.get("clock_offsets_us") or {}).items()}
-        zoom = views.pinned(
-            zoom, run_id, step
-        )  # zoomed: draw what the window holds (cap, label names)
+        # zoomed: draw what the window holds (cap, label names)
+        zoom = views.pinned(zoom, run_id, step)
         window = tuple(zoom["x"]) if zoom else None
         data = timeline_data(
             loaded.run,

@@ -41,9 +41,8 @@ def resolve_run_dirs(given: list[str]) -> list[Path]:
 
     if not given:
         runs = sample_runs()
-        return (
-            runs if runs else [default_run()]
-        )  # default_run() raises the clear "none bundled" error
+        # default_run() raises the clear "none bundled" error
+        return runs if runs else [default_run()]
     from tpscope.trace import find_runs
 
     paths = []

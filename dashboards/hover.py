@@ -52,16 +52,14 @@ def activity_info(r: RankTrace, rows: np.ndarray) -> np.ndarray:
             axis=1,
         )
         uniq, inverse = np.unique(cols, axis=0, return_inverse=True)
-        texts = np.array(
-            [_collective(r, *map(int, u)) for u in uniq], dtype=object
-        )  # once per combination
+        # once per combination
+        texts = np.array([_collective(r, *map(int, u)) for u in uniq], dtype=object)
         out[comm] = texts[inverse.ravel()]
     compute = ~comm & (g.cls[rows] == ActivityClass.COMPUTE) & (g.signature_id[rows] >= 0)
     if compute.any():
         sig, inverse = np.unique(g.signature_id[rows][compute], return_inverse=True)
-        texts = np.array(
-            [_shapes(r.symbols[s]) for s in sig.tolist()], dtype=object
-        )  # once per signature
+        # once per signature
+        texts = np.array([_shapes(r.symbols[s]) for s in sig.tolist()], dtype=object)
         out[compute] = texts[inverse.ravel()]
     return out
 

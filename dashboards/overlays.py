@@ -99,9 +99,8 @@ def critical_path(x: ActivityDetail, step: int) -> Overlay:
     rank_of_pos = np.full(
         int(max(x.graph.rank_pos.max(initial=0), seg.rank_pos.max(initial=0))) + 1, -1, np.int64
     )
-    rank_of_pos[x.graph.rank_pos] = (
-        x.rank
-    )  # rank_pos: the rank's place in the run, as the path graph counts
+    # rank_pos: the rank's place in the run, as the path graph counts
+    rank_of_pos[x.graph.rank_pos] = x.rank
     call = np.where(seg.call >= 0, seg.call, 0)
     tid = np.where(gpu | (seg.call < 0), -1, x.graph.cpu.tid[call] if len(x.graph.cpu) else -1)
     rank = np.where(gpu, x.rank[row], rank_of_pos[seg.rank_pos])

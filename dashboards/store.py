@@ -125,9 +125,8 @@ class RunStore:
     def _memo(self, key: tuple) -> _Memo:
         with self._lock:
             if key not in self._memos and len(self._memos) >= MAX_MEMOS:
-                self._memos.pop(
-                    next(iter(self._memos))
-                )  # the oldest: a folder rewritten many times
+                # the oldest: a folder rewritten many times
+                self._memos.pop(next(iter(self._memos)))
             return self._memos.setdefault(key, _Memo())
 
     def load(self, run_id: object) -> LoadedRun:

@@ -167,9 +167,8 @@ def label_ranges(r) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     order = launched[np.argsort(g.launch_start_ns[launched], kind="stable")]
     launch = g.launch_start_ns[order]
     big = np.iinfo(np.int64).max
-    starts = np.append(
-        g.start_ns[order], big
-    )  # a sentinel: every [lo, hi) below is a valid reduceat pair
+    # a sentinel: every [lo, hi) below is a valid reduceat pair
+    starts = np.append(g.start_ns[order], big)
     ends = np.append(g.end_ns[order], -big)
     lo = np.searchsorted(launch, a.start_ns[cpu], "left")
     hi = np.searchsorted(launch, a.end_ns[cpu], "right")
@@ -563,9 +562,8 @@ def path_arrays(data: TimelineData, path) -> tuple[np.ndarray, np.ndarray, np.nd
     yy = np.repeat(y[keep].astype(float), 2)
     custom = np.column_stack([np.repeat(start[keep], 2), np.repeat(end[keep] - start[keep], 2)])
     text = np.repeat(path.text[keep], 2)
-    breaks = 2 * (
-        np.flatnonzero(np.diff(keep) > 1) + 1
-    )  # a hidden part of the path between two kept ones
+    # a hidden part of the path between two kept ones
+    breaks = 2 * (np.flatnonzero(np.diff(keep) > 1) + 1)
     x, yy = np.insert(x, breaks, np.nan), np.insert(yy, breaks, np.nan)
     custom = np.insert(custom, breaks, np.nan, axis=0)
     text = np.insert(text, breaks, "")

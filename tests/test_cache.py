@@ -87,9 +87,8 @@ def test_a_trace_file_analyzed_alone_sees_a_later_change_of_its_folders_manifest
     assert tokens_per_s() == 1000.0
     manifest.write_text(json.dumps({"tokens_per_s": 2000.0}))
     st = manifest.stat()
-    os.utime(
-        manifest, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000)
-    )  # a later write, as a clock sees it
+    # a later write, as a clock sees it
+    os.utime(manifest, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
     assert tokens_per_s() == 2000.0
     assert len(list((tmp_path / "cache").glob("analysis-*.pkl"))) == 3  # three keys, three analyses
 

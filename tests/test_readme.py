@@ -17,9 +17,8 @@ def test_ci_runs_readme_test_command():
     CI runs that script."""
     install, test_command = (part.strip() for part in readme_commands()[1].split("&&"))
     assert test_command == ".ci/test"
-    assert (
-        install == readme_commands()[0].split("&&")[0].strip()
-    )  # the same torch as the quick start
+    # the same torch as the quick start
+    assert install == readme_commands()[0].split("&&")[0].strip()
     script = [line.strip() for line in (ROOT / ".ci" / "test").read_text().splitlines()]
     assert 'python3 -m pip install -q -e ".[test]"' in script
     assert any("apt-get install" in line and "chromium-driver" in line for line in script)

@@ -69,7 +69,6 @@ def test_html_report_escapes_the_name(tmp_path, capsys):
     assert main(["report", str(run), "--out", str(tmp_path / "out"), "--format", "html"]) == 0
     page = (tmp_path / "out" / "report.html").read_text()
     assert "<b>x</b>" not in page and "&lt;b&gt;x&lt;/b&gt;" in page
-    shown = [
-        page[m.start() : m.start() + 60] for m in re.finditer("gemm", page)
-    ]  # (plotly.js holds controls)
+    # (plotly.js holds controls)
+    shown = [page[m.start() : m.start() + 60] for m in re.finditer("gemm", page)]
     assert shown and not any(re.search(r"[\x00-\x1f\x7f-\x9f]", s) for s in shown), shown

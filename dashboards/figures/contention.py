@@ -32,9 +32,8 @@ def contention_figure(rows: list[dict]) -> go.Figure:
     rows = sorted(rows, key=lambda r: -(r["overlapped_median_us"] - r["isolated_median_us"]))[
         :MAX_SIGNATURES
     ]
-    names = [
-        f"#{i + 1} {short_signature(r['signature'], 56)}" for i, r in enumerate(rows)
-    ]  # unique labels
+    # unique labels
+    names = [f"#{i + 1} {short_signature(r['signature'], 56)}" for i, r in enumerate(rows)]
     fig = go.Figure()
     fig.add_bar(
         y=names,

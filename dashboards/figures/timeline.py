@@ -37,9 +37,8 @@ def segment_arrays(seg: Segments) -> tuple[np.ndarray, np.ndarray, np.ndarray, l
     text = np.full(4 * n, "", dtype=object)
     names = seg.text
     if seg.info is not None and len(seg):
-        names = np.where(
-            seg.info == "", seg.text, seg.text + "<br>" + seg.info
-        )  # element-wise on objects
+        # element-wise on objects
+        names = np.where(seg.info == "", seg.text, seg.text + "<br>" + seg.info)
     for k in range(3):  # the three points of every segment, each a strided slice
         y[k::4] = seg.y
         custom[k::4, 0] = seg.start_us
@@ -181,9 +180,10 @@ def _label_text_trace(labels: Segments, view_us: tuple[float, float]) -> go.Scat
     """The names of the labels wide enough on screen to hold them, written at their middle."""
     display = labels.text.astype(str)
     chunk = np.char.find(display, "/chunk") >= 0
+    # chunk i: "#i"
     display = np.where(
         chunk, np.char.add("#", np.char.rpartition(display, "/chunk")[:, 2]), display
-    )  # chunk i: "#i"
+    )
     px_per_us = PLOT_PX / max(view_us[1] - view_us[0], 1e-9)
     visible_us = np.minimum(labels.end_us, view_us[1]) - np.maximum(labels.start_us, view_us[0])
     fits = visible_us * px_per_us >= np.char.str_len(display) * CHAR_PX + 6

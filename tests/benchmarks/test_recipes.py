@@ -65,16 +65,14 @@ def test_the_headline_comparisons_have_a_recipe():
 @pytest.mark.parametrize(("name", "i", "step"), TP_STEPS, ids=[f"{n}-{i}" for n, i, _ in TP_STEPS])
 def test_tpscope_steps_parse_and_match_their_recipe(name, i, step):
     recipe = BY_NAME[name]
-    args = build_parser().parse_args(
-        list(step.argv)
-    )  # argparse exits on a bad option: the test fails
+    # argparse exits on a bad option: the test fails
+    args = build_parser().parse_args(list(step.argv))
     assert args.command == step.argv[0]
     if getattr(args, "regime", None):
         assert args.regime in recipe.regime.split(","), (name, args.regime)
     on_cpu = getattr(args, "device", None) == "cpu"
-    assert on_cpu == (recipe.hardware == "cpu"), (
-        name
-    )  # a GPU recipe never runs on the CPU, nor the reverse
+    # a GPU recipe never runs on the CPU, nor the reverse
+    assert on_cpu == (recipe.hardware == "cpu"), name
     nproc = getattr(args, "nproc", None)
     if recipe.hardware == "h200x1":
         assert nproc in (None, 1), name

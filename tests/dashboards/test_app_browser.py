@@ -229,9 +229,8 @@ def test_timeline_hover_names_the_kernel(page, expected):
 def test_timeline_zoom_redraws_the_window(page, expected):
     run, _doc, step, fig = _timeline_of_first_step(page, expected)
     full_total = fig["layout"]["meta"]["total"]
-    time.sleep(
-        1.0
-    )  # the graph's own mount-time relayout (autosize) would supersede the zoom's callback
+    # the graph's own mount-time relayout (autosize) would supersede the zoom's callback
+    time.sleep(1.0)
     fig = None
     for attempt in range(3):  # as a user's drag-zoom; again if a late autosize superseded it
         page.execute_script(
@@ -263,9 +262,8 @@ def test_switching_step_and_rank_updates_figures(page, expected):
     run_id = page.find_element("id", "run-select").text.strip()
     run, doc = expected[run_id]["run"], expected[run_id]["doc"]
     all_steps = sorted({s["step"] for s in doc["steps"]})
-    steps = [
-        s for s in all_steps if s != slowest_step(doc)
-    ]  # it opens on the slowest: pick another
+    # it opens on the slowest: pick another
+    steps = [s for s in all_steps if s != slowest_step(doc)]
     open_tab(page, "Timeline")
     wait_figure(
         page,

@@ -207,9 +207,8 @@ def test_timeline_overlays_and_links(small_run):
     hidden = Overlay(
         np.array([0, 9, 0]), hidden.lane, hidden.start_ns, hidden.end_ns, hidden.group, hidden.text
     )
-    x3 = path_arrays(d, hidden)[
-        0
-    ]  # the middle segment is on a rank not drawn: the line breaks there
+    # the middle segment is on a rank not drawn: the line breaks there
+    x3 = path_arrays(d, hidden)[0]
     assert len(x3) == 5 and np.isnan(x3[2])
     fig = timeline.timeline_figure(d, waits=waits, links=(x, y), path=path)
     assert {t.name for t in fig.data} >= {"comm wait", "collective links", "critical path"}
@@ -467,9 +466,8 @@ def test_a_gemm_bar_selects_every_gemm_of_its_shape_and_a_signature_bar_its_kern
             }
         ]
     )
-    sels = [
-        contention.clicked_selection(list(t.customdata[0])) for t in fig.data
-    ]  # as a click carries it
+    # as a click carries it
+    sels = [contention.clicked_selection(list(t.customdata[0])) for t in fig.data]
     assert sels == [{"kind": "gemm", "key": "1024×4096×4096 float"}] * 3  # every bar of the shape
     data = timeline_data(run, 1, [0, 1])
     detail = activity_detail(run)
@@ -480,9 +478,8 @@ def test_a_gemm_bar_selects_every_gemm_of_its_shape_and_a_signature_bar_its_kern
         data, detail, {"kind": "gemm", "key": "1024×4096×8192 float"}, shapes
     )
     assert sorted(other.start_us.tolist()) == [400.0, 400.0, 500.0, 500.0]
-    assert (
-        len(focus.selected_segments(data, detail, sels[0], None)) == 0
-    )  # shapes unknown: nothing outlined
+    # shapes unknown: nothing outlined
+    assert len(focus.selected_segments(data, detail, sels[0], None)) == 0
     only_rank_1 = timeline_data(run, 1, [1])
     assert len(focus.selected_segments(only_rank_1, detail, sels[0], shapes)) == 3
     # the per-signature figure: its bars still select the kernels of their signature's name
@@ -503,9 +500,8 @@ def test_a_gemm_bar_selects_every_gemm_of_its_shape_and_a_signature_bar_its_kern
         for c in (t.customdata[0] for t in kfig.data)
     ]
     assert ksels == [{"kind": "kernel", "key": rows[0]["signature"]}] * 2
-    assert (
-        len(focus.selected_segments(data, detail, ksels[0])) == 10
-    )  # every nvjet of step 1, both shapes
+    # every nvjet of step 1, both shapes
+    assert len(focus.selected_segments(data, detail, ksels[0])) == 10
 
 
 def _threads_rank(step_us: float = 300) -> RankTrace:
@@ -570,9 +566,8 @@ def test_cpu_threads_show_their_outermost_ops_launch_arrows_and_the_paths_cpu_se
     assert path.text.tolist() == ["host", "host", "compute", "idle", "compute"]
     assert path.tid.tolist()[0] == 100 and path.lane[0] == -3
     px, py, custom, text = path_arrays(d, path)
-    np.testing.assert_allclose(
-        px[:2], [16.0, 75.0]
-    )  # thread 100 holds gemm_b back until its launch
+    # thread 100 holds gemm_b back until its launch
+    np.testing.assert_allclose(px[:2], [16.0, 75.0])
     np.testing.assert_allclose(py[:4], [0, 0, 2, 2])
     np.testing.assert_allclose(custom[0], [16.0, 59.0])
     assert text[0] == "host"
@@ -610,9 +605,8 @@ def test_a_million_cpu_ops_are_merged_per_pixel_on_their_thread_row(tmp_path):
         external_id=np.full(n, -1, np.int64),
         correlation=np.full(n, -1, np.int64),
     )
-    big = replace(
-        run, ranks=(replace(r, cpu_ops=many),)
-    )  # 100 ms of 50 ns ops on thread 200, from 100 µs
+    # 100 ms of 50 ns ops on thread 200, from 100 µs
+    big = replace(run, ranks=(replace(r, cpu_ops=many),))
     begin = time.perf_counter()
     d = timeline_data(big, 1, [0], launches=True)
     elapsed = time.perf_counter() - begin
@@ -622,10 +616,8 @@ def test_a_million_cpu_ops_are_merged_per_pixel_on_their_thread_row(tmp_path):
     assert len(d.launches) < 10 and elapsed < 5.0, (len(d.launches), elapsed)
     fig = timeline.timeline_figure(d)
     assert next(t for t in fig.data if t.name == "CPU ops").type == "scatter"  # a few merged spans
-    zoom = timeline_data(
-        big, 1, [0], launches=True, window_us=(130.0, 130.5)
-    )  # gemm_c: thread 200's
-    assert (
-        list(zoom.thread_of) == [(0, 200)] and zoom.cpu_total == 5 and zoom.cpu_aggregated == 0
-    )  # each op
+    # gemm_c: thread 200's
+    zoom = timeline_data(big, 1, [0], launches=True, window_us=(130.0, 130.5))
+    # each op
+    assert list(zoom.thread_of) == [(0, 200)] and zoom.cpu_total == 5 and zoom.cpu_aggregated == 0
     np.testing.assert_allclose(zoom.launches.start_us, [130.0, 130.1, 130.2, 130.3, 130.4])

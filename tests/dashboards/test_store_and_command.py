@@ -205,9 +205,8 @@ def test_a_fused_run_suggests_the_unfused_run_of_its_experiment(tmp_path):
     store = RunStore([other_model, other_regime, fused, unfused, lone, no_manifest], cache=None)
     assert store.suggested_baseline("chunked-shm") == "none-shm"
     assert store.suggested_baseline("none-shm") is None  # an unfused run is its own baseline
-    assert (
-        store.suggested_baseline("ring-nvlink-bigger-batch") is None
-    )  # no unfused run with batch 4
+    # no unfused run with batch 4
+    assert store.suggested_baseline("ring-nvlink-bigger-batch") is None
     assert store.suggested_baseline("bare") is None
     with pytest.raises(UnknownRun):
         store.suggested_baseline(str(fused))

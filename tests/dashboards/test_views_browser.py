@@ -115,9 +115,8 @@ def test_from_the_worst_run_to_the_collective_that_exposes_most_and_back_by_url(
     top = max(mine, key=lambda c: c["exposed_us"])
     open_tab(page, "Collectives")
     wait_until(page, lambda d: f"Step {step}" in text_of(d, "collectives-note"))
-    wait_until(
-        page, lambda d: "tab=collectives" in d.current_url
-    )  # a view of its own in the history
+    # a view of its own in the history
+    wait_until(page, lambda d: "tab=collectives" in d.current_url)
     cell(page, "collectives-table", top["key"], "key").click()
     wait_until(page, lambda d: _selected_tab(d) == "Timeline")
     fig = _timeline(
@@ -214,9 +213,8 @@ def test_cell_tooltips_show_and_numbers_sort_and_filter_as_numbers(page, expecte
         "'#collectives-table .ag-header-cell-text')).map(h => h.textContent.trim())"
     )
     assert "exposed (µs)" in heads and "alg bw (GB/s)" in heads
-    assert not [h for h in heads if re.fullmatch(r"[a-z]+(_[a-z]+)+", h)], (
-        heads
-    )  # no raw field names
+    # no raw field names
+    assert not [h for h in heads if re.fullmatch(r"[a-z]+(_[a-z]+)+", h)], heads
     # keys sort as a person reads them: /2 before /10
     page.find_element(
         By.CSS_SELECTOR, "#collectives-table .ag-header-cell[col-id='key'] .ag-header-cell-label"
@@ -312,12 +310,9 @@ def test_search_outlines_what_it_names_and_cpu_threads_show_on_demand(page, expe
     off = {
         r.rank: round((doc["clock_offsets_us"] or {}).get(str(r.rank), 0) * 1000) for r in run.ranks
     }
-    t0 = min(
-        r.steps.start_ns[r.steps.step == step].min() - off[r.rank] for r in run.ranks
-    )  # the view: the
-    t1 = max(
-        r.steps.end_ns[r.steps.step == step].max() - off[r.rank] for r in run.ranks
-    )  # step on all ranks
+    # the view: the step on all ranks
+    t0 = min(r.steps.start_ns[r.steps.step == step].min() - off[r.rank] for r in run.ranks)
+    t1 = max(r.steps.end_ns[r.steps.step == step].max() - off[r.rank] for r in run.ranks)
     want = 0
     for r in run.ranks:  # the activities in view whose name holds the text
         named = np.array(["nccl" in s.lower() for s in r.symbols])[r.gpu.name_id]
@@ -350,9 +345,8 @@ def test_search_outlines_what_it_names_and_cpu_threads_show_on_demand(page, expe
     launched = sum(int(m.sum()) for m in in_view.values())
     assert int(np.isnan(values(trace(fig, "CPU ops")["x"]).astype(float)).sum()) > 0
     arrows = values(trace(fig, "launch arrows")["x"]).astype(float).reshape(-1, 3)
-    assert (
-        len(arrows) == launched and (arrows[:, 1] >= arrows[:, 0] - 1e-3).all()
-    )  # launch before the kernel
+    # launch before the kernel
+    assert len(arrows) == launched and (arrows[:, 1] >= arrows[:, 0] - 1e-3).all()
 
 
 def test_open_in_perfetto_gives_the_step_as_a_trace(page, served, expected):
@@ -377,9 +371,8 @@ def test_open_in_perfetto_gives_the_step_as_a_trace(page, served, expected):
         "changedPropIds": ["perfetto-button.n_clicks"],
     }
     open_tab(page, "Timeline")
-    page.find_element(
-        By.ID, "perfetto-button"
-    )  # the button is on the page; its callback, as it calls it:
+    # the button is on the page; its callback, as it calls it:
+    page.find_element(By.ID, "perfetto-button")
     body["output"] = next(
         k for k in served.app.callback_map if k.startswith("..perfetto-download.data")
     )

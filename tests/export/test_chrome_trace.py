@@ -86,9 +86,8 @@ def test_every_event_follows_the_trace_event_format(exported):
     named_procs = {e["pid"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
     for e in events:
         if e["ph"] != "M":
-            assert (e["pid"], e["tid"]) in named_threads and e["pid"] in named_procs, (
-                e
-            )  # every track named
+            # every track named
+            assert (e["pid"], e["tid"]) in named_threads and e["pid"] in named_procs, e
     # flows: one start and one end per id, the end bound to the enclosing slice, never before its start
     starts = {(e["cat"], e["id"]): e for e in events if e["ph"] == "s"}
     ends = {(e["cat"], e["id"]): e for e in events if e["ph"] == "f"}

@@ -303,9 +303,8 @@ def test_batched_send_recv_with_several_peers_links_a_ring(tmp_path):
     a = analyze_run(load_run(write_run(tmp_path / "run", ranks)))
     p2p = [c for c in a.collectives if c.collective == "send_recv"]
     assert [c.ranks for c in p2p] == [[0, 1, 2], [0, 1, 2]]
-    assert [c.skew_us for c in p2p] == pytest.approx(
-        [20.0, 20.0]
-    )  # rank 2 starts 20 µs after rank 0
+    # rank 2 starts 20 µs after rank 0
+    assert [c.skew_us for c in p2p] == pytest.approx([20.0, 20.0])
     assert {c.bytes for c in p2p} == {3 * 1024 * 2}
 
 

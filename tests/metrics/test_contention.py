@@ -60,9 +60,8 @@ def test_known_gemm_inflation_is_recovered(tmp_path):
         assert s.contention_tax_us == pytest.approx(4 * 30.0)
         assert s.contention_slowdown == pytest.approx(0.3)
     assert a.summary.contention_slowdown == pytest.approx(0.3)
-    assert a.summary.contention_coverage == pytest.approx(
-        1.0
-    )  # every overlapped GEMM has a baseline
+    # every overlapped GEMM has a baseline
+    assert a.summary.contention_coverage == pytest.approx(1.0)
     b = a.gemm_budget  # per rank and step: 8 GEMMs, 4 x 100 + 4 x 130 µs
     assert (b.gemm_us, b.predicted_us, b.tax_us, b.residual_us, b.uncovered_us) == pytest.approx(
         (920.0, 800.0, 120.0, 0.0, 0.0)

@@ -101,9 +101,8 @@ def _held_by_another_stream(record_waits: bool) -> RankTrace:
 def test_kernel_held_back_by_another_stream_is_charged_to_what_held_it(tmp_path, record_waits):
     """A gap longer than the tolerance that a recorded stream wait does not explain."""
     p = _path(tmp_path, [_held_by_another_stream(record_waits)])
-    edge = (
-        "resource" if record_waits else "event"
-    )  # without recorded waits: an unrecorded event wait
+    # without recorded waits: an unrecorded event wait
+    edge = "resource" if record_waits else "event"
     assert (p.length_us, p.comm_us, p.compute_us, p.host_us) == pytest.approx((300, 44, 250, 6))
     assert _table(p) == [
         (0.0, 6.0, "host", "launch", False, 0, "rank 0 gpu 0 stream 7", "gemm"),

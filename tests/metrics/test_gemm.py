@@ -89,15 +89,13 @@ def test_interpolation_between_brackets_only_along_one_dim():
     assert mid.full_ns == pytest.approx(200.0) and mid.rule == 2  # along M
     assert interpolated_baseline(_shape(4000), known) is None  # beyond the Ms: no extrapolation
     assert interpolated_baseline(_shape(2000, k=2048, n=2048), known) is None  # shares one dim only
-    k_mid = interpolated_baseline(
-        _shape(2000, k=6144), known
-    )  # M=2000 K=4096 is unknown: nothing on K
+    # M=2000 K=4096 is unknown: nothing on K
+    k_mid = interpolated_baseline(_shape(2000, k=6144), known)
     assert k_mid is None
     got = baselines((_shape(2000), _shape(4000)), [pool, {}, {}])
     assert got[0].full_ns == pytest.approx(200.0) and got[1] is None
-    ref = {
-        (_shape(3000), (132, 1, 1)): np.array([300.0] * 3)
-    }  # the upper bracket only in the reference
+    # the upper bracket only in the reference
+    ref = {(_shape(3000), (132, 1, 1)): np.array([300.0] * 3)}
     low = {(_shape(1000), (132, 1, 1)): np.array([100.0] * 3)}
     (mixed,) = baselines((_shape(2000),), [low, ref, {}])
     assert mixed.full_ns == pytest.approx(200.0) and mixed.source == "run+reference"

@@ -40,9 +40,8 @@ def test_a_folder_of_runs_is_analyzed_run_by_run(tmp_path, capsys):
         if line.startswith(("fast ", "slow "))
     }
     assert lines["fast"][3] == "200.0" and lines["slow"][3] == "400.0"  # step_us, by construction
-    assert (
-        lines["fast"][4] == "25.0%" and lines["slow"][4] == "12.5%"
-    )  # 50 µs exposed of 200 and 400
+    # 50 µs exposed of 200 and 400
+    assert lines["fast"][4] == "25.0%" and lines["slow"][4] == "12.5%"
     assert main(["analyze", str(logs), "--no-cache", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert sorted(doc["runs"]) == ["fast", "slow"]

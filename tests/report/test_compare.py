@@ -98,9 +98,8 @@ def test_single_values_are_judged_by_the_threshold_alone():
     over = compare_metric("peak_memory_bytes", np.array([100e9]), np.array([106e9]), t)
     under = compare_metric("peak_memory_bytes", np.array([100e9]), np.array([104e9]), t)
     assert over.status is Status.REGRESSED and over.significant is None
-    assert (
-        under.status is Status.UNCHANGED and not under.failed
-    )  # the threshold stands in for noise
+    # the threshold stands in for noise
+    assert under.status is Status.UNCHANGED and not under.failed
     less = compare_metric("peak_memory_bytes", np.array([100e9]), np.array([90e9]), t)
     assert less.status is Status.IMPROVED  # 10% less: past the 5% either way
 

@@ -56,9 +56,8 @@ def _open(browser, page: Path) -> tuple[list[dict], list[str]]:
     browser.get("about:blank")
     browser.get_log("performance"), browser.get_log("browser")  # drain the new-tab page's entries
     browser.get(page.as_uri())
-    browser.execute_async_script(
-        "const done = arguments[0]; setTimeout(done, 300);"
-    )  # let plots draw
+    # let plots draw
+    browser.execute_async_script("const done = arguments[0]; setTimeout(done, 300);")
     console = browser.get_log("browser")
     urls = []
     for entry in browser.get_log("performance"):

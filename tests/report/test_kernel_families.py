@@ -38,14 +38,12 @@ def test_other_vendor_kernels_are_compared_by_family(pair):
     assert not names_differ(h100.kernels, h100.kernels)
     for run in pair:
         fam = {k.key: k.us_per_step for k in by_family(run.kernels)}
-        assert sum(fam.values()) == pytest.approx(
-            sum(k.us_per_step for k in run.kernels)
-        )  # nothing lost
+        # nothing lost
+        assert sum(fam.values()) == pytest.approx(sum(k.us_per_step for k in run.kernels))
         for family, prefixes in HAND.items():
             expected = sum(k.us_per_step for k in run.kernels if any(p in k.key for p in prefixes))
             assert expected > 0 and fam[f"{family} (by family)"] == pytest.approx(expected)
     report = build_report(mi300, parse_fail_on(None), h100)
     assert report.kernels and all(k.key.endswith("(by family)") for k in report.kernels)
-    assert (
-        report.flux_overlap_efficiency is None and report.attained_saving is None
-    )  # neither communicates
+    # neither communicates
+    assert report.flux_overlap_efficiency is None and report.attained_saving is None

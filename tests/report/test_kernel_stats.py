@@ -106,9 +106,8 @@ def test_row_chunks_of_one_gemm_keep_its_shape(tmp_path):
     of the whole GEMM."""
     r = RankTrace(0, world_size=1)
     r.gpu_annotation("ProfilerStep#1", 0, 1000)
-    r.kernel(
-        "gemm_whole", 0, 100, input_dims=[[64, 32], [32, 16]], cpu_op="aten::mm"
-    )  # mm.out: a third input
+    # mm.out: a third input
+    r.kernel("gemm_whole", 0, 100, input_dims=[[64, 32], [32, 16]], cpu_op="aten::mm")
     for k in range(4):
         r.kernel(
             "gemm_chunk",

@@ -64,9 +64,10 @@ def test_runs_of_another_model_or_seed_are_not_compared():
     ):
         check = loss_check(_m(LEARNING), _m(LEARNING[::-1], **{key: value}))
         assert check.agreement is None and not check.failed and key in check.not_compared
+    # a manifest without the field
     old = manifest_from_dict(
         {k: v for k, v in _raw(LEARNING).items() if k != "warmup_steps"}, "m.json"
-    )  # a manifest without the field
+    )
     assert "warmup_steps" in loss_check(old, _m(LEARNING)).not_compared
 
 

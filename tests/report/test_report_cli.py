@@ -173,9 +173,8 @@ def test_collectives_show_the_interconnect_bandwidth_of_each_regime(capsys):
     ag = rows["_allgather_base"]
     assert 120 < ag["baseline"]["busbw_gbps"] < 260
     assert 10 < ag["candidate"]["busbw_gbps"] < 40
-    assert (
-        ag["candidate"]["messages"] == "8 x 8 MiB" and ag["baseline"]["messages"] == "2 x 32 MiB"
-    )  # forward and backward
+    # forward and backward
+    assert ag["candidate"]["messages"] == "8 x 8 MiB" and ag["baseline"]["messages"] == "2 x 32 MiB"
     assert ag["delta_exposed_us"] > 0 and ag["significant"] is True
 
 
@@ -188,9 +187,8 @@ def test_manifest_differences_are_listed_and_flux_only_within_one_experiment(cap
     other = copy_run(UNFUSED, tmp_path / "other", {**manifest(ms, 2**30), "regime": "shm"})
     doc = json.loads(report(capsys, same, "--baseline", base, "--format", "json")[1])
     assert doc["config_changes"] == [["mode", "none", "chunked"], ["chunks", "1", "4"]]
-    assert doc["flux_overlap_efficiency"] == pytest.approx(
-        0.0, abs=1e-9
-    )  # same traces: T_fused = T_base
+    # same traces: T_fused = T_base
+    assert doc["flux_overlap_efficiency"] == pytest.approx(0.0, abs=1e-9)
     code, out, _ = report(capsys, other, "--baseline", base)
     assert "regime: nvlink → shm" in out and "Flux" not in out
     # the fusion's resource options are part of the fusion: listed, and Flux still computed
@@ -234,12 +232,13 @@ def test_nccl_settings_that_differ_are_listed_and_keep_the_runs_one_experiment(c
         },
     )
     doc = json.loads(report(capsys, tuned, "--baseline", base, "--format", "json")[1])
+    # NCCL_DEBUG only logs
     assert doc["config_changes"] == [
         ["mode", "none", "ring"],
         ["chunks", "1", "4"],
         ["NCCL_P2P_PCI_CHUNKSIZE", "unset", "524288"],
         ["TORCH_NCCL_HIGH_PRIORITY", "1", "0"],
-    ]  # NCCL_DEBUG only logs
+    ]
     assert doc["flux_overlap_efficiency"] is not None
     out = report(capsys, tuned, "--baseline", base)[1]
     assert "NCCL_P2P_PCI_CHUNKSIZE: unset → 524288" in out

@@ -6,9 +6,8 @@ from tpscope.report.terminal import _signature_label
 
 
 def test_a_kernel_label_keeps_name_grid_and_dims_short():
-    dims = (
-        "[" + ", ".join(["[8192, 12288]"] * 40) + "]"
-    )  # a multi-tensor kernel: every tensor's shape
+    # a multi-tensor kernel: every tensor's shape
+    dims = "[" + ", ".join(["[8192, 12288]"] * 40) + "]"
     label = _signature_label(
         f"void multi_tensor_apply_kernel_{'x' * 40}|grid=[320, 1, 1]|block=[512, 1, 1]|dims={dims}"
     )

@@ -21,9 +21,8 @@ def test_flux_overlap_efficiency_by_hand():
 
 def test_attained_saving_by_hand():
     assert attained_saving(800, 1000, 700, 400) == pytest.approx(200 / 300)
-    assert attained_saving(800, 1000, 700, 900) == pytest.approx(
-        200 / 100
-    )  # the limit is comm's 900
+    # the limit is comm's 900
+    assert attained_saving(800, 1000, 700, 900) == pytest.approx(200 / 100)
     assert attained_saving(2.7, 5.1, 2.4, 2.7) == pytest.approx(1.0)
     assert attained_saving(3.9, 5.1, 2.4, 2.7) == pytest.approx(0.5)
     assert attained_saving(800, 900, 900, 100) is None

@@ -108,6 +108,7 @@ def test_a_nested_op_that_launches_nothing_is_dropped_and_its_parent_kept(tmp_pa
             "args": {"External id": 901},
         }
     )
+    # outermost: kept
     r.raw(
         {
             "ph": "X",
@@ -119,7 +120,7 @@ def test_a_nested_op_that_launches_nothing_is_dropped_and_its_parent_kept(tmp_pa
             "dur": 1.0,
             "args": {"External id": 902},
         }
-    )  # outermost: kept
+    )
     write_run(tmp_path / "run", [r])
     path = run_folder.find_trace_files(tmp_path / "run")[0]
     full = full_rank(path)

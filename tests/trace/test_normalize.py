@@ -82,9 +82,8 @@ def test_collective_metadata_from_cpu_op_and_from_kernel_args(tmp_path):
         stream=14,
         collective=Collective("allreduce", 16, 16, dtype="Float", seq=7, on_kernel=True),
     )
-    r.kernel(
-        "gemm_in_a_comm_op", 30, 5, collective=Collective("allreduce")
-    )  # not comm: no metadata
+    # not comm: no metadata
+    r.kernel("gemm_in_a_comm_op", 30, 5, collective=Collective("allreduce"))
     rank = load_run(write_run(tmp_path / "run", [r])).ranks[0]
     g, sym = rank.gpu, rank.symbols
     assert [sym[i] for i in g.coll_name_id[:2]] == ["_allgather_base", "allreduce"]

@@ -49,9 +49,8 @@ class RunActivities:
     group: np.ndarray  # process group "name [ranks]" (metrics.md §5 "Process groups"), -1 if none
     pg_desc: np.ndarray
     p2p: np.ndarray  # "s1 r3": the global peers a point-to-point kernel sends to / receives from
-    op: (
-        np.ndarray
-    )  # comm kernels without metadata: the `c10d::` CPU op around their launch (-1: none)
+    # comm kernels without metadata: the `c10d::` CPU op around their launch (-1: none)
+    op: np.ndarray
     strings: tuple[str, ...]
     lane_labels: tuple[str, ...]
     rank_ids: tuple[int, ...]

@@ -77,9 +77,8 @@ class RunAnalysis:
     cpu_run: bool = (
         False  # every rank without GPU activity, analyzed from its CPU side (metrics.md §1)
     )
-    step_rule: dict[int, str] = field(
-        default_factory=dict
-    )  # per rank: the §3 rule its steps came from
+    # per rank: the §3 rule its steps came from
+    step_rule: dict[int, str] = field(default_factory=dict)
     first_step_included: bool = False  # whether the summary's means hold the first profiled step
 
 

@@ -84,9 +84,8 @@ def _against(
     inst = match.instance
     mem = np.flatnonzero(inst >= 0)
     mem = mem[use[inst[mem]]]
-    ref_end = np.zeros(
-        match.n_instances, np.int64
-    )  # int64: float64 would round ~1.8e18 ns to 256 ns
+    # int64: float64 would round ~1.8e18 ns to 256 ns
+    ref_end = np.zeros(match.n_instances, np.int64)
     has_ref = np.zeros(match.n_instances, bool)
     on_ref = mem[acts.rank_pos[mem] == ref_pos]
     ref_end[inst[on_ref]] = acts.end_ns[on_ref]

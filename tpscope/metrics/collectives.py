@@ -106,9 +106,8 @@ class CollectiveMatch:
     by_seq: bool
     warnings: tuple[str, ...]
     group: tuple[str, ...] = ()  # per instance: "pg [ranks] description"; "" when inferred
-    inferred: np.ndarray = field(
-        default_factory=lambda: np.zeros(0, bool)
-    )  # per instance: by order alone
+    # per instance: by order alone
+    inferred: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
 
     @property
     def n_instances(self) -> int:
@@ -289,9 +288,8 @@ def _inferred(acts: RunActivities, idx: np.ndarray, kind_of: dict[int, str | Non
     by_op = _broadcast(
         acts.op[idx], {o: kinds.index(k) if k else -1 for o, k in op_kind.items()}, np.int64
     )
-    kind_id = np.where(
-        by_op >= 0, by_op, kind_id
-    )  # the c10d op says all-to-all where NCCL says SendRecv
+    # the c10d op says all-to-all where NCCL says SendRecv
+    kind_id = np.where(by_op >= 0, by_op, kind_id)
     dims_of = _per_string(
         acts.signature[idx], acts.strings, lambda sig: sig.rpartition("|dims=")[2], ""
     )
@@ -571,9 +569,8 @@ def _match_warnings(
 class CollectiveTiming:
     """Wait and transfer of every activity, and per-instance timing, on aligned clocks (§5, §6)."""
 
-    wait_ns: (
-        np.ndarray
-    )  # per activity (0 for non-comm and unmatched, but a sync kernel's whole time)
+    # per activity (0 for non-comm and unmatched, but a sync kernel's whole time)
+    wait_ns: np.ndarray
     transfer_ns: np.ndarray  # per activity (0 for non-comm)
     arrival_ns: np.ndarray  # per instance: the last member's start
     skew_ns: np.ndarray  # per instance
@@ -603,9 +600,8 @@ def collective_timing(
     transfer = np.where(acts.cls == ActivityClass.COMM, (e - s) - wait, 0)
     binding = np.full(n, -1, np.int64)
     if len(mem):
-        order = np.lexsort(
-            (s[mem], mi)
-        )  # by instance, then start: the last of each is the binding one
+        # by instance, then start: the last of each is the binding one
+        order = np.lexsort((s[mem], mi))
         last = np.append(mi[order][1:] != mi[order][:-1], True)
         binding[mi[order][last]] = mem[order][last]
     return CollectiveTiming(

@@ -70,16 +70,14 @@ class GemmContention:
     batch: int
     dtype: str
     rule: str  # RULES: which rule gave the baseline ("none" without one)
-    source: (
-        str | None
-    )  # SOURCES entry where its isolated samples come from ("run+reference": interpolated
+    # SOURCES entry where its isolated samples come from ("run+reference": interpolated
+    source: str | None
     # between one shape of each)
     n_isolated: int  # isolated samples behind the baseline
     n_overlapped: int  # GEMMs of this shape beside a transfer (f > 0)
     baseline_us: float | None  # isolated, every SM
-    same_sm_us: (
-        float | None
-    )  # isolated at the overlapped GEMMs' grid (median over them), when known
+    # isolated at the overlapped GEMMs' grid (median over them), when known
+    same_sm_us: float | None
     overlapped_median_us: float | None  # over f >= 0.5
     slowdown: float | None  # median(overlapped, f >= 0.5) / baseline - 1
     tax_us_per_step: float  # Σ (dur - baseline) over its GEMMs beside a transfer, per rank and step
@@ -93,9 +91,8 @@ class TaxPart:
     gemm_us: float  # overlapped GEMM time (f > 0) with a baseline
     baseline_us: float
     tax_us: float
-    sm_us: (
-        float | None
-    )  # the part fewer SMs explain (None where no GEMM of it has a same-SM baseline)
+    # the part fewer SMs explain (None where no GEMM of it has a same-SM baseline)
+    sm_us: float | None
     interference_us: float | None
 
 

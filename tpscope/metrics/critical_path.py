@@ -103,9 +103,8 @@ class CpuThreads:
     op: np.ndarray  # run-wide string id of the CPU op that made the call (else the call's name)
     thread_lo: np.ndarray
     thread_hi: np.ndarray
-    prev_sync: (
-        np.ndarray
-    )  # the latest blocking synchronization at or before this call on its thread, -1
+    # the latest blocking synchronization at or before this call on its thread, -1
+    prev_sync: np.ndarray
     waited_for: np.ndarray  # per call: the activity row whose end a blocking sync waited for, -1
     strings: tuple[str, ...]
 

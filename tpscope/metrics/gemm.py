@@ -194,9 +194,8 @@ class Baseline:
     source: str  # SOURCES entry of the samples; interpolations: both brackets' ("run+reference") when they differ
     n_samples: int
     noise: float | None  # relative half-width of the samples' [p10, p90]; None when interpolated
-    grid: (
-        tuple[int, int, int] | None
-    )  # the grid of the samples, None for calibrations/interpolations
+    # the grid of the samples, None for calibrations/interpolations
+    grid: tuple[int, int, int] | None
 
 
 def _ctas(grid) -> int:

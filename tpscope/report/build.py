@@ -317,9 +317,8 @@ class RunResults:
     collective_kernels: tuple[
         KernelTime, ...
     ] = ()  # by_collective(kernel_times(run, "collective"))
-    kernel_names: dict = field(
-        default_factory=dict
-    )  # per kernels' key: kernel names (kernel_stats.kernel_names)
+    # per kernels' key: kernel names (kernel_stats.kernel_names)
+    kernel_names: dict = field(default_factory=dict)
 
 
 def build_report(

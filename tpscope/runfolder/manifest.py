@@ -97,9 +97,8 @@ class Manifest:
     bwd_overlap: bool | None = _f("flag")
     ring_all_gather: bool | None = _f("flag")
     embed_overlap: bool | None = _f("flag")
-    fusion_by_layer: Mapping[str, Mapping[str, Any]] | None = _f(
-        "object"
-    )  # layer -> FusionChoice fields
+    # layer -> FusionChoice fields
+    fusion_by_layer: Mapping[str, Mapping[str, Any]] | None = _f("object")
     auto: Mapping[str, Any] | None = _f("object")
     tp: int | None = _f("count")
     world_size: int | None = _f("count")

@@ -18,11 +18,12 @@ from tpscope.trace.extract import RawColumns
 
 # metrics.md §1: what a CPU-side event is, by the start of its name; first match wins.
 COMM_RANGE_PREFIXES = ("gloo:",)  # CPU ranges that are one collective (gloo's worker threads)
+# issue or wait for a collective
 NOT_COMPUTE_PREFIXES = (
     "c10d::",
     "record_param_comms",
     "ProfilerStep#",
-)  # issue or wait for a collective
+)
 # per collective kind (the name after "gloo:"): output elements per input element, as a function
 # of the group size
 OUT_PER_IN = {"all_gather": lambda n: n, "reduce_scatter": lambda n: 1 / n}

@@ -62,9 +62,8 @@ def gunzip(path: object, raw: bytes) -> bytes:
         raise TraceError(path, f"broken gzip data (truncated or corrupt: {exc})") from None
 
 
-MAX_BASE_TIME_NS = (
-    2**62
-)  # year 2116 in ns since the epoch; past it, times leave int64 (metrics.md §1)
+# year 2116 in ns since the epoch; past it, times leave int64 (metrics.md §1)
+MAX_BASE_TIME_NS = 2**62
 
 
 def base_time_ns(path: Path, trace: TraceFile) -> int:

@@ -26,9 +26,8 @@ from tpscope.trace.extract import merge
 from tpscope.trace.schema import TraceFile
 from tpscope.trace.stream import DecodedParts, decode_span
 
-SPLIT_MIN_BYTES = (
-    64 << 20
-)  # below this, starting a process costs more than it saves (docs/benchmarks.md)
+# below this, starting a process costs more than it saves (docs/benchmarks.md)
+SPLIT_MIN_BYTES = 64 << 20
 _EVENT_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 
 

@@ -21,9 +21,8 @@ from tpscope.trace.decode import base_time_ns, decode_trace, gunzip, read_bytes
 from tpscope.trace.extract import extract, merge
 from tpscope.trace.tables import RankTrace
 
-_ID_COLUMNS = frozenset(
-    {"correlation", "external_id", "wait_on_event_corr"}
-)  # join keys within one file
+# join keys within one file
+_ID_COLUMNS = frozenset({"correlation", "external_id", "wait_on_event_corr"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,21 +27,17 @@ class Args(msgspec.Struct, gc=False):
     seq: int | None = msgspec.field(name="Seq", default=None)
     pg_ranks: str | list[int] | None = msgspec.field(name="Process Group Ranks", default=None)
     pg_desc: str | None = msgspec.field(name="Process Group Description", default=None)
-    src_rank: int | None = msgspec.field(
-        name="Src Rank", default=None
-    )  # recv: the group-local peer
-    dst_rank: int | None = msgspec.field(
-        name="Dst Rank", default=None
-    )  # send: the group-local peer
+    # recv: the group-local peer
+    src_rank: int | None = msgspec.field(name="Src Rank", default=None)
+    # send: the group-local peer
+    dst_rank: int | None = msgspec.field(name="Dst Rank", default=None)
     grid: list[int] | None = None
     block: list[int] | None = None
     input_dims: msgspec.Raw = msgspec.field(name="Input Dims", default=msgspec.Raw())
-    input_type: msgspec.Raw = msgspec.field(
-        name="Input type", default=msgspec.Raw()
-    )  # GEMM dtype (§8)
-    input_strides: msgspec.Raw = msgspec.field(
-        name="Input Strides", default=msgspec.Raw()
-    )  # GEMM layout
+    # GEMM dtype (§8)
+    input_type: msgspec.Raw = msgspec.field(name="Input type", default=msgspec.Raw())
+    # GEMM layout
+    input_strides: msgspec.Raw = msgspec.field(name="Input Strides", default=msgspec.Raw())
     # cuda_sync events (cudaStreamWaitEvent and friends)
     wait_on_stream: int | None = None
     wait_on_event_corr: int | None = msgspec.field(

@@ -49,9 +49,8 @@ class GpuActivities:
     pg_ranks_id: np.ndarray  # int32, "0,2,4" (global ranks of the group), -1 or "" when unknown
     pg_desc_id: np.ndarray  # int32, `Process Group Description` (TP, DP ...)
     peer: np.ndarray  # int64, the group-local peer of a send/recv (`Dst Rank` / `Src Rank`)
-    p2p_id: (
-        np.ndarray
-    )  # int32, "s1 r3": global peers this kernel sends to / receives from (§5), -1 if none
+    # int32, "s1 r3": global peers this kernel sends to / receives from (§5), -1 if none
+    p2p_id: np.ndarray
 
     def __len__(self) -> int:
         return len(self.start_ns)

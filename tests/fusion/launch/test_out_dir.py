@@ -35,9 +35,8 @@ def test_a_folder_held_by_a_run_is_refused_and_freed_when_released(tmp_path):
     with pytest.raises(
         UserError, match=rf"--out .*run: another tpscope run \(pid {os.getpid()}\) is writing"
     ):
-        claim_out_dir(
-            str(tmp_path / "run"), overwrite=True
-        )  # --overwrite does not take a held folder
+        # --overwrite does not take a held folder
+        claim_out_dir(str(tmp_path / "run"), overwrite=True)
     first.release()
     assert not (tmp_path / "run" / LOCK_NAME).exists()
     claim_out_dir(str(tmp_path / "run"), overwrite=False).release()  # free again (and still empty)

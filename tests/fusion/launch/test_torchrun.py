@@ -133,8 +133,7 @@ def test_a_stopped_run_stops_torchrun_and_every_worker_and_is_marked_incomplete(
     assert (
         manifest["complete"] is False and how.replace("SIGKILL", "SIGTERM") in manifest["stopped"]
     )
-    assert (
-        main(["analyze", str(out), "--json", "--no-cache"]) == 0
-    )  # the traces written before the stop
+    # the traces written before the stop
+    assert main(["analyze", str(out), "--json", "--no-cache"]) == 0
     warnings = json.loads(capsys.readouterr().out)["warnings"]
     assert any("the run did not finish (stopped by" in w for w in warnings), warnings

@@ -36,6 +36,7 @@ def _layers(rank: int, world: int) -> None:
     rows, cols = S // world, FF // world
     mine = slice(rank * rows, (rank + 1) * rows)
     my_cols = slice(rank * cols, (rank + 1) * cols)
+    # all-gather exchange at world 2
     fusions = [
         FusionChoice(mode="none"),
         FusionChoice(mode="chunked", chunks=2),
@@ -45,7 +46,7 @@ def _layers(rank: int, world: int) -> None:
         FusionChoice(mode="chunked", chunks=2, sm_margin=8),
         FusionChoice(mode="ring", chunks=2),  # tapered pieces (the ring's default)
         FusionChoice(mode="ring", chunks=2, ring_all_gather=True),
-    ]  # all-gather exchange at world 2
+    ]
     fusions += [replace(f, bwd_overlap=False) for f in fusions if f.mode != "none"]
     for fusion in fusions:
         col = ColumnParallelLinear(H, cols, fusion=fusion, label="fc1")
@@ -99,9 +100,8 @@ def _ops_against_autograd(rank: int, world: int) -> None:
 
     from tpscope.fusion.model.layers import AllGatherMatmulFn, MatmulReduceScatterFn
 
-    g = torch.Generator().manual_seed(
-        10 + rank
-    )  # each rank its own shard, weights and output weights
+    # each rank its own shard, weights and output weights
+    g = torch.Generator().manual_seed(10 + rank)
     rows, k, n = S // world, H, FF // world
     mine = slice(rank * rows, (rank + 1) * rows)
     x, w_ag, r_ag = (

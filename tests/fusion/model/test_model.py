@@ -14,9 +14,8 @@ from tpscope.fusion.run.data import sequence_major, synthetic_batch
 from tpscope.fusion.run.train import sum_replicated_grads
 from tpscope.runfolder.fusion_choice import FusionChoice
 
-CFG = ModelConfig(
-    layers=2, hidden=16, ffn=32, heads=4, vocab=24
-)  # vocab split 12 + 12 over 2 ranks
+# vocab split 12 + 12 over 2 ranks
+CFG = ModelConfig(layers=2, hidden=16, ffn=32, heads=4, vocab=24)
 BATCH, SEQ = 2, 8
 
 

@@ -190,9 +190,8 @@ def _check_weight_gradient_paths(rank: int, world: int) -> None:
         base = torch.randn(
             world * rows_local, k, generator=_seeded_after_draws(11, world, rows_local, k, n, m)
         )
-        total = sum(
-            (base.double() * (q + 1)) @ w.double() for q in range(world)
-        )  # every rank's y @ w
+        # every rank's y @ w
+        total = sum((base.double() * (q + 1)) @ w.double() for q in range(world))
         torch.testing.assert_close(
             rs.double(),
             total[rank * rows_local : (rank + 1) * rows_local],

@@ -43,10 +43,11 @@ def test_margin_selects_cublaslt_and_restores_both_settings(fake):
     assert (fake.library, fake.margin) == ("cublas", None)
     with pytest.raises(ValueError), gemm_sm_margin(8, torch.device("cuda", 1)):
         raise ValueError("a GEMM failed")
+    # restored on the way out of an error too
     assert (fake.library, fake.margin) == (
         "cublas",
         None,
-    )  # restored on the way out of an error too
+    )
 
 
 def test_margin_nests_and_zero_or_cpu_changes_nothing(fake):

@@ -53,9 +53,8 @@ def test_a_contender_is_rematched_only_when_no_candidate_won_clearly_but_its_med
     }
     assert contender(noisy) == "chunked/k2"
     assert contender({**noisy, "ring/k2": _t(8.0, 7.9, 8.1)}) is None  # ring/k2 wins clearly
-    assert (
-        contender({"none": _t(10.0, 9.0), "ring": _t(9.95, 9.0, 11.0)}) is None
-    )  # 0.5 %: not worth it
+    # 0.5 %: not worth it
+    assert contender({"none": _t(10.0, 9.0), "ring": _t(9.95, 9.0, 11.0)}) is None
     assert contender({"none": _t(10.0), "symm_mem": {"error": "x"}}) is None
 
 
@@ -175,9 +174,8 @@ def test_candidates_follow_legality_and_regime():
 
 
 def test_copy_engine_is_a_candidate_on_cuda_nvlink_only(monkeypatch):
-    monkeypatch.setattr(
-        compat, "symm_mem_ops", lambda: ("ag", "rs")
-    )  # a build with symmetric memory
+    # a build with symmetric memory
+    monkeypatch.setattr(compat, "symm_mem_ops", lambda: ("ag", "rs"))
     nvlink = [(c.mode, c.chunks) for c in candidates(6, torch.device("cuda"), "nvlink")]
     assert ("copy_engine", 1) in nvlink and ("copy_engine", 2) in nvlink
     for regime in ("shm", "socket"):  # peer copies would bypass the link the regime stands for

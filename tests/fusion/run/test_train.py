@@ -42,9 +42,8 @@ def _train(rank: int, world: int, out: str) -> None:
         r = train(CFG, rank=rank, tp=world, device=torch.device("cpu"), plan=lambda _l, f=fusion: f)
         assert len(r.step_times_ms) == CFG.steps and all(t > 0 for t in r.step_times_ms)
         assert r.peak_memory_bytes > 0 and r.peak_memory_kind == "process_max_rss"
-        assert (
-            r.embed_overlap is False
-        )  # CUDA only (train.defers_embed_grad); test_model covers the deferral
+        # CUDA only (train.defers_embed_grad); test_model covers the deferral
+        assert r.embed_overlap is False
         results[f"{fusion.mode}{fusion.chunks}"] = r.losses
     if rank == 0:
         with open(os.path.join(out, f"world{world}.json"), "w") as fh:

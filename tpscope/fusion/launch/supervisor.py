@@ -35,9 +35,8 @@ def main(argv: list[str]) -> int:
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import parse_args, run
 
-    logging.disable(
-        logging.ERROR
-    )  # torchrun's per-rank "failed", "closing signal" and banner lines
+    # torchrun's per-rank "failed", "closing signal" and banner lines
+    logging.disable(logging.ERROR)
     try:
         run(parse_args(torchrun_args))
     except SignalException as exc:  # torchrun stopped its workers on SIGTERM/SIGINT

@@ -253,9 +253,8 @@ class Region:
         self.dev_ptr = 0
         if device.type == "cuda":
             drv = driver()
-            torch.cuda.synchronize(
-                device
-            )  # a runtime call: the device's primary context current on this thread
+            # a runtime call: the device's primary context current on this thread
+            torch.cuda.synchronize(device)
             drv.check(
                 drv.register(self.host_ptr, self.nbytes, CU_MEMHOSTREGISTER_PORTABLE_DEVICEMAP),
                 f"cuMemHostRegister of {self.nbytes / 2**20:.0f} MiB",

@@ -157,9 +157,8 @@ def _layer_step(
     fn = AllGatherMatmulFn if side == "ag" else MatmulReduceScatterFn
 
     def step(c: FusionChoice) -> None:
-        c = replace(
-            c, comm_ctas=template.comm_ctas, bwd_overlap=template.bwd_overlap
-        )  # not the exchange
+        # not the exchange
+        c = replace(c, comm_ctas=template.comm_ctas, bwd_overlap=template.bwd_overlap)
         x.grad = w.grad = None
         fn.apply(x, w, op_group(None, c), c, "auto.probe").backward(grad)
 

@@ -26,10 +26,11 @@ from tpscope.runfolder.fusion_choice import (
     Regime,
 )
 
+# every option's default is the config's (the one place they live)
 R, M = (
     RUN_DEFAULTS,
     MODEL_DEFAULTS,
-)  # every option's default is the config's (the one place they live)
+)
 F = RUN_DEFAULTS["fusion"]  # a run's default FusionChoice
 
 
@@ -400,9 +401,8 @@ def main(args: argparse.Namespace) -> int:
         prepare_out_dir(out_dir, args.overwrite, clear=local_zero)
         from tpscope.fusion.run.worker import run_rank
 
-        exit_now(
-            run_rank(cfg, command)
-        )  # a rank of the user's torchrun ends here (launch.exit_now)
+        # a rank of the user's torchrun ends here (launch.exit_now)
+        exit_now(run_rank(cfg, command))
     nproc = _nproc(args, device)
     rdzv = rendezvous_from_args(args)
     cfg = config_from_args(args, device, out_dir)

@@ -241,9 +241,8 @@ def main(args: argparse.Namespace) -> int:
     if inside_torchrun(os.environ):
         from tpscope.fusion.tuning.bench import run_bench
 
-        exit_now(
-            run_bench(cfg, command)
-        )  # a rank of the user's torchrun ends here (launch.exit_now)
+        # a rank of the user's torchrun ends here (launch.exit_now)
+        exit_now(run_bench(cfg, command))
     _check_gpus(args.device, args.nproc)
     rc = launch(
         args.nproc,
