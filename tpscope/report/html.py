@@ -10,6 +10,7 @@ from tpscope.report.build import KernelDelta, Report
 from tpscope.report.compare import Status
 from tpscope.report.gemm_contention import budget_lines, part_rows, shape_rows
 from tpscope.report.markdown import (
+    COMPARISON_HEADERS,
     change_text,
     collective_rows,
     contention_rows,
@@ -217,16 +218,9 @@ def render(report: Report) -> str:
                 for k, b, c in report.config_changes
             )
             parts.append(f"<p>Changed between the runs (manifest):</p><ul>{items}</ul>")
-        headers = [
-            "metric",
-            "baseline",
-            "candidate",
-            "change",
-            "95% interval of change",
-            "fail on",
-            "status",
-        ]
-        parts.append(_table(headers, _comparison_rows(report), {1, 2, 3, 4, 5}, raw=True))
+        parts.append(
+            _table(list(COMPARISON_HEADERS), _comparison_rows(report), {1, 2, 3, 4, 5}, raw=True)
+        )
         parts.append(
             "<p><small>Medians over steps; the interval is a 95% bootstrap interval of the "
             "difference of medians. A change whose interval holds 0 is inside the noise and never "
@@ -260,9 +254,8 @@ def render(report: Report) -> str:
     )
     for title, (headers, rows) in sections:
         parts.append(f"<h2>{escape(title)}</h2>")
-        rows = [
-            [_name_cell(r[0]), *(escape(printable(c)) for c in r[1:])] for r in rows
-        ]  # names from traces
+        # names from traces
+        rows = [[_name_cell(r[0]), *(escape(printable(c)) for c in r[1:])] for r in rows]
         parts.append(
             _table(headers, rows, set(range(2, len(headers))), raw=True) if rows else "<p>None.</p>"
         )

@@ -54,6 +54,18 @@ def interval_text(c: MetricComparison) -> str:
     return f"[{format_delta(c.ci_low, unit)}, {format_delta(c.ci_high, unit)}]"
 
 
+COMPARISON_HEADERS = (
+    "metric",
+    "baseline",
+    "candidate",
+    "change",
+    "95% interval of change",
+    "fail on",
+    "status",
+)
+"""The columns of the metric comparison, in the Markdown and the HTML report alike."""
+
+
 def comparison_table(report: Report) -> str:
     rows = []
     for c in report.comparisons:
@@ -70,16 +82,7 @@ def comparison_table(report: Report) -> str:
                 status,
             ]
         )
-    headers = [
-        "metric",
-        "baseline",
-        "candidate",
-        "change",
-        "95% interval of change",
-        "fail on",
-        "status",
-    ]
-    return table(headers, rows, "lrrrrrl")
+    return table(list(COMPARISON_HEADERS), rows, "lrrrrrl")
 
 
 def summary_table(report: Report) -> str:
@@ -243,9 +246,8 @@ def name_table(
 ) -> str:
     if not rows:
         return empty
-    kernels = (
-        headers.index("kernels") if "kernels" in headers else -1
-    )  # names from traces: inert text
+    # names from traces: inert text
+    kernels = headers.index("kernels") if "kernels" in headers else -1
     rows = [
         [
             md_code(short_name(r[0], limit)),
