@@ -14,7 +14,8 @@ written as three gzip members (the header with the rank, the shared events, the 
 them), so that 1,024 files take seconds to write, not an hour.
 
 Measured: the map's wall time (Ray tasks, one CPU each, `--concurrency` at a time), the
-reduce's (`analyze_run` on the driver), the driver's peak RSS (getrusage), every worker
+reduce's (`analyze_run` on the driver), the driver's peak RSS over the map and the reduce (Linux's
+VmHWM, started over after the folder is written; getrusage elsewhere), every worker
 process's peak RSS (psutil, sampled every 50 ms while the map runs: the workers are this
 machine's), the size of the map results (pickled `RankTrace`) against the files, and with
 `--compare-local` the same analysis through the local process pool, checked equal.
@@ -129,7 +130,25 @@ class WorkerMemory:
 
 
 def rss_mb() -> float:
+    """This process's peak RSS since `reset_peak` (Linux's VmHWM), else since it started."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def reset_peak() -> None:
+    """Start the peak RSS over from the current RSS (Linux), so that writing the folder, or an
+    earlier concurrency, does not count in the next run's figure."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+    except OSError:
+        pass
 
 
 def main() -> None:
@@ -207,6 +226,7 @@ def main() -> None:
     jobs = [(f, i, 1) for i, f in enumerate(files)]
     analysis = None
     for conc in a.concurrency:
+        reset_peak()
         before = rss_mb()
         t = time.perf_counter()
         if a.engine == "ray":

@@ -101,8 +101,7 @@ def critical_path(x: ActivityDetail, step: int) -> Overlay:
     )
     # rank_pos: the rank's place in the run, as the path graph counts
     rank_of_pos[x.graph.rank_pos] = x.rank
-    call = np.where(seg.call >= 0, seg.call, 0)
-    tid = np.where(gpu | (seg.call < 0), -1, x.graph.cpu.tid[call] if len(x.graph.cpu) else -1)
+    tid = np.where(gpu, -1, x.graph.call_threads(seg))
     rank = np.where(gpu, x.rank[row], rank_of_pos[seg.rank_pos])
     lane = np.where(gpu, x.lane[row], LAUNCH_LANE)
     kinds = np.array(KIND_NAMES, dtype=object)[seg.category]

@@ -106,3 +106,31 @@ def test_a_run_without_ranks_is_refused():
 
     with pytest.raises(ValueError, match="without ranks"):
         run_activities(NoRanks())
+
+
+def test_a_tensor_of_more_than_two_billion_elements_keeps_its_count(tmp_path):
+    """The count columns are int32 until a value needs more: a 3e9-element all-gather on rank 1
+    widens them, and rank 0's values, filled before, stay."""
+    big = Collective(
+        "_allgather_base",
+        in_nelems=3_000_000_000,
+        out_nelems=6_000_000_000,
+        dtype="BFloat16",
+        pg="7",
+        on_kernel=True,
+    )
+    r0, r1 = RankTrace(0), RankTrace(1)
+    r0.kernel("ncclDevKernel_AllGather", 0, 50, collective=AG)
+    r1.kernel("gemm", 0, 10)
+    r1.kernel("ncclDevKernel_AllGather", 10, 50, collective=big)
+    acts = run_activities(load_run(write_run(tmp_path / "run", [r0, r1])))
+    assert acts.in_nelems.tolist() == [1024, -1, 3_000_000_000]
+    assert acts.out_nelems.tolist() == [2048, -1, 6_000_000_000]
+    small = run_activities(_two_ranks(tmp_path / "small"))
+    assert small.in_nelems.dtype == np.int32 and small.in_nelems.tolist() == [
+        -1,
+        1024,
+        -1,
+        -1,
+        1024,
+    ]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import types
 from pathlib import Path
 
 import numpy as np
@@ -251,23 +250,13 @@ def test_predecessor_arrays_agree_with_brute_force():
     for i in range(n):
         before = [j for j in range(n) if lane[j] == lane[i] and (start[j], j) < (start[i], i)]
         assert prev[i] == (max(before, key=lambda j: (start[j], j)) if before else -1)
-    acts = _Columns(n, lane=lane, rank_bounds=np.array([0, n]), rank_ids=(0,))
-    pred = other_lane_predecessors(acts, start, end)
+    pred = other_lane_predecessors(lane, start, end)
     for i in range(n):
         cands = [j for j in range(n) if lane[j] != lane[i] and end[j] <= start[i]]
         if not cands:
             assert pred[i] == -1
         else:
             assert end[pred[i]] == max(end[j] for j in cands) and lane[pred[i]] != lane[i]
-
-
-class _Columns(types.SimpleNamespace):
-    def __init__(self, n: int, **columns):
-        super().__init__(**columns)
-        self._n = n
-
-    def __len__(self) -> int:
-        return self._n
 
 
 SAMPLE_RUNS = sorted(p for p in (REPO / "sample_traces").iterdir() if p.is_dir())
@@ -385,7 +374,6 @@ def test_path_kernels_agree_with_hta(case, annotation, only_ours):
 
     from hta.trace_analysis import TraceAnalysis
 
-    from tpscope.metrics.activities import run_activities
     from tpscope.metrics.per_activity import activity_detail, path_segments
 
     folder = DATA / "hta" / "critical_path" / case
@@ -413,8 +401,7 @@ def test_path_kernels_agree_with_hta(case, annotation, only_ours):
     gpu = dataclasses.replace(rank.gpu, step=np.where(inside, 0, -1))
     run = dataclasses.replace(run, ranks=(dataclasses.replace(rank, gpu=gpu),))
     seg = path_segments(activity_detail(run), 0)
-    acts = run_activities(run)
-    ours = {int(acts.correlation[r]) for r in seg.row[seg.row >= 0].tolist()}
+    ours = {int(gpu.correlation[r]) for r in seg.row[seg.row >= 0].tolist()}  # one rank: its rows
     assert hta and hta <= ours
     name_of = {int(c): rank.symbols[n] for c, n in zip(rank.gpu.correlation, rank.gpu.name_id)}
     assert {name_of[c] for c in ours - hta} == only_ours

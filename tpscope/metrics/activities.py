@@ -2,17 +2,21 @@
 every cross-rank metric (matching, clocks, critical path, contention).
 
 Names, process groups and other strings become run-wide ids, so that the metrics are a few sorts
-and grouped reductions over columns, never a loop over events.
+and grouped reductions over columns, never a loop over events. The table is filled one rank at a
+time into columns sized from the ranks' headers, ids as int32: about 100 bytes per activity, the
+largest thing the reduce of a many-rank run holds (docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from tpscope.metrics import intervals as iv
-from tpscope.trace import ActivityClass, Run, is_sync
+from tpscope.trace import ActivityClass, RankTrace, Run, is_sync
+from tpscope.trace.compact import RankHeader
 
 NS_PER_US = 1000.0
 
@@ -25,21 +29,19 @@ class RunActivities:
     columns (`coll`, `pg`, `dtype`, `signature`) are run-wide ids into `strings`.
     """
 
-    rank: np.ndarray  # int64 rank number
-    rank_pos: np.ndarray  # int64 index into Run.ranks
-    row: np.ndarray  # int64 row in the rank's GpuActivities
-    start_ns: np.ndarray
-    end_ns: np.ndarray
-    launch_start_ns: np.ndarray  # -1 when the launch call is not in the trace
-    launch_end_ns: np.ndarray
-    correlation: np.ndarray
+    rank: np.ndarray  # int32 rank number
+    rank_pos: np.ndarray  # int32 index into Run.ranks; its rows are that rank's GpuActivities
+    start_ns: np.ndarray  # int64
+    end_ns: np.ndarray  # int64
     cls: np.ndarray
     sync: np.ndarray  # bool: a rank-synchronization kernel (classify.SYNC_SUBSTRINGS), all wait
-    lane: np.ndarray  # run-wide lane id, index into lane_labels
-    step: np.ndarray  # step number whose window (of this rank) holds the start; -1 if none
+    lane: np.ndarray  # int32 run-wide lane id, index into lane_labels
+    step: np.ndarray  # int32 step number whose window (of this rank) holds the start; -1 if none
+    # int32 run-wide string ids
     coll: np.ndarray
     pg: np.ndarray
     dtype: np.ndarray
+    # int32, int64 where a value needs it
     seq: np.ndarray
     in_nelems: np.ndarray
     out_nelems: np.ndarray
@@ -153,33 +155,49 @@ def _broadcast_ids(ids: np.ndarray, values: dict[int, int]) -> np.ndarray:
     return np.array([values.get(u, -1) for u in uniq.tolist()], np.int64)[inverse.reshape(-1)]
 
 
-def run_activities(run: Run) -> RunActivities:
-    """Concatenate the ranks' GPU tables with run-wide lane and string ids."""
-    table: dict[str, int] = {}
-    parts: dict[str, list[np.ndarray]] = {}
-    lane_labels: list[str] = []
-    bounds = [0]
-    for pos, r in enumerate(run.ranks):
-        g = r.gpu
-        n = len(g)
-        cols = {
-            "rank": np.full(n, r.rank, np.int64),
-            "rank_pos": np.full(n, pos, np.int64),
-            "row": np.arange(n, dtype=np.int64),
-            "start_ns": g.start_ns,
-            "end_ns": g.end_ns,
-            "launch_start_ns": g.launch_start_ns,
-            "launch_end_ns": g.launch_end_ns,
-            "correlation": g.correlation,
-            "cls": g.cls,
-            "sync": is_sync(g.name_id, r.symbols) & (g.cls == ActivityClass.COMM),
-            "lane": g.lane.astype(np.int64) + len(lane_labels),
-            "step": g.step,
-            "seq": g.seq,
-            "in_nelems": g.in_nelems,
-            "out_nelems": g.out_nelems,
-            "group_size": g.group_size,
-        }
+_INT32 = ("rank", "rank_pos", "lane", "step")
+_INT64 = ("start_ns", "end_ns")
+# int32 until a value needs more (a tensor of 2**31 elements): the column is then widened
+_WIDENED = ("seq", "in_nelems", "out_nelems", "group_size")
+_STRING_IDS = ("coll", "pg", "dtype", "signature", "name", "p2p", "pg_desc", "group", "op")
+
+
+class ActivityTable:
+    """The run-wide table filled one rank at a time (`add`), its columns sized from the ranks'
+    headers so that no rank's columns are copied twice."""
+
+    def __init__(self, headers: Sequence[RankHeader]) -> None:
+        n = sum(h.gpu_rows for h in headers)
+        self.headers = headers
+        self.cols = {k: np.empty(n, np.int32) for k in (*_INT32, *_STRING_IDS, *_WIDENED)}
+        self.cols.update({k: np.empty(n, np.int64) for k in _INT64})
+        self.cols["cls"] = np.empty(n, np.int8)
+        self.cols["sync"] = np.empty(n, bool)
+        self.table: dict[str, int] = {}
+        self.lane_labels: list[str] = []
+        self.bounds = np.concatenate([[0], np.cumsum([h.gpu_rows for h in headers])]).astype(
+            np.int64
+        )
+
+    def add(self, pos: int, r: RankTrace) -> None:
+        """The rows of `r`, the rank at `pos`."""
+        g, table = r.gpu, self.table
+        lo, hi = int(self.bounds[pos]), int(self.bounds[pos + 1])
+        if hi - lo != len(g):
+            raise ValueError(f"rank {r.rank}: {len(g)} activities, its header says {hi - lo}")
+        c = {k: v[lo:hi] for k, v in self.cols.items()}
+        c["rank"][:] = r.rank
+        c["rank_pos"][:] = pos
+        for k in ("start_ns", "end_ns", "cls", "step"):
+            c[k][:] = getattr(g, k)
+        for k in _WIDENED:
+            values = getattr(g, k)
+            if len(values) and c[k].dtype != np.int64 and _needs_int64(values):
+                self.cols[k] = self.cols[k].astype(np.int64)
+                c[k] = self.cols[k][lo:hi]
+            c[k][:] = values
+        c["sync"][:] = is_sync(g.name_id, r.symbols) & (g.cls == ActivityClass.COMM)
+        c["lane"][:] = g.lane + len(self.lane_labels)
         for name, local in (
             ("coll", g.coll_name_id),
             ("pg", g.pg_name_id),
@@ -188,28 +206,46 @@ def run_activities(run: Run) -> RunActivities:
             ("name", g.name_id),
             ("p2p", g.p2p_id),
         ):
-            cols[name] = _global_ids(local, r.symbols, table)
-        cols["pg_desc"] = _global_ids(*_descriptions(r), table)
-        cols["group"] = _global_ids(_group_names(r), _group_symbols(r), table)
-        cols["op"] = _global_ids(_enclosing_c10d_op(r), r.symbols, table)
-        for k, v in cols.items():
-            parts.setdefault(k, []).append(v)
-        lane_labels.extend(r.lane_label(i) for i in range(len(r.lanes)))
-        bounds.append(bounds[-1] + n)
+            c[name][:] = _global_ids(local, r.symbols, table)
+        c["pg_desc"][:] = _global_ids(*_descriptions(r), table)
+        c["group"][:] = _global_ids(_group_names(r), _group_symbols(r), table)
+        c["op"][:] = _global_ids(_enclosing_c10d_op(r), r.symbols, table)
+        self.lane_labels.extend(r.lane_label(i) for i in range(len(r.lanes)))
+
+    def finish(self) -> RunActivities:
+        strings = [""] * len(self.table)
+        for s, i in self.table.items():
+            strings[i] = s
+        h = self.headers
+        return RunActivities(
+            **self.cols,
+            strings=tuple(strings),
+            lane_labels=tuple(self.lane_labels),
+            rank_ids=tuple(x.rank for x in h),
+            hostnames=tuple(x.hostname for x in h),
+            world_sizes=tuple(x.world_size for x in h),
+            rank_bounds=self.bounds,
+        )
+
+
+def _needs_int64(values: np.ndarray) -> bool:
+    info = np.iinfo(np.int32)
+    return bool(values.min() < info.min or values.max() > info.max)
+
+
+def run_activities(
+    run: Run, visit: Callable[[int, RankTrace], None] | None = None
+) -> RunActivities:
+    """Concatenate the ranks' GPU tables with run-wide lane and string ids, reading each rank
+    once; `visit(pos, rank)` is called on each as it is read (per-rank metrics in the same pass)."""
     if not run.ranks:
         raise ValueError("a run without ranks")
-    strings = [""] * len(table)
-    for s, i in table.items():
-        strings[i] = s
-    return RunActivities(
-        **{k: np.concatenate(v) for k, v in parts.items()},
-        strings=tuple(strings),
-        lane_labels=tuple(lane_labels),
-        rank_ids=tuple(r.rank for r in run.ranks),
-        hostnames=tuple(r.hostname for r in run.ranks),
-        world_sizes=tuple(r.world_size for r in run.ranks),
-        rank_bounds=np.array(bounds, np.int64),
-    )
+    table = ActivityTable(run.ranks.headers)
+    for pos, r in enumerate(run.ranks):
+        table.add(pos, r)
+        if visit is not None:
+            visit(pos, r)
+    return table.finish()
 
 
 def aligned(acts: RunActivities, offsets_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -11,8 +11,8 @@ import numpy as np
 from tpscope import __version__
 from tpscope.jsonable import plain
 from tpscope.metrics import across_runs
-from tpscope.metrics.activities import exposed_ns, run_activities
-from tpscope.metrics.breakdown import ClassSets, StepBreakdown, class_sets, rank_breakdown
+from tpscope.metrics.activities import RunActivities, exposed_ns, run_activities
+from tpscope.metrics.breakdown import StepBreakdown, class_sets, rank_breakdown
 from tpscope.metrics.clocks import clock_offsets
 from tpscope.metrics.collectives import (
     CollectiveInstance,
@@ -34,6 +34,7 @@ from tpscope.metrics.contention import (
 )
 from tpscope.metrics.critical_path import CriticalPath, critical_paths, path_graph
 from tpscope.metrics.gemm import Samples
+from tpscope.metrics.intervals import IntervalSet
 from tpscope.runfolder.manifest import Manifest
 from tpscope.trace import Run
 
@@ -125,13 +126,18 @@ def analyze_run(
 
     The first profiled step (the lowest step number, when there are several) is marked and left
     out of the summary's means unless `include_first_step` (§3)."""
-    sets = [class_sets(rank) for rank in run.ranks]
+    compute: list = []  # per rank: the union of its compute (metrics.md §4)
     steps: list[StepBreakdown] = []
-    for rank, rank_sets in zip(run.ranks, sets):
+
+    def per_rank(_pos: int, rank) -> None:  # in the pass that reads each rank once
+        rank_sets = class_sets(rank)
+        compute.append(rank_sets.compute)
         steps.extend(rank_breakdown(rank, rank_sets))
+
+    acts = run_activities(run, per_rank)
     numbers = sorted({s.step for s in steps})
     first = numbers[0] if len(numbers) > 1 else None
-    cross = _cross_rank(run, sets, reference, align, calibration)
+    cross = _cross_rank(run, acts, compute, reference, align, calibration)
     steps = [_fill_step(s, cross, s.step == first) for s in steps]
     steady = [s for s in steps if include_first_step or not s.first_step]
     summary = summarize(steady, run.manifest)
@@ -172,25 +178,24 @@ def analyze_run(
         contention_by_layer=cross["contention"].by_layer or [],
         contention_by_kernel=cross["contention"].by_kernel or [],
         manifest=run.manifest,
-        cpu_run=bool(run.ranks) and all(r.cpu_run for r in run.ranks),
-        step_rule={r.rank: r.steps.source for r in run.ranks},
+        cpu_run=bool(run.ranks) and all(h.cpu_run for h in run.ranks.headers),
+        step_rule={h.rank: h.steps.source for h in run.ranks.headers},
         first_step_included=include_first_step,
     )
 
 
 def _cross_rank(
     run: Run,
-    sets: list[ClassSets],
+    acts: RunActivities,
+    compute: list[IntervalSet],
     reference: Run | None,
     align: str,
     calibration: Samples | None = None,
 ) -> dict:
     """§5-§8 over all ranks at once: matching, clocks, wait/transfer, critical path, contention."""
-    acts = run_activities(run)
     match = match_collectives(acts)
     clocks = clock_offsets(acts, match, align)
     timing = collective_timing(acts, match, clocks.offsets_ns)
-    compute = [s.compute for s in sets]
     graph = path_graph(acts, match, timing, clocks.offsets_ns, run.ranks)
     baselines, ref_samples, ref_gemm_us = None, {}, None
     if reference is not None:
@@ -217,7 +222,7 @@ def _cross_rank(
         "collectives": collective_instances(acts, match, timing, exposed_ns(acts, compute)),
         "offsets_us": clocks.as_us(acts.rank_ids),
         "residual_us": clocks.residual_us(acts.rank_ids),
-        "paths": critical_paths(acts, graph, run.ranks),
+        "paths": critical_paths(acts, graph),
         "contention": found,
         "warnings": list(match.warnings) + list(clocks.warnings),
     }

@@ -170,17 +170,24 @@ def _assign(
 
 def step_length_ns(acts: RunActivities) -> int:
     """The longest (rank, step) extent of GPU activity: how far apart one job's ranks can start a step."""
-    m = acts.step >= 0
-    if not m.any():
+    longest = None
+    for pos in range(len(acts.rank_ids)):  # a loop over ranks, not events
+        lo, hi = int(acts.rank_bounds[pos]), int(acts.rank_bounds[pos + 1])
+        step = acts.step[lo:hi]
+        m = step >= 0
+        if not m.any():
+            continue
+        k = (step[m] - step[m].min()).astype(np.int64)  # the rank's steps as 0, 1, ...
+        first = np.full(int(k.max()) + 1, np.iinfo(np.int64).max, np.int64)
+        last = np.full(len(first), np.iinfo(np.int64).min, np.int64)
+        np.minimum.at(first, k, acts.start_ns[lo:hi][m])
+        np.maximum.at(last, k, acts.end_ns[lo:hi][m])
+        present = last > np.iinfo(np.int64).min
+        extent = int((last[present] - first[present]).max())
+        longest = extent if longest is None else max(longest, extent)
+    if longest is None:
         return int(acts.end_ns.max() - acts.start_ns.min()) if len(acts) else 0
-    keys = np.stack([acts.rank_pos[m], acts.step[m]], axis=1)
-    _, inverse = np.unique(keys, axis=0, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    lo = np.full(inverse.max() + 1, np.iinfo(np.int64).max, np.int64)
-    hi = np.full(inverse.max() + 1, np.iinfo(np.int64).min, np.int64)
-    np.minimum.at(lo, inverse, acts.start_ns[m])
-    np.maximum.at(hi, inverse, acts.end_ns[m])
-    return int((hi - lo).max())
+    return longest
 
 
 def clock_offsets(acts: RunActivities, match: CollectiveMatch, align: str = "auto") -> ClockOffsets:

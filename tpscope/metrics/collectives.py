@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tpscope.metrics.activities import NS_PER_US, RunActivities, aligned
+from tpscope.metrics.activities import NS_PER_US, RunActivities
 from tpscope.trace import ActivityClass
 from tpscope.trace.classify import Rule, comm_rule
 
@@ -425,25 +425,25 @@ def match_collectives(acts: RunActivities) -> CollectiveMatch:
     """metrics.md §5: collectives within their process group, send/recv pairs, and (for kernels
     without metadata) instances inferred from each rank's order of kernels."""
     comm = (acts.cls == ActivityClass.COMM) & (acts.step >= 0)
-    kind_of = (
-        _per_string(acts.name, acts.strings, lambda n: (comm_rule(n) or _NO_RULE).collective, None)
-        if len(acts)
-        else {}
+    crow = np.flatnonzero(comm)  # what follows reads these rows only
+    names, colls, p2p_ids = acts.name[crow], acts.coll[crow], acts.p2p[crow]
+    kind_of = _per_string(
+        names, acts.strings, lambda n: (comm_rule(n) or _NO_RULE).collective, None
     )
-    coll_kind = _per_string(acts.coll, acts.strings, collective_kind, None) if len(acts) else {}
-    is_p2p_name = _broadcast(acts.coll, {c: k == "send_recv" for c, k in coll_kind.items()}, bool)
+    coll_kind = _per_string(colls, acts.strings, collective_kind, None)
+    is_p2p_name = _broadcast(colls, {c: k == "send_recv" for c, k in coll_kind.items()}, bool)
     warnings: list[str] = []
     parts: list[_Part] = []
-    described = np.flatnonzero(comm & (acts.coll >= 0) & (acts.p2p < 0) & ~is_p2p_name)
+    described = crow[(colls >= 0) & (p2p_ids < 0) & ~is_p2p_name]
     by_seq = False
     if len(described):
         part, by_seq = _described(acts, described, warnings)
         parts.append(part)
-    p2p = np.flatnonzero(comm & (acts.p2p >= 0))
+    p2p = crow[p2p_ids >= 0]
     if len(p2p):
         parts.append(_point_to_point(acts, p2p, warnings))
-    known = _broadcast(acts.name, {n: k is not None for n, k in kind_of.items()}, bool)
-    bare = np.flatnonzero(comm & (acts.coll < 0) & (acts.p2p < 0) & ~acts.sync & known)
+    known = _broadcast(names, {n: k is not None for n, k in kind_of.items()}, bool)
+    bare = crow[(colls < 0) & (p2p_ids < 0) & ~acts.sync[crow] & known]
     if len(bare) and len(acts.rank_ids) > 1:
         parts.append(_inferred(acts, bare, kind_of))
     instance = np.full(len(acts), -1, np.int64)
@@ -583,25 +583,29 @@ def collective_timing(
 ) -> CollectiveTiming:
     """metrics.md §5: arrival = max s_r; wait_r = max(0, min(e_r, arrival) - s_r); transfer = dur - wait;
     an unmatched synchronization kernel is all wait."""
-    s, e = aligned(acts, offsets_ns)
     n = match.n_instances
     inst = match.instance
     mem = np.flatnonzero(inst >= 0)
     mi = inst[mem]
+    shift = offsets_ns[acts.rank_pos[mem]]
+    s, e = acts.start_ns[mem] - shift, acts.end_ns[mem] - shift  # the members, aligned
     arrival = np.full(n, _I64_MIN, np.int64)
     first = np.full(n, _I64_MAX, np.int64)
     last_end = np.full(n, _I64_MIN, np.int64)
-    np.maximum.at(arrival, mi, s[mem])
-    np.minimum.at(first, mi, s[mem])
-    np.maximum.at(last_end, mi, e[mem])
+    np.maximum.at(arrival, mi, s)
+    np.minimum.at(first, mi, s)
+    np.maximum.at(last_end, mi, e)
+    dur = acts.end_ns - acts.start_ns
     wait = np.zeros(len(acts), np.int64)
-    wait[acts.sync] = (e - s)[acts.sync]  # unmatched synchronization kernels: all wait
-    wait[mem] = np.clip(np.minimum(e[mem], arrival[mi]) - s[mem], 0, None)
-    transfer = np.where(acts.cls == ActivityClass.COMM, (e - s) - wait, 0)
+    wait[acts.sync] = dur[acts.sync]  # unmatched synchronization kernels: all wait
+    wait[mem] = np.clip(np.minimum(e, arrival[mi]) - s, 0, None)
+    transfer = dur
+    transfer -= wait
+    transfer[acts.cls != ActivityClass.COMM] = 0
     binding = np.full(n, -1, np.int64)
     if len(mem):
         # by instance, then start: the last of each is the binding one
-        order = np.lexsort((s[mem], mi))
+        order = np.lexsort((s, mi))
         last = np.append(mi[order][1:] != mi[order][:-1], True)
         binding[mi[order][last]] = mem[order][last]
     return CollectiveTiming(

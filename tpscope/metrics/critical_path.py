@@ -11,14 +11,16 @@ per GPU activity on the path; a CPU stretch is cut into segments by array slicin
 
 from __future__ import annotations
 
-import dataclasses
+import bisect
+from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from tpscope.metrics.activities import NS_PER_US, RunActivities, aligned
 from tpscope.metrics.collectives import CollectiveMatch, CollectiveTiming
-from tpscope.trace import ActivityClass, RankTrace, StreamWaits
+from tpscope.trace import ActivityClass, GpuActivities, RankTrace, StreamWaits
 from tpscope.trace.columns import lookup
 
 CATEGORIES = ("compute", "comm", "memory", "host", "idle")
@@ -93,19 +95,18 @@ class PathSegments:
 
 @dataclass(frozen=True, slots=True)
 class CpuThreads:
-    """Every rank's CUDA runtime calls, run-wide, ordered by (rank, thread, end): one thread's calls
-    are contiguous (`thread_lo`, `thread_hi` per call), on the aligned clock."""
+    """One rank's CUDA runtime calls, ordered by (thread, end): one thread's calls are contiguous
+    (`thread_lo`, `thread_hi` per call), on the aligned clock."""
 
     start_ns: np.ndarray
     end_ns: np.ndarray
-    rank_pos: np.ndarray
     tid: np.ndarray
-    op: np.ndarray  # run-wide string id of the CPU op that made the call (else the call's name)
+    op: np.ndarray  # index into `strings`: the CPU op that made the call (else the call's name)
     thread_lo: np.ndarray
     thread_hi: np.ndarray
     # the latest blocking synchronization at or before this call on its thread, -1
     prev_sync: np.ndarray
-    waited_for: np.ndarray  # per call: the activity row whose end a blocking sync waited for, -1
+    waited_for: np.ndarray  # per call: the rank's activity whose end a blocking sync waited for, -1
     strings: tuple[str, ...]
 
     def __len__(self) -> int:
@@ -113,23 +114,90 @@ class CpuThreads:
 
 
 @dataclass(frozen=True, slots=True)
-class PathGraph:
-    """Aligned times and predecessor arrays over every RunActivities row."""
+class RankGraph:
+    """One rank's part of the graph, its rows those of its activities (RunActivities rows
+    `base + k`): aligned times and the predecessors within the rank, as lists (the walk indexes
+    single elements, which Python lists do several times faster than arrays)."""
 
-    start_ns: np.ndarray
-    end_ns: np.ndarray
-    launch_end_ns: np.ndarray  # _NONE where unknown
-    launch_call: np.ndarray  # CpuThreads row of the launch call, -1 where unknown
-    category: np.ndarray
-    lane_prev: np.ndarray  # -1: first on its lane
-    event_pred: np.ndarray  # producer of a recorded cudaStreamWaitEvent, else -1
-    other_prev: np.ndarray  # latest-ending activity on another lane of the rank ending by its start
-    rank_has_waits: np.ndarray  # per row: its rank's trace records stream waits
-    rank_pos: np.ndarray
-    instance: np.ndarray
-    arrival_ns: np.ndarray  # per instance
-    binding: np.ndarray  # per instance
+    base: int
+    start_ns: list
+    end_ns: list
+    launch_end_ns: list  # _NONE where unknown
+    launch_call: list  # CpuThreads row of the launch call, -1 where unknown
+    category: list
+    lane_prev: list  # -1: first on its lane
+    event_pred: list  # producer of a recorded cudaStreamWaitEvent, else -1
+    other_prev: list  # latest-ending activity on another lane ending by its start, else -1
+    instance: list  # matched collective instance, -1
+    has_waits: bool  # the rank's trace records stream waits
     cpu: CpuThreads
+
+
+RECENT_RANKS = 64  # rank graphs a PathGraph keeps once built
+
+
+class PathGraph:
+    """The walk's graph over every rank (metrics.md §7): the cross-rank edges (per collective
+    instance, its last arrival and the activity that arrived last) and each rank's `RankGraph`,
+    built from its trace when first asked for (the last RECENT_RANKS kept), so that a run of
+    thousands of ranks never holds every rank's graph at once."""
+
+    def __init__(
+        self,
+        acts: RunActivities,
+        match: CollectiveMatch,
+        timing: CollectiveTiming,
+        offsets_ns: np.ndarray,
+        ranks: Sequence[RankTrace],
+    ) -> None:
+        self.acts = acts
+        self.offsets_ns = offsets_ns
+        self.ranks = ranks
+        self.rank_pos = acts.rank_pos
+        self.instance = match.instance
+        self.arrival_ns = timing.arrival_ns.tolist()
+        self.binding = timing.binding.tolist()
+        self.bounds = acts.rank_bounds.tolist()
+        self._built: OrderedDict[int, RankGraph] = OrderedDict()
+
+    @property
+    def start_ns(self) -> np.ndarray:
+        """Every activity's start on the aligned clock."""
+        return aligned(self.acts, self.offsets_ns)[0]
+
+    @property
+    def end_ns(self) -> np.ndarray:
+        return aligned(self.acts, self.offsets_ns)[1]
+
+    def pos_of(self, row: int) -> int:
+        """The rank position of a RunActivities row."""
+        return bisect.bisect_right(self.bounds, row) - 1
+
+    def rank(self, pos: int) -> RankGraph:
+        part = self._built.get(pos)
+        if part is None:
+            part = rank_graph(self.acts, self.instance, self.ranks[pos], pos, self.offsets_ns)
+            self._built[pos] = part
+            if len(self._built) > RECENT_RANKS:
+                self._built.popitem(last=False)
+        else:
+            self._built.move_to_end(pos)
+        return part
+
+    def call_threads(self, seg: PathSegments) -> np.ndarray:
+        """Per segment: the CPU thread of its call, -1 for a segment without one."""
+        out = np.full(len(seg.call), -1, np.int64)
+        for k in np.flatnonzero(seg.call >= 0).tolist():
+            out[k] = self.rank(int(seg.rank_pos[k])).cpu.tid[seg.call[k]]
+        return out
+
+    def call_ops(self, seg: PathSegments) -> np.ndarray:
+        """Per segment: the CPU op of its call (an object array), "" for a segment without one."""
+        out = np.full(len(seg.call), "", dtype=object)
+        for k in np.flatnonzero(seg.call >= 0).tolist():
+            cpu = self.rank(int(seg.rank_pos[k])).cpu
+            out[k] = cpu.strings[cpu.op[seg.call[k]]]
+        return out
 
 
 def lane_predecessors(lane: np.ndarray, start: np.ndarray) -> np.ndarray:
@@ -142,10 +210,9 @@ def lane_predecessors(lane: np.ndarray, start: np.ndarray) -> np.ndarray:
     return prev
 
 
-def stream_wait_predecessors(
-    acts: RunActivities, waits: list[StreamWaits], lane_base: np.ndarray, end_ns: np.ndarray
-) -> np.ndarray:
-    """Per row: the activity whose completion a `cudaStreamWaitEvent` made it wait for, else -1.
+def stream_wait_predecessors(g: GpuActivities, w: StreamWaits, end_ns: np.ndarray) -> np.ndarray:
+    """Per activity of one rank: the activity whose completion a `cudaStreamWaitEvent` made it
+    wait for, else -1.
 
     The producer is the last activity on the recording stream launched before the
     `cudaEventRecord` call (correlation <= the record's); the waiter is the first activity on the
@@ -153,45 +220,32 @@ def stream_wait_predecessors(
     trace lacks the wait's correlation, the waiter is the first launched at or after the wait's ts.
     Several waits before one activity: the producer that ends last.
     """
-    pred = np.full(len(acts), -1, np.int64)
-    waiters_all: list[np.ndarray] = []
-    producers_all: list[np.ndarray] = []
-    for pos, w in enumerate(waits):
-        lo, hi = int(acts.rank_bounds[pos]), int(acts.rank_bounds[pos + 1])
-        use = (w.lane >= 0) & (w.wait_on_lane >= 0) & (w.wait_on_event_corr >= 0)
-        if hi == lo or not use.any():
-            continue
-        lane = acts.lane[lo:hi]
-        corr = acts.correlation[lo:hi]
-        has = np.flatnonzero(corr >= 0)
-        key = (lane[has] << _LANE_SHIFT) | corr[has]
-        order = np.argsort(key, kind="stable")
-        key, rows = key[order], has[order]
-        w_lane = w.lane[use].astype(np.int64) + lane_base[pos]
-        on_lane = w.wait_on_lane[use].astype(np.int64) + lane_base[pos]
-        i = (
-            np.searchsorted(key, (on_lane << _LANE_SHIFT) | w.wait_on_event_corr[use], side="right")
-            - 1
-        )
-        ic = np.clip(i, 0, max(len(key) - 1, 0))
-        producer = np.where(
-            (i >= 0) & (len(key) > 0) & ((key[ic] >> _LANE_SHIFT) == on_lane), rows[ic], -1
-        )
-        w_corr = w.correlation[use]
-        j = np.searchsorted(key, (w_lane << _LANE_SHIFT) | np.maximum(w_corr, 0), side="right")
-        jc = np.clip(j, 0, max(len(key) - 1, 0))
-        waiter = np.where((j < len(key)) & ((key[jc] >> _LANE_SHIFT) == w_lane), rows[jc], -1)
-        missing = np.flatnonzero(w_corr < 0)
-        if len(missing):
-            waiter[missing] = _waiter_by_time(
-                acts, lo, hi, w_lane[missing], w.start_ns[use][missing]
-            )
-        ok = (producer >= 0) & (waiter >= 0)
-        waiters_all.append(waiter[ok] + lo)
-        producers_all.append(producer[ok] + lo)
-    if not waiters_all:
+    pred = np.full(len(g), -1, np.int64)
+    use = (w.lane >= 0) & (w.wait_on_lane >= 0) & (w.wait_on_event_corr >= 0)
+    if len(g) == 0 or not use.any():
         return pred
-    waiter, producer = np.concatenate(waiters_all), np.concatenate(producers_all)
+    lane = g.lane.astype(np.int64)
+    corr = g.correlation
+    has = np.flatnonzero(corr >= 0)
+    key = (lane[has] << _LANE_SHIFT) | corr[has]
+    order = np.argsort(key, kind="stable")
+    key, rows = key[order], has[order]
+    w_lane = w.lane[use].astype(np.int64)
+    on_lane = w.wait_on_lane[use].astype(np.int64)
+    i = np.searchsorted(key, (on_lane << _LANE_SHIFT) | w.wait_on_event_corr[use], side="right") - 1
+    ic = np.clip(i, 0, max(len(key) - 1, 0))
+    producer = np.where(
+        (i >= 0) & (len(key) > 0) & ((key[ic] >> _LANE_SHIFT) == on_lane), rows[ic], -1
+    )
+    w_corr = w.correlation[use]
+    j = np.searchsorted(key, (w_lane << _LANE_SHIFT) | np.maximum(w_corr, 0), side="right")
+    jc = np.clip(j, 0, max(len(key) - 1, 0))
+    waiter = np.where((j < len(key)) & ((key[jc] >> _LANE_SHIFT) == w_lane), rows[jc], -1)
+    missing = np.flatnonzero(w_corr < 0)
+    if len(missing):
+        waiter[missing] = _waiter_by_time(g, w_lane[missing], w.start_ns[use][missing])
+    ok = (producer >= 0) & (waiter >= 0)
+    waiter, producer = waiter[ok], producer[ok]
     if len(waiter) == 0:
         return pred
     order = np.lexsort((end_ns[producer], waiter))  # the last per waiter ends latest
@@ -200,16 +254,12 @@ def stream_wait_predecessors(
     return pred
 
 
-def _waiter_by_time(
-    acts: RunActivities, lo: int, hi: int, lanes: np.ndarray, ts: np.ndarray
-) -> np.ndarray:
+def _waiter_by_time(g: GpuActivities, lanes: np.ndarray, ts: np.ndarray) -> np.ndarray:
     """First activity on each lane launched (else started) at or after ts; -1 if none."""
-    launch = np.where(
-        acts.launch_start_ns[lo:hi] >= 0, acts.launch_start_ns[lo:hi], acts.start_ns[lo:hi]
-    )
+    launch = np.where(g.launch_start_ns >= 0, g.launch_start_ns, g.start_ns)
     out = np.full(len(lanes), -1, np.int64)
     for lane in np.unique(lanes).tolist():  # a loop over lanes, not events
-        rows = np.flatnonzero(acts.lane[lo:hi] == lane)
+        rows = np.flatnonzero(g.lane == lane)
         order = np.argsort(launch[rows], kind="stable")
         t = launch[rows][order]
         sel = np.flatnonzero(lanes == lane)
@@ -218,120 +268,109 @@ def _waiter_by_time(
     return out
 
 
-def other_lane_predecessors(acts: RunActivities, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Per row: the activity on another lane of the same rank that ends latest at or before its
-    start, else -1 (what may have held it back: §7's `event` inferred and `resource` edges)."""
-    pred = np.full(len(acts), -1, np.int64)
-    for pos in range(len(acts.rank_ids)):  # a loop over ranks and lanes, not events
-        lo, hi = int(acts.rank_bounds[pos]), int(acts.rank_bounds[pos + 1])
-        lane = acts.lane[lo:hi]
-        for k in np.unique(lane).tolist():
-            mine = np.flatnonzero(lane == k)
-            other = np.flatnonzero(lane != k)
-            if len(other) == 0:
-                continue
-            order = other[np.argsort(end[lo:hi][other], kind="stable")]
-            ends = end[lo:hi][order]
-            j = np.searchsorted(ends, start[lo:hi][mine], side="right") - 1
-            ok = j >= 0
-            pred[lo + mine[ok]] = lo + order[j[ok]]
+def other_lane_predecessors(lane: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per activity of one rank: the activity on another of its lanes that ends latest at or
+    before its start, else -1 (what may have held it back: §7's `event` inferred and `resource`
+    edges)."""
+    pred = np.full(len(lane), -1, np.int64)
+    for k in np.unique(lane).tolist():  # a loop over lanes, not events
+        mine = np.flatnonzero(lane == k)
+        other = np.flatnonzero(lane != k)
+        if len(other) == 0:
+            continue
+        order = other[np.argsort(end[other], kind="stable")]
+        ends = end[order]
+        j = np.searchsorted(ends, start[mine], side="right") - 1
+        ok = j >= 0
+        pred[mine[ok]] = order[j[ok]]
     return pred
 
 
 def cpu_threads(
-    acts: RunActivities, ranks: list[RankTrace], offsets_ns: np.ndarray, end_ns: np.ndarray
+    r: RankTrace, g: GpuActivities, end_ns: np.ndarray, shift: int
 ) -> tuple[CpuThreads, np.ndarray]:
-    """The run-wide table of runtime calls by thread, and per activity the row of its launch call."""
-    strings: dict[str, int] = {}
-    parts: dict[str, list[np.ndarray]] = {
-        k: [] for k in ("start", "end", "pos", "tid", "op", "waited")
-    }
-    launch_local: list[np.ndarray] = []
-    base = 0
-    bases = []
-    for pos, r in enumerate(ranks):
-        rt, ops = r.runtime, r.cpu_ops
-        n = len(rt)
-        op_name_id = lookup(ops.external_id, ops.name_id.astype(np.int64), rt.external_id)
-        own = np.where(op_name_id >= 0, op_name_id, rt.name_id.astype(np.int64))
-        # per distinct symbol id, not per call: the run-wide string id and whether it synchronizes
-        uniq, inverse = np.unique(own, return_inverse=True)
-        ids = np.array(
-            [
-                strings.setdefault(r.symbols[k] if k >= 0 else "", len(strings))
-                for k in uniq.tolist()
-            ],
-            np.int64,
-        )
-        call_ids, call_inverse = np.unique(rt.name_id, return_inverse=True)
-        sync_name = np.array(
-            [k >= 0 and is_sync_call(r.symbols[k]) for k in call_ids.tolist()], bool
-        )
-        is_sync = sync_name[call_inverse.ravel()] if n else np.zeros(0, bool)
-        shift = int(offsets_ns[pos])
-        start, end = rt.start_ns - shift, rt.end_ns - shift
-        # the activity of this rank whose end a blocking call waited for: the latest ending inside it
-        lo, hi = int(acts.rank_bounds[pos]), int(acts.rank_bounds[pos + 1])
-        waited = np.full(n, -1, np.int64)
-        if is_sync.any() and hi > lo:
-            order = np.argsort(end_ns[lo:hi], kind="stable")
-            ends = end_ns[lo:hi][order]
-            j = np.searchsorted(ends, end, side="right") - 1
-            jc = np.clip(j, 0, len(ends) - 1)
-            inside = is_sync & (j >= 0) & (ends[jc] >= start)
-            waited[inside] = lo + order[jc[inside]]
-        for k, v in (
-            ("start", start),
-            ("end", end),
-            ("pos", np.full(n, pos, np.int64)),
-            ("tid", rt.tid),
-            ("op", ids[inverse.ravel()] if n else np.zeros(0, np.int64)),
-            ("waited", waited),
-        ):
-            parts[k].append(v)
-        launch_local.append(
-            lookup(rt.correlation, np.arange(n, dtype=np.int64), acts.correlation[lo:hi])
-        )
-        bases.append(base)
-        base += n
-    cat = {k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in parts.items()}
-    order = np.lexsort((cat["end"], cat["tid"], cat["pos"]))
-    rank_of = np.empty(len(order), np.int64)
-    rank_of[order] = np.arange(len(order))
-    pos, tid = cat["pos"][order], cat["tid"][order]
-    new_thread = np.ones(len(order), bool)
-    if len(order) > 1:
-        new_thread[1:] = (pos[1:] != pos[:-1]) | (tid[1:] != tid[:-1])
-    starts = np.flatnonzero(new_thread)
+    """One rank's runtime calls by thread (times less `shift`), and per activity `g` of the rank
+    the row of its launch call (-1 where unknown); `end_ns` is their aligned ends."""
+    rt, ops = r.runtime, r.cpu_ops
+    n = len(rt)
+    op_name_id = lookup(ops.external_id, ops.name_id.astype(np.int64), rt.external_id)
+    own = np.where(op_name_id >= 0, op_name_id, rt.name_id.astype(np.int64))
+    # per distinct symbol id, not per call: its string and whether the call synchronizes
+    uniq, inverse = np.unique(own, return_inverse=True)
+    strings = tuple(r.symbols[k] if k >= 0 else "" for k in uniq.tolist())
+    call_ids, call_inverse = np.unique(rt.name_id, return_inverse=True)
+    sync_name = np.array([k >= 0 and is_sync_call(r.symbols[k]) for k in call_ids.tolist()], bool)
+    is_sync = sync_name[call_inverse.ravel()] if n else np.zeros(0, bool)
+    start, end = rt.start_ns - shift, rt.end_ns - shift
+    # the activity whose end a blocking call waited for: the latest ending inside it
+    waited = np.full(n, -1, np.int64)
+    if is_sync.any() and len(end_ns):
+        order = np.argsort(end_ns, kind="stable")
+        ends = end_ns[order]
+        j = np.searchsorted(ends, end, side="right") - 1
+        jc = np.clip(j, 0, len(ends) - 1)
+        inside = is_sync & (j >= 0) & (ends[jc] >= start)
+        waited[inside] = order[jc[inside]]
+    order = np.lexsort((end, rt.tid))
+    rank_of = np.empty(n, np.int64)
+    rank_of[order] = np.arange(n)
+    tid = rt.tid[order]
+    new_thread = np.ones(n, bool)
+    if n > 1:
+        new_thread[1:] = tid[1:] != tid[:-1]
+    bounds = np.append(np.flatnonzero(new_thread), n)
     thread_id = np.cumsum(new_thread) - 1
-    bounds = np.append(starts, len(order))
     lo_of, hi_of = bounds[thread_id], bounds[thread_id + 1]
-    sync = cat["waited"][order] >= 0  # a blocking call that waited for an activity
+    sync = waited[order] >= 0  # a blocking call that waited for an activity
     prev_sync = (
-        np.maximum.accumulate(np.where(sync, np.arange(len(order)), -1))
-        if len(order)
-        else np.zeros(0, np.int64)
+        np.maximum.accumulate(np.where(sync, np.arange(n), -1)) if n else np.zeros(0, np.int64)
     )
     prev_sync = np.where(prev_sync >= lo_of, prev_sync, -1)
     threads = CpuThreads(
-        start_ns=cat["start"][order],
-        end_ns=cat["end"][order],
-        rank_pos=pos,
+        start_ns=start[order],
+        end_ns=end[order],
         tid=tid,
-        op=cat["op"][order],
+        op=inverse.ravel()[order] if n else np.zeros(0, np.int64),
         thread_lo=lo_of,
         thread_hi=hi_of,
         prev_sync=prev_sync,
-        waited_for=cat["waited"][order],
-        strings=tuple(sorted(strings, key=strings.get)),
+        waited_for=waited[order],
+        strings=strings,
     )
-    launch_call = np.full(len(acts), -1, np.int64)
-    for pos, (local, b) in enumerate(zip(launch_local, bases)):
-        lo, hi = int(acts.rank_bounds[pos]), int(acts.rank_bounds[pos + 1])
-        launch_call[lo:hi] = np.where(
-            local >= 0, rank_of[np.maximum(local, 0) + b] if len(rank_of) else -1, -1
-        )
+    local = lookup(rt.correlation, np.arange(n, dtype=np.int64), g.correlation)
+    launch_call = np.where(local >= 0, rank_of[np.maximum(local, 0)] if n else -1, -1)
     return threads, launch_call
+
+
+def rank_graph(
+    acts: RunActivities, instance: np.ndarray, r: RankTrace, pos: int, offsets_ns: np.ndarray
+) -> RankGraph:
+    """The graph of the rank at `pos` (metrics.md §7): its activities on the aligned clock and
+    the edges within it."""
+    lo, hi = int(acts.rank_bounds[pos]), int(acts.rank_bounds[pos + 1])
+    g = r.gpu  # its rows are the table's lo:hi
+    shift = int(offsets_ns[pos])
+    start, end = g.start_ns - shift, g.end_ns - shift
+    launch_end = np.where(g.launch_end_ns >= 0, g.launch_end_ns - shift, _NONE)
+    category = np.zeros(len(g), np.int8)
+    for cls, cat in _CATEGORY_OF_CLASS.items():
+        category[g.cls == cls] = cat
+    w = r.waits
+    cpu, launch_call = cpu_threads(r, g, end, shift)
+    return RankGraph(
+        base=lo,
+        start_ns=start.tolist(),
+        end_ns=end.tolist(),
+        launch_end_ns=launch_end.tolist(),
+        launch_call=launch_call.tolist(),
+        category=category.tolist(),
+        lane_prev=lane_predecessors(g.lane, start).tolist(),
+        event_pred=stream_wait_predecessors(g, w, end).tolist(),
+        other_prev=other_lane_predecessors(g.lane, start, end).tolist(),
+        instance=instance[lo:hi].tolist(),
+        has_waits=bool(((w.lane >= 0) & (w.wait_on_lane >= 0)).any()),
+        cpu=cpu,
+    )
 
 
 def path_graph(
@@ -339,37 +378,10 @@ def path_graph(
     match: CollectiveMatch,
     timing: CollectiveTiming,
     offsets_ns: np.ndarray,
-    ranks: list[RankTrace],
+    ranks: Sequence[RankTrace],
 ) -> PathGraph:
-    """Aligned times and the edges the walk follows (metrics.md §7)."""
-    start, end = aligned(acts, offsets_ns)
-    launch_end = np.where(
-        acts.launch_end_ns >= 0, acts.launch_end_ns - offsets_ns[acts.rank_pos], _NONE
-    )
-    category = np.zeros(len(acts), np.int8)
-    for cls, cat in _CATEGORY_OF_CLASS.items():
-        category[acts.cls == cls] = cat
-    lane_counts = [len(r.lanes) for r in ranks]
-    lane_base = np.concatenate([[0], np.cumsum(lane_counts)]).astype(np.int64)
-    waits = [r.waits for r in ranks]
-    has_waits = np.array([bool(((w.lane >= 0) & (w.wait_on_lane >= 0)).any()) for w in waits], bool)
-    cpu, launch_call = cpu_threads(acts, ranks, offsets_ns, end)
-    return PathGraph(
-        start_ns=start,
-        end_ns=end,
-        launch_end_ns=launch_end,
-        launch_call=launch_call,
-        category=category,
-        lane_prev=lane_predecessors(acts.lane, start),
-        event_pred=stream_wait_predecessors(acts, waits, lane_base, end),
-        other_prev=other_lane_predecessors(acts, start, end),
-        rank_has_waits=has_waits[acts.rank_pos] if len(acts) else np.zeros(0, bool),
-        rank_pos=acts.rank_pos,
-        instance=match.instance,
-        arrival_ns=timing.arrival_ns,
-        binding=timing.binding,
-        cpu=cpu,
-    )
+    """The graph the walk follows (metrics.md §7)."""
+    return PathGraph(acts, match, timing, offsets_ns, ranks)
 
 
 class _Segments:
@@ -396,11 +408,11 @@ class _Segments:
             self.rows.append((row, lo, hi, category, edge, inferred, pos, call))
 
     def add_cpu(
-        self, cpu: CpuThreads, first: int, last: int, lo: int, hi: int, named_by: int
+        self, cpu: CpuThreads, pos: int, first: int, last: int, lo: int, hi: int, named_by: int
     ) -> None:
-        """The host time [lo, hi] on one thread, cut at the ends of its calls first..last (each piece
-        named by the op of the call that ends it; the last piece by `named_by`), merged where the
-        same op follows itself."""
+        """The host time [lo, hi] on one thread of the rank at `pos`, cut at the ends of its calls
+        first..last (each piece named by the op of the call that ends it; the last piece by
+        `named_by`), merged where the same op follows itself."""
         lo = max(lo, self.floor)
         if hi <= lo:
             return
@@ -416,7 +428,6 @@ class _Segments:
         change = np.append(ops[1:] != ops[:-1], True)  # keep the last piece of each run of one op
         run_start = np.concatenate([[0], np.flatnonzero(change)[:-1] + 1])
         ends = np.flatnonzero(change)
-        pos = int(cpu.rank_pos[named_by])
         for a, b in zip(run_start[::-1].tolist(), ends[::-1].tolist()):  # latest first
             self.add(-1, int(bounds[a]), int(bounds[b + 1]), HOST, CPU, False, pos, int(owner[b]))
 
@@ -453,75 +464,78 @@ def walk_step(
     thread wait for the GPU; an activity that started more than `tolerance_ns` after it was ready
     was held back by the other-stream activity that ended last before it started (`resource`, or
     `event` on a rank without recorded waits; inferred).
+
+    Rows are RunActivities rows; the walk reads one rank's graph at a time (`PathGraph.rank`) and
+    changes rank only through a collective's last arrival.
     """
-    g = graph
-    s, e, launch_end, cat = g.start_ns, g.end_ns, g.launch_end_ns, g.category
-    cpu = g.cpu
+    arrival, binding = graph.arrival_ns, graph.binding
     out = _Segments(int(floor_ns))
     floor = int(floor_ns)
-    cur, edge, inferred = int(last), END, False
-    cursor = int(e[cur])
+    pos = graph.pos_of(int(last))
+    g = graph.rank(pos)
+    cur, edge, inferred = int(last) - g.base, END, False  # cur: a row of g
+    cursor = g.end_ns[cur]
     for _ in range(4 * n_in_step + 64):  # a bound against cycles in inconsistent traces
-        pos = int(g.rank_pos[cur])
+        s, e = g.start_ns, g.end_ns
         i = g.instance[cur]
         # the wait goes to the last to arrive
-        if i >= 0 and g.arrival_ns[i] > s[cur] and g.binding[i] != cur:
-            t = min(int(g.arrival_ns[i]), cursor)
+        if i >= 0 and arrival[i] > s[cur] and binding[i] != g.base + cur:
+            t = min(arrival[i], cursor)
             # the transfer began at the last arrival: its segment names the collective edge
-            out.add(cur, t, cursor, COMM, COLLECTIVE, False, pos)
-            cur, edge, inferred = int(g.binding[i]), COLLECTIVE, False
-            cursor = min(int(s[cur]), t)
-            pos = int(g.rank_pos[cur])
+            out.add(g.base + cur, t, cursor, COMM, COLLECTIVE, False, pos)
+            pos = graph.pos_of(binding[i])
+            g = graph.rank(pos)
+            s, e = g.start_ns, g.end_ns
+            cur, edge, inferred = binding[i] - g.base, COLLECTIVE, False
+            cursor = min(s[cur], t)
         else:
-            lo = min(int(s[cur]), cursor)
-            out.add(cur, lo, cursor, int(cat[cur]), edge, inferred, pos)
+            lo = min(s[cur], cursor)
+            out.add(g.base + cur, lo, cursor, g.category[cur], edge, inferred, pos)
             cursor = lo
         if cursor <= floor:
             break
-        start = int(s[cur])
+        start = s[cur]
         # the ready time and the edge that set it
         ready, why, pred, why_inferred = _NONE, NONE, -1, False
-        p, q, h = int(g.lane_prev[cur]), int(g.event_pred[cur]), int(g.other_prev[cur])
+        p, q, h = g.lane_prev[cur], g.event_pred[cur], g.other_prev[cur]
         if p >= 0 and e[p] > ready:
-            ready, why, pred = int(e[p]), STREAM, p
+            ready, why, pred = e[p], STREAM, p
         if q >= 0 and e[q] > ready:
-            ready, why, pred = int(e[q]), EVENT, q
-        elif (
-            q < 0
-            and h >= 0
-            and not g.rank_has_waits[cur]
-            and start - e[h] <= tolerance_ns
-            and e[h] > ready
-        ):
-            ready, why, pred, why_inferred = int(e[h]), EVENT, h, True
-        if launch_end[cur] != _NONE and min(int(launch_end[cur]), start) > ready:
-            ready, why, pred = min(int(launch_end[cur]), start), LAUNCH, int(g.launch_call[cur])
+            ready, why, pred = e[q], EVENT, q
+        elif q < 0 and h >= 0 and not g.has_waits and start - e[h] <= tolerance_ns and e[h] > ready:
+            ready, why, pred, why_inferred = e[h], EVENT, h, True
+        launch_end = g.launch_end_ns[cur]
+        if launch_end != _NONE and min(launch_end, start) > ready:
+            ready, why, pred = min(launch_end, start), LAUNCH, g.launch_call[cur]
         if start - ready > tolerance_ns and h >= 0 and e[h] > ready:
             # ready long before it started, while another stream's activity ran on: held back by
             # it. A rank whose trace records stream waits names this `resource` (the GPU was busy);
             # without recorded waits an unrecorded event wait is as likely: `event`. Both inferred.
-            kind = RESOURCE if g.rank_has_waits[cur] else EVENT
-            out.add(cur, int(e[h]), cursor, IDLE, kind, True, pos)
-            cursor = min(cursor, int(e[h]))
+            kind = RESOURCE if g.has_waits else EVENT
+            out.add(g.base + cur, e[h], cursor, IDLE, kind, True, pos)
+            cursor = min(cursor, e[h])
             cur, edge, inferred = h, kind, True
             continue
         if why == NONE:  # nothing explains the time down to the floor
-            out.add(cur, floor, cursor, IDLE, NONE, False, pos)
+            out.add(g.base + cur, floor, cursor, IDLE, NONE, False, pos)
             break
         if why != LAUNCH:
             # a few µs of dependency latency belong to the edge; a longer gap nothing explains
             gap_edge = why if start - ready <= tolerance_ns else NONE
-            out.add(cur, ready, cursor, IDLE, gap_edge, why_inferred and gap_edge != NONE, pos)
+            out.add(
+                g.base + cur, ready, cursor, IDLE, gap_edge, why_inferred and gap_edge != NONE, pos
+            )
             cursor = min(cursor, ready)
             cur, edge, inferred = pred, why, why_inferred
             continue
         # the launch was binding: launch latency, then the launching thread back to its last wait
-        out.add(cur, ready, cursor, HOST, LAUNCH, False, pos)
+        out.add(g.base + cur, ready, cursor, HOST, LAUNCH, False, pos)
         cursor = min(cursor, ready)
         call = pred
         if call < 0:  # the launch call is not in the table (no runtime events on that rank)
-            out.add(cur, floor, cursor, HOST, LAUNCH, False, pos)
+            out.add(g.base + cur, floor, cursor, HOST, LAUNCH, False, pos)
             break
+        cpu = g.cpu
         lo_t = int(cpu.thread_lo[call])
         j = (
             int(np.searchsorted(cpu.end_ns[lo_t : int(cpu.thread_hi[call])], cursor, side="right"))
@@ -532,13 +546,13 @@ def walk_step(
         if sync >= 0 and cpu.end_ns[sync] <= floor:
             sync = -1
         stretch_lo = int(cpu.end_ns[sync]) if sync >= 0 else floor
-        out.add_cpu(cpu, sync + 1 if sync >= 0 else lo_t, j, stretch_lo, cursor, call)
+        out.add_cpu(cpu, pos, sync + 1 if sync >= 0 else lo_t, j, stretch_lo, cursor, call)
         cursor = min(cursor, stretch_lo)
         if sync < 0:
             break
         waited = int(cpu.waited_for[sync])
-        out.add(-1, int(e[waited]), cursor, HOST, SYNC, True, pos, sync)
-        cursor = min(cursor, int(e[waited]))
+        out.add(-1, e[waited], cursor, HOST, SYNC, True, pos, sync)
+        cursor = min(cursor, e[waited])
         cur, edge, inferred = waited, SYNC, True
         if cursor <= floor:
             break
@@ -546,35 +560,33 @@ def walk_step(
 
 
 def segment_records(
-    seg: PathSegments, acts: RunActivities, graph: PathGraph, floor_ns: int, names: np.ndarray
+    seg: PathSegments, acts: RunActivities, graph: PathGraph, floor_ns: int
 ) -> list[dict]:
     """The segments of one path in time order, as JSON-ready records (metrics.md §7): µs after the
     step's floor, what kind of time, the edge that put it on the path, where it ran and its name."""
     order = np.argsort(seg.start_ns, kind="stable")
-    row, call, pos = seg.row[order], seg.call[order], seg.rank_pos[order]
-    cpu = graph.cpu
+    seg = PathSegments(*(getattr(seg, f)[order] for f in PathSegments.__dataclass_fields__))
+    row, pos = seg.row, seg.rank_pos
     on_gpu = row >= 0
     lane_labels = np.array(acts.lane_labels + ("",), dtype=object)
     rank_ids = np.array(acts.rank_ids, np.int64)[pos]
-    safe_call = np.maximum(call, 0)
     where = np.where(
         on_gpu,
         lane_labels[np.where(on_gpu, acts.lane[np.maximum(row, 0)], -1)],
         np.char.add(
             np.char.add("rank ", rank_ids.astype(str)),
-            np.char.add(" cpu thread ", cpu.tid[safe_call].astype(str)) if len(cpu) else "",
+            np.char.add(" cpu thread ", graph.call_threads(seg).astype(str)),
         ),
     )
-    op_names = np.array(cpu.strings + ("",), dtype=object)
+    strings = np.array(acts.strings + ("",), dtype=object)
+    name_id = acts.name[np.maximum(row, 0)] if len(acts) else np.zeros(len(row), np.int64)
     name = np.where(
-        on_gpu,
-        names[np.maximum(row, 0)] if len(names) else "",
-        op_names[np.where(call >= 0, cpu.op[safe_call] if len(cpu) else -1, -1)],
+        on_gpu, strings[np.where(name_id >= 0, name_id, len(acts.strings))], graph.call_ops(seg)
     )
-    start = ((seg.start_ns[order] - floor_ns) / NS_PER_US).tolist()
-    dur = ((seg.end_ns[order] - seg.start_ns[order]) / NS_PER_US).tolist()
-    kinds = np.array(CATEGORIES, dtype=object)[seg.category[order]].tolist()
-    edges = np.array(EDGES, dtype=object)[seg.edge[order]].tolist()
+    start = ((seg.start_ns - floor_ns) / NS_PER_US).tolist()
+    dur = ((seg.end_ns - seg.start_ns) / NS_PER_US).tolist()
+    kinds = np.array(CATEGORIES, dtype=object)[seg.category].tolist()
+    edges = np.array(EDGES, dtype=object)[seg.edge].tolist()
     return [
         {
             "start_us": a,
@@ -591,7 +603,7 @@ def segment_records(
             dur,
             kinds,
             edges,
-            seg.inferred[order].tolist(),
+            seg.inferred.tolist(),
             rank_ids.tolist(),
             where.tolist(),
             name.tolist(),
@@ -606,7 +618,6 @@ def summarize_path(
     step: int,
     floor_ns: int,
     span_ns: int,
-    names: list[str],
     first_step: bool,
 ) -> CriticalPath:
     """A CriticalPath from one walk: totals per kind and edge, the host time per CPU op."""
@@ -615,14 +626,6 @@ def summarize_path(
     totals = np.bincount(seg.category.astype(np.int64), weights=dur, minlength=len(CATEGORIES))
     by_edge = np.bincount(seg.edge.astype(np.int64), weights=dur, minlength=len(EDGES))
     inferred = float(dur[seg.inferred].sum())
-    cpu_rows = np.flatnonzero((seg.row < 0) & (seg.edge == CPU))
-    host_ops: dict[str, float] = {}
-    if len(cpu_rows):
-        ops = graph.cpu.op[seg.call[cpu_rows]]
-        per_op = np.bincount(ops, weights=dur[cpu_rows])
-        for k in np.argsort(-per_op, kind="stable")[:10].tolist():
-            if per_op[k] > 0:
-                host_ops[graph.cpu.strings[k]] = float(per_op[k]) / NS_PER_US
     visited = seg.row[seg.row >= 0]
     lanes = np.unique(acts.lane[visited])
     return CriticalPath(
@@ -636,75 +639,48 @@ def summarize_path(
         inferred_us=inferred / NS_PER_US,
         inferred_share=inferred / length if length > 0 else None,
         edge_us={EDGES[k]: float(v) / NS_PER_US for k, v in enumerate(by_edge.tolist()) if v > 0},
-        host_ops_us=host_ops,
+        host_ops_us=_host_ops(seg, dur, graph),
         first_step=first_step,
-        segments=segment_records(seg, acts, graph, floor_ns, names),
+        segments=segment_records(seg, acts, graph, floor_ns),
     )
 
 
-def activity_names(acts: RunActivities, ranks: list[RankTrace]) -> np.ndarray:
-    """Per activity row: its name (an object array)."""
-    out = np.empty(len(acts), dtype=object)
-    for pos, r in enumerate(ranks):
-        lo, hi = int(acts.rank_bounds[pos]), int(acts.rank_bounds[pos + 1])
-        sym = np.array(r.symbols + ("",), dtype=object)
-        ids = r.gpu.name_id[acts.row[lo:hi]]
-        out[lo:hi] = sym[np.where(ids >= 0, ids, len(r.symbols))]
-    return out
+def _host_ops(seg: PathSegments, dur: np.ndarray, graph: PathGraph) -> dict[str, float]:
+    """The host time on the path per CPU op in µs, the largest first (at most 10; a tie goes to
+    the op seen first, by rank and then by name id)."""
+    total: dict[str, float] = {}
+    first: dict[str, tuple[int, int]] = {}
+    for k in np.flatnonzero((seg.row < 0) & (seg.edge == CPU)).tolist():  # the CPU segments
+        pos = int(seg.rank_pos[k])
+        cpu = graph.rank(pos).cpu
+        op = int(cpu.op[seg.call[k]])
+        name = cpu.strings[op]
+        total[name] = total.get(name, 0.0) + float(dur[k])
+        first[name] = min(first.get(name, (pos, op)), (pos, op))
+    ranked = sorted(total, key=lambda n: (-total[n], first[n]))[:10]
+    return {n: total[n] / NS_PER_US for n in ranked if total[n] > 0}
 
 
 def step_walks(acts: RunActivities, graph: PathGraph) -> list[tuple[int, int, int, PathSegments]]:
     """(step, floor, top, segments) of every step number present on any rank."""
-    rows = np.flatnonzero(acts.step >= 0)
-    if len(rows) == 0:
-        return []
-    rows = rows[np.argsort(acts.step[rows], kind="stable")]  # grouped by step, once
-    steps, first, counts = np.unique(acts.step[rows], return_index=True, return_counts=True)
-    floor = np.minimum.reduceat(graph.start_ns[rows], first)
-    top = np.maximum.reduceat(graph.end_ns[rows], first)
-    # the walk indexes single elements: Python lists do that several times faster than arrays
-    as_lists = dataclasses.replace(graph, **{f: getattr(graph, f).tolist() for f in _PER_ROW})
+    steps = np.unique(acts.step[acts.step >= 0]) if len(acts) else np.zeros(0, np.int64)
     out = []
-    for k in range(len(steps)):
-        group = rows[first[k] : first[k] + counts[k]]
-        last = int(group[np.argmax(graph.end_ns[group])])
-        out.append(
-            (
-                int(steps[k]),
-                int(floor[k]),
-                int(top[k]),
-                walk_step(as_lists, last, int(floor[k]), int(counts[k])),
-            )
-        )
+    for step in steps.tolist():  # one scan per step number, never a copy of every row
+        rows = np.flatnonzero(acts.step == step)
+        shift = graph.offsets_ns[acts.rank_pos[rows]]
+        start, end = acts.start_ns[rows] - shift, acts.end_ns[rows] - shift  # aligned
+        floor, top = int(start.min()), int(end.max())
+        last = int(rows[np.argmax(end)])
+        out.append((int(step), floor, top, walk_step(graph, last, floor, len(rows))))
     return out
 
 
-_PER_ROW = (
-    "start_ns",
-    "end_ns",
-    "launch_end_ns",
-    "launch_call",
-    "category",
-    "lane_prev",
-    "event_pred",
-    "other_prev",
-    "rank_has_waits",
-    "rank_pos",
-    "instance",
-    "arrival_ns",
-    "binding",
-)
-
-
-def critical_paths(
-    acts: RunActivities, graph: PathGraph, ranks: list[RankTrace]
-) -> list[CriticalPath]:
+def critical_paths(acts: RunActivities, graph: PathGraph) -> list[CriticalPath]:
     """One CriticalPath per step number present on any rank; the first profiled step is marked."""
     walks = step_walks(acts, graph)
-    names = activity_names(acts, ranks) if walks else []
     first = walks[0][0] if len(walks) > 1 else None
     return [
-        summarize_path(seg, acts, graph, step, floor, top - floor, names, step == first)
+        summarize_path(seg, acts, graph, step, floor, top - floor, step == first)
         for step, floor, top, seg in walks
         if len(seg)
     ]

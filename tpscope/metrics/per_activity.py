@@ -57,15 +57,16 @@ def activity_detail(run: Run, align: str = "auto") -> ActivityDetail | None:
     clocks = clock_offsets(acts, match, align)
     timing = collective_timing(acts, match, clocks.offsets_ns)
     graph = path_graph(acts, match, timing, clocks.offsets_ns, run.ranks)
+    start_ns, end_ns = graph.start_ns, graph.end_ns
     lane = np.empty(len(acts), np.int64)
     for pos, r in enumerate(run.ranks):  # once per rank
         lo, hi = acts.rank_bounds[pos], acts.rank_bounds[pos + 1]
-        lane[lo:hi] = r.gpu.lane[acts.row[lo:hi]]
+        lane[lo:hi] = r.gpu.lane
     return ActivityDetail(
         rank=acts.rank,
         lane=lane,
-        start_ns=graph.start_ns,
-        end_ns=graph.end_ns,
+        start_ns=start_ns,
+        end_ns=end_ns,
         step=acts.step,
         instance=match.instance,
         wait_ns=timing.wait_ns,
@@ -91,7 +92,7 @@ def path_segments(detail: ActivityDetail, step: int) -> PathSegments:
             empty,
             empty,
         )
-    last = int(rows[np.argmax(detail.graph.end_ns[rows])])
-    seg = walk_step(detail.graph, last, int(detail.graph.start_ns[rows].min()), len(rows))
+    last = int(rows[np.argmax(detail.end_ns[rows])])
+    seg = walk_step(detail.graph, last, int(detail.start_ns[rows].min()), len(rows))
     order = np.argsort(seg.start_ns, kind="stable")
     return PathSegments(*(getattr(seg, f)[order] for f in PathSegments.__dataclass_fields__))

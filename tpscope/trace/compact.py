@@ -16,8 +16,9 @@ calls are each read row by row (matching, clocks, the critical path's walk).
 
 What travels from a worker to the driver (the process pool's pipes, Ray's object store) and what
 the cache stores is that `RankTrace` pickled and deflated (`PackedRank`, ISA-L at level 1: about a
-sixth of the pickle, in hundredths of a second per million events); the driver unpacks it for
-the reduce.
+sixth of the pickle, in hundredths of a second per million events), with a `RankHeader` beside it:
+the few facts the reduce orders and checks ranks by. The driver keeps a large run's ranks packed
+and unpacks one when a metric reads its tables (`ranks.RankList`).
 """
 
 from __future__ import annotations
@@ -25,11 +26,12 @@ from __future__ import annotations
 import dataclasses
 import pickle
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from tpscope.trace.columns import MISSING
-from tpscope.trace.tables import CpuCalls, RankTrace
+from tpscope.trace.tables import CpuCalls, RankTrace, StepWindows
 
 try:  # ISA-L's deflate, as decode.py's inflate; zlib's stream format either way
     from isal import isal_zlib as _zlib
@@ -40,17 +42,98 @@ _C10D = "c10d::"
 
 
 @dataclass(frozen=True, slots=True)
+class RankHeader:
+    """What the reduce reads of a rank without unpacking its tables: who it is, its steps, and
+    the span and count of its GPU activities."""
+
+    rank: int
+    path: Path
+    world_size: int | None
+    hostname: str | None
+    steps: StepWindows
+    cpu_run: bool
+    gpu_rows: int
+    gpu_span_ns: tuple[int, int] | None  # first start, last end of its GPU activities
+    warnings: tuple[str, ...]
+
+    @classmethod
+    def of(cls, r: RankTrace) -> RankHeader:
+        g = r.gpu
+        span = (int(g.start_ns.min()), int(g.end_ns.max())) if len(g) else None
+        return cls(
+            r.rank, r.path, r.world_size, r.hostname, r.steps, r.cpu_run, len(g), span, r.warnings
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class PackedRank:
-    """One rank's map result as it travels and is stored: its `RankTrace`, pickled and deflated."""
+    """One rank's map result as it travels and is stored: its `RankTrace`, pickled and deflated,
+    and its header."""
 
     data: bytes
+    header: RankHeader
 
     def unpack(self) -> RankTrace:
-        return pickle.loads(_zlib.decompress(self.data))
+        fields = pickle.loads(_zlib.decompress(self.data))
+        for name in _TABLES:
+            cls, columns = fields[name]
+            fields[name] = cls(**_expand(columns))
+        return RankTrace(**fields)
 
 
 def pack(r: RankTrace) -> PackedRank:
-    return PackedRank(_zlib.compress(pickle.dumps(r, protocol=pickle.HIGHEST_PROTOCOL), 1))
+    """`r` pickled and deflated, its integer columns first stored as differences (below)."""
+    fields = {f: getattr(r, f) for f in RankTrace.__dataclass_fields__}
+    for name in _TABLES:
+        table = fields[name]
+        fields[name] = (type(table), _squeeze(table))
+    data = _zlib.compress(pickle.dumps(fields, protocol=pickle.HIGHEST_PROTOCOL), 1)
+    return PackedRank(data, RankHeader.of(r))
+
+
+# Deflate finds repeated bytes, not small numbers: an int64 nanosecond time is eight bytes whatever
+# its neighbours. Stored as the difference from the row before (an end as the difference from its
+# start), in the smallest integer type that holds every difference, a rank packs to about half.
+# The differences wrap as int64 arithmetic does, so every value comes back exactly.
+_TABLES = ("gpu", "annotations", "waits", "steps", "cpu_ops", "runtime")
+_NARROW = (np.int8, np.int16, np.int32)
+
+
+@dataclass(frozen=True, slots=True)
+class _Differences:
+    dtype: str  # the column's own type
+    values: np.ndarray
+    from_start: bool  # differences from `start_ns` of the same row, else from the row before
+
+
+def _squeeze(table) -> dict:
+    out = {}
+    for name in table.__dataclass_fields__:
+        a = getattr(table, name)
+        if not isinstance(a, np.ndarray) or a.ndim != 1 or a.dtype.kind != "i" or len(a) < 2:
+            out[name] = a
+            continue
+        from_start = name == "end_ns" and hasattr(table, "start_ns")
+        wide = a.astype(np.int64)
+        d = wide - table.start_ns if from_start else np.diff(wide, prepend=np.int64(0))
+        for t in _NARROW:
+            info = np.iinfo(t)
+            if d.min() >= info.min and d.max() <= info.max:
+                d = d.astype(t)
+                break
+        out[name] = _Differences(a.dtype.str, d, from_start)
+    return out
+
+
+def _expand(columns: dict) -> dict:
+    out = dict(columns)
+    for name, c in columns.items():  # start_ns before end_ns: a table's fields are in that order
+        if isinstance(c, _Differences):
+            wide = c.values.astype(np.int64)
+            out[name] = (out["start_ns"] + wide if c.from_start else np.cumsum(wide)).astype(
+                c.dtype
+            )
+    return out
 
 
 def compact_rank(r: RankTrace) -> RankTrace:

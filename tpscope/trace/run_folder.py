@@ -16,9 +16,10 @@ from tpscope.runfolder.manifest import read_manifest as read_typed_manifest
 from tpscope.trace import parallel, stream
 from tpscope.trace.assemble import assemble
 from tpscope.trace.columns import MISSING
-from tpscope.trace.compact import PackedRank, compact_rank, pack
+from tpscope.trace.compact import PackedRank, RankHeader, compact_rank, pack
 from tpscope.trace.decode import base_time_ns, decode_trace, gunzip, read_bytes
 from tpscope.trace.extract import extract, merge
+from tpscope.trace.ranks import RankList
 from tpscope.trace.tables import RankTrace
 
 # join keys within one file
@@ -30,13 +31,17 @@ class Run:
     """Every rank of one run folder, ordered by rank."""
 
     path: Path | str  # a `Url` for object storage
-    ranks: tuple[RankTrace, ...]
+    ranks: RankList  # a tuple or list of `RankTrace` is taken as one
     manifest: Manifest | None
     warnings: tuple[str, ...]
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.ranks, RankList):
+            object.__setattr__(self, "ranks", RankList(self.ranks))
+
     @property
     def rank_ids(self) -> list[int]:
-        return [r.rank for r in self.ranks]
+        return [h.rank for h in self.ranks.headers]
 
 
 def find_trace_files(path: Path) -> list[Path]:
@@ -343,29 +348,33 @@ def load_run(
 
 def reduce_ranks(path: Path | Url, files: list, results: list) -> Run:
     """The `Run` from the map's results (a `PackedRank`, a `RankTrace` or the `TraceError` of each
-    file)."""
-    results = [r.unpack() if isinstance(r, PackedRank) else r for r in results]
+    file). Packed ranks stay packed: the checks read their headers (`ranks.py`)."""
     warnings: list[str] = []
-    ranks = [r for r in results if isinstance(r, RankTrace)]
+    ranks = [r for r in results if isinstance(r, (RankTrace, PackedRank))]
     refused = [str(r) for r in results if isinstance(r, TraceError)]
     if not ranks:
         if len(files) == 1:
             raise next(r for r in results if isinstance(r, TraceError))
         raise UserError(f"{path}: no readable trace among {len(files)} files (first: {refused[0]})")
     warnings.extend(f"skipped {r}" for r in refused)
-    by_rank: dict[int, RankTrace] = {}
+    by_rank: dict[int, RankTrace | PackedRank] = {}
     for r in _join_cycles(ranks):
-        by_rank[r.rank] = r
-        warnings.extend(r.warnings)
-    ordered = tuple(by_rank[k] for k in sorted(by_rank))
+        h = _header(r)
+        by_rank[h.rank] = r
+        warnings.extend(h.warnings)
+    ordered = RankList(by_rank[k] for k in sorted(by_rank))
     if isinstance(path, Url):
         manifest, manifest_warnings = None, []
     else:
         manifest, manifest_warnings = read_manifest(path if path.is_dir() else path.parent)
     warnings.extend(manifest_warnings)
-    _refuse_mixed_runs(path, ordered)
-    warnings.extend(_consistency_warnings(ordered))
+    _refuse_mixed_runs(path, ordered.headers)
+    warnings.extend(_consistency_warnings(ordered.headers))
     return Run(path=path, ranks=ordered, manifest=manifest, warnings=tuple(warnings))
+
+
+def _header(r: RankTrace | PackedRank) -> RankHeader:
+    return r.header if isinstance(r, PackedRank) else RankHeader.of(r)
 
 
 # metrics.md §1 "Combining ranks": the clocks of one job's hosts never disagree by this much, and a
@@ -373,13 +382,7 @@ def reduce_ranks(path: Path | Url, files: list, results: list) -> Run:
 MIXED_RUNS_GAP_NS = 600 * 10**9
 
 
-def _gpu_span(r: RankTrace) -> tuple[int, int] | None:
-    if len(r.gpu) == 0:
-        return None
-    return int(r.gpu.start_ns.min()), int(r.gpu.end_ns.max())
-
-
-def _refuse_mixed_runs(path: Path, ranks: tuple[RankTrace, ...]) -> None:
+def _refuse_mixed_runs(path: Path, ranks: tuple[RankHeader, ...]) -> None:
     """One line and exit 2 when the folder holds rank files of different runs: ranks that disagree on
     the world size, or whose traces lie more than MIXED_RUNS_GAP_NS apart."""
     sizes = {}
@@ -392,7 +395,7 @@ def _refuse_mixed_runs(path: Path, ranks: tuple[RankTrace, ...]) -> None:
             f"{path}: rank files of different runs: {ra.path.name} has world size {a}, "
             f"{rb.path.name} world size {b}"
         )
-    spans = [(s, r) for r in ranks if (s := _gpu_span(r)) is not None]
+    spans = [(r.gpu_span_ns, r) for r in ranks if r.gpu_span_ns is not None]
     if len(spans) < 2:
         return
     first = min(spans, key=lambda x: x[0][0])
@@ -417,26 +420,27 @@ def _worker_positions(files: list[Path]) -> list[int]:
     return [order[n] for n in names]
 
 
-def _span(r: RankTrace) -> tuple[int, int]:
+def _span(h: RankHeader) -> tuple[int, int]:
     """First start and last end of a rank's activity (its steps' windows when it has any)."""
-    if len(r.steps):
-        return int(r.steps.start_ns.min()), int(r.steps.end_ns.max())
-    if len(r.gpu):
-        return int(r.gpu.start_ns.min()), int(r.gpu.end_ns.max())
-    return 0, 0
+    if len(h.steps):
+        return int(h.steps.start_ns.min()), int(h.steps.end_ns.max())
+    return h.gpu_span_ns or (0, 0)
 
 
-def _join_cycles(ranks: list[RankTrace]) -> list[RankTrace]:
+def _join_cycles(ranks: list[RankTrace | PackedRank]) -> list[RankTrace | PackedRank]:
     """One trace per rank: files claiming the same rank whose steps do not overlap in time are
     that rank's profiling cycles (`schedule(repeat=N)`), read again as one; files that overlap
     are two runs in one folder, refused."""
-    groups: dict[int, list[RankTrace]] = {}
+    groups: dict[int, list[RankHeader]] = {}
+    item: dict[int, RankTrace | PackedRank] = {}
     for r in ranks:
-        groups.setdefault(r.rank, []).append(r)
+        h = _header(r)
+        groups.setdefault(h.rank, []).append(h)
+        item[id(h)] = r
     out = []
     for rank, group in groups.items():
         if len(group) == 1:
-            out.append(group[0])
+            out.append(item[id(group[0])])
             continue
         group.sort(key=_span)
         for a, b in zip(group, group[1:]):
@@ -449,7 +453,7 @@ def _join_cycles(ranks: list[RankTrace]) -> list[RankTrace]:
     return out
 
 
-def _consistency_warnings(ranks: tuple[RankTrace, ...]) -> list[str]:
+def _consistency_warnings(ranks: tuple[RankHeader, ...]) -> list[str]:
     out: list[str] = []
     sizes = {r.world_size for r in ranks if r.world_size is not None}
     if sizes:
@@ -471,7 +475,7 @@ def _consistency_warnings(ranks: tuple[RankTrace, ...]) -> list[str]:
             + "; ".join(f"rank {k}: {list(v)}" for k, v in steps.items())
         )
     for r in ranks:
-        if len(r.gpu) == 0 and not r.cpu_run:
+        if r.gpu_rows == 0 and not r.cpu_run:
             out.append(
                 f"{r.path}: no GPU activity (kernels, memcpys, memsets); its metrics are empty"
             )
