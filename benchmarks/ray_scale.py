@@ -232,7 +232,7 @@ def main() -> None:
         if a.engine == "ray":
             with WorkerMemory() as mem:
                 results = map_ray(
-                    run_folder._load_one,
+                    run_folder._load_one_shared,
                     jobs,
                     progress=None,
                     cpus_per_task=cluster_cpus / max(1, conc),

@@ -70,7 +70,7 @@ class PackedRank:
     """One rank's map result as it travels and is stored: its `RankTrace`, pickled and deflated,
     and its header."""
 
-    data: bytes
+    data: bytes | np.ndarray  # or a uint8 array over them (read in place from Ray's store)
     header: RankHeader
 
     def unpack(self) -> RankTrace:

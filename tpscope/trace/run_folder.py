@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -285,6 +286,15 @@ def _load_one(job: tuple[Path, int, int]) -> PackedRank | TraceError:
     return pack(r) if isinstance(r, RankTrace) else r
 
 
+def _load_one_shared(job: tuple[Path, int, int]) -> PackedRank | TraceError:
+    """`_load_one` for a Ray task: the packed bytes as a uint8 array, which Ray stores out of band
+    and the driver reads in place from its object store, where bytes would be copied out of it."""
+    r = _load_one(job)
+    if isinstance(r, PackedRank):
+        return dataclasses.replace(r, data=np.frombuffer(r.data, np.uint8))
+    return r
+
+
 ENGINES = ("local", "ray")
 
 
@@ -328,7 +338,7 @@ def load_run(
 
         done = len(jobs) - len(todo)
         step = None if progress is None else (lambda k, _n: progress(done + k, len(jobs)))
-        mapped = map_ray(_load_one, [jobs[k] for k in todo], address, step) if todo else []
+        mapped = map_ray(_load_one_shared, [jobs[k] for k in todo], address, step) if todo else []
     elif len(files) == 1 and todo:
         mapped = [_read_one((files[0], jobs[0][1], workers))]  # in this process: nothing to send
     else:
