@@ -359,6 +359,19 @@ RECIPES: tuple[Recipe, ...] = (
                 "1024", "--events", "1", "--concurrency", "2", "1", "--out", "{out}/ray_scale.json",
                 limit_s=1200),),
     ),
+    Recipe(
+        "ray-scale-112m", "cpu", "-", "1,024 ranks tiled from sample_traces/h200x2-shm-chunked (112.6 M events)",
+        "the map over 1,024 rank files on Ray (when installed) and on the local process pool at 16, 8 and 4 "
+        "tasks at a time: map and reduce seconds, driver and worker memory",
+        (script("ray_scale.py", "--engine", "ray", "--ranks", "1024", "--events", "100000", "--concurrency",
+                "16", "--out", "{out}/ray_scale_ray_1024_16cpu.json", limit_s=600),
+         script("ray_scale.py", "--engine", "local", "--ranks", "1024", "--events", "100000", "--concurrency",
+                "16", "--out", "{out}/ray_scale_local_1024_16cpu.json", limit_s=600),
+         script("ray_scale.py", "--engine", "local", "--ranks", "1024", "--events", "100000", "--concurrency",
+                "8", "--out", "{out}/ray_scale_local_1024_8cpu.json", limit_s=600),
+         script("ray_scale.py", "--engine", "local", "--ranks", "1024", "--events", "100000", "--concurrency",
+                "4", "--out", "{out}/ray_scale_local_1024_4cpu.json", limit_s=600)),
+    ),
 )
 
 # fmt: on
