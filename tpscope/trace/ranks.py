@@ -1,6 +1,6 @@
 """A run's ranks as the reduce holds them: unpacked when the run is small, packed when it is large.
 
-A rank's tables take about six times its packed map result (`compact.py`). A 1,024-rank run
+A rank's tables take about twelve times its packed map result (`compact.py`). A 1,024-rank run
 unpacked at once needs gigabytes the driver may not have, so past `EAGER_PACKED_BYTES` of packed
 results a `RankList` keeps each rank packed, unpacks it when it is read, and keeps the last
 `RECENT` it unpacked; the metrics read the ranks one at a time. What the reduce needs of every
@@ -16,9 +16,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from tpscope.trace.compact import PackedRank, RankHeader
 from tpscope.trace.tables import RankTrace
 
-EAGER_PACKED_BYTES = (
-    32 << 20
-)  # below this, every rank is unpacked once and kept (docs/benchmarks.md)
+# below this (about 200 MB of tables), every rank is unpacked once and kept (docs/metrics.md §1)
+EAGER_PACKED_BYTES = 16 << 20
 RECENT = 8  # unpacked ranks kept by a packed RankList
 
 
