@@ -12,6 +12,7 @@ per GPU activity on the path; a CPU stretch is cut into segments by array slicin
 from __future__ import annotations
 
 import bisect
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -159,6 +160,7 @@ class PathGraph:
         self.binding = timing.binding.tolist()
         self.bounds = acts.rank_bounds.tolist()
         self._built: OrderedDict[int, RankGraph] = OrderedDict()
+        self._lock = threading.Lock()  # the dashboard's callbacks share one graph
 
     @property
     def start_ns(self) -> np.ndarray:
@@ -174,14 +176,16 @@ class PathGraph:
         return bisect.bisect_right(self.bounds, row) - 1
 
     def rank(self, pos: int) -> RankGraph:
-        part = self._built.get(pos)
-        if part is None:
-            part = rank_graph(self.acts, self.instance, self.ranks[pos], pos, self.offsets_ns)
+        with self._lock:
+            part = self._built.get(pos)
+            if part is not None:
+                self._built.move_to_end(pos)
+                return part
+        part = rank_graph(self.acts, self.instance, self.ranks[pos], pos, self.offsets_ns)
+        with self._lock:
             self._built[pos] = part
-            if len(self._built) > RECENT_RANKS:
+            while len(self._built) > RECENT_RANKS:
                 self._built.popitem(last=False)
-        else:
-            self._built.move_to_end(pos)
         return part
 
     def call_threads(self, seg: PathSegments) -> np.ndarray:
