@@ -36,7 +36,7 @@ from tpscope.metrics.critical_path import CriticalPath, critical_paths, path_gra
 from tpscope.metrics.gemm import Samples
 from tpscope.metrics.intervals import IntervalSet
 from tpscope.runfolder.manifest import Manifest
-from tpscope.trace import Run
+from tpscope.trace import RankTrace, Run
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,10 +126,10 @@ def analyze_run(
 
     The first profiled step (the lowest step number, when there are several) is marked and left
     out of the summary's means unless `include_first_step` (§3)."""
-    compute: list = []  # per rank: the union of its compute (metrics.md §4)
+    compute: list[IntervalSet] = []  # per rank: the union of its compute (metrics.md §4)
     steps: list[StepBreakdown] = []
 
-    def per_rank(_pos: int, rank) -> None:  # in the pass that reads each rank once
+    def per_rank(_pos: int, rank: RankTrace) -> None:  # in the pass that reads each rank once
         rank_sets = class_sets(rank)
         compute.append(rank_sets.compute)
         steps.extend(rank_breakdown(rank, rank_sets))
