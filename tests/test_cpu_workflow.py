@@ -16,48 +16,19 @@ import requests
 
 from tests.dashboards.conftest import free_port
 from tests.dashboards.test_every_folder import call
+from tests.fusion import _cli as cli
+from tests.fusion._cli import TINY_MODEL
 
 REPO = Path(__file__).resolve().parent.parent
-SMALL = [
-    "--device",
-    "cpu",
-    "--nproc",
-    "2",
-    "--steps",
-    "4",
-    "--profile-steps",
-    "2",
-    "--layers",
-    "1",
-    "--hidden",
-    "32",
-    "--ffn",
-    "64",
-    "--heads",
-    "2",
-    "--vocab",
-    "32",
-    "--seq-len",
-    "16",
-    "--batch",
-    "2",
-    "--timeout-s",
-    "60",
-]
+SMALL = ["--device", "cpu", "--nproc", "2", "--steps", "4", "--profile-steps", "2", *TINY_MODEL,
+         "--timeout-s", "60"]  # fmt: skip
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 
 pytestmark = pytest.mark.timeout(240)
 
 
 def tpscope(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tpscope.cli", *args],
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        cwd=REPO,
-    )
+    return cli.tpscope(*args, timeout=180)
 
 
 def test_run_analyze_dash_report_on_cpu(tmp_path):

@@ -6,32 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.fusion._cli import TINY_MODEL
 from tpscope.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN = ROOT / "tests" / "data" / "h200-nvlink-unfused"
-TINY_RUN = [
-    "--device",
-    "cpu",
-    "--layers",
-    "1",
-    "--hidden",
-    "32",
-    "--ffn",
-    "64",
-    "--heads",
-    "2",
-    "--vocab",
-    "32",
-    "--seq-len",
-    "16",
-    "--batch",
-    "2",
-    "--steps",
-    "4",
-    "--profile-steps",
-    "1",
-]
+TINY_RUN = ["--device", "cpu", *TINY_MODEL, "--steps", "4", "--profile-steps", "1"]
 COMMANDS = {
     "analyze": lambda out: ["analyze", str(RUN), "--json", "--no-cache", "--out", out],
     "report": lambda out: ["report", str(RUN), "--out", out],

@@ -6,55 +6,23 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
+from tests.fusion._cli import TINY_MODEL, tpscope
 from tests.fusion._dist import run_world
 from tpscope.fusion.ops import api as ops
 
-REPO = Path(__file__).resolve().parents[3]
-# heads, ffn, vocab and the 32 tokens of a step divide over 8 ranks (4 tokens each)
-TINY = [
-    "--device",
-    "cpu",
-    "--steps",
-    "3",
-    "--profile-steps",
-    "1",
-    "--layers",
-    "1",
-    "--hidden",
-    "32",
-    "--ffn",
-    "64",
-    "--heads",
-    "8",
-    "--vocab",
-    "32",
-    "--seq-len",
-    "16",
-    "--batch",
-    "2",
-    "--timeout-s",
-    "60",
-]
+# heads, ffn, vocab and the 32 tokens of a step divide over 8 ranks (4 tokens each); of two
+# --heads, the last is taken
+TINY = ["--device", "cpu", "--steps", "3", "--profile-steps", "1", *TINY_MODEL, "--heads", "8",
+        "--timeout-s", "60"]  # fmt: skip
 
 
 def _tpscope(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run(
-        [sys.executable, "-m", "tpscope.cli", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        cwd=REPO,
-    )
+    return tpscope(*args, timeout=240)
 
 
 @pytest.mark.parametrize(("world", "mode", "chunks"), [(4, "chunked", 2), (8, "ring", 1)])

@@ -17,31 +17,10 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.fusion._cli import REPO, TINY_MODEL
 from tpscope.fusion.launch.torchrun import describe_failure
 
-REPO = Path(__file__).resolve().parents[3]
-TINY = [
-    "--device",
-    "cpu",
-    "--nproc",
-    "2",
-    "--profile-steps",
-    "0",
-    "--layers",
-    "1",
-    "--hidden",
-    "32",
-    "--ffn",
-    "64",
-    "--heads",
-    "2",
-    "--vocab",
-    "32",
-    "--seq-len",
-    "16",
-    "--batch",
-    "2",
-]
+TINY = ["--device", "cpu", "--nproc", "2", "--profile-steps", "0", *TINY_MODEL]
 START_LIMIT_S = 120  # torch import and rendezvous of two workers on a loaded 2-core machine
 FINAL_LINE = re.compile(
     r"^tpscope run: error: rank (\d+) \(pid (\d+)\) "

@@ -215,20 +215,7 @@ def test_a_failed_variant_is_reported_and_the_sweep_goes_on(tmp_path, monkeypatc
             "3",
             "--profile-steps",
             "1",
-            "--layers",
-            "1",
-            "--hidden",
-            "32",
-            "--ffn",
-            "64",
-            "--heads",
-            "2",
-            "--vocab",
-            "32",
-            "--seq-len",
-            "16",
-            "--batch",
-            "2",
+            *TINY_MODEL,
         ]
     )
     assert code == 1 and launched == ["none", "ring", "chunked"]
@@ -288,20 +275,7 @@ def test_a_signal_that_stops_a_variant_stops_the_sweep(tmp_path, monkeypatch):
             "3",
             "--profile-steps",
             "1",
-            "--layers",
-            "1",
-            "--hidden",
-            "32",
-            "--ffn",
-            "64",
-            "--heads",
-            "2",
-            "--vocab",
-            "32",
-            "--seq-len",
-            "16",
-            "--batch",
-            "2",
+            *TINY_MODEL,
         ]
     )
     assert code == 143 and launched == ["none", "ring"]
