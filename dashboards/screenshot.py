@@ -19,7 +19,8 @@ from pathlib import Path
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
-FLAGS = (
+# headless Chromium without its background services (also the browser tests' flags)
+HEADLESS = (
     "--headless=new",
     "--no-sandbox",
     "--disable-gpu",
@@ -28,9 +29,8 @@ FLAGS = (
     "--disable-component-update",
     "--disable-sync",
     "--no-first-run",
-    "--hide-scrollbars",
-    "--force-device-scale-factor=1",
 )
+FLAGS = (*HEADLESS, "--hide-scrollbars", "--force-device-scale-factor=1")
 TAB_LABELS = {
     "overview": "Overview",
     "timeline": "Timeline",

@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from tpscope.dashboards.screenshot import CHROMEDRIVER, CHROMIUM, HEADLESS
 
 from tpscope.metrics import analyze_run, as_json
 from tpscope.trace import load_run
@@ -16,19 +17,7 @@ from tpscope.trace import load_run
 DATA = Path(__file__).resolve().parent.parent / "data"
 CHUNKED = DATA / "h200-shm-chunked4"
 UNFUSED = DATA / "h200-nvlink-unfused"
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
-FLAGS = (
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--window-size=1400,1000",
-)
+FLAGS = (*HEADLESS, "--window-size=1400,1000")
 
 
 def free_port() -> int:

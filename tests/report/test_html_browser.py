@@ -6,22 +6,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+from tpscope.dashboards import screenshot
 
 from tests.report._runs import CHUNKED, SAMPLES, UNFUSED
 from tpscope.cli import main
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
-FLAGS = (
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-)
+CHROMIUM, CHROMEDRIVER = Path(screenshot.CHROMIUM), Path(screenshot.CHROMEDRIVER)
+FLAGS = screenshot.HEADLESS
 
 
 @pytest.fixture(scope="module")
