@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
@@ -110,9 +111,12 @@ def _find(component, component_id):
     return None
 
 
-def test_tpscope_dash_serves_the_sample_runs_on_127_0_0_1(tmp_path):
+@contextmanager
+def _dash_server(tmp_path: Path, runs: tuple[Path, ...]):
+    """`tpscope dash` in a process of its own, serving copies of `runs` as its sample runs on a
+    free port: (the process, its port); stopped on leaving."""
     samples = tmp_path / "sample_traces"
-    for run in (CHUNKED, UNFUSED):
+    for run in runs:
         shutil.copytree(run, samples / run.name)
     port = free_port()
     env = {
@@ -129,6 +133,18 @@ def test_tpscope_dash_serves_the_sample_runs_on_127_0_0_1(tmp_path):
         stderr=subprocess.STDOUT,
     )
     try:
+        yield proc, port
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def test_tpscope_dash_serves_the_sample_runs_on_127_0_0_1(tmp_path):
+    with _dash_server(tmp_path, (CHUNKED, UNFUSED)) as (proc, port):
         layout = None
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and proc.poll() is None:
@@ -149,13 +165,6 @@ def test_tpscope_dash_serves_the_sample_runs_on_127_0_0_1(tmp_path):
         assert listening and all(a.ip == "127.0.0.1" and a.port == port for a in listening), (
             listening
         )
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
 
 
 def test_screenshot_script_makes_a_png(tmp_path):
@@ -275,23 +284,7 @@ def _raw_get(port: int, host_header: str, path: str = "/_dash-layout") -> int:
 
 def test_tpscope_dash_answers_only_its_own_names_in_host(tmp_path):
     """A page of another site, its name resolved to 127.0.0.1 (DNS rebinding), gets 403."""
-    samples = tmp_path / "sample_traces"
-    shutil.copytree(CHUNKED, samples / CHUNKED.name)
-    port = free_port()
-    env = {
-        **os.environ,
-        "TPSCOPE_SAMPLE_TRACES": str(samples),
-        "TPSCOPE_CACHE_DIR": str(tmp_path / "cache"),
-        "PYTHONPATH": str(REPO),
-    }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tpscope.cli", "dash", "--port", str(port)],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    try:
+    with _dash_server(tmp_path, (CHUNKED,)) as (proc, port):
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and proc.poll() is None:
             try:
@@ -315,13 +308,6 @@ def test_tpscope_dash_answers_only_its_own_names_in_host(tmp_path):
         ):
             assert _raw_get(port, foreign) == 403, foreign
             assert _raw_get(port, foreign, "/") == 403, foreign
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
 
 
 def test_host_names_bound_to_an_address_and_to_every_address():
