@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.fusion._cli import REPO, TINY_MODEL
+from tests.fusion._cli import REPO, TINY_MODEL, tpscope
 from tpscope.fusion.launch.torchrun import describe_failure
 
 TINY = ["--device", "cpu", "--nproc", "2", "--profile-steps", "0", *TINY_MODEL]
@@ -233,27 +233,8 @@ def test_describe_failure_names_the_rank_that_failed_not_the_ones_torchrun_stopp
 )
 def test_bad_shapes_and_modes_are_refused_before_any_process_starts(tmp_path, bad):
     out = tmp_path / "never"
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
     t0 = time.monotonic()
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tpscope.cli",
-            "run",
-            "--out",
-            str(out),
-            "--steps",
-            "3",
-            *TINY,
-            *bad,
-        ],
-        env=env,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = tpscope("run", "--out", str(out), "--steps", "3", *TINY, *bad, timeout=60)
     assert done.returncode == 2, (bad, done.stderr[-2000:])
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("tpscope run: error: "), done.stderr
