@@ -248,6 +248,11 @@ def run_activities(
     return table.finish()
 
 
+def durations_ns(acts: RunActivities, rows: np.ndarray) -> np.ndarray:
+    """The durations of the activities at `rows`, without a column for every row."""
+    return acts.end_ns[rows] - acts.start_ns[rows]
+
+
 def aligned(acts: RunActivities, offsets_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(start, end) of every activity on the reference clock: t - o_rank (metrics.md §6)."""
     shift = offsets_ns[acts.rank_pos]

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tpscope.metrics.activities import NS_PER_US, RunActivities
+from tpscope.metrics.activities import NS_PER_US, RunActivities, durations_ns
 from tpscope.metrics.collectives import CollectiveMatch, collective_kind
 from tpscope.numbers import number
 
@@ -69,7 +69,7 @@ def smallest_collectives(acts: RunActivities, match: CollectiveMatch) -> np.ndar
     if (size[eligible] < 0).any():  # unknown sizes: the shortest kernels instead
         mem = np.flatnonzero(match.instance >= 0)
         size = np.zeros(match.n_instances, np.int64)
-        np.maximum.at(size, match.instance[mem], (acts.end_ns - acts.start_ns)[mem])
+        np.maximum.at(size, match.instance[mem], durations_ns(acts, mem))
     d = np.sort(size[eligible])
     cut = d[min(len(d), MIN_SAMPLES) - 1]
     return eligible & (size <= cut)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tpscope.metrics import intervals as iv
-from tpscope.metrics.activities import NS_PER_US, RunActivities
+from tpscope.metrics.activities import NS_PER_US, RunActivities, durations_ns
 from tpscope.metrics.collectives import (
     CollectiveMatch,
     CollectiveTiming,
@@ -195,8 +195,8 @@ def kernel_contention(
     iso = np.flatnonzero(known & (f == 0))
     ovl = np.flatnonzero(known & (f >= OVERLAPPED_FRACTION))
     n_sig = len(acts.strings)
-    iso_n, iso_med = _per_key(sig[iso], _dur(acts, iso), n_sig)
-    ovl_n, ovl_med = _per_key(sig[ovl], _dur(acts, ovl), n_sig)
+    iso_n, iso_med = _per_key(sig[iso], durations_ns(acts, iso), n_sig)
+    ovl_n, ovl_med = _per_key(sig[ovl], durations_ns(acts, ovl), n_sig)
 
     baseline = np.where(iso_n >= MIN_INSTANCES, iso_med, np.nan)
     source = np.where(iso_n >= MIN_INSTANCES, 1, 0)
@@ -224,26 +224,21 @@ def kernel_contention(
 
     in_steps = ovl[acts.step[ovl] >= 0]
     taxed = in_steps[np.isfinite(baseline[sig[in_steps]]) & (baseline[sig[in_steps]] > 0)]
-    overlapped_ns = float(_dur(acts, in_steps).sum())
-    coverage = float(_dur(acts, taxed).sum()) / overlapped_ns if overlapped_ns > 0 else None
+    overlapped_ns = float(durations_ns(acts, in_steps).sum())
+    coverage = float(durations_ns(acts, taxed).sum()) / overlapped_ns if overlapped_ns > 0 else None
     base = baseline[sig[taxed]]
     by_step: dict[tuple[int, int], tuple[float, float]] = {}
     if len(taxed):
         keys = np.stack([acts.rank[taxed], acts.step[taxed]], axis=1)
         uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
         inverse = inverse.reshape(-1)
-        tax = np.bincount(inverse, weights=_dur(acts, taxed) - base, minlength=len(uniq))
+        tax = np.bincount(inverse, weights=durations_ns(acts, taxed) - base, minlength=len(uniq))
         total = np.bincount(inverse, weights=base, minlength=len(uniq))
         by_step = {
             (int(r), int(s)): (t / NS_PER_US, b / NS_PER_US)
             for (r, s), t, b in zip(uniq.tolist(), tax.tolist(), total.tolist())
         }
     return kernels, by_step, coverage
-
-
-def _dur(acts: RunActivities, rows: np.ndarray) -> np.ndarray:
-    """The duration of the activities at `rows` (ns), without a column for every row."""
-    return acts.end_ns[rows] - acts.start_ns[rows]
 
 
 def _per_key(keys: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -265,7 +260,7 @@ def gemm_contention(
     """metrics.md §8 for the run's GEMMs: baselines by shape, the tax split into fewer SMs and
     interference, coverage, noise band, and the GEMM time budget per rank and step. `pools` are
     the isolated samples of (run, reference, calibration); pools[0] is filled here from the run."""
-    dur = _dur(acts, gemms.act).astype(np.float64)
+    dur = durations_ns(acts, gemms.act).astype(np.float64)
     fr = f[gemms.act]
     rank, step = acts.rank[gemms.act], acts.step[gemms.act]
     pools = [isolated_samples(gemms, dur, fr == 0), *pools[1:]]
@@ -517,7 +512,7 @@ def reference_gemm_samples(
     """The isolated GEMM samples of a reference run (its activities and their `f`), and its measured
     GEMM time per rank and step."""
     gemms = find_gemms(run, acts)
-    dur = _dur(acts, gemms.act)
+    dur = durations_ns(acts, gemms.act)
     step = acts.step[gemms.act]
     in_step = step >= 0
     rank_steps = len(unique_rows(acts.rank[gemms.act][in_step], step[in_step])[0])

@@ -81,6 +81,11 @@ class PackedRank:
         return RankTrace(**fields)
 
 
+def header_of(item: RankTrace | PackedRank) -> RankHeader:
+    """The header of a map result, packed or not."""
+    return item.header if isinstance(item, PackedRank) else RankHeader.of(item)
+
+
 def pack(r: RankTrace) -> PackedRank:
     """`r` pickled and deflated, its integer columns first stored as differences (below)."""
     fields = {f: getattr(r, f) for f in RankTrace.__dataclass_fields__}

@@ -13,7 +13,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 
-from tpscope.trace.compact import PackedRank, RankHeader
+from tpscope.trace.compact import PackedRank, RankHeader, header_of
 from tpscope.trace.tables import RankTrace
 
 # below this (about 200 MB of tables), every rank is unpacked once and kept (docs/metrics.md §1)
@@ -32,9 +32,7 @@ class RankList(Sequence):
         if packed <= eager_bytes:
             items = [x.unpack() if isinstance(x, PackedRank) else x for x in items]
         self._items = items
-        self.headers: tuple[RankHeader, ...] = tuple(
-            x.header if isinstance(x, PackedRank) else RankHeader.of(x) for x in items
-        )
+        self.headers: tuple[RankHeader, ...] = tuple(map(header_of, items))
         self._recent: OrderedDict[int, RankTrace] = OrderedDict()
         self._lock = threading.Lock()
 

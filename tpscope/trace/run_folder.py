@@ -17,7 +17,7 @@ from tpscope.runfolder.manifest import read_manifest as read_typed_manifest
 from tpscope.trace import parallel, stream
 from tpscope.trace.assemble import assemble
 from tpscope.trace.columns import MISSING
-from tpscope.trace.compact import PackedRank, RankHeader, compact_rank, pack
+from tpscope.trace.compact import PackedRank, RankHeader, compact_rank, header_of, pack
 from tpscope.trace.decode import base_time_ns, decode_trace, gunzip, read_bytes
 from tpscope.trace.extract import extract, merge
 from tpscope.trace.ranks import RankList
@@ -369,7 +369,7 @@ def reduce_ranks(path: Path | Url, files: list, results: list) -> Run:
     warnings.extend(f"skipped {r}" for r in refused)
     by_rank: dict[int, RankTrace | PackedRank] = {}
     for r in _join_cycles(ranks):
-        h = _header(r)
+        h = header_of(r)
         by_rank[h.rank] = r
         warnings.extend(h.warnings)
     ordered = RankList(by_rank[k] for k in sorted(by_rank))
@@ -381,10 +381,6 @@ def reduce_ranks(path: Path | Url, files: list, results: list) -> Run:
     _refuse_mixed_runs(path, ordered.headers)
     warnings.extend(_consistency_warnings(ordered.headers))
     return Run(path=path, ranks=ordered, manifest=manifest, warnings=tuple(warnings))
-
-
-def _header(r: RankTrace | PackedRank) -> RankHeader:
-    return r.header if isinstance(r, PackedRank) else RankHeader.of(r)
 
 
 # metrics.md §1 "Combining ranks": the clocks of one job's hosts never disagree by this much, and a
@@ -444,7 +440,7 @@ def _join_cycles(ranks: list[RankTrace | PackedRank]) -> list[RankTrace | Packed
     groups: dict[int, list[RankHeader]] = {}
     item: dict[int, RankTrace | PackedRank] = {}
     for r in ranks:
-        h = _header(r)
+        h = header_of(r)
         groups.setdefault(h.rank, []).append(h)
         item[id(h)] = r
     out = []
