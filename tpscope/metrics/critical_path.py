@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tpscope.metrics.activities import NS_PER_US, RunActivities, aligned
+from tpscope.metrics.activities import NS_PER_US, RunActivities
 from tpscope.metrics.collectives import CollectiveMatch, CollectiveTiming
 from tpscope.trace import ActivityClass, GpuActivities, RankTrace, StreamWaits
 from tpscope.trace.columns import lookup
@@ -161,15 +161,6 @@ class PathGraph:
         self.bounds = acts.rank_bounds.tolist()
         self._built: OrderedDict[int, RankGraph] = OrderedDict()
         self._lock = threading.Lock()  # the dashboard's callbacks share one graph
-
-    @property
-    def start_ns(self) -> np.ndarray:
-        """Every activity's start on the aligned clock."""
-        return aligned(self.acts, self.offsets_ns)[0]
-
-    @property
-    def end_ns(self) -> np.ndarray:
-        return aligned(self.acts, self.offsets_ns)[1]
 
     def pos_of(self, row: int) -> int:
         """The rank position of a RunActivities row."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tpscope.metrics.activities import run_activities
+from tpscope.metrics.activities import aligned, run_activities
 from tpscope.metrics.clocks import clock_offsets
 from tpscope.metrics.collectives import collective_timing, match_collectives
 from tpscope.metrics.critical_path import (
@@ -57,7 +57,7 @@ def activity_detail(run: Run, align: str = "auto") -> ActivityDetail | None:
     clocks = clock_offsets(acts, match, align)
     timing = collective_timing(acts, match, clocks.offsets_ns)
     graph = path_graph(acts, match, timing, clocks.offsets_ns, run.ranks)
-    start_ns, end_ns = graph.start_ns, graph.end_ns
+    start_ns, end_ns = aligned(acts, clocks.offsets_ns)
     lane = np.empty(len(acts), np.int64)
     for pos, r in enumerate(run.ranks):  # once per rank
         lo, hi = acts.rank_bounds[pos], acts.rank_bounds[pos + 1]
