@@ -43,7 +43,7 @@ def plain(value: Any) -> Any:
 # A number alone on its line (a raw newline never occurs inside a JSON string), in a form where
 # msgspec and repr() differ: with an exponent, or positional below 1e-4.
 _FLOAT = re.compile(rb"(?<= )(-?\d+(?:\.\d+)?e[+-]?\d+|-?0\.0000\d*)(?=,?\n)")
-_EXPONENT = re.compile(rb"\de[-+\d]")  # quicker scans first (most documents need no change)
+_SMALL = re.compile(rb"0\.0000")
 _NOT_ASCII = re.compile(r"[^\x00-\x7e]")  # msgspec has escaped the controls below 0x20 already
 
 
@@ -67,6 +67,36 @@ def _escape(m: re.Match) -> str:
     return f"\\u{0xD800 | (code >> 10):04x}\\u{0xDC00 | (code & 0x3FF):04x}"
 
 
+def _differing_lines(text: bytes) -> list[tuple[int, int]]:
+    """(start, end) of each line of `text` where msgspec's JSON may differ from Python's: a byte
+    outside printable ASCII, or a `_FLOAT` candidate (a digit, `e` and a digit or sign, or
+    `0.0000`). Found with numpy: most documents have none, and a match never spans lines (a raw
+    newline never occurs inside a JSON string)."""
+    b = np.frombuffer(text, np.uint8)
+    if len(b) < 3:
+        return [(0, len(b))] if len(b) else []
+    e = np.flatnonzero(b[1:-1] == ord("e")) + 1
+    before, after = b[e - 1], b[e + 1]
+    exponent = e[
+        (before >= ord("0"))
+        & (before <= ord("9"))
+        & (((after >= ord("0")) & (after <= ord("9"))) | (after == ord("-")) | (after == ord("+")))
+    ]
+    small = [m.start() for m in _SMALL.finditer(text)]
+    ascii_ = text.isascii() and text.find(b"\x7f") < 0
+    hits = np.concatenate([exponent, small, [] if ascii_ else np.flatnonzero(b >= 0x7F)])
+    if len(hits) == 0:
+        return []
+    # line k runs from bounds[k] + 1 to bounds[k + 1] (its newline) included
+    bounds = np.concatenate([[-1], np.flatnonzero(b == ord("\n")), [len(b)]])
+    line = np.unique(np.searchsorted(bounds, hits)) - 1
+    return list(zip((bounds[line] + 1).tolist(), (bounds[line + 1] + 1).tolist()))
+
+
+def _repr_float(m: re.Match) -> bytes:
+    return repr(float(m.group())).encode()
+
+
 def dumps(doc: Any) -> str:
     """`json.dumps(plain(doc), indent=1)`, written in C: msgspec encodes (non-finite floats as
     `null`, enums as their values, numpy scalars and arrays through `_hook`) and indents, and the two
@@ -74,7 +104,10 @@ def dumps(doc: Any) -> str:
     as `repr(float)` writes them (`1e+16`, `9e-05`), and characters outside printable ASCII as
     `\\uXXXX` escapes (`ensure_ascii`)."""
     text = msgspec.json.format(_ENCODER.encode(doc), indent=1)
-    if text.find(b"0.0000") >= 0 or _EXPONENT.search(text):
-        text = _FLOAT.sub(lambda m: repr(float(m.group())).encode(), text)
-    text = text.decode()
-    return text if text.isascii() and "\x7f" not in text else _NOT_ASCII.sub(_escape, text)
+    pieces, done = [], 0
+    for lo, hi in _differing_lines(text):
+        line = _FLOAT.sub(_repr_float, text[lo:hi]).decode()
+        pieces += [text[done:lo].decode(), _NOT_ASCII.sub(_escape, line)]
+        done = hi
+    pieces.append(text[done:].decode())
+    return "".join(pieces)

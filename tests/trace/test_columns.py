@@ -20,6 +20,22 @@ def test_symbol_ids_are_stable_and_missing_names_are_empty():
     assert t.symbols == ["a", "b", "", "c"]
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.one_of(st.none(), st.sampled_from("abcdefg"), st.text(max_size=3)))))
+def test_symbol_ids_match_a_first_seen_numbering_across_calls(batches):
+    t, seen = SymbolTable(), {}
+    for names in batches:
+        expected = [seen.setdefault(n, len(seen)) for n in names]  # first seen, first numbered
+        assert t.ids(names).tolist() == expected
+    assert t.symbols == ["" if n is None else n for n in seen]
+
+
+def test_unhashable_names_are_numbered_as_their_text():
+    t = SymbolTable()
+    assert t.ids(["[1]", [1], None, ""]).tolist() == [0, 0, 1, 1]
+    assert t.symbols == ["[1]", ""]
+
+
 def test_table_from_symbols_with_duplicates_keeps_positions():
     t = SymbolTable.from_symbols(["x", "", "y", ""])
     assert t.ids(["y", "z", "x", "w"]).tolist() == [2, 4, 0, 5]

@@ -71,21 +71,16 @@ class SymbolTable:
         table = self._ids
         before = len(table)
         try:
-            # dict.setdefault keeps first-seen order, so a new name's id is the table's size then
-            out = np.fromiter(
-                (table.setdefault(n, len(table)) for n in names), dtype=np.int32, count=len(names)
-            )
-        except TypeError:  # unhashable or None names: fall back to strings
-            out = np.fromiter(
-                (
-                    table.setdefault(
-                        n if isinstance(n, str) else ("" if n is None else str(n)), len(table)
-                    )
-                    for n in names
-                ),
-                dtype=np.int32,
-                count=len(names),
-            )
+            # the distinct names in first-seen order (in C); only new ones are looped over, so a
+            # new name's id is the table's size when it is first seen
+            distinct = dict.fromkeys(names)
+        except TypeError:  # unhashable names: fall back to strings
+            names = [n if isinstance(n, str) else ("" if n is None else str(n)) for n in names]
+            distinct = dict.fromkeys(names)
+        for n in distinct:
+            if n not in table:
+                table[n] = len(table)
+        out = np.fromiter(map(table.__getitem__, names), dtype=np.int32, count=len(names))
         if len(table) != before:
             self.symbols.extend(list(table)[before:])
         if None in table:  # keep ids of missing names pointing at ""

@@ -92,6 +92,12 @@ def _values(items: list, attr: str) -> list:
     return list(map(attrgetter(attr), items))
 
 
+def _positions(distinct: list, items: list) -> np.ndarray:
+    """Per item, its index in `distinct` (which holds every item once)."""
+    index = dict(zip(distinct, range(len(distinct))))
+    return np.fromiter(map(index.__getitem__, items), dtype=np.int64, count=len(items))
+
+
 def tid_column(events: list[Event]) -> np.ndarray:
     """The events' `tid` as int64: integers in C, string tids through `lane_number`."""
     values = _values(events, "tid")
@@ -169,7 +175,11 @@ class _Extractor:
 
     def raw_ids(self, args: list[Args], field: str) -> np.ndarray:
         """Symbol ids of a raw JSON argument's text (`Input Dims`, `Input type`, `Input Strides`)."""
-        return self.symbols.ids([bytes(getattr(a, field)).decode("utf-8", "replace") for a in args])
+        texts = list(map(bytes, map(attrgetter(field), args)))
+        # each distinct text decoded once, in first-seen order (ids as if every one were decoded)
+        distinct = list(dict.fromkeys(texts))
+        ids = self.symbols.ids([t.decode("utf-8", "replace") for t in distinct])
+        return ids[_positions(distinct, texts)] if len(distinct) < len(texts) else ids
 
     def lanes(self, events: list[Event], args: list[Args]) -> dict[str, np.ndarray]:
         """(args.device, args.stream), else (pid, tid) for old traces."""
