@@ -295,13 +295,15 @@ def test_a_twenty_digit_step_number_is_no_step(tmp_path, capsys):
     assert [s["step"] for s in steps] == [0] and steps[0]["hidden_comm_us"] == 30
 
 
+@pytest.mark.parametrize("workers", ["1", "2"])
 @pytest.mark.parametrize("depth", [1_000, 100_000])
-def test_a_field_nested_deeply_is_refused_in_one_line(tmp_path, depth):
+def test_a_field_nested_deeply_is_refused_in_one_line(tmp_path, depth, workers):
     # in a process of its own: the outcome must not depend on the recursion limit a test runner sets
     text = json.dumps(good_doc())
     write(tmp_path / "run", "r.json", text[:-1] + ', "extra": ' + "[" * depth + "]" * depth + "}")
     done = subprocess.run(
-        [sys.executable, "-m", "tpscope.cli", "analyze", str(tmp_path / "run"), "--no-cache"],
+        [sys.executable, "-m", "tpscope.cli", "analyze", str(tmp_path / "run"), "--no-cache"]
+        + ["--workers", workers],
         capture_output=True,
         text=True,
         timeout=120,

@@ -1,14 +1,15 @@
 """Decoding in parts and over a process pool gives exactly the tables of a one-process load."""
 
 import gzip
+import io
 import json
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from tpscope.trace import load_run, parallel
-from tpscope.trace.parallel import part_spans
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 
@@ -38,26 +39,100 @@ def assert_same_ranks(a, b):
         assert np.array_equal(x.annotations.start_ns, y.annotations.start_ns)
 
 
-@pytest.mark.parametrize("parts", [2, 3])
+def _symbol_columns(raw):
+    """Every column of raw columns, symbol ids replaced by their strings (parts number their
+    symbols in another order)."""
+    from tpscope.trace.extract import SYMBOL_COLUMNS
+
+    out = {}
+    for group, cols in raw.groups.items():
+        for name, col in cols.items():
+            if name in SYMBOL_COLUMNS:
+                col = np.array([raw.symbols[i] if i >= 0 else None for i in col.tolist()], object)
+            out[group, name] = col
+    return out
+
+
+def assert_same_raw(a, b):
+    x, y = _symbol_columns(a), _symbol_columns(b)
+    assert x.keys() == y.keys()
+    for key in x:
+        np.testing.assert_array_equal(x[key], y[key], err_msg=str(key))
+
+
+def _forks(monkeypatch):
+    """The spans the parent hands to forked children, as (lo, hi)."""
+    spans = []
+    real = parallel.multiprocessing.get_context
+
+    class Context:
+        def __init__(self, ctx):
+            self.ctx = ctx
+            self.Pipe = ctx.Pipe
+
+        def Process(self, target, args):
+            spans.append(args[2:])
+            return self.ctx.Process(target=target, args=args)
+
+    monkeypatch.setattr(parallel.multiprocessing, "get_context", lambda m: Context(real(m)))
+    return spans
+
+
+@pytest.mark.parametrize("ends", [[20_000], [5_000, 60_000], [1, 2, 3]])
 @pytest.mark.parametrize("indent", [None, 1])
-def test_parts_hold_every_event(parts, indent):
+@pytest.mark.parametrize("chunk_bytes", [333, 1 << 20])
+def test_parts_hold_every_event(ends, indent, chunk_bytes, monkeypatch):
+    from tpscope.trace.extract import extract
+
     doc = json.load(gzip.open(next((DATA / "h200-shm-chunked4").glob("rank0*"))))
     doc["traceName"] = "after the events"
     buf = json.dumps(doc, indent=indent).encode()
-    header = parallel.header_of(buf)
-    spans = part_spans(buf, parts)
-    assert spans is not None and len(spans) == parts
-    assert [e for lo, hi in spans for e in json.loads(b"[" + buf[lo:hi] + b"]")] == doc[
-        "traceEvents"
-    ]
-    assert header.distributedInfo.rank == doc["distributedInfo"]["rank"]
-    assert header.baseTimeNanoseconds == doc["baseTimeNanoseconds"]
+    forks = _forks(monkeypatch)
+    got = parallel._in_parts(io.BytesIO(buf), ends, chunk_bytes)
+    # one child per end, each cut after its end; the parts tile the array
+    assert len(forks) == len(ends)
+    start = buf.index(b"[", buf.index(b'"traceEvents"'))
+    assert forks[0][0] == start + 1
+    assert all(prev[1] + 1 == nxt[0] for prev, nxt in zip(forks, forks[1:]))
+    commas = [m.start() + 1 for m in re.finditer(rb"\},\s+\{", buf)]  # json.dumps: a blank after
+    targets = [max(end, lo) for (lo, _), end in zip(forks, ends)]
+    assert [hi for _, hi in forks] == [min(c for c in commas if c >= t) for t in targets]
+    assert_same_raw(got.raw, extract(json_events(buf[start + 1 : buf.rindex(b"]")]), 0))
+    assert got.header.distributedInfo.rank == doc["distributedInfo"]["rank"]
+    assert got.header.baseTimeNanoseconds == doc["baseTimeNanoseconds"]
 
 
-def test_no_cut_without_trace_events_or_room_between_events():
-    assert part_spans(b'{"a": [{"b": 1}, {"c": 2}]}', 2) is None
-    compact = json.dumps({"traceEvents": [{"a": 1}, {"b": 2}, {"c": 3}]}, separators=(",", ":"))
-    assert part_spans(compact.encode(), 2) is None
+def test_no_cut_without_trace_events_or_room_between_events(monkeypatch):
+    forks = _forks(monkeypatch)
+    assert parallel._in_parts(io.BytesIO(b'{"a": [{"b": 1}, {"c": 2}]}'), [5]) is None
+    compact = json.dumps(
+        {"traceEvents": [{"ph": "X", "ts": k, "dur": 1} for k in range(3)]}, separators=(",", ":")
+    )
+    got = parallel._in_parts(io.BytesIO(compact.encode()), [20])  # no blank: no cut ...
+    assert forks == [] and got is not None  # ... the parent reads it all
+    assert got.raw.dropped == {}
+
+
+def test_part_ends_let_every_part_finish_together():
+    size, share = 1_000_000, 0.2
+    for parts in (2, 3, 8):
+        ends = parallel.part_ends(size, parts, share)
+        lengths = np.diff([0, *ends, size])
+        # part k starts when its end is gunzipped, the parent gunzips all, then decodes the last
+        finish = [share * e + n for e, n in zip(ends, lengths)] + [share * size + lengths[-1]]
+        assert max(finish) - min(finish) < 2, (parts, finish)
+        assert all(lengths > 0)
+    assert parallel.part_ends(1000, 4, 0.0) == [250, 500, 750]
+
+
+def test_gzip_text_size_is_read_from_its_trailer(tmp_path):
+    text = json.dumps({"traceEvents": [{"a": "x" * 1000}] * 300}).encode()
+    (tmp_path / "t.json.gz").write_bytes(gzip.compress(text))
+    (tmp_path / "t.json").write_bytes(text)
+    with open(tmp_path / "t.json.gz", "rb") as fh:
+        assert parallel._text_size(fh) == (len(text), True) and fh.tell() == 0
+    with open(tmp_path / "t.json", "rb") as fh:
+        assert parallel._text_size(fh) == (len(text), False)
 
 
 @pytest.mark.parametrize("run", ["h200-shm-chunked4", "h200-nvlink-unfused"])
@@ -66,11 +141,12 @@ def test_file_in_parts_equals_one_piece(run, tmp_path, monkeypatch):
     for path in (DATA / run).glob("*.json.gz"):
         (tmp_path / path.name).write_bytes(path.read_bytes())
     used = []
-    real = parallel.decode_in_parts
-    monkeypatch.setattr(parallel, "decode_in_parts", lambda *a: used.append(real(*a)) or used[-1])
+    real = parallel.read_in_parts
+    monkeypatch.setattr(parallel, "read_in_parts", lambda *a: used.append(real(*a)) or used[-1])
+    forks = _forks(monkeypatch)
     one = load_run(tmp_path / sorted(p.name for p in tmp_path.iterdir())[0], workers=1)
     split = load_run(tmp_path / sorted(p.name for p in tmp_path.iterdir())[0], workers=2)
-    assert len(used) == 1 and used[0] is not None  # the file really was read in two parts
+    assert len(used) == 1 and used[0] is not None and len(forks) == 1  # really in two parts
     assert_same_ranks(one, split)
 
 
@@ -98,8 +174,9 @@ def test_a_cut_inside_an_event_falls_back_to_one_piece(tmp_path, monkeypatch):
         ],
     }
     text = json.dumps(doc, indent=2).encode()
-    assert part_spans(text, 2) is not None  # a cut is found ...
-    assert parallel.decode_in_parts(text, 2) is None  # ... and detected as bad
+    forks = _forks(monkeypatch)
+    assert parallel._in_parts(io.BytesIO(text), [len(text) // 2]) is None  # a cut is made ...
+    assert len(forks) == 1  # ... inside the event, and found bad
     path = tmp_path / "r.json"
     path.write_bytes(text)
     run = load_run(path, workers=2)
@@ -112,7 +189,7 @@ def test_a_part_decoded_a_piece_at_a_time_equals_the_part_decoded_whole():
 
     doc = json.load(gzip.open(next((DATA / "h200-shm-chunked4").glob("rank0*"))))
     buf = json.dumps(doc, indent=1).encode()
-    ((lo, hi),) = part_spans(buf, 1)
+    lo, hi = buf.index(b"[", buf.index(b'"traceEvents"')) + 1, buf.rindex(b"]")
     whole = extract(json_events(buf[lo:hi]), 0)
     pieces = decode_span(buf, lo, hi, chunk_bytes=8192)  # about 60 pieces
     assert pieces is not None

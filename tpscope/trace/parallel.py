@@ -7,6 +7,10 @@ events exist at once, and the raw columns come back through a pipe and are merge
 does not give valid JSON (an unusual layout) is detected by the decoder, and the file is then
 read in one piece.
 
+A gzip file is cut while it is being gunzipped (`read_in_parts`): each part's process is forked
+as soon as its text is there, so the parts decode while the rest is still inflating. The earlier
+parts are made longer, so that all finish together (`part_ends`).
+
 Many files: each worker process loads whole files and returns their compact tables, so the
 parent never holds more than the workers' files' events at once.
 """
@@ -21,14 +25,17 @@ from concurrent.futures import ProcessPoolExecutor
 
 import msgspec
 
-from tpscope.trace.decode import TRACE_DECODER
+from tpscope.trace.decode import _GZIP_MAGIC, TRACE_DECODER
 from tpscope.trace.extract import merge
 from tpscope.trace.schema import TraceFile
-from tpscope.trace.stream import DecodedParts, decode_span
+from tpscope.trace.stream import _READ_ERRORS, CHUNK_BYTES, DecodedParts, decode_span, open_text
 
 # below this, starting a process costs more than it saves (docs/benchmarks.md)
 SPLIT_MIN_BYTES = 64 << 20
 _EVENT_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+# gunzipping a byte of trace text costs about this share of decoding and extracting it
+# (docs/benchmarks.md): it sets how much longer the earlier parts of a gzip file are
+GUNZIP_SHARE = 0.2
 
 
 def usable_cores() -> int:
@@ -43,29 +50,45 @@ def can_fork() -> bool:
     return "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
 
 
-def part_spans(buf: bytes, parts: int) -> list[tuple[int, int]] | None:
-    """Cut the `traceEvents` array of `buf` into `parts` runs of whole events: per part, (lo, hi)
-    such that `buf[lo:hi]` is its events separated by commas (no brackets). The text is not changed.
-
-    None when the file has no such array or no cut with a blank after the comma (Kineto writes
-    `},\n  {`, Python's json `}, {`). The keys around the array come back through
-    `header_of`. A cut inside an event (a nested `}, {`) gives invalid JSON, which the decoder
-    reports, so it is never silently wrong.
-    """
+def _array_start(buf: bytes | bytearray) -> int:
+    """Index of the `[` that opens the `traceEvents` array, -1 when not (yet) seen."""
     key = buf.find(b'"traceEvents"')
-    start = buf.find(b"[", key) if key >= 0 else -1
-    end = buf.rfind(b"]")
-    if start < 0 or end <= start:
-        return None
-    commas = [start]
-    for k in range(1, parts):
-        m = _EVENT_BOUNDARY.search(buf, max(commas[-1] + 1, len(buf) * k // parts), end)
-        while m is not None and m.end() - m.start() < 4:  # "}", ",", a blank, "{"
-            m = _EVENT_BOUNDARY.search(buf, m.end(), end)
-        if m is None:
-            return None
-        commas.append(m.start() + 1)
-    return [(lo + 1, hi) for lo, hi in zip(commas, [*commas[1:], end])]
+    return buf.find(b"[", key) if key >= 0 else -1
+
+
+def _comma_after(buf: bytes | bytearray, pos: int, end: int) -> int:
+    """Index of the comma of the first event boundary with a blank in `buf[pos:end]`, or -1.
+    A boundary found in a prefix of the text is the one the whole text gives (its match ends
+    at its `{`)."""
+    m = _EVENT_BOUNDARY.search(buf, pos, end)
+    while m is not None and m.end() - m.start() < 4:  # "}", ",", a blank, "{"
+        m = _EVENT_BOUNDARY.search(buf, m.end(), end)
+    return -1 if m is None else m.start() + 1
+
+
+def part_ends(size: int, parts: int, gunzip_share: float = GUNZIP_SHARE) -> list[int]:
+    """Where the first `parts - 1` parts of a text of `size` bytes should end when the text is
+    gunzipped as it is cut: part k's process starts once its end is inflated, and the parent,
+    which inflates everything, decodes the last part. With inflating at `gunzip_share` of the
+    decoding cost per byte (r), part k ends at e_k = (e_{k-1} + T) / (1 + r), all parts finish
+    at T, and T is the one that makes the last part (T - r * size) fill the text."""
+
+    def ends(finish: float) -> list[float]:
+        out, end = [], 0.0
+        for _ in range(parts - 1):
+            end = (end + finish) / (1 + gunzip_share)
+            out.append(end)
+        return out
+
+    lo, hi = 0.0, size * (1 + gunzip_share)
+    for _ in range(60):  # bisection: the last part's length grows with T faster than the rest
+        finish = (lo + hi) / 2
+        last = ends(finish)[-1] if parts > 1 else 0.0
+        if finish - gunzip_share * size > size - last:
+            hi = finish
+        else:
+            lo = finish
+    return [min(size, round(e)) for e in ends(lo)]
 
 
 def header_of(buf: bytes) -> TraceFile | None:
@@ -99,32 +122,89 @@ def _child(conn, buf: bytes, lo: int, hi: int) -> None:
         os._exit(0)  # skip freeing half a million events: the process ends here
 
 
-def decode_in_parts(buf: bytes, workers: int) -> DecodedParts | None:
-    """Decode and extract `buf` in `workers` processes (forked: the text is shared, not sent or
-    copied; each part is decoded a piece at a time, `stream.decode_span`); None when it cannot be
-    cut cleanly."""
-    header = header_of(buf)
-    spans = part_spans(buf, workers) if header is not None else None
-    if spans is None:
+def read_in_parts(path, workers: int) -> DecodedParts | None:
+    """Read a trace file of at least `SPLIT_MIN_BYTES` of text in `workers` processes, each part
+    forked as soon as its text is read (gunzipped on the way when it is gzip); None when the file
+    is smaller, cannot be read, or cannot be cut cleanly (the caller reads it another way)."""
+    try:
+        with open(path, "rb") as fh:
+            size, gzipped = _text_size(fh)
+            if size < SPLIT_MIN_BYTES or workers < 2:
+                return None
+            ends = part_ends(size, workers, GUNZIP_SHARE if gzipped else 0.0)
+            return _in_parts(open_text(fh), ends)
+    except _READ_ERRORS:
         return None
+
+
+def _text_size(fh) -> tuple[int, bool]:
+    """The length of the file's text and whether it is gzip: its size, or for gzip its
+    trailer's ISIZE, the length modulo 2^32 (past 4 GiB a guess: it sets where the parts end,
+    never what they hold)."""
+    size = fh.seek(0, os.SEEK_END)
+    fh.seek(0)
+    gzipped = fh.read(2) == _GZIP_MAGIC and size >= 18
+    if gzipped:
+        fh.seek(-4, os.SEEK_END)
+        text = int.from_bytes(fh.read(4), "little")
+        while text < size:  # a text shorter than its gzip file: wrapped past 4 GiB
+            text += 2**32
+        size = text
+    fh.seek(0)
+    return size, gzipped
+
+
+def _in_parts(text, ends: list[int], chunk_bytes: int = CHUNK_BYTES) -> DecodedParts | None:
+    """Read `text` `chunk_bytes` at a time; fork one process per part as soon as the event
+    boundary after its end (`ends`) is read; the parent decodes the last part once all is read.
+    A boundary with a blank is needed to cut (Kineto writes `},\n  {`, Python's json `}, {`);
+    where there is none, the parent decodes the rest itself. A cut inside an event (a nested
+    `}, {`) gives invalid JSON, which the decoder reports, so it is never silently wrong."""
     ctx = multiprocessing.get_context("fork")
+    buf = bytearray()
+    start = -1
+    commas: list[int] = []  # the array's "[", then the comma after each forked part
     children = []
-    for lo, hi in spans[1:]:
-        recv, send = ctx.Pipe(duplex=False)
-        proc = ctx.Process(target=_child, args=(send, buf, lo, hi), daemon=True)
-        proc.start()
-        send.close()
-        children.append((proc, recv))
-    results = [decode_span(buf, *spans[0])]
-    for proc, recv in children:
-        try:
-            results.append(recv.recv())
-        except (EOFError, OSError):
-            results.append(None)
-        proc.join()
+    done = False
+    try:
+        while data := text.read(chunk_bytes):
+            buf += data
+            if start < 0 and (start := _array_start(buf)) >= 0:
+                commas.append(start)
+            while start >= 0 and len(commas) <= len(ends):
+                comma = _comma_after(buf, max(commas[-1] + 1, ends[len(commas) - 1]), len(buf))
+                if comma < 0:
+                    break  # the boundary is not read yet
+                recv, send = ctx.Pipe(duplex=False)
+                proc = ctx.Process(target=_child, args=(send, buf, commas[-1] + 1, comma))
+                proc.daemon = True
+                proc.start()  # the child sees the text read so far, which holds its part
+                send.close()
+                children.append((proc, recv))
+                commas.append(comma)
+        end = buf.rfind(b"]")
+        header = header_of(buf) if start >= 0 else None
+        if header is None or end <= commas[-1]:
+            return None  # no array, or a cut past its end: the caller reads the file another way
+        last = decode_span(buf, commas[-1] + 1, end)
+        del buf
+        results = [_receive(recv) for _, recv in children] + [last]
+        done = True
+    finally:
+        for proc, _ in children:
+            if not done:  # an error or an early return: the parts are not wanted
+                proc.kill()
+            proc.join()
     if any(r is None for r in results):
         return None
     return DecodedParts(header=header, raw=merge(results))
+
+
+def _receive(recv):
+    try:
+        return recv.recv()
+    except (EOFError, OSError):
+        return None
 
 
 def map_files(function, paths: list, workers: int) -> list:

@@ -185,10 +185,8 @@ def _read_raw(path: Path | str, workers: int, chunk_bytes: int = stream.CHUNK_BY
     """(header, raw columns with absolute times, warnings) of one trace file."""
     parts = data = None
     if workers > 1 and parallel.can_fork() and not is_url(path):
-        data = read_bytes(path)
-        if len(data) >= parallel.SPLIT_MIN_BYTES:
-            parts = parallel.decode_in_parts(data, workers)
-    else:
+        parts = parallel.read_in_parts(path, workers)
+    if parts is None:
         parts = _stream_file(path, chunk_bytes)
     if parts is not None:
         trace, raw, warnings = parts.header, parts.raw, []

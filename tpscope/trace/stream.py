@@ -51,6 +51,8 @@ _TAIL_SEARCH = 1 << 20
 _ARRAY_END = re.compile(rb"\}\s*\]")
 _END_TRIES = 8
 _READ_ERRORS = (OSError, EOFError, gzip.BadGzipFile, zlib.error, _IsalError)
+# text this reader gives up on: the one-piece reader says why (RecursionError: nested too deeply)
+_NOT_DECODED = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
 
 
 def open_text(fh: BinaryIO) -> BinaryIO:
@@ -81,9 +83,11 @@ def _last_boundary(buf: bytes | bytearray, lo: int, hi: int) -> int:
     return -1
 
 
-def decode_span(buf: bytes, lo: int, hi: int, chunk_bytes: int = CHUNK_BYTES) -> RawColumns | None:
-    """Extract the events `buf[lo:hi]` (whole events separated by commas, a part of
-    `parallel.part_spans`) about `chunk_bytes` of text at a time, so that only one piece's events
+def decode_span(
+    buf: bytes | bytearray, lo: int, hi: int, chunk_bytes: int = CHUNK_BYTES
+) -> RawColumns | None:
+    """Extract the events `buf[lo:hi]` (whole events separated by commas, a part cut by
+    `parallel.read_in_parts`) about `chunk_bytes` of text at a time, so that only one piece's events
     exist at once; None when a piece is not valid JSON (a cut inside an event)."""
     parts: list[RawColumns] = []
     with memoryview(buf) as view:
@@ -92,7 +96,7 @@ def decode_span(buf: bytes, lo: int, hi: int, chunk_bytes: int = CHUNK_BYTES) ->
             stop = hi if stop < 0 else stop
             try:
                 events = EVENTS_DECODER.decode(b"[" + view[lo:stop] + b"]")
-            except (msgspec.DecodeError, msgspec.ValidationError):
+            except _NOT_DECODED:
                 return None
             parts.append(extract(events, 0))
             del events
@@ -119,7 +123,7 @@ def _array_end(buf: bytearray) -> tuple[int, RawColumns | None]:
             break
         try:
             return m.end() - 1, _decode_part(buf, m.end())
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except _NOT_DECODED:
             continue
     return -1, None
 
@@ -130,7 +134,7 @@ def decode_streaming(fh: BinaryIO, chunk_bytes: int = CHUNK_BYTES) -> DecodedPar
     `baseTimeNanoseconds` (`RawColumns.shift_times`)."""
     try:
         return _decode(open_text(fh), max(1 << 10, chunk_bytes))
-    except (msgspec.DecodeError, msgspec.ValidationError, *_READ_ERRORS):
+    except (*_NOT_DECODED, *_READ_ERRORS):
         return None
 
 
