@@ -13,7 +13,9 @@ Markdown table and written as JSON with the machine, versions and the exact comm
 
 On a shared machine, `--repeat N` runs each one-rank measurement N times, tpscope and HTA
 interleaved (tpscope, HTA, tpscope, HTA ...) so that both see the same load, and reports the
-medians (every run is kept in the JSON, with the load average before and after).
+medians (every run is kept in the JSON, with the load average before and after). These timed runs
+are not sampled for memory (the sampler would take CPU time from tpscope's two processes on a
+2-core machine); each tool's peak memory comes from one more, sampled, run.
 """
 
 from __future__ import annotations
@@ -72,9 +74,13 @@ SAMPLE_S = 0.1  # reading a process's smaps holds its memory map's lock: sampled
 # sampler slowed an allocating process several times over on this shared machine
 
 
-def measure(body: str, env: dict | None = None, timeout: float = 1800) -> dict:
+def measure(
+    body: str, env: dict | None = None, timeout: float = 1800, sample_memory: bool = True
+) -> dict:
     """Run `body` in a fresh interpreter; its wall time, the CPU time of its process tree (user +
-    system, the reaped children included) and the peak PSS of the tree, sampled every SAMPLE_S."""
+    system, the reaped children included) and the peak PSS of the tree, sampled every SAMPLE_S.
+    Without `sample_memory`, no sampling (peak None): on 2 cores the sampler takes CPU time from
+    a program that keeps both busy, so timed runs are not sampled."""
     import psutil
 
     code = MEASURE.format(body=body)
@@ -95,7 +101,8 @@ def measure(body: str, env: dict | None = None, timeout: float = 1800) -> dict:
             if pid:
                 break
             try:
-                peak = max(peak, _tree_pss_mb(ps))
+                if sample_memory:
+                    peak = max(peak, _tree_pss_mb(ps))
             except psutil.NoSuchProcess:
                 pass
             if time.monotonic() > deadline:
@@ -109,15 +116,18 @@ def measure(body: str, env: dict | None = None, timeout: float = 1800) -> dict:
             raise RuntimeError(err.read()[-2000:])
         result = json.loads(out.read().strip().splitlines()[-1])
     result["cpu_s"] = round(usage.ru_utime + usage.ru_stime, 2)
-    result["peak_pss_mb"] = round(peak, 1)
+    result["peak_pss_mb"] = round(peak, 1) if sample_memory else None
     return result
 
 
-def median_of(runs: list[dict]) -> dict:
-    """The median wall time, CPU time and peak memory of repeated runs, and the runs themselves."""
-    return {
-        k: statistics.median(r[k] for r in runs) for k in ("wall_s", "cpu_s", "peak_pss_mb")
-    } | {"runs": runs}
+def median_of(runs: list[dict], memory: dict) -> dict:
+    """The median wall time and CPU time of repeated unsampled runs, the peak memory of a
+    separate sampled run, and the runs themselves."""
+    return {k: statistics.median(r[k] for r in runs) for k in ("wall_s", "cpu_s")} | {
+        "peak_pss_mb": memory["peak_pss_mb"],
+        "runs": runs,
+        "memory_run": memory,
+    }
 
 
 def count_events(folder: Path) -> int:
@@ -172,13 +182,15 @@ def main() -> None:
                 "gz_mb": round(mb, 1),
             }
             fresh, hta = [], []
+            tpscope = TPSCOPE.format(run=str(run), extra=["--no-cache"])
+            hta_body = HTA.format(run=str(run))
             for _ in range(a.repeat):  # interleaved: both see the machine's load of the moment
-                fresh.append(measure(TPSCOPE.format(run=str(run), extra=["--no-cache"]), env))
+                fresh.append(measure(tpscope, env, sample_memory=False))
                 if size <= a.hta_max:
-                    hta.append(measure(HTA.format(run=str(run))))
-            row["tpscope"] = median_of(fresh)
+                    hta.append(measure(hta_body, sample_memory=False))
+            row["tpscope"] = median_of(fresh, measure(tpscope, env))
             if hta:
-                row["hta"] = median_of(hta)
+                row["hta"] = median_of(hta, measure(hta_body))
             measure(TPSCOPE.format(run=str(run), extra=[]), env)  # fill the cache
             row["tpscope_cached"] = measure(TPSCOPE.format(run=str(run), extra=[]), env)
             row["tpscope_one_core"] = measure(
