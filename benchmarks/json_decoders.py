@@ -6,6 +6,12 @@ Decodes one tiled trace (real events) with: the standard library's json, orjson,
 untyped (to dicts), and msgspec typed into tpscope's structs (`schema.py`), which skips every
 field tpscope does not read. Prints the median of 3 runs with Python's garbage collector on (as a
 program runs) and off, and the peak memory each adds.
+
+Then, from the same text to columns (the median of 3): msgspec typed plus tpscope's extraction
+(`trace/extract.py`), and, when they are installed, the columnar JSON readers of polars
+(`read_json` with a schema of the fields tpscope reads) and pyarrow (`pyarrow.json.read_json`,
+which reads one object after another, so the array's separating commas are made newlines
+first). Neither is a dependency of tpscope; a reader that refuses the trace says why.
 """
 
 from __future__ import annotations
@@ -73,6 +79,70 @@ def main() -> None:
         print(
             f"| {name} | {statistics.median(times[True]):.2f} | {statistics.median(times[False]):.2f} | {peak:.0f} |"
         )
+    to_columns(data)
+
+
+def to_columns(data: bytes) -> None:
+    """Seconds from the JSON text to typed columns, each reader's median of 3."""
+    import io
+    import re
+
+    from tpscope.trace.decode import EVENTS_DECODER
+    from tpscope.trace.extract import extract
+
+    start = data.index(b"[", data.index(b'"traceEvents"'))
+    end = data.rindex(b"]")
+    array = memoryview(data)[start : end + 1]
+
+    def tpscope_columns():
+        return extract(EVENTS_DECODER.decode(array), 0)
+
+    readers = {"msgspec typed + tpscope's extraction": tpscope_columns}
+    try:
+        import polars as pl
+
+        def polars_columns():
+            args = pl.Struct(
+                {k: pl.Int64 for k in ("device", "stream", "correlation", "External id")}
+            )
+            schema = {"ph": pl.String, "cat": pl.String, "name": pl.String, "pid": pl.String}
+            schema |= {"tid": pl.String, "ts": pl.Float64, "dur": pl.Float64, "args": args}
+            return pl.read_json(io.BytesIO(array), schema=schema)
+
+        readers[f"polars {pl.__version__} read_json (schema)"] = polars_columns
+    except ImportError:
+        pass
+    try:
+        import pyarrow as pa
+        import pyarrow.json as pj
+
+        def arrow_columns():
+            lines = re.sub(rb"\}\s*,\s*\{", b"}\n{", array[1:-1])
+            ints = [(k, pa.int64()) for k in ("device", "stream", "correlation", "External id")]
+            fields = [(k, pa.string()) for k in ("ph", "cat", "name")]
+            fields += [("ts", pa.float64()), ("dur", pa.float64()), ("args", pa.struct(ints))]
+            options = pj.ParseOptions(
+                explicit_schema=pa.schema(fields), unexpected_field_behavior="ignore"
+            )
+            return pj.read_json(pa.BufferReader(lines), parse_options=options)
+
+        readers[f"pyarrow {pa.__version__} read_json (newline-delimited first)"] = arrow_columns
+    except ImportError:
+        pass
+    print()
+    print("| to columns | seconds (median of 3) |")
+    print("|---|---|")
+    for name, read in readers.items():
+        times = []
+        try:
+            for _ in range(3):
+                t = time.perf_counter()
+                read()
+                times.append(time.perf_counter() - t)
+        except Exception as exc:  # noqa: BLE001 - a reader's refusal is a result
+            print(f"| {name} | refused: {str(exc).splitlines()[0][:120]} |")
+            continue
+        print(f"| {name} | {statistics.median(times):.2f} |")
 
 
 if __name__ == "__main__":
