@@ -13,7 +13,6 @@ from tpscope.metrics.gemm import (
     exact_baseline,
     interpolated_baseline,
     parse_shape,
-    unique_rows,
 )
 
 BF = json.dumps(["c10::BFloat16"] * 3)
@@ -99,15 +98,3 @@ def test_interpolation_between_brackets_only_along_one_dim():
     low = {(_shape(1000), (132, 1, 1)): np.array([100.0] * 3)}
     (mixed,) = baselines((_shape(2000),), [low, ref, {}])
     assert mixed.full_ns == pytest.approx(200.0) and mixed.source == "run+reference"
-
-
-def test_unique_rows_is_numpys_unique_by_rows():
-    rng = np.random.default_rng(1)
-    a, b = rng.integers(-1, 4, 500), rng.integers(0, 3, 500)
-    uniq, inverse = unique_rows(a, b)
-    want, want_inverse = np.unique(np.stack([a, b], axis=1), axis=0, return_inverse=True)
-    assert np.array_equal(uniq, want) and np.array_equal(inverse, want_inverse.reshape(-1))
-    assert unique_rows(np.zeros(0, np.int64))[0].shape == (0, 1)
-    big = np.array([2**40, -(2**40), 5, 2**40])  # spans too wide to pack: the lexsort path
-    uniq, inverse = unique_rows(big, big, big)
-    assert uniq[:, 0].tolist() == [-(2**40), 5, 2**40] and inverse.tolist() == [2, 0, 1, 2]

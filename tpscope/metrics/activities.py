@@ -16,6 +16,7 @@ import numpy as np
 
 from tpscope.metrics import intervals as iv
 from tpscope.trace import ActivityClass, RankTrace, Run, is_sync
+from tpscope.trace.columns import unique_rows
 from tpscope.trace.compact import RankHeader
 
 NS_PER_US = 1000.0
@@ -83,9 +84,7 @@ def _group_symbols(r) -> tuple[str, ...]:
 def _group_table(r) -> list[tuple[str, str]]:
     """(pg name, "0,1" or "") for each distinct (pg name, ranks) of the rank's described kernels."""
     g = r.gpu
-    pairs = np.unique(
-        np.stack([g.pg_name_id.astype(np.int64), g.pg_ranks_id.astype(np.int64)], axis=1), axis=0
-    )
+    pairs = unique_rows(g.pg_name_id, g.pg_ranks_id)[0]
     config = r.info.get("process_groups", {})
     out = []
     for pg, ranks in pairs.tolist():
@@ -100,11 +99,9 @@ def _group_table(r) -> list[tuple[str, str]]:
 def _group_names(r) -> np.ndarray:
     """Per activity: an index into `_group_symbols(r)` naming its process group; -1 without one."""
     g = r.gpu
-    keys = np.stack([g.pg_name_id.astype(np.int64), g.pg_ranks_id.astype(np.int64)], axis=1)
-    if len(keys) == 0:
+    if len(g) == 0:
         return np.zeros(0, np.int64)
-    _, inverse = np.unique(keys, axis=0, return_inverse=True)
-    out = len(r.symbols) + inverse.reshape(-1)
+    out = len(r.symbols) + unique_rows(g.pg_name_id, g.pg_ranks_id)[1]
     return np.where((g.pg_name_id >= 0) | (g.pg_ranks_id >= 0), out, -1)
 
 

@@ -14,6 +14,7 @@ import numpy as np
 from tpscope.metrics.activities import NS_PER_US, RunActivities
 from tpscope.trace import ActivityClass
 from tpscope.trace.classify import Rule, comm_rule
+from tpscope.trace.columns import unique_rows
 
 _I64_MIN = np.iinfo(np.int64).min
 _I64_MAX = np.iinfo(np.int64).max
@@ -185,8 +186,7 @@ def _group_label(acts: RunActivities, row: int) -> str:
 def _validate(acts: RunActivities, idx: np.ndarray, keys: np.ndarray, checked: tuple[str, ...]):
     """Instances of `keys` (one row per kernel): (uniq keys, inverse, good mask, first row, bad field,
     lonely mask, members), the §5 validation: fields agree, one kernel per rank, two ranks or more."""
-    uniq, inst = np.unique(keys, axis=0, return_inverse=True)
-    inst = inst.reshape(-1)
+    uniq, inst = unique_rows(*keys.T)
     n = len(uniq)
     pos = acts.rank_pos[idx]
     bad_field = np.full(n, -1, np.int64)  # index into _CHECKED of the first field that differs
@@ -198,7 +198,7 @@ def _validate(acts: RunActivities, idx: np.ndarray, keys: np.ndarray, checked: t
         np.maximum.at(hi, inst, col)
         bad_field = np.where((bad_field < 0) & (lo != hi), f, bad_field)
     members = np.bincount(inst, minlength=n)
-    distinct = np.bincount(np.unique(np.stack([inst, pos], axis=1), axis=0)[:, 0], minlength=n)
+    distinct = np.bincount(unique_rows(inst, pos)[0][:, 0], minlength=n)
     bad_field = np.where((bad_field < 0) & (distinct != members), len(_CHECKED), bad_field)
     # one rank alone: each of its collectives is an instance of its own (wait 0, metrics.md §5)
     lonely = (members < 2) & (bad_field < 0) & (len(acts.rank_ids) > 1)
@@ -620,9 +620,7 @@ def wait_transfer_by_step(
     m = (acts.cls == ActivityClass.COMM) & (acts.step >= 0)
     if not m.any():
         return {}
-    keys = np.stack([acts.rank[m], acts.step[m]], axis=1)
-    uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
-    inverse = inverse.reshape(-1)
+    uniq, inverse = unique_rows(acts.rank[m], acts.step[m])
     wait = np.bincount(inverse, weights=timing.wait_ns[m], minlength=len(uniq))
     transfer = np.bincount(inverse, weights=timing.transfer_ns[m], minlength=len(uniq))
     return {

@@ -23,9 +23,9 @@ from tpscope.metrics.gemm import (
     find_gemms,
     isolated_samples,
     same_grid_ns,
-    unique_rows,
 )
 from tpscope.trace import ActivityClass, Run
+from tpscope.trace.columns import unique_rows
 
 MIN_INSTANCES = 3  # §8: isolated and overlapped instances a signature needs for a slowdown
 OVERLAPPED_FRACTION = 0.5  # §8: f >= this is "overlapped"; f == 0 is "isolated"
@@ -229,9 +229,7 @@ def kernel_contention(
     base = baseline[sig[taxed]]
     by_step: dict[tuple[int, int], tuple[float, float]] = {}
     if len(taxed):
-        keys = np.stack([acts.rank[taxed], acts.step[taxed]], axis=1)
-        uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
-        inverse = inverse.reshape(-1)
+        uniq, inverse = unique_rows(acts.rank[taxed], acts.step[taxed])
         tax = np.bincount(inverse, weights=durations_ns(acts, taxed) - base, minlength=len(uniq))
         total = np.bincount(inverse, weights=base, minlength=len(uniq))
         by_step = {
@@ -446,9 +444,7 @@ def comm_contention(
         part = iv.overlap_with_set(end[m] - transfer[m], end[m], cover)
         g[m] = np.where(transfer[m] > 0, part / np.maximum(transfer[m], 1), 0.0)
     inst = match.instance[rows]
-    shape_keys = np.stack([acts.coll[rows], match.bytes[inst]], axis=1)
-    shapes, shape = np.unique(shape_keys, axis=0, return_inverse=True)
-    shape = shape.reshape(-1)
+    shapes, shape = unique_rows(acts.coll[rows], match.bytes[inst])
     iso_n, iso_med = _per_key(shape[g == 0], transfer[g == 0], len(shapes))
     ovl = g >= OVERLAPPED_FRACTION
     ovl_n, ovl_med = _per_key(shape[ovl], transfer[ovl], len(shapes))

@@ -15,6 +15,7 @@ import numpy as np
 from tpscope.gemm_shapes import GEMM_OPERANDS, GemmCall, GemmShape, parse_shape
 from tpscope.metrics.activities import RunActivities
 from tpscope.trace import ActivityClass, Run
+from tpscope.trace.columns import unique_rows
 
 __all__ = ["GEMM_OPERANDS", "GemmCall", "GemmShape", "parse_shape"]  # re-exported: §8's shape rules
 
@@ -80,35 +81,6 @@ def _layers(rank, launch_ns: np.ndarray, tid: np.ndarray, table: dict) -> np.nda
         ]
         out[mine[ok]] = label[ok]
     return out
-
-
-def unique_rows(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(distinct rows of the integer columns in lexicographic order as an (m, k) array, the row of
-    each input): `np.unique(axis=0)` by one lexsort, many times faster on millions of rows."""
-    n = len(cols[0])
-    if n == 0:
-        return np.zeros((0, len(cols)), np.int64), np.zeros(0, np.int64)
-    lo = [int(np.min(c)) for c in cols]
-    spans = [int(np.max(c)) - m + 1 for c, m in zip(cols, lo)]
-    if float(np.prod([float(x) for x in spans])) < 2.0**62:  # one packed int64 key: a 1-D sort
-        key = np.zeros(n, np.int64)
-        for c, m, span in zip(cols, lo, spans):
-            key = key * span + (np.asarray(c, np.int64) - m)
-        packed, inverse = np.unique(key, return_inverse=True)
-        out = np.empty((len(packed), len(cols)), np.int64)
-        for j in range(len(cols) - 1, -1, -1):
-            out[:, j] = packed % spans[j] + lo[j]
-            packed = packed // spans[j]
-        return out, inverse.reshape(-1)
-    order = np.lexsort(cols[::-1])
-    srt = [np.asarray(c)[order] for c in cols]
-    new = np.zeros(n, bool)
-    new[0] = True
-    for c in srt:
-        new[1:] |= c[1:] != c[:-1]
-    inverse = np.empty(n, np.int64)
-    inverse[order] = np.cumsum(new) - 1
-    return np.stack([c[new] for c in srt], axis=1), inverse
 
 
 def find_gemms(run: Run, acts: RunActivities) -> Gemms:

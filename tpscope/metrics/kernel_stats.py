@@ -15,7 +15,7 @@ import numpy as np
 from tpscope.metrics import intervals as iv
 from tpscope.numbers import size_text
 from tpscope.trace import ActivityClass, RankTrace, Run
-from tpscope.trace.columns import lookup
+from tpscope.trace.columns import lookup, unique_rows
 
 NS_PER_US = 1000.0
 
@@ -89,11 +89,11 @@ def _group_keys(rank: RankTrace, keep: np.ndarray, by: str) -> tuple[np.ndarray,
         cols = np.stack([g.cls[keep].astype(np.int64), ids[keep].astype(np.int64)], axis=1)
     if len(cols) == 0:
         return np.zeros(0, dtype=np.int64), []
-    uniq, group = np.unique(cols, axis=0, return_inverse=True)
+    uniq, group = unique_rows(*cols.T)
     labels = [
         f"{row[0]}|{sy[row[1]]}" + (f"|{row[2]}" if by == "collective" else "") for row in uniq
     ]
-    return group.reshape(-1), labels
+    return group, labels
 
 
 def _shapes(rank: RankTrace) -> tuple[np.ndarray, list[str]]:
@@ -113,7 +113,7 @@ def _shapes(rank: RankTrace) -> tuple[np.ndarray, list[str]]:
     )
     if len(rows) == 0:
         return np.zeros(0, np.int64), []
-    uniq, inverse = np.unique(rows, axis=0, return_inverse=True)
+    uniq, inverse = unique_rows(*rows.T)
     strings: dict[str, int] = {}
     ids = np.empty(len(uniq), np.int64)
     for k, (o, sig, name) in enumerate(uniq.tolist()):
@@ -155,10 +155,9 @@ def kernel_names(run: Run) -> dict[str, tuple[str, ...]]:
         if len(g) == 0:
             continue
         shape_ids, shapes = _shapes(rank)
-        pairs = np.stack([shape_ids, g.name_id.astype(np.int64)], axis=1)
-        uniq, inverse = np.unique(pairs, axis=0, return_inverse=True)
+        uniq, inverse = unique_rows(shape_ids, g.name_id)
         dur = np.bincount(
-            inverse.reshape(-1), weights=(g.end_ns - g.start_ns).astype(float), minlength=len(uniq)
+            inverse, weights=(g.end_ns - g.start_ns).astype(float), minlength=len(uniq)
         )
         for (shape, name), d in zip(uniq.tolist(), dur.tolist()):
             names = time_of.setdefault(shapes[shape], {})

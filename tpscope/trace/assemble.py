@@ -14,7 +14,7 @@ import msgspec
 import numpy as np
 
 from tpscope.trace.classify import ActivityClass, ActivityKind, classify, is_transfer_range
-from tpscope.trace.columns import MISSING, SymbolTable, containing, lookup
+from tpscope.trace.columns import MISSING, SymbolTable, containing, lookup, unique_rows
 from tpscope.trace.cpu_activities import cpu_activities, has_cpu_activity
 from tpscope.trace.extract import COLLECTIVE_COLUMNS, RawColumns
 from tpscope.trace.schema import TraceFile
@@ -349,8 +349,7 @@ def _signatures(symbols: SymbolTable, name_id, grid, block, dims_id) -> np.ndarr
     distinct signature."""
     if len(name_id) == 0:
         return np.zeros(0, np.int32)
-    rows = np.column_stack([name_id.astype(np.int64), grid, block, dims_id.astype(np.int64)])
-    uniq, inverse = np.unique(rows, axis=0, return_inverse=True)
+    uniq, inverse = unique_rows(name_id, *grid.T, *block.T, dims_id)
     sym = symbols.symbols
     strings = [
         f"{sym[r[0]]}|grid={list(r[1:4])}|block={list(r[4:7])}|dims={sym[r[7]] if r[7] >= 0 else ''}"
