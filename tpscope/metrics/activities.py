@@ -70,39 +70,32 @@ def _global_ids(local: np.ndarray, symbols: tuple[str, ...], table: dict[str, in
     out = np.full(len(local), -1, np.int64)
     has = local >= 0
     if has.any():
-        uniq, inverse = np.unique(local[has], return_inverse=True)
-        ids = np.array([table.setdefault(symbols[u], len(table)) for u in uniq.tolist()], np.int64)
-        out[has] = ids[inverse]
+        present = local[has]
+        used = np.flatnonzero(np.bincount(present))  # the distinct ids, ascending, in O(n)
+        ids = np.empty(int(used[-1]) + 1, np.int64)
+        ids[used] = [table.setdefault(symbols[u], len(table)) for u in used.tolist()]
+        out[has] = ids[present]
     return out
 
 
-def _group_symbols(r) -> tuple[str, ...]:
-    """Symbols of `_group_names`: the rank's symbols, then its groups' "name [ranks]" strings."""
-    return r.symbols + tuple(f"{name} [{ranks}]" for name, ranks in _group_table(r))
-
-
-def _group_table(r) -> list[tuple[str, str]]:
-    """(pg name, "0,1" or "") for each distinct (pg name, ranks) of the rank's described kernels."""
+def _groups(r) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Per activity, an index naming its process group (-1 without one) into the returned
+    symbols: the rank's, then one "name [ranks]" per distinct (pg name, ranks) of its described
+    kernels, ranks as "0,1" (from pg_config where the kernel does not say, metrics.md §5) or ""."""
     g = r.gpu
-    pairs = unique_rows(g.pg_name_id, g.pg_ranks_id)[0]
+    out = np.full(len(g), -1, np.int64)
+    rows = np.flatnonzero((g.pg_name_id >= 0) | (g.pg_ranks_id >= 0))
+    pairs, inverse = unique_rows(g.pg_name_id[rows], g.pg_ranks_id[rows])
+    out[rows] = len(r.symbols) + inverse
     config = r.info.get("process_groups", {})
-    out = []
+    labels = []
     for pg, ranks in pairs.tolist():
         name = r.symbols[pg] if pg >= 0 else ""
         text = r.symbols[ranks] if ranks >= 0 else ""
-        if not text and name in config:  # metrics.md §5: pg_config where the kernel does not say
+        if not text and name in config:
             text = ",".join(map(str, config[name][1]))
-        out.append((name, text))
-    return out
-
-
-def _group_names(r) -> np.ndarray:
-    """Per activity: an index into `_group_symbols(r)` naming its process group; -1 without one."""
-    g = r.gpu
-    if len(g) == 0:
-        return np.zeros(0, np.int64)
-    out = len(r.symbols) + unique_rows(g.pg_name_id, g.pg_ranks_id)[1]
-    return np.where((g.pg_name_id >= 0) | (g.pg_ranks_id >= 0), out, -1)
+        labels.append(f"{name} [{text}]")
+    return out, r.symbols + tuple(labels)
 
 
 def _enclosing_c10d_op(r) -> np.ndarray:
@@ -205,7 +198,7 @@ class ActivityTable:
         ):
             c[name][:] = _global_ids(local, r.symbols, table)
         c["pg_desc"][:] = _global_ids(*_descriptions(r), table)
-        c["group"][:] = _global_ids(_group_names(r), _group_symbols(r), table)
+        c["group"][:] = _global_ids(*_groups(r), table)
         c["op"][:] = _global_ids(_enclosing_c10d_op(r), r.symbols, table)
         self.lane_labels.extend(r.lane_label(i) for i in range(len(r.lanes)))
 
@@ -231,17 +224,18 @@ def _needs_int64(values: np.ndarray) -> bool:
 
 
 def run_activities(
-    run: Run, visit: Callable[[int, RankTrace], None] | None = None
+    run: Run, visit: Callable[[int, RankTrace, int], None] | None = None
 ) -> RunActivities:
     """Concatenate the ranks' GPU tables with run-wide lane and string ids, reading each rank
-    once; `visit(pos, rank)` is called on each as it is read (per-rank metrics in the same pass)."""
+    once; `visit(pos, rank, first_row)` is called on each as it is read (per-rank metrics in the
+    same pass; `first_row`: the row of the rank's first activity in the table)."""
     if not run.ranks:
         raise ValueError("a run without ranks")
     table = ActivityTable(run.ranks.headers)
     for pos, r in enumerate(run.ranks):
         table.add(pos, r)
         if visit is not None:
-            visit(pos, r)
+            visit(pos, r, int(table.bounds[pos]))
     return table.finish()
 
 

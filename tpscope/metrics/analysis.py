@@ -33,7 +33,7 @@ from tpscope.metrics.contention import (
     reference_gemm_samples,
 )
 from tpscope.metrics.critical_path import CriticalPath, critical_paths, path_graph
-from tpscope.metrics.gemm import Samples
+from tpscope.metrics.gemm import GemmFinder, Gemms, Samples
 from tpscope.metrics.intervals import IntervalSet
 from tpscope.runfolder.manifest import Manifest
 from tpscope.trace import RankTrace, Run
@@ -128,16 +128,18 @@ def analyze_run(
     out of the summary's means unless `include_first_step` (§3)."""
     compute: list[IntervalSet] = []  # per rank: the union of its compute (metrics.md §4)
     steps: list[StepBreakdown] = []
+    gemms = GemmFinder()
 
-    def per_rank(_pos: int, rank: RankTrace) -> None:  # in the pass that reads each rank once
+    def per_rank(_pos: int, rank: RankTrace, first_row: int) -> None:  # in the one pass
         rank_sets = class_sets(rank)
         compute.append(rank_sets.compute)
         steps.extend(rank_breakdown(rank, rank_sets))
+        gemms.add(rank, first_row)
 
     acts = run_activities(run, per_rank)
     numbers = sorted({s.step for s in steps})
     first = numbers[0] if len(numbers) > 1 else None
-    cross = _cross_rank(run, acts, compute, reference, align, calibration)
+    cross = _cross_rank(run, acts, compute, gemms.finish(), reference, align, calibration)
     steps = [_fill_step(s, cross, s.step == first) for s in steps]
     steady = [s for s in steps if include_first_step or not s.first_step]
     summary = summarize(steady, run.manifest)
@@ -188,6 +190,7 @@ def _cross_rank(
     run: Run,
     acts: RunActivities,
     compute: list[IntervalSet],
+    gemms: Gemms,
     reference: Run | None,
     align: str,
     calibration: Samples | None = None,
@@ -204,7 +207,7 @@ def _cross_rank(
         baselines = isolated_baselines(ref_acts, ref_f)
         ref_samples, ref_gemm_us = reference_gemm_samples(reference, ref_acts, ref_f)
     found = contention(
-        run,
+        gemms,
         acts,
         match,
         timing,

@@ -439,8 +439,9 @@ def comm_contention(
     transfer = timing.transfer_ns[rows]
     end = acts.end_ns[rows]
     g = np.zeros(len(rows))
+    cut = np.searchsorted(rows, acts.rank_bounds)  # rows are sorted: each rank's are a slice
     for pos, cover in enumerate(compute_sets):  # a loop over ranks
-        m = acts.rank_pos[rows] == pos
+        m = slice(cut[pos], cut[pos + 1])
         part = iv.overlap_with_set(end[m] - transfer[m], end[m], cover)
         g[m] = np.where(transfer[m] > 0, part / np.maximum(transfer[m], 1), 0.0)
     inst = match.instance[rows]
@@ -480,7 +481,7 @@ def _busbw(nbytes: int, transfer_ns: float, factor: float | None) -> float | Non
 
 
 def contention(
-    run: Run,
+    gemms: Gemms,
     acts: RunActivities,
     match: CollectiveMatch,
     timing: CollectiveTiming,
@@ -490,13 +491,14 @@ def contention(
     margin: int | None = None,
 ) -> Contention:
     """metrics.md §8 for a run. The headline figures (tax per step, coverage, slowdown) come from
-    the GEMMs by shape; `gemm_pools` are the isolated GEMM samples of the reference run and of a
-    calibration. The per-signature table of every compute kernel stays beside them, with
-    `reference` supplying the isolated baselines by signature."""
+    the GEMMs by shape (`gemms`, from `find_gemms` or a `GemmFinder`); `gemm_pools` are the
+    isolated GEMM samples of the reference run and of a calibration. The per-signature table of
+    every compute kernel stays beside them, with `reference` supplying the isolated baselines by
+    signature."""
     f = comm_overlap_fraction(acts)
     kernels, _, _ = kernel_contention(acts, reference, f)
     pools = [{}, *(gemm_pools or [{}, {}])]
-    g = gemm_contention(find_gemms(run, acts), acts, f, pools, margin)
+    g = gemm_contention(gemms, acts, f, pools, margin)
     return dataclasses.replace(
         g, kernels=kernels, collectives=comm_contention(acts, match, timing, compute_sets)
     )

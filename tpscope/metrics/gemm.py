@@ -14,7 +14,7 @@ import numpy as np
 
 from tpscope.gemm_shapes import GEMM_OPERANDS, GemmCall, GemmShape, parse_shape
 from tpscope.metrics.activities import RunActivities
-from tpscope.trace import ActivityClass, Run
+from tpscope.trace import ActivityClass, RankTrace, Run
 from tpscope.trace.columns import unique_rows
 
 __all__ = ["GEMM_OPERANDS", "GemmCall", "GemmShape", "parse_shape"]  # re-exported: §8's shape rules
@@ -86,46 +86,64 @@ def _layers(rank, launch_ns: np.ndarray, tid: np.ndarray, table: dict) -> np.nda
 def find_gemms(run: Run, acts: RunActivities) -> Gemms:
     """The run's GEMM kernels: compute kernels whose launching CPU op is a GEMM op with parseable
     dims (metrics.md §8). Parsing runs once per distinct (op, dims, type), not per kernel."""
-    shapes: dict[GemmShape, int] = {}
-    grids: dict[tuple[int, int, int], int] = {}
-    kernels: dict[str, int] = {}
-    layers: dict[str, int] = {}
-    parts: dict[str, list[np.ndarray]] = {
-        k: [] for k in ("act", "shape", "grid", "kernel", "layer")
-    }
+    found = GemmFinder()
     for pos, r in enumerate(run.ranks):
-        g, sym = r.gpu, r.symbols
+        found.add(r, int(acts.rank_bounds[pos]))
+    return found.finish()
+
+
+class GemmFinder:
+    """`find_gemms` one rank at a time (`add`), so that it can run in the pass that reads each
+    rank once; ids are given in the order the ranks are added."""
+
+    def __init__(self) -> None:
+        self.shapes: dict[GemmShape, int] = {}
+        self.grids: dict[tuple[int, int, int], int] = {}
+        self.kernels: dict[str, int] = {}
+        self.layers: dict[str, int] = {}
+        self.parts: dict[str, list[np.ndarray]] = {
+            k: [] for k in ("act", "shape", "grid", "kernel", "layer")
+        }
+
+    def add(self, r: RankTrace, first_row: int) -> None:
+        """The GEMMs of rank `r`, whose first activity is row `first_row` of RunActivities."""
+        g, sym, parts = r.gpu, r.symbols, self.parts
         cand = np.flatnonzero(
             (g.cls == ActivityClass.COMPUTE) & (g.op_name_id >= 0) & (g.dims_id >= 0)
         )
         if not len(cand):
-            continue
+            return
         uniq, inverse = unique_rows(g.op_name_id[cand], g.dims_id[cand], g.types_id[cand])
         parsed = [
             parse_shape(sym[o], sym[d], sym[t] if t >= 0 else "") for o, d, t in uniq.tolist()
         ]
+        shapes = self.shapes
         sid = np.array(
             [shapes.setdefault(p, len(shapes)) if p is not None else -1 for p in parsed], np.int64
         )
-        row_shape = sid[inverse.reshape(-1)]
+        row_shape = sid[inverse]
         rows = cand[row_shape >= 0]
         if not len(rows):
-            continue
-        parts["act"].append(acts.rank_bounds[pos] + rows)
+            return
+        parts["act"].append(first_row + rows)
         parts["shape"].append(row_shape[row_shape >= 0])
         guniq, ginv = unique_rows(*g.grid[rows].T)
-        parts["grid"].append(_ids([tuple(x) for x in guniq.tolist()], grids)[ginv.reshape(-1)])
+        parts["grid"].append(_ids([tuple(x) for x in guniq.tolist()], self.grids)[ginv])
         kuniq, kinv = np.unique(g.name_id[rows], return_inverse=True)
-        parts["kernel"].append(_ids([sym[k] for k in kuniq.tolist()], kernels)[kinv.reshape(-1)])
-        parts["layer"].append(_layers(r, g.launch_start_ns[rows], g.launch_tid[rows], layers))
-    cols = {k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in parts.items()}
-    return Gemms(
-        **cols,
-        shapes=_keys(shapes),
-        grids=_keys(grids),
-        kernels=_keys(kernels),
-        layers=_keys(layers),
-    )
+        parts["kernel"].append(
+            _ids([sym[k] for k in kuniq.tolist()], self.kernels)[kinv.reshape(-1)]
+        )
+        parts["layer"].append(_layers(r, g.launch_start_ns[rows], g.launch_tid[rows], self.layers))
+
+    def finish(self) -> Gemms:
+        cols = {k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in self.parts.items()}
+        return Gemms(
+            **cols,
+            shapes=_keys(self.shapes),
+            grids=_keys(self.grids),
+            kernels=_keys(self.kernels),
+            layers=_keys(self.layers),
+        )
 
 
 def _keys(table: dict) -> tuple:
