@@ -33,7 +33,7 @@ from tpscope.trace.stream import _READ_ERRORS, CHUNK_BYTES, DecodedParts, decode
 # below this, starting a process costs more than it saves (docs/benchmarks.md)
 SPLIT_MIN_BYTES = 64 << 20
 _EVENT_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
-# gunzipping a byte of trace text costs about this share of decoding and extracting it
+# gunzipping a byte of trace text is taken to cost this share of decoding and extracting it
 # (docs/benchmarks.md): it sets how much longer the earlier parts of a gzip file are
 GUNZIP_SHARE = 0.2
 
