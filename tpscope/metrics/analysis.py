@@ -202,10 +202,11 @@ def _cross_rank(
     graph = path_graph(acts, match, timing, clocks.offsets_ns, run.ranks)
     baselines, ref_samples, ref_gemm_us = None, {}, None
     if reference is not None:
-        ref_acts = run_activities(reference)
+        ref_gemms = GemmFinder()  # found in the pass that reads each reference rank once
+        ref_acts = run_activities(reference, lambda _pos, r, first: ref_gemms.add(r, first))
         ref_f = comm_overlap_fraction(ref_acts)
         baselines = isolated_baselines(ref_acts, ref_f)
-        ref_samples, ref_gemm_us = reference_gemm_samples(reference, ref_acts, ref_f)
+        ref_samples, ref_gemm_us = reference_gemm_samples(ref_gemms.finish(), ref_acts, ref_f)
     found = contention(
         gemms,
         acts,

@@ -20,11 +20,10 @@ from tpscope.metrics.gemm import (
     Gemms,
     Samples,
     baselines,
-    find_gemms,
     isolated_samples,
     same_grid_ns,
 )
-from tpscope.trace import ActivityClass, Run
+from tpscope.trace import ActivityClass
 from tpscope.trace.columns import unique_rows
 
 MIN_INSTANCES = 3  # §8: isolated and overlapped instances a signature needs for a slowdown
@@ -491,7 +490,7 @@ def contention(
     margin: int | None = None,
 ) -> Contention:
     """metrics.md §8 for a run. The headline figures (tax per step, coverage, slowdown) come from
-    the GEMMs by shape (`gemms`, from `find_gemms` or a `GemmFinder`); `gemm_pools` are the
+    the GEMMs by shape (`gemms`, from a `GemmFinder`); `gemm_pools` are the
     isolated GEMM samples of the reference run and of a calibration. The per-signature table of
     every compute kernel stays beside them, with `reference` supplying the isolated baselines by
     signature."""
@@ -505,11 +504,10 @@ def contention(
 
 
 def reference_gemm_samples(
-    run: Run, acts: RunActivities, f: np.ndarray
+    gemms: Gemms, acts: RunActivities, f: np.ndarray
 ) -> tuple[Samples, float | None]:
-    """The isolated GEMM samples of a reference run (its activities and their `f`), and its measured
-    GEMM time per rank and step."""
-    gemms = find_gemms(run, acts)
+    """The isolated GEMM samples of a reference run (its GEMMs, its activities and their `f`), and
+    its measured GEMM time per rank and step."""
     dur = durations_ns(acts, gemms.act)
     step = acts.step[gemms.act]
     in_step = step >= 0

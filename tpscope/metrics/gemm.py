@@ -13,7 +13,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from tpscope.gemm_shapes import GEMM_OPERANDS, GemmCall, GemmShape, parse_shape
-from tpscope.metrics.activities import RunActivities
 from tpscope.trace import ActivityClass, RankTrace, Run
 from tpscope.trace.columns import unique_rows
 
@@ -83,18 +82,11 @@ def _layers(rank, launch_ns: np.ndarray, tid: np.ndarray, table: dict) -> np.nda
     return out
 
 
-def find_gemms(run: Run, acts: RunActivities) -> Gemms:
-    """The run's GEMM kernels: compute kernels whose launching CPU op is a GEMM op with parseable
-    dims (metrics.md §8). Parsing runs once per distinct (op, dims, type), not per kernel."""
-    found = GemmFinder()
-    for pos, r in enumerate(run.ranks):
-        found.add(r, int(acts.rank_bounds[pos]))
-    return found.finish()
-
-
 class GemmFinder:
-    """`find_gemms` one rank at a time (`add`), so that it can run in the pass that reads each
-    rank once; ids are given in the order the ranks are added."""
+    """A run's GEMM kernels: compute kernels whose launching CPU op is a GEMM op with parseable
+    dims (metrics.md §8). Found one rank at a time (`add`), in the pass of `run_activities` that
+    reads each rank once; ids are given in the order the ranks are added. Parsing runs once per
+    distinct (op, dims, type), not per kernel."""
 
     def __init__(self) -> None:
         self.shapes: dict[GemmShape, int] = {}
