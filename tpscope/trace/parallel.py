@@ -5,7 +5,7 @@ per core; each run is decoded and extracted (`extract.py`) in its own process (f
 is shared, not copied or sent), a piece of `stream.CHUNK_BYTES` at a time so that only one piece's
 events exist at once, and the raw columns come back through a pipe and are merged. A cut that
 does not give valid JSON (an unusual layout) is detected by the decoder, and the file is then
-read in one piece.
+read another way (streamed in one process, else in one piece: `run_folder._read_raw`).
 
 A gzip file is cut while it is being gunzipped (`read_in_parts`): each part's process is forked
 as soon as its text is there, so the parts decode while the rest is still inflating. The earlier
@@ -24,6 +24,7 @@ import threading
 from concurrent.futures import ProcessPoolExecutor
 
 import msgspec
+import numpy as np
 
 from tpscope.trace.decode import _GZIP_MAGIC, TRACE_DECODER
 from tpscope.trace.extract import merge
@@ -69,26 +70,13 @@ def _comma_after(buf: bytes | bytearray, pos: int, end: int) -> int:
 def part_ends(size: int, parts: int, gunzip_share: float = GUNZIP_SHARE) -> list[int]:
     """Where the first `parts - 1` parts of a text of `size` bytes should end when the text is
     gunzipped as it is cut: part k's process starts once its end is inflated, and the parent,
-    which inflates everything, decodes the last part. With inflating at `gunzip_share` of the
-    decoding cost per byte (r), part k ends at e_k = (e_{k-1} + T) / (1 + r), all parts finish
-    at T, and T is the one that makes the last part (T - r * size) fill the text."""
-
-    def ends(finish: float) -> list[float]:
-        out, end = [], 0.0
-        for _ in range(parts - 1):
-            end = (end + finish) / (1 + gunzip_share)
-            out.append(end)
-        return out
-
-    lo, hi = 0.0, size * (1 + gunzip_share)
-    for _ in range(60):  # bisection: the last part's length grows with T faster than the rest
-        finish = (lo + hi) / 2
-        last = ends(finish)[-1] if parts > 1 else 0.0
-        if finish - gunzip_share * size > size - last:
-            hi = finish
-        else:
-            lo = finish
-    return [min(size, round(e)) for e in ends(lo)]
+    which inflates everything, decodes the last part. With inflating at r = `gunzip_share` of the
+    decoding cost per byte, all parts finish at T when part k ends at e_k = (e_{k-1} + T) / (1 + r),
+    that is e_k = T * w_k with w_k = sum over j = 1..k of (1 + r)^-j; the last part, finishing at
+    T = r * size + (size - e_{parts-1}), gives T = size * (1 + r) / (1 + w_{parts-1})."""
+    weights = np.cumsum((1 + gunzip_share) ** -np.arange(1.0, parts))
+    finish = size * (1 + gunzip_share) / (1 + (weights[-1] if parts > 1 else 0.0))
+    return [min(size, round(e)) for e in (finish * weights).tolist()]
 
 
 def header_of(buf: bytes) -> TraceFile | None:
