@@ -14,7 +14,7 @@ import numpy as np
 from tpscope.dashboards.timeline_data import LAUNCH_LANE
 
 from tpscope.metrics.activities import run_activities
-from tpscope.metrics.gemm import find_gemms
+from tpscope.metrics.gemm import GemmFinder
 from tpscope.metrics.per_activity import PATH_KINDS, ActivityDetail, path_segments
 from tpscope.trace import Run
 
@@ -111,9 +111,11 @@ def critical_path(x: ActivityDetail, step: int) -> Overlay:
 def gemm_shape_labels(run: Run) -> np.ndarray:
     """Per GPU activity of the run (the rows of `ActivityDetail`): its GEMM shape's label as the
     Contention tab names it (`1024×14336×8192 BFloat16`, metrics.md §8), "" for no GEMM. The shapes
-    are `tpscope.metrics.gemm.find_gemms`'s, the ones `analyze_run` groups GEMMs by."""
-    acts = run_activities(run)
-    gemms = find_gemms(run, acts)
+    are a `tpscope.metrics.gemm.GemmFinder`'s, the ones `analyze_run` groups GEMMs by, found in
+    the pass that reads each rank once."""
+    found = GemmFinder()
+    acts = run_activities(run, lambda _pos, r, first_row: found.add(r, first_row))
+    gemms = found.finish()
     out = np.full(len(acts), "", dtype=object)
     if len(gemms):
         out[gemms.act] = np.array([s.label for s in gemms.shapes], dtype=object)[gemms.shape]

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from tpscope.gemm_shapes import GEMM_OPERANDS, GemmCall, GemmShape, parse_shape
-from tpscope.metrics.activities import RunActivities
 from tpscope.trace import ActivityClass, RankTrace, Run
 from tpscope.trace.columns import unique_rows
 
@@ -81,15 +80,6 @@ def _layers(rank, launch_ns: np.ndarray, tid: np.ndarray, table: dict) -> np.nda
         ]
         out[mine[ok]] = label[ok]
     return out
-
-
-def find_gemms(run: Run, acts: RunActivities) -> Gemms:
-    """The GEMMs of a run whose activities are already built (`run_activities`), reading its
-    ranks again: the dashboard's overlays. `analyze_run` finds them in its one pass instead."""
-    found = GemmFinder()
-    for pos, r in enumerate(run.ranks):
-        found.add(r, int(acts.rank_bounds[pos]))
-    return found.finish()
 
 
 class GemmFinder:
