@@ -174,3 +174,13 @@ def test_a_range_that_only_resembles_a_transfer_range_changes_nothing(tmp_path):
     g = load_run(write_run(tmp_path / "run", [r])).ranks[0].gpu
     cls = dict(zip(g.correlation.tolist(), g.cls.tolist()))
     assert cls[a] == ActivityClass.MEMORY and cls[b] == ActivityClass.MEMORY
+
+
+def test_lane_numbers_of_string_pids_and_tids():
+    from tpscope.trace.extract import lane_number
+
+    assert [lane_number(v) for v in (7, " 12 ", "-3", None)] == [7, 12, -3, -1]
+    # not decimal numbers: named lanes, hashed far from real ones ("²" is a digit int() refuses)
+    named = [lane_number(v) for v in ("²", "--5", "-", "stream 7", "1" * 20)]
+    assert all(n >= 1 << 40 for n in named) and len(set(named)) == len(named)
+    assert lane_number("stream 7") == lane_number("stream 7")

@@ -26,6 +26,8 @@ def assert_same_ranks(a, b):
                 "coll_name_id",
                 "pg_name_id",
                 "dtype_id",
+                "pg_ranks_id",
+                "pg_desc_id",
                 "op_name_id",
                 "dims_id",
                 "types_id",

@@ -219,7 +219,9 @@ def kernel_contention(
                 baseline=("own", "reference")[source[k] - 1] if has_base else None,
             )
         )
-    kernels.sort(key=lambda c: -(c.slowdown if c.slowdown is not None else -np.inf))
+    # the largest slowdown first; ties (and kernels without one) by signature, so that the order
+    # does not hang on how the trace was read
+    kernels.sort(key=lambda c: (-(c.slowdown if c.slowdown is not None else -np.inf), c.signature))
 
     in_steps = ovl[acts.step[ovl] >= 0]
     taxed = in_steps[np.isfinite(baseline[sig[in_steps]]) & (baseline[sig[in_steps]] > 0)]
@@ -469,7 +471,7 @@ def comm_contention(
                 slowdown=float(ovl_med[k] / iso_med[k] - 1) if enough and iso_med[k] > 0 else None,
             )
         )
-    return out
+    return sorted(out, key=lambda c: (c.collective, c.bytes if c.bytes is not None else -1))
 
 
 def _busbw(nbytes: int, transfer_ns: float, factor: float | None) -> float | None:

@@ -14,10 +14,10 @@ def int_column(values: list) -> np.ndarray:
     try:
         return np.array([MISSING if v is None else v for v in values], dtype=np.int64)
     except (TypeError, ValueError, OverflowError):
-        return np.fromiter((_as_int(v) for v in values), dtype=np.int64, count=len(values))
+        return np.fromiter((as_int(v) for v in values), dtype=np.int64, count=len(values))
 
 
-def _as_int(v: object) -> int:
+def as_int(v: object) -> int:
     if isinstance(v, bool) or v is None:
         return MISSING
     if isinstance(v, int):
@@ -26,7 +26,7 @@ def _as_int(v: object) -> int:
         return int(v) if np.isfinite(v) and abs(v) < 2**62 else MISSING
     if isinstance(v, str):
         try:
-            return _as_int(int(v))
+            return as_int(int(v))
         except ValueError:
             return MISSING
     return MISSING

@@ -117,7 +117,8 @@ def lane_number(v: int | str | None) -> int:
         return v
     if isinstance(v, str):
         digits = v.strip()
-        if digits.lstrip("-").isdigit() and len(digits) < 18:
+        # decimal digits only: "²" is a digit that int() refuses
+        if digits.removeprefix("-").isdecimal() and len(digits) < 18:
             return int(digits)
         return _NAMED_LANE_BASE + zlib.crc32(v.encode("utf-8", "replace"))
     return MISSING

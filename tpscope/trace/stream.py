@@ -25,6 +25,7 @@ import msgspec
 
 from tpscope.trace.decode import _GZIP_MAGIC, EVENTS_DECODER, TRACE_DECODER, _IsalError
 from tpscope.trace.extract import RawColumns, extract, merge
+from tpscope.trace.native import extract_text
 from tpscope.trace.schema import TraceFile
 
 
@@ -89,6 +90,9 @@ def decode_span(
     """Extract the events `buf[lo:hi]` (whole events separated by commas, a part cut by
     `parallel.read_in_parts`) about `chunk_bytes` of text at a time, so that only one piece's events
     exist at once; None when a piece is not valid JSON (a cut inside an event)."""
+    native = extract_text(buf, lo, hi)
+    if native is not None:
+        return native
     parts: list[RawColumns] = []
     with memoryview(buf) as view:
         while lo < hi:
@@ -106,6 +110,9 @@ def decode_span(
 
 def _decode_part(buf: bytearray, stop: int) -> RawColumns:
     """Extract the JSON array `buf[:stop]` (copied: decoded `Raw` fields point into their text)."""
+    native = extract_text(buf, 1, stop - 1)  # inside the "[" and "]"
+    if native is not None:
+        return native
     with memoryview(buf) as whole:
         text = bytes(whole[:stop])
     return extract(EVENTS_DECODER.decode(text), 0)
