@@ -27,7 +27,7 @@ from tpscope.trace import run_folder, stream
 mode, path = sys.argv[1], Path(sys.argv[2])
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 if mode == "one_piece":
-    stream.decode_streaming = lambda fh, chunk_bytes: None
+    stream.decode_streaming = lambda fh, chunk_bytes, threads=1: None
 t = time.perf_counter()
 r = run_folder.load_rank_file(path)
 wall = time.perf_counter() - t

@@ -14,7 +14,7 @@ import pytest
 
 from tpscope.trace import run_folder, stream
 from tpscope.trace.decode import EVENTS_DECODER, TRACE_DECODER
-from tpscope.trace.extract import extract
+from tpscope.trace.extract import SYMBOL_COLUMNS, extract
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "data"
@@ -52,7 +52,7 @@ def assert_same_rank_table(x, y, sx, sy, where: str) -> None:
 
 def one_piece(path: Path, monkeypatch):
     with monkeypatch.context() as m:
-        m.setattr(stream, "decode_streaming", lambda fh, chunk_bytes: None)
+        m.setattr(stream, "decode_streaming", lambda fh, chunk_bytes, threads=1: None)
         return run_folder.load_rank_file(path)
 
 
@@ -113,6 +113,30 @@ def _doc(n: int, tail: dict | None = None) -> dict:
     }
     doc.update(tail or {})
     return doc
+
+
+def test_threads_give_the_columns_of_one_thread(monkeypatch):
+    from tpscope.trace import native
+
+    spans = []
+    real = native._spans
+    monkeypatch.setattr(native, "_spans", lambda *a: spans.append(real(*a)) or spans[-1])
+    text = gzip.compress(json.dumps(_doc(20_000), indent=1).encode())  # 7 MB of JSON
+    one = stream.decode_streaming(io.BytesIO(text), 4 << 20)
+    assert spans == []
+    threaded = stream.decode_streaming(io.BytesIO(text), 4 << 20, threads=2)
+    assert spans and all(len(s) == 2 for s in spans)  # each chunk really read by two threads
+    for group, cols in one.raw.groups.items():  # symbol ids: two parts merged, renumbered
+        for name, col in cols.items():
+            got = threaded.raw.groups[group][name]
+            if name in SYMBOL_COLUMNS:
+                col = np.array(one.raw.symbols, object)[col]
+                got = np.array(threaded.raw.symbols, object)[got]
+            np.testing.assert_array_equal(col, got, err_msg=f"{group}.{name}")
+    assert len(threaded.raw.groups["gpu"]["start_ns"]) == 20_000
+    # a file that breaks off: the thread reading ahead hands its error over, and the file goes
+    # to the one-piece reader, which names the problem
+    assert stream.decode_streaming(io.BytesIO(text[: len(text) // 2]), 1 << 20, threads=2) is None
 
 
 def test_keys_after_the_array_with_arrays_of_objects():

@@ -11,6 +11,9 @@ The caller then decodes with msgspec. docs/benchmarks.md gives the speeds.
 
 from __future__ import annotations
 
+import re
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 from tpscope.trace.columns import MISSING, as_int, us_to_ns
@@ -20,6 +23,7 @@ from tpscope.trace.extract import (
     KIND_OF_CATEGORY,
     RawColumns,
     lane_number,
+    merge,
     ranks_text,
 )
 
@@ -53,12 +57,30 @@ def available() -> bool:
 
 
 def extract_text(
-    text: bytes | bytearray | memoryview, lo: int, hi: int, chunk_bytes: int = NATIVE_CHUNK_BYTES
+    text: bytes | bytearray | memoryview,
+    lo: int,
+    hi: int,
+    chunk_bytes: int = NATIVE_CHUNK_BYTES,
+    threads: int = 1,
 ) -> RawColumns | None:
     """The raw columns of the events `text[lo:hi]` (whole events separated by commas), times
-    relative; None when the C extension is missing or declines the text."""
+    relative; None when the C extension is missing or declines the text. With `threads > 1` the
+    span is cut at event boundaries into that many runs, read at once in threads (the C reader
+    does not hold the GIL) and merged."""
     if _event_columns is None:
         return None
+    spans = _spans(text, lo, hi, threads) if threads > 1 and hi - lo > 2 * chunk_bytes else []
+    if len(spans) > 1:
+        with ThreadPoolExecutor(len(spans)) as pool:
+            parts = list(pool.map(lambda s: _scan(text, s[0], s[1], chunk_bytes), spans))
+        if all(p is not None for p in parts):
+            return merge(parts)
+        # a cut inside an event (a nested "}, {"), or a text the C reader declines: in one run,
+        # whose chunks grow past such a cut
+    return _scan(text, lo, hi, chunk_bytes)
+
+
+def _scan(text, lo: int, hi: int, chunk_bytes: int) -> RawColumns | None:
     scanned = _event_columns.scan(text, lo, hi, chunk_bytes)
     if scanned is None:
         return None
@@ -67,6 +89,24 @@ def extract_text(
     for k in ("grid", "block"):
         cols[k] = cols[k].reshape(-1, 3)
     return _Columns(symbols, cols).raw_columns()
+
+
+# "}", blanks, ",", blanks, "{": where one event ends and the next begins (a match inside an event
+# gives a run that is not valid JSON, which the C reader reports)
+_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+
+
+def _spans(text, lo: int, hi: int, n: int) -> list[tuple[int, int]]:
+    """`text[lo:hi]` cut at the first event boundary after each n-th of its length."""
+    spans = []
+    for k in range(1, n):
+        m = _BOUNDARY.search(text, max(lo, lo + (hi - lo) * k // n), hi)
+        if m is None:
+            break
+        comma = m.start() + text[m.start() : m.end()].index(b",")
+        spans.append((lo, comma))
+        lo = comma + 1
+    return [*spans, (lo, hi)]
 
 
 class _Columns:

@@ -14,7 +14,7 @@ from tpscope.numbers import number
 from tpscope.runfolder.layout import MANIFEST_NAME, is_trace_name
 from tpscope.runfolder.manifest import Manifest
 from tpscope.runfolder.manifest import read_manifest as read_typed_manifest
-from tpscope.trace import parallel, stream
+from tpscope.trace import native, parallel, stream
 from tpscope.trace.assemble import assemble
 from tpscope.trace.columns import MISSING
 from tpscope.trace.compact import PackedRank, RankHeader, compact_rank, header_of, pack
@@ -184,10 +184,12 @@ def _rank_of(path: Path, trace, fallback_rank: int | None, warnings: list[str]) 
 def _read_raw(path: Path | str, workers: int, chunk_bytes: int = stream.CHUNK_BYTES):
     """(header, raw columns with absolute times, warnings) of one trace file."""
     parts = data = None
-    if workers > 1 and parallel.can_fork() and not is_url(path):
+    # without the C reader, a big file's parts are decoded by msgspec in forked processes;
+    # with it, threads share the work in this process (stream.decode_streaming)
+    if workers > 1 and parallel.can_fork() and not is_url(path) and not native.available():
         parts = parallel.read_in_parts(path, workers)
     if parts is None:
-        parts = _stream_file(path, chunk_bytes)
+        parts = _stream_file(path, chunk_bytes, workers)
     if parts is not None:
         trace, raw, warnings = parts.header, parts.raw, []
         raw.shift_times(base_time_ns(path, trace))
@@ -214,10 +216,10 @@ class Url(str):
         return self.rstrip("/").rsplit("/", 1)[-1]
 
 
-def _stream_file(path: Path | str, chunk_bytes: int):
+def _stream_file(path: Path | str, chunk_bytes: int, threads: int = 1):
     try:
         with _open(path) as fh:
-            return stream.decode_streaming(fh, chunk_bytes)
+            return stream.decode_streaming(fh, chunk_bytes, threads)
     except OSError:
         return None  # the one-piece reader names the problem
 

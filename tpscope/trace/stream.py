@@ -16,7 +16,9 @@ messages live (`decode.py`). A cut is never silently wrong: the decoder validate
 from __future__ import annotations
 
 import gzip
+import queue
 import re
+import threading
 import zlib
 from dataclasses import dataclass
 from typing import BinaryIO
@@ -25,6 +27,7 @@ import msgspec
 
 from tpscope.trace.decode import _GZIP_MAGIC, EVENTS_DECODER, TRACE_DECODER, _IsalError
 from tpscope.trace.extract import RawColumns, extract, merge
+from tpscope.trace.native import available as native_available
 from tpscope.trace.native import extract_text
 from tpscope.trace.schema import TraceFile
 
@@ -108,9 +111,9 @@ def decode_span(
     return merge(parts) if parts else None
 
 
-def _decode_part(buf: bytearray, stop: int) -> RawColumns:
+def _decode_part(buf: bytearray, stop: int, threads: int = 1) -> RawColumns:
     """Extract the JSON array `buf[:stop]` (copied: decoded `Raw` fields point into their text)."""
-    native = extract_text(buf, 1, stop - 1)  # inside the "[" and "]"
+    native = extract_text(buf, 1, stop - 1, threads=threads)  # inside the "[" and "]"
     if native is not None:
         return native
     with memoryview(buf) as whole:
@@ -118,7 +121,7 @@ def _decode_part(buf: bytearray, stop: int) -> RawColumns:
     return extract(EVENTS_DECODER.decode(text), 0)
 
 
-def _array_end(buf: bytearray) -> tuple[int, RawColumns | None]:
+def _array_end(buf: bytearray, threads: int = 1) -> tuple[int, RawColumns | None]:
     """Where the events array that `buf` starts ends (the index of its `]`), and its events'
     columns; (-1, None) when no candidate decodes. Keys after the array may hold arrays too, so
     each `}]` is tried in order (the first one ends the array unless an event nests objects in
@@ -129,23 +132,88 @@ def _array_end(buf: bytearray) -> tuple[int, RawColumns | None]:
         if k == _END_TRIES:
             break
         try:
-            return m.end() - 1, _decode_part(buf, m.end())
+            return m.end() - 1, _decode_part(buf, m.end(), threads)
         except _NOT_DECODED:
             continue
     return -1, None
 
 
-def decode_streaming(fh: BinaryIO, chunk_bytes: int = CHUNK_BYTES) -> DecodedParts | None:
+def decode_streaming(
+    fh: BinaryIO, chunk_bytes: int = CHUNK_BYTES, threads: int = 1
+) -> DecodedParts | None:
     """Decode and extract the trace text read from `fh` chunk by chunk; None when the file
     needs the one-piece reader (see the module docstring). Times are relative: the caller adds
-    `baseTimeNanoseconds` (`RawColumns.shift_times`)."""
+    `baseTimeNanoseconds` (`RawColumns.shift_times`).
+
+    With `threads > 1` (and the C reader built), the next chunk is read (gunzipped) in a thread
+    while the current one is read into columns by `threads` threads (`native.extract_text`)."""
+    chunk_bytes = max(1 << 10, chunk_bytes)
+    text = open_text(fh)
+    ahead = _ReadAhead(text, chunk_bytes) if threads > 1 and native_available() else None
     try:
-        return _decode(open_text(fh), max(1 << 10, chunk_bytes))
+        return _decode(ahead or text, chunk_bytes, threads if ahead else 1)
     except (*_NOT_DECODED, *_READ_ERRORS):
         return None
+    finally:
+        if ahead is not None:
+            ahead.close()
 
 
-def _decode(text: BinaryIO, chunk_bytes: int) -> DecodedParts | None:
+class _ReadAhead:
+    """A binary stream read `chunk_bytes` at a time in a thread, one chunk ahead of its reader
+    (gunzip and reading from disk let go of the GIL)."""
+
+    def __init__(self, text: BinaryIO, chunk_bytes: int) -> None:
+        self._text = text
+        self._chunk_bytes = chunk_bytes
+        self._queue: queue.Queue = queue.Queue(maxsize=1)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                data = self._text.read(self._chunk_bytes)
+                self._queue.put(data)
+                if not data:
+                    return
+        except BaseException as exc:  # noqa: BLE001 - handed to the reader, raised there
+            self._queue.put(exc)
+
+    def read(self, size: int = -1) -> bytes:
+        """The next chunk (b"" at the end); with `size < 0`, all that is left."""
+        if size >= 0:
+            return self._next()
+        rest = []
+        while data := self._next():
+            rest.append(data)
+        return b"".join(rest)
+
+    def _next(self) -> bytes:
+        if self._thread is None:
+            return b""
+        got = self._queue.get()
+        if isinstance(got, BaseException):
+            raise got
+        if not got:
+            self._thread.join()
+            self._thread = None
+        return got
+
+    def close(self) -> None:
+        """Stop the thread (it may be blocked handing over a chunk nobody wants)."""
+        if self._thread is not None:
+            self._stop.set()
+            while self._thread.is_alive():
+                try:
+                    self._queue.get(timeout=0.05)
+                except queue.Empty:
+                    pass
+            self._thread = None
+
+
+def _decode(text: BinaryIO, chunk_bytes: int, threads: int = 1) -> DecodedParts | None:
     buf = bytearray()
     key = -1
     while key < 0:  # the text before the array: the header's first keys
@@ -174,13 +242,13 @@ def _decode(text: BinaryIO, chunk_bytes: int) -> DecodedParts | None:
             continue
         buf[cut] = ord("]")
         try:
-            parts.append(_decode_part(buf, cut + 1))
+            parts.append(_decode_part(buf, cut + 1, threads))
         except msgspec.DecodeError:  # the cut may lie past the array, in the keys after it
             buf[cut] = ord(",")
             break
         buf[cut] = ord("[")
         del buf[:cut]
-    end, last = _array_end(buf)
+    end, last = _array_end(buf, threads)
     if end < 0:
         return None
     suffix = bytes(buf[end + 1 :]) + text.read()  # the keys after the array: small
