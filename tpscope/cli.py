@@ -15,6 +15,7 @@ import time
 import traceback
 
 from tpscope import __version__
+from tpscope.allocator import pad_the_heap
 from tpscope.errors import UserError
 from tpscope.text import printable
 
@@ -75,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    pad_the_heap()  # numpy's big temporaries reuse freed pages (tpscope/allocator.py)
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "_main", None):
