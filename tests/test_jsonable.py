@@ -10,7 +10,9 @@ from enum import Enum
 from pathlib import Path
 
 import numpy as np
+import pytest
 
+from tpscope import jsonable
 from tpscope.jsonable import dumps, plain
 from tpscope.metrics import Summary, analyze_run, as_json
 from tpscope.metrics.analysis import json_fields
@@ -145,7 +147,14 @@ def test_dumps_writes_floats_strings_and_scalars_are_written_as_json_dumps_write
         ],
         "empty": [[], {}, None, True, False],
     }
-    assert dumps(doc) == json.dumps(plain(doc), indent=1)
+    want = json.dumps(plain(doc), indent=1)
+    assert dumps(doc) == want
+    # the text is searched a block at a time: blocks of a few bytes put a block's edge through
+    # every kind of number and character
+    for block in (1, 2, 3, 5, 64):
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(jsonable, "_BLOCK_BYTES", block)
+            assert dumps(doc) == want, block
 
 
 def test_dumps_writes_a_real_analysis_as_json_dumps_does():

@@ -67,30 +67,38 @@ def _escape(m: re.Match) -> str:
     return f"\\u{0xD800 | (code >> 10):04x}\\u{0xDC00 | (code & 0x3FF):04x}"
 
 
+_BLOCK_BYTES = 1 << 22  # numpy's temporaries for a block stay in the heap, not fresh pages
+
+
 def _differing_lines(text: bytes) -> list[tuple[int, int]]:
     """(start, end) of each line of `text` where msgspec's JSON may differ from Python's: a byte
     outside printable ASCII, or a `_FLOAT` candidate (a digit, `e` and a digit or sign, or
-    `0.0000`). Found with numpy: most documents have none, and a match never spans lines (a raw
-    newline never occurs inside a JSON string)."""
+    `0.0000`). Found with numpy, a block at a time: most documents have none, and a match never
+    spans lines (a raw newline never occurs inside a JSON string)."""
     b = np.frombuffer(text, np.uint8)
     if len(b) < 3:
         return [(0, len(b))] if len(b) else []
-    e = np.flatnonzero(b[1:-1] == ord("e")) + 1
-    before, after = b[e - 1], b[e + 1]
-    exponent = e[
-        (before >= ord("0"))
-        & (before <= ord("9"))
-        & (((after >= ord("0")) & (after <= ord("9"))) | (after == ord("-")) | (after == ord("+")))
-    ]
-    small = [m.start() for m in _SMALL.finditer(text)]
+    hits = [np.array([m.start() for m in _SMALL.finditer(text)], np.int64)]
     ascii_ = text.isascii() and text.find(b"\x7f") < 0
-    hits = np.concatenate([exponent, small, [] if ascii_ else np.flatnonzero(b >= 0x7F)])
-    if len(hits) == 0:
-        return []
-    # line k runs from bounds[k] + 1 to bounds[k + 1] (its newline) included
-    bounds = np.concatenate([[-1], np.flatnonzero(b == ord("\n")), [len(b)]])
-    line = np.unique(np.searchsorted(bounds, hits)) - 1
-    return list(zip((bounds[line] + 1).tolist(), (bounds[line + 1] + 1).tolist()))
+    for lo in range(0, len(b), _BLOCK_BYTES):
+        # the block and one byte each side: an "e" at lo..hi-1 sees its neighbours
+        first = max(lo - 1, 0)
+        w = b[first : min(lo + _BLOCK_BYTES + 1, len(b))]
+        digit = (w >= ord("0")) & (w <= ord("9"))
+        sign = (w[2:] == ord("-")) | (w[2:] == ord("+"))
+        hits.append(
+            np.flatnonzero((w[1:-1] == ord("e")) & digit[:-2] & (digit[2:] | sign)) + 1 + first
+        )
+        if not ascii_:
+            hits.append(np.flatnonzero(b[lo : lo + _BLOCK_BYTES] >= 0x7F) + lo)
+    lines = []
+    for pos in np.unique(np.concatenate(hits)).tolist():
+        if lines and pos < lines[-1][1]:
+            continue  # on the line found last
+        start = text.rfind(b"\n", 0, pos) + 1
+        end = text.find(b"\n", pos)
+        lines.append((start, len(text) if end < 0 else end + 1))
+    return lines
 
 
 def _repr_float(m: re.Match) -> bytes:

@@ -2,10 +2,10 @@
  *
  * `scan(text, lo, hi, chunk_bytes)` reads the events `text[lo:hi]` (whole events separated by
  * commas: the inside of a `traceEvents` array, or a run of it) and returns
- * `(symbols, columns)`: `symbols` the distinct strings met (names, categories, raw argument
- * texts...) in first-seen order, `columns` a dict of field name -> bytes holding one fixed-size
- * value per event (or per described event for the sparse ones). `tpscope/trace/native.py` turns
- * them into the raw columns of `extract.py`.
+ * `(symbols, columns, rows)`: `symbols` the distinct strings met (names, categories, raw
+ * argument texts...) in first-seen order, `columns` a dict of field name -> a buffer (the memory
+ * the C side filled, not copied) of one fixed-size value per event (per described event for the
+ * sparse ones). `tpscope/trace/native.py` turns them into the raw columns of `extract.py`.
  *
  * It returns None for any text whose reading by the typed msgspec decoder (`schema.py`) could
  * differ: a field of another type than the schema's, an integer past int64, a duplicated key, a
@@ -65,19 +65,27 @@ typedef struct {
     size_t nslots, count;
 } Symbols;
 
+static uint64_t mix(uint64_t h, const char *s) {
+    uint64_t w;
+    memcpy(&w, s, 8);
+    h = (h ^ w) * 0xBF58476D1CE4E5B9ULL;
+    return h ^ (h >> 31);
+}
+
+/* The length and at most the first and last 32 bytes: kernel names run to hundreds of bytes, and
+ * a match is confirmed by memcmp anyway. */
 static uint64_t hash_bytes(const char *s, size_t n) {
-    /* 8 bytes at a time, each mixed by a multiply (names run to hundreds of bytes) */
     uint64_t h = 0x9E3779B97F4A7C15ULL ^ n;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, s + i, 8);
-        h = (h ^ w) * 0xBF58476D1CE4E5B9ULL;
-        h ^= h >> 31;
+    if (n <= 64) {
+        size_t i = 0;
+        for (; i + 8 <= n; i += 8) h = mix(h, s + i);
+        char tail[8] = {0};
+        memcpy(tail, s + i, n - i);
+        h = mix(h, tail);
+    } else {
+        for (size_t i = 0; i < 32; i += 8) h = mix(h, s + i);
+        for (size_t i = n - 32; i < n; i += 8) h = mix(h, s + i);
     }
-    uint64_t w = 0;
-    memcpy(&w, s + i, n - i);
-    h = (h ^ w) * 0x94D049BB133111EBULL;
     return h ^ (h >> 29);
 }
 
@@ -617,6 +625,46 @@ static int scan_text(Scan *s, const char *text, size_t lo, size_t hi, size_t chu
     return res;
 }
 
+/* A column's bytes, handed to Python without a copy: the buffer protocol over malloc'd memory,
+ * freed with the object (numpy's frombuffer keeps a reference). */
+typedef struct {
+    PyObject_HEAD
+    char *data;
+    Py_ssize_t len;
+} Column;
+
+static int column_getbuffer(PyObject *self, Py_buffer *view, int flags) {
+    Column *c = (Column *)self;
+    return PyBuffer_FillInfo(view, self, c->data ? c->data : (char *)"", c->len, 0, flags);
+}
+
+static void column_dealloc(PyObject *self) {
+    free(((Column *)self)->data);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyBufferProcs COLUMN_BUFFER = {column_getbuffer, NULL};
+
+static PyTypeObject COLUMN_TYPE = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tpscope.trace._event_columns.Column",
+    .tp_basicsize = sizeof(Column),
+    .tp_dealloc = column_dealloc,
+    .tp_as_buffer = &COLUMN_BUFFER,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "One column's bytes (the buffer protocol).",
+};
+
+/* A Column that takes over b's memory (b is left empty); NULL on error. */
+static PyObject *column_of(Buf *b) {
+    Column *c = PyObject_New(Column, &COLUMN_TYPE);
+    if (!c) return NULL;
+    c->data = b->data;
+    c->len = (Py_ssize_t)b->len;
+    b->data = NULL;
+    b->len = b->cap = 0;
+    return (PyObject *)c;
+}
+
 static PyObject *scan(PyObject *self, PyObject *args) {
     Py_buffer view;
     Py_ssize_t lo, hi, chunk_bytes;
@@ -659,14 +707,12 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         PyList_SET_ITEM(symbols, (Py_ssize_t)id, str);
     }
     for (int c = 0; c < N_COLUMNS; c++) {
-        PyObject *bytes = PyBytes_FromStringAndSize(s.col[c].data, (Py_ssize_t)s.col[c].len);
-        free(s.col[c].data);
-        s.col[c].data = NULL;
-        if (!bytes || PyDict_SetItemString(columns, COLUMN_NAMES[c], bytes) < 0) {
-            Py_XDECREF(bytes);
+        PyObject *column = column_of(&s.col[c]);
+        if (!column || PyDict_SetItemString(columns, COLUMN_NAMES[c], column) < 0) {
+            Py_XDECREF(column);
             goto done;
         }
-        Py_DECREF(bytes);
+        Py_DECREF(column);
     }
     out = Py_BuildValue("(OOL)", symbols, columns, (long long)s.rows);
 done:
@@ -690,5 +736,6 @@ static struct PyModuleDef MODULE = {
 
 PyMODINIT_FUNC PyInit__event_columns(void) {
     index_arg_keys();
+    if (PyType_Ready(&COLUMN_TYPE) < 0) return NULL;
     return PyModule_Create(&MODULE);
 }
