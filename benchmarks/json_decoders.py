@@ -7,8 +7,9 @@ untyped (to dicts), and msgspec typed into tpscope's structs (`schema.py`), whic
 field tpscope does not read. Prints the median of 3 runs with Python's garbage collector on (as a
 program runs) and off, and the peak memory each adds.
 
-Then, from the same text to columns (the median of 3): msgspec typed plus tpscope's extraction
-(`trace/extract.py`), and, when they are installed, the columnar JSON readers of polars
+Then, from the same text to columns (the median of 3): tpscope's C reader (`trace/native.py`,
+yyjson; one thread, then two), msgspec typed plus tpscope's extraction (`trace/extract.py`, what
+is used where the C reader is not built), and, when they are installed, the columnar JSON readers of polars
 (`read_json` with a schema of the fields tpscope reads) and pyarrow (`pyarrow.json.read_json`,
 which reads one object after another, so the array's separating commas are made newlines
 first). Neither is a dependency of tpscope; a reader that refuses the trace says why.
@@ -97,7 +98,17 @@ def to_columns(data: bytes) -> None:
     def tpscope_columns():
         return extract(EVENTS_DECODER.decode(array), 0)
 
-    readers = {"msgspec typed + tpscope's extraction": tpscope_columns}
+    from tpscope.trace import native
+
+    readers = {
+        "tpscope's C reader (yyjson), one thread": lambda: native.extract_text(
+            data, start + 1, end
+        ),
+        "tpscope's C reader (yyjson), two threads": lambda: native.extract_text(
+            data, start + 1, end, threads=2
+        ),
+        "msgspec typed + tpscope's extraction": tpscope_columns,
+    }
     try:
         import polars as pl
 

@@ -159,14 +159,12 @@ def run_rank(cfg: RunConfig, command: list[str]) -> int:
             reason = collective_failure(exc)
             if reason is None:
                 raise
-            print(f"tpscope run: error: rank {rank}: {reason}", file=sys.stderr, flush=True)
+            _error_line(f"tpscope run: error: rank {rank}: {reason}")
             return 1
         # the model or batch is too large for this machine: the user's input
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        print(
-            f"tpscope run: error: rank {rank}: out of memory ({first}); use a smaller model or --batch",
-            file=sys.stderr,
-            flush=True,
+        _error_line(
+            f"tpscope run: error: rank {rank}: out of memory ({first}); use a smaller model or --batch"
         )
         return 2
     finally:
@@ -183,8 +181,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return run_rank(config_from_json(args.config_json), json.loads(args.command_json))
     except UserError as exc:
-        print(f"tpscope run: error: {exc}", file=sys.stderr)
+        _error_line(f"tpscope run: error: {exc}")
         return 2
+
+
+def _error_line(text: str) -> None:
+    """`text` and its newline in one write: every rank writes to the same stream at once, and
+    print's two writes (the text, then the newline) from two ranks can interleave."""
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
 
 
 if __name__ == "__main__":
