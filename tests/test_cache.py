@@ -58,6 +58,16 @@ def test_analyze_twice_reads_the_cache(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(tpscope.trace, "load_run", refuse)
     assert main(["analyze", str(run), "--json"]) == 0
     assert capsys.readouterr().out == first
+    # --json writes its cached text again, without encoding the analysis; the terminal report
+    # reads the cached analysis
+    assert len(list((tmp_path / "cache").glob("json-analysis-*.pkl"))) == 1
+    import tpscope.jsonable
+
+    monkeypatch.setattr(tpscope.jsonable, "dumps", refuse)
+    assert main(["analyze", str(run), "--json"]) == 0
+    assert capsys.readouterr().out == first
+    assert main(["analyze", str(run)]) == 0
+    assert "Per rank and step" in capsys.readouterr().out
     # the same command without the cache does read them (the refusal is an internal error, exit 3)
     assert main(["analyze", str(run), "--json", "--no-cache"]) == 3
     details = capsys.readouterr().err.strip().rsplit("details in ", 1)[1]
@@ -94,13 +104,14 @@ def test_a_trace_file_analyzed_alone_sees_a_later_change_of_its_folders_manifest
 
 
 def test_the_code_fingerprint_follows_the_shared_modules_the_results_use():
-    """Cached results hold warnings whose numbers tpscope.numbers prints, and GEMM shapes by
-    tpscope.gemm_shapes' rules: a change to either is a new fingerprint."""
+    """Cached results hold warnings whose numbers tpscope.numbers prints, GEMM shapes by
+    tpscope.gemm_shapes' rules, the JSON text tpscope.jsonable writes, and columns the C reader
+    read: a change to any is a new fingerprint."""
     import tpscope
     from tpscope.cache import code_fingerprint
 
     root = Path(tpscope.__file__).parent
-    for name in ("numbers.py", "gemm_shapes.py"):
+    for name in ("numbers.py", "gemm_shapes.py", "jsonable.py", "trace/_event_columns.c"):
         before = code_fingerprint()
         st = (root / name).stat()
         os.utime(root / name, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))

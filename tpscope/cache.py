@@ -4,8 +4,9 @@ each rank file's map result, keyed by (file, size, mtime, analyzer code).
 A folder analyzed before is read back from one pickle instead of being decoded and analyzed
 again (`tpscope analyze`, the dashboard). The key covers the name, size and mtime of every file the
 loader reads (the traces and the manifest, also the manifest beside a trace file analyzed alone)
-and the source of `tpscope.trace`, `tpscope.metrics` and `tpscope.runfolder`, so an edited trace or
-manifest or a changed analyzer never serves a stale result. A folder re-analyzed after one of its
+and the source of `tpscope.trace` (its C reader included), `tpscope.metrics`, `tpscope.runfolder`
+and the JSON writer, so an edited trace or manifest or a changed analyzer never serves a stale
+result. `tpscope analyze --json` keeps its text too, written again as it is. A folder re-analyzed after one of its
 rank files changed decodes that one file: the other ranks' map results (`tpscope.trace.compact`)
 are read back from `ranks/`. The cache lives in the user's own folder ($TPSCOPE_CACHE_DIR, else
 ~/.cache/tpscope); pickles are only read from there, never from a run folder, and nothing is ever
@@ -62,20 +63,28 @@ def folder_fingerprint(path: Path) -> str:
     return "\n".join(parts)
 
 
-def code_fingerprint() -> str:
-    """Size and mtime of every source file of the parts that produce cached results."""
-    import tpscope
-    from tpscope import metrics, runfolder, trace
+# the packages whose code makes cached results: their Python sources, and the C reader's source and
+# built extension in tpscope/trace
+_CODE_FOLDERS = ("trace", "metrics", "runfolder")  # runfolder: the manifest, the Flux formulas
+_CODE_FILES = ("*.py", "*.c", "*.so", "*.pyd")
+# single modules the results use: the GEMM rules metrics.md §8 reads, how the warnings print their
+# numbers, and the JSON writer (the text of `tpscope analyze --json` is cached too)
+_CODE_MODULES = ("gemm_shapes", "numbers", "jsonable")
 
+
+def code_fingerprint() -> str:
+    """Size and mtime of every source file of the parts that produce cached results (found by
+    path, without importing them: a cached result opens without the analyzer's imports)."""
+    import tpscope
+
+    root = Path(tpscope.__file__).parent
     parts = [tpscope.__version__]
-    for pkg in (trace, metrics, runfolder):  # runfolder: the manifest's reading, the Flux formulas
-        folder = Path(pkg.__file__).parent
-        for f in sorted(folder.glob("*.py")):
+    for name in _CODE_FOLDERS:
+        for f in sorted(p for pattern in _CODE_FILES for p in (root / name).glob(pattern)):
             st = f.stat()
-            parts.append(f"{pkg.__name__}.{f.name}:{st.st_size}:{st.st_mtime_ns}")
-    # the GEMM rules metrics.md §8 reads, and how the warnings print their numbers
-    for name in ("gemm_shapes", "numbers"):
-        f = Path(tpscope.__file__).parent / f"{name}.py"
+            parts.append(f"tpscope.{name}.{f.name}:{st.st_size}:{st.st_mtime_ns}")
+    for name in _CODE_MODULES:
+        f = root / f"{name}.py"
         parts.append(f"tpscope.{name}:{f.stat().st_size}:{f.stat().st_mtime_ns}")
     return "\n".join(parts)
 

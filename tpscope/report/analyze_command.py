@@ -88,11 +88,7 @@ def analyze_folder(
     from tpscope.trace import load_run
 
     calibration = calibration_path(run_dir)  # from `tpscope calibrate`, used when present (§8)
-    cache = None
-    if use_cache and not isinstance(run_dir, str):  # a URL: no folder fingerprint to key the cache
-        from tpscope.cache import DiskCache
-
-        cache = DiskCache()
+    cache, kind = _cache_and_kind(run_dir, reference, use_cache, align, include_first_step)
 
     def compute():
         from tpscope.progress import working
@@ -123,14 +119,62 @@ def analyze_folder(
 
     if cache is None:
         return compute()
+    return cache.get_or_compute(kind, run_dir, compute)
+
+
+def _cache_and_kind(
+    run_dir: Path | str,
+    reference: Path | None,
+    use_cache: bool,
+    align: str,
+    include_first_step: bool,
+):
+    """(the disk cache, the kind of entry of this analysis), or (None, None) where nothing is
+    cached: asked not to, a URL (no folder to fingerprint), or a folder that is not there (the
+    loader names what is missing)."""
+    if not use_cache or isinstance(run_dir, str):
+        return None, None
+    if not run_dir.exists() or (reference is not None and not reference.exists()):
+        return None, None
+    from tpscope.cache import DiskCache
+    from tpscope.metrics.calibration import calibration_path
+
+    cache = DiskCache()
     kind = f"analysis-{align}{'-first' if include_first_step else ''}"
     if reference is not None:
         kind += f"-vs-{cache.key('reference', reference)}"
+    calibration = calibration_path(run_dir)
     if calibration.exists():
         kind += f"-cal-{cache.key('calibration', calibration)}"
-    if not run_dir.exists() or (reference is not None and not reference.exists()):
-        return compute()  # the loader names what is missing
-    return cache.get_or_compute(kind, run_dir, compute)
+    return cache, kind
+
+
+def json_text(
+    run_dir: Path | str,
+    reference: Path | None,
+    workers: int | None,
+    use_cache: bool,
+    align: str = "auto",
+    include_first_step: bool = False,
+    engine: str = "local",
+    address: str | None = None,
+) -> str:
+    """The analysis of `run_dir` as `tpscope analyze --json` writes it; the text itself is cached
+    beside the analysis, so that a folder analyzed before is written again without decoding or
+    encoding anything."""
+    from tpscope.jsonable import dumps
+    from tpscope.metrics.analysis import json_fields
+
+    def compute() -> str:
+        analysis = analyze_folder(
+            run_dir, reference, workers, use_cache, align, include_first_step, engine, address
+        )
+        return dumps(json_fields(analysis)) + "\n"
+
+    cache, kind = _cache_and_kind(run_dir, reference, use_cache, align, include_first_step)
+    if cache is None:
+        return compute()
+    return cache.get_or_compute(f"json-{kind}", run_dir, compute)
 
 
 def _progress(done: int, total: int) -> None:
@@ -164,10 +208,7 @@ def main(args: argparse.Namespace) -> int:
     runs = find_runs(run_dir) if isinstance(run_dir, Path) and run_dir.is_dir() else []
     if len(runs) > 1 or (runs and runs[0] != run_dir):  # a folder of runs, one subfolder each
         return _many(run_dir, runs, reference, args, out)
-    analysis = analyze_folder(
-        run_dir,
-        reference,
-        args.workers,
+    options = dict(
         use_cache=not args.no_cache,
         align=args.align,
         include_first_step=args.include_first_step,
@@ -175,13 +216,11 @@ def main(args: argparse.Namespace) -> int:
         address=args.address,
     )
     if args.json:
-        from tpscope.jsonable import dumps
-        from tpscope.metrics.analysis import json_fields
-
-        _write(dumps(json_fields(analysis)) + "\n", out)
+        _write(json_text(run_dir, reference, args.workers, **options), out)
     else:
         from tpscope.report import terminal
 
+        analysis = analyze_folder(run_dir, reference, args.workers, **options)
         print(terminal.render(analysis))
         print()
         print(terminal.next_steps(str(run_dir)))
