@@ -6,9 +6,9 @@ again (`tpscope analyze`, the dashboard). The key covers the name, size and mtim
 loader reads (the traces and the manifest, also the manifest beside a trace file analyzed alone)
 and the source of `tpscope.trace` (its C reader included), `tpscope.metrics`, `tpscope.runfolder`
 and the JSON writer, so an edited trace or manifest or a changed analyzer never serves a stale
-result. `tpscope analyze --json` keeps its text too, written again as it is. A folder re-analyzed after one of its
-rank files changed decodes that one file: the other ranks' map results (`tpscope.trace.compact`)
-are read back from `ranks/`. The cache lives in the user's own folder ($TPSCOPE_CACHE_DIR, else
+result. `tpscope analyze --json` keeps its text too, written again as it is. A folder re-analyzed
+after one of its rank files changed decodes that one file: the other ranks' map results
+(`tpscope.trace.compact`) are read back from `ranks/`. The cache lives in the user's own folder ($TPSCOPE_CACHE_DIR, else
 ~/.cache/tpscope); pickles are only read from there, never from a run folder, and nothing is ever
 written into a run folder.
 """

@@ -126,12 +126,13 @@ def _cache_and_kind(
     run_dir: Path | str,
     reference: Path | None,
     use_cache: bool,
-    align: str,
-    include_first_step: bool,
+    align: str = "auto",
+    include_first_step: bool = False,
+    **_engine,
 ):
     """(the disk cache, the kind of entry of this analysis), or (None, None) where nothing is
     cached: asked not to, a URL (no folder to fingerprint), or a folder that is not there (the
-    loader names what is missing)."""
+    loader names what is missing). Takes `analyze_folder`'s options; the engine's do not matter."""
     if not use_cache or isinstance(run_dir, str):
         return None, None
     if not run_dir.exists() or (reference is not None and not reference.exists()):
@@ -150,28 +151,19 @@ def _cache_and_kind(
 
 
 def json_text(
-    run_dir: Path | str,
-    reference: Path | None,
-    workers: int | None,
-    use_cache: bool,
-    align: str = "auto",
-    include_first_step: bool = False,
-    engine: str = "local",
-    address: str | None = None,
+    run_dir: Path | str, reference: Path | None, workers: int | None, use_cache: bool, **options
 ) -> str:
-    """The analysis of `run_dir` as `tpscope analyze --json` writes it; the text itself is cached
-    beside the analysis, so that a folder analyzed before is written again without decoding or
-    encoding anything."""
+    """The analysis of `run_dir` (`options` as `analyze_folder` takes them) as `tpscope analyze
+    --json` writes it; the text itself is cached beside the analysis, so that a folder analyzed
+    before is written again without decoding or encoding anything."""
     from tpscope.jsonable import dumps
     from tpscope.metrics.analysis import json_fields
 
     def compute() -> str:
-        analysis = analyze_folder(
-            run_dir, reference, workers, use_cache, align, include_first_step, engine, address
-        )
+        analysis = analyze_folder(run_dir, reference, workers, use_cache, **options)
         return dumps(json_fields(analysis)) + "\n"
 
-    cache, kind = _cache_and_kind(run_dir, reference, use_cache, align, include_first_step)
+    cache, kind = _cache_and_kind(run_dir, reference, use_cache, **options)
     if cache is None:
         return compute()
     return cache.get_or_compute(f"json-{kind}", run_dir, compute)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, field
-from itertools import repeat
 from operator import attrgetter, itemgetter
 
 import numpy as np
@@ -132,25 +131,56 @@ def _select(events: list[Event], rows: np.ndarray) -> list[Event]:
     return list(itemgetter(*rows.tolist())(events))
 
 
+GROUP_NAMES = sorted(set(GROUP_OF_CATEGORY.values()))
+META_CODE = len(GROUP_NAMES) + 1  # the code of metadata events (ph "M")
+HOSTNAME_EVENTS = ("hostname", "host_name")  # metadata events whose args.name is the host
+
+
+def group_code(ph: str | None, cat: str | None) -> int:
+    """An event's group as a code: 1 + its index in GROUP_NAMES for a complete event of a known
+    category (any spelling: "Kernel", "Runtime"), META_CODE for a metadata event whatever its
+    category, 0 for everything else."""
+    if ph == "M":
+        return META_CODE
+    if ph == "X" and isinstance(cat, str) and cat.lower() in GROUP_OF_CATEGORY:
+        return GROUP_NAMES.index(GROUP_OF_CATEGORY[cat.lower()]) + 1
+    return 0
+
+
+def rows_by_group(codes: np.ndarray) -> dict[str, np.ndarray]:
+    """Row indices of each group (and "meta") from each row's `group_code`, in row order."""
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(META_CODE + 2))
+    groups = {g: order[bounds[k + 1] : bounds[k + 2]] for k, g in enumerate(GROUP_NAMES)}
+    groups["meta"] = order[bounds[META_CODE] : bounds[META_CODE + 1]]
+    return groups
+
+
 def group_rows(events: list[Event]) -> dict[str, np.ndarray]:
     """Row indices of each group of complete events, and of metadata events ("meta")."""
-    names = sorted(set(GROUP_OF_CATEGORY.values()))
-    meta_code = len(names) + 1
     pairs = list(map(attrgetter("ph", "cat"), events))
-    # one code per distinct (ph, cat): complete events by category (any spelling: "Kernel",
-    # "Runtime"), metadata events whatever their category, everything else 0
-    code_of_pair = {}
-    for ph, cat in set(pairs):
-        if ph == "M":
-            code_of_pair[(ph, cat)] = meta_code
-        elif ph == "X" and isinstance(cat, str) and cat.lower() in GROUP_OF_CATEGORY:
-            code_of_pair[(ph, cat)] = names.index(GROUP_OF_CATEGORY[cat.lower()]) + 1
-    codes = np.fromiter(map(code_of_pair.get, pairs, repeat(0)), dtype=np.int8, count=len(pairs))
-    order = np.argsort(codes, kind="stable")
-    bounds = np.searchsorted(codes[order], np.arange(meta_code + 2))
-    groups = {g: order[bounds[k + 1] : bounds[k + 2]] for k, g in enumerate(names)}
-    groups["meta"] = order[bounds[meta_code] : bounds[meta_code + 1]]
-    return groups
+    code_of_pair = {pair: group_code(*pair) for pair in set(pairs)}  # once per distinct pair
+    codes = np.fromiter(map(code_of_pair.__getitem__, pairs), dtype=np.int8, count=len(pairs))
+    return rows_by_group(codes)
+
+
+def usable_times(ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """Which events have a usable ts and dur (µs): finite, dur >= 0, |ts| below 9e15."""
+    return np.isfinite(ts) & np.isfinite(dur) & (dur >= 0) & (np.abs(ts) < 9e15)
+
+
+def start_end_ns(ts: np.ndarray, dur: np.ndarray, base_ns: int = 0) -> dict[str, np.ndarray]:
+    """The start and end columns in ns of usable times (a duration capped at 9e12 µs)."""
+    start = us_to_ns(ts) + base_ns
+    return {"start_ns": start, "end_ns": start + us_to_ns(np.minimum(dur, 9e12))}
+
+
+def collective_columns(n: int) -> dict[str, np.ndarray]:
+    """The collective metadata columns of `n` events, all -1 (int32 ids, int64 values)."""
+    return {
+        f: np.full(n, MISSING, dtype=np.int32 if f.endswith("_id") else np.int64)
+        for f in COLLECTIVE_COLUMNS
+    }
 
 
 class _Extractor:
@@ -163,13 +193,12 @@ class _Extractor:
         """Events with a usable ts and dur (finite, dur >= 0), and their start/end in ns."""
         ts = float_column(_values(events, "ts"))
         dur = float_column(_values(events, "dur"))
-        keep = np.isfinite(ts) & np.isfinite(dur) & (dur >= 0) & (np.abs(ts) < 9e15)
+        keep = usable_times(ts, dur)
         if not keep.all():
             self.dropped[group] = int((~keep).sum())
             events = [e for e, k in zip(events, keep) if k]
             ts, dur = ts[keep], dur[keep]
-        start = us_to_ns(ts) + self.base_ns
-        return events, {"start_ns": start, "end_ns": start + us_to_ns(np.minimum(dur, 9e12))}
+        return events, start_end_ns(ts, dur, self.base_ns)
 
     def names(self, events: list[Event]) -> np.ndarray:
         return self.symbols.ids(_values(events, "name"))
@@ -197,11 +226,7 @@ class _Extractor:
 
     def collectives(self, args: list[Args]) -> dict[str, np.ndarray]:
         """Collective metadata columns; -1 except where `Collective name` is present."""
-        n = len(args)
-        out = {
-            f: np.full(n, MISSING, dtype=np.int32 if f.endswith("_id") else np.int64)
-            for f in COLLECTIVE_COLUMNS
-        }
+        out = collective_columns(len(args))
         rows = [i for i, a in enumerate(args) if a.collective is not None]
         if not rows:
             return out
@@ -330,7 +355,7 @@ def extract(events: list[Event], base_ns: int = 0) -> RawColumns:
     hostnames = [
         e.args.name
         for e in _select(events, rows["meta"])
-        if e.name in ("hostname", "host_name") and e.args is not None and e.args.name
+        if e.name in HOSTNAME_EVENTS and e.args is not None and e.args.name
     ]
     return RawColumns(
         symbols=x.symbols.symbols, groups=groups, dropped=x.dropped, hostnames=hostnames

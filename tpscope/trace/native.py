@@ -16,15 +16,19 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from tpscope.trace.columns import MISSING, as_int, us_to_ns
+from tpscope.trace.columns import MISSING, as_int
 from tpscope.trace.extract import (
-    COLLECTIVE_COLUMNS,
-    GROUP_OF_CATEGORY,
+    HOSTNAME_EVENTS,
     KIND_OF_CATEGORY,
     RawColumns,
+    collective_columns,
+    group_code,
     lane_number,
     merge,
     ranks_text,
+    rows_by_group,
+    start_end_ns,
+    usable_times,
 )
 
 try:
@@ -37,8 +41,8 @@ NATIVE_CHUNK_BYTES = 1 << 20
 
 _DTYPES = {
     **dict.fromkeys(
-        "ph cat name pid_sym tid_sym device_sym stream_sym dims types strides coll_name arg_name pg_name dtype pg_ranks"
-        " pg_desc".split(),
+        "ph cat name pid_sym tid_sym device_sym stream_sym dims types strides coll_name arg_name"
+        " pg_name dtype pg_ranks pg_desc".split(),
         np.int32,
     ),
     **dict.fromkeys(
@@ -49,7 +53,6 @@ _DTYPES = {
     **dict.fromkeys(("ts", "dur"), np.float64),
     **dict.fromkeys(("has_device", "has_stream"), np.bool_),
 }
-_GROUPS = sorted(set(GROUP_OF_CATEGORY.values()))
 
 
 def available() -> bool:
@@ -92,21 +95,21 @@ def _scan(text, lo: int, hi: int, chunk_bytes: int) -> RawColumns | None:
 
 
 # "}", blanks, ",", blanks, "{": where one event ends and the next begins (a match inside an event
-# gives a run that is not valid JSON, which the C reader reports)
-_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+# gives a run that is not valid JSON, which the reader reports)
+EVENT_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 
 
 def _spans(text, lo: int, hi: int, n: int) -> list[tuple[int, int]]:
     """`text[lo:hi]` cut at the first event boundary after each n-th of its length."""
-    spans = []
+    spans, start = [], lo
     for k in range(1, n):
-        m = _BOUNDARY.search(text, max(lo, lo + (hi - lo) * k // n), hi)
+        m = EVENT_BOUNDARY.search(text, max(start, lo + (hi - lo) * k // n), hi)
         if m is None:
             break
         comma = m.start() + text[m.start() : m.end()].index(b",")
-        spans.append((lo, comma))
-        lo = comma + 1
-    return [*spans, (lo, hi)]
+        spans.append((start, comma))
+        start = comma + 1
+    return [*spans, (start, hi)]
 
 
 class _Columns:
@@ -145,31 +148,29 @@ class _Columns:
             self._lanes[which] = values
         return self._lanes[which]
 
+    def _distinct(self, ids: np.ndarray) -> tuple[list[int], np.ndarray]:
+        """(the distinct ids, -1 among them when present; per id, its index in that list)."""
+        seen = np.bincount(ids + 1, minlength=len(self.symbols) + 1)
+        distinct = np.flatnonzero(seen) - 1
+        index = np.zeros(len(seen), np.int64)
+        index[distinct + 1] = np.arange(len(distinct))
+        return distinct.tolist(), index[ids + 1]
+
     def group_codes(self) -> np.ndarray:
-        """Per event: 1 + the index of its group in `_GROUPS`, len(_GROUPS) + 1 for metadata
-        events, 0 for the rest (extract.group_rows)."""
-        ph, cat = self.cols["ph"], self.cols["cat"]
-        meta = len(_GROUPS) + 1
-        ph_code = self._by_symbol(ph, lambda s: {"X": 1, "M": 2}.get(s, 0), np.int8)
-        ph_code[ph < 0] = 0
-        cat_code = self._by_symbol(
-            cat,
-            lambda s: (
-                _GROUPS.index(GROUP_OF_CATEGORY[s.lower()]) + 1
-                if s.lower() in GROUP_OF_CATEGORY
-                else 0
-            ),
-            np.int8,
-        )
-        cat_code[cat < 0] = 0
-        return np.where(ph_code == 2, meta, np.where(ph_code == 1, cat_code, 0)).astype(np.int8)
+        """Per event, `extract.group_code` of its (ph, cat), computed once per distinct pair."""
+        ph_ids, ph_at = self._distinct(self.cols["ph"])
+        cat_ids, cat_at = self._distinct(self.cols["cat"])
+
+        def text(i: int) -> str | None:
+            return self.symbols[i] if i >= 0 else None
+
+        table = np.array(
+            [[group_code(text(p), text(c)) for c in cat_ids] for p in ph_ids], np.int8
+        ).reshape(len(ph_ids), len(cat_ids))
+        return table[ph_at, cat_at]
 
     def raw_columns(self) -> RawColumns:
-        codes = self.group_codes()
-        order = np.argsort(codes, kind="stable")
-        bounds = np.searchsorted(codes[order], np.arange(len(_GROUPS) + 3))
-        rows = {g: order[bounds[k + 1] : bounds[k + 2]] for k, g in enumerate(_GROUPS)}
-        meta = order[bounds[len(_GROUPS) + 1] : bounds[len(_GROUPS) + 2]]
+        rows = rows_by_group(self.group_codes())
         dropped: dict[str, int] = {}
         groups: dict[str, dict[str, np.ndarray]] = {}
         for group in ("gpu", "launch", "cpu_op", "cpu_range", "gpu_range", "sync"):
@@ -208,18 +209,20 @@ class _Columns:
                 out.update(self._lanes_of(r))
             groups[group] = out
         return RawColumns(
-            symbols=self.symbols, groups=groups, dropped=dropped, hostnames=self._hostnames(meta)
+            symbols=self.symbols,
+            groups=groups,
+            dropped=dropped,
+            hostnames=self._hostnames(rows["meta"]),
         )
 
     def _timed(self, group: str, r: np.ndarray, dropped: dict) -> tuple[np.ndarray, dict]:
         """extract._Extractor.timed: the rows with a usable ts and dur, and their start/end."""
         ts, dur = self.cols["ts"][r], self.cols["dur"][r]
-        keep = np.isfinite(ts) & np.isfinite(dur) & (dur >= 0) & (np.abs(ts) < 9e15)
+        keep = usable_times(ts, dur)
         if not keep.all():
             dropped[group] = int((~keep).sum())
             r, ts, dur = r[keep], ts[keep], dur[keep]
-        start = us_to_ns(ts)
-        return r, {"start_ns": start, "end_ns": start + us_to_ns(np.minimum(dur, 9e12))}
+        return r, start_end_ns(ts, dur)
 
     def _lanes_of(self, r: np.ndarray) -> dict[str, np.ndarray]:
         """(args.device, args.stream), else (pid, tid) for old traces (extract._Extractor.lanes)."""
@@ -252,11 +255,7 @@ class _Columns:
 
     def _collectives(self, r: np.ndarray) -> dict[str, np.ndarray]:
         """extract._Extractor.collectives: -1 except where `Collective name` is a string."""
-        n = len(r)
-        out = {
-            f: np.full(n, MISSING, dtype=np.int32 if f.endswith("_id") else np.int64)
-            for f in COLLECTIVE_COLUMNS
-        }
+        out = collective_columns(len(r))
         at, src = self._sparse_rows("coll_row", r)
         if len(at) == 0:
             return out
@@ -287,6 +286,6 @@ class _Columns:
     def _hostnames(self, meta: np.ndarray) -> list[str]:
         """args.name of the `hostname` metadata events, in order."""
         names, values = self.cols["name"][meta], self.cols["arg_name"][meta]
-        keys = [i for i, s in enumerate(self.symbols) if s in ("hostname", "host_name")]
+        keys = [i for i, s in enumerate(self.symbols) if s in HOSTNAME_EVENTS]
         held = values[np.isin(names, keys) & (values >= 0)].tolist()
         return [self.symbols[v] for v in held if self.symbols[v]]

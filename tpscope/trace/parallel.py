@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import re
 import threading
 from concurrent.futures import ProcessPoolExecutor
 
@@ -28,12 +27,12 @@ import numpy as np
 
 from tpscope.trace.decode import _GZIP_MAGIC, TRACE_DECODER
 from tpscope.trace.extract import merge
+from tpscope.trace.native import EVENT_BOUNDARY
 from tpscope.trace.schema import TraceFile
 from tpscope.trace.stream import _READ_ERRORS, CHUNK_BYTES, DecodedParts, decode_span, open_text
 
 # below this, starting a process costs more than it saves (docs/benchmarks.md)
 SPLIT_MIN_BYTES = 64 << 20
-_EVENT_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 # gunzipping a byte of trace text is taken to cost this share of decoding and extracting it
 # (docs/benchmarks.md): it sets how much longer the earlier parts of a gzip file are
 GUNZIP_SHARE = 0.2
@@ -61,9 +60,9 @@ def _comma_after(buf: bytes | bytearray, pos: int, end: int) -> int:
     """Index of the comma of the first event boundary with a blank in `buf[pos:end]`, or -1.
     A boundary found in a prefix of the text is the one the whole text gives (its match ends
     at its `{`)."""
-    m = _EVENT_BOUNDARY.search(buf, pos, end)
+    m = EVENT_BOUNDARY.search(buf, pos, end)
     while m is not None and m.end() - m.start() < 4:  # "}", ",", a blank, "{"
-        m = _EVENT_BOUNDARY.search(buf, m.end(), end)
+        m = EVENT_BOUNDARY.search(buf, m.end(), end)
     return -1 if m is None else m.start() + 1
 
 

@@ -93,9 +93,6 @@ def decode_span(
     """Extract the events `buf[lo:hi]` (whole events separated by commas, a part cut by
     `parallel.read_in_parts`) about `chunk_bytes` of text at a time, so that only one piece's events
     exist at once; None when a piece is not valid JSON (a cut inside an event)."""
-    native = extract_text(buf, lo, hi)
-    if native is not None:
-        return native
     parts: list[RawColumns] = []
     with memoryview(buf) as view:
         while lo < hi:
