@@ -318,6 +318,18 @@ RECIPES: tuple[Recipe, ...] = (
         (script("nested_ranges_loop.py", "--out", "{out}/nested-loop", limit_s=180),),
     ),
     Recipe(
+        "foreign-gpu-loops", "h200x1", "-", "an MLP fed by a side-stream prefetch; GPT-2 (4 layers, width 1024 "
+        "and 512) with gradient accumulation and DataLoader workers, eager and compiled",
+        "training loops written with PyTorch's own APIs (not tpscope's runtime): their traces and per-step "
+        "periods, the analyzer's input for sample_traces/h200x1-foreign-*",
+        (script("foreign_gpu_loops.py", "--loop", "prefetch", "--out", "{out}/prefetch", limit_s=180),
+         script("foreign_gpu_loops.py", "--loop", "gpt2", "--hidden", "1024", "--seq", "1024", "--micro-batch",
+                "16", "--active", "3", "--out", "{out}/gpt2", limit_s=240),
+         script("foreign_gpu_loops.py", "--loop", "gpt2-compiled", "--hidden", "1024", "--seq", "1024",
+                "--micro-batch", "16", "--active", "3", "--out", "{out}/gpt2-compiled", limit_s=240),
+         script("foreign_gpu_loops.py", "--loop", "gpt2", "--out", "{out}/gpt2-cpubound", limit_s=240)),
+    ),
+    Recipe(
         "host-staged-one-gpu", "h200x1", "-", "ref and 8b at TP=2 (pieces of 1, 2 and 4 per shard)",
         "what one GPU shows of host_staged: D2H/H2D bandwidth through the registered shared file, each GEMM "
         "alone, beside the copy engines and beside an SM copy of the same bytes, and two processes on the "
