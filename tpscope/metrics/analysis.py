@@ -163,7 +163,10 @@ def analyze_run(
         ref = analyze_run(reference, align=align)
         flux, saving = across_runs.compare(
             across_runs.run_times(steady_paths, steady),
-            across_runs.run_times(ref.critical_path, ref.steps),
+            across_runs.run_times(  # §9: the reference's steps chosen as the run's
+                [p for p in ref.critical_path if include_first_step or not p.first_step],
+                [s for s in ref.steps if include_first_step or not s.first_step],
+            ),
         )
         summary = dataclasses.replace(summary, flux_overlap_efficiency=flux, attained_saving=saving)
         warnings += [f"reference {reference.path}: {w}" for w in ref.warnings]
