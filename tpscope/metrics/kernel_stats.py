@@ -165,14 +165,19 @@ def kernel_names(run: Run) -> dict[str, tuple[str, ...]]:
     return {k: tuple(sorted(v, key=lambda n: -v[n])) for k, v in time_of.items()}
 
 
-def kernel_times(run: Run, by: str = "name") -> tuple[KernelTime, ...]:
+def kernel_times(
+    run: Run, by: str = "name", leave_out_first_step: bool = False
+) -> tuple[KernelTime, ...]:
     """GPU time per rank and step of every kernel name (`by="name"`), kernel signature
     (`"signature"`: name|grid|block|input dims), kernel shape (`"shape"`: launching op and its
-    input dims, whatever the kernel's name) or collective shape (`"collective"`), most first."""
+    input dims, whatever the kernel's name) or collective shape (`"collective"`), most first;
+    with `leave_out_first_step`, over the steps after the first profiled one (metrics.md §3)."""
     if by not in ("name", "signature", "shape", "collective"):
         raise ValueError(f"by must be name, signature, shape or collective, not {by!r}")
     steps = sorted({int(s) for r in run.ranks for s in r.steps.step.tolist()})
-    n_rank_steps = sum(len(r.steps) for r in run.ranks)
+    if leave_out_first_step and len(steps) > 1:
+        steps = steps[1:]
+    n_rank_steps = sum(int(np.isin(r.steps.step, steps).sum()) for r in run.ranks)
     if not steps or n_rank_steps == 0:
         return ()
     step_pos = {s: i for i, s in enumerate(steps)}
@@ -180,12 +185,15 @@ def kernel_times(run: Run, by: str = "name") -> tuple[KernelTime, ...]:
     parts = []
     for rank in run.ranks:  # a loop over ranks, not events
         step_idx, dur_ns = _step_index(rank)
+        global_step = np.array(
+            [step_pos.get(int(s), -1) for s in rank.steps.step.tolist()], dtype=np.int64
+        )
         keep = step_idx >= 0
+        keep[keep] = global_step[step_idx[keep]] >= 0
         if by == "collective":
             keep &= rank.gpu.coll_name_id >= 0
         group, labels = _group_keys(rank, keep, by)
-        global_step = np.array([step_pos[int(s)] for s in rank.steps.step.tolist()], dtype=np.int64)
-        ranks_per_step[global_step] += 1
+        ranks_per_step[global_step[global_step >= 0]] += 1
         parts.append(
             (np.asarray(labels, dtype=object), group, global_step[step_idx[keep]], dur_ns[keep])
         )
