@@ -342,3 +342,44 @@ def late_all_gather_ranks(late_us: float = 40.0) -> list[RankTrace]:
         )
         ranks.append(r)
     return ranks
+
+
+def run_ahead_rank(n_steps: int = 6) -> RankTrace:
+    """One rank whose CPU loop runs ahead of its GPU (metrics.md §3), in whole µs: the CPU's
+    `ProfilerStep#N` lasts 20 µs and launches a prefetch copy on side stream 9 (5 µs, running at
+    once, while earlier steps' kernels still run), a 26 µs GEMM on stream 7 (back to back: the GPU
+    is the bottleneck, a step ends every 26 µs) and a 10 µs all-reduce on stream 14 beside it.
+    Step N's GEMM runs [26(N-1) + 10, 26N + 10)."""
+    r = RankTrace(0, world_size=1)
+    for n in range(1, n_steps + 1):
+        cpu = 20 * (n - 1)
+        gpu = 26 * (n - 1) + 10
+        r.cpu_annotation(f"ProfilerStep#{n}", cpu, 20)
+        r.memcpy("Memcpy HtoD (Pinned -> Device)", cpu + 3, 5, stream=9, launch_us=(cpu + 1, 1))
+        r.kernel("gemm", gpu, 26, stream=7, launch_us=(cpu + 5, 1))
+        r.kernel(
+            "ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
+            gpu + 5,
+            10,
+            stream=14,
+            launch_us=(cpu + 8, 1),
+        )
+    return r
+
+
+def raw_gpu_ticks(doc: dict) -> dict[str, set[int]]:
+    """Brute force from a trace's raw JSON with whole-µs times: per class (`compute`, `comm`,
+    `memory`), the set of µs ticks its GPU activities cover (metrics.md §2, by name and category)."""
+    out: dict[str, set[int]] = {"compute": set(), "comm": set(), "memory": set()}
+    for e in doc["traceEvents"]:
+        if e.get("ph") != "X" or e.get("cat") not in ("kernel", "gpu_memcpy", "gpu_memset"):
+            continue
+        cls = (
+            "comm"
+            if e["name"].lower().startswith("nccl")
+            else "memory"
+            if e["cat"] != "kernel"
+            else "compute"
+        )
+        out[cls] |= set(range(int(e["ts"]), int(e["ts"] + e["dur"])))
+    return out

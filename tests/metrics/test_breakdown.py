@@ -2,7 +2,8 @@
 
 import pytest
 
-from tests.kineto import RankTrace, write_run
+from tests.kineto import Collective, RankTrace, raw_gpu_ticks, run_ahead_rank, write_run
+from tpscope.metrics import analyze_run
 from tpscope.metrics.breakdown import rank_breakdown, whole_trace_overlap_ratio
 from tpscope.trace import load_run
 
@@ -120,3 +121,52 @@ def test_host_staged_copies_count_as_communication(tmp_path):
 
     s = one_step(tmp_path, build)
     assert s["comm_us"] == 50 and s["hidden_comm_us"] == 20 and s["exposed_comm_us"] == 30
+
+
+def test_a_run_ahead_loop_counts_every_interval_once(tmp_path):
+    """A loop that runs ahead of its GPU (a prefetch on a side stream): each per-step field summed
+    over the steps equals the same quantity over the whole trace, by brute force over the raw
+    events' µs ticks; the steady steps are the GPU's period, all GEMM (metrics.md §3-§4)."""
+    r = run_ahead_rank(6)
+    t = raw_gpu_ticks(r.document())
+    busy = t["compute"] | t["comm"] | t["memory"]
+    a = analyze_run(load_run(write_run(tmp_path / "run", [r])))
+    steps = sorted(a.steps, key=lambda s: s.step)
+
+    def total(field):
+        return sum(getattr(s, field) for s in steps)
+
+    assert total("step_time_us") == max(busy) + 1 - min(busy)
+    assert total("compute_us") == len(t["compute"])
+    assert total("comm_us") == len(t["comm"])
+    assert total("memory_us") == len(t["memory"])
+    assert total("hidden_comm_us") == len(t["comm"] & t["compute"])
+    assert total("idle_us") == (max(busy) + 1 - min(busy)) - len(busy)
+    assert total("comm_wait_us") + total("comm_transfer_us") == len(t["comm"])
+    for s in steps[1:]:
+        assert s.step_time_us == 26 and s.compute_us == 26 and s.idle_us == 0
+
+
+def test_a_wait_never_exceeds_its_step(tmp_path):
+    """Rank 0 reaches two collectives (two comm streams) 40 µs before rank 1 in a 60 µs step: both
+    kernels wait [10, 50) and transfer [50, 60). Summed per kernel the wait would be 80 µs; as
+    time it is 40, and wait + transfer is the rank's communication time (metrics.md §5)."""
+    ranks = []
+    for rank, arrive in ((0, 10), (1, 50)):
+        r = RankTrace(rank)
+        r.gpu_annotation("ProfilerStep#1", 0, 60)
+        r.kernel("gemm", 0, arrive)
+        r.kernel(NCCL, arrive, 60 - arrive, stream=14, collective=Collective("_allgather_base"))
+        r.kernel(
+            "ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
+            arrive,
+            60 - arrive,
+            stream=15,
+            collective=Collective("allreduce", in_nelems=1024, out_nelems=1024),
+        )
+        ranks.append(r)
+    a = analyze_run(load_run(write_run(tmp_path / "run", ranks)))
+    s0, s1 = sorted(a.steps, key=lambda s: s.rank)
+    assert s0.step_time_us == 60 and s0.comm_us == 50
+    assert s0.comm_wait_us == 40 and s0.comm_transfer_us == 10
+    assert s1.comm_wait_us == 0 and s1.comm_transfer_us == 10

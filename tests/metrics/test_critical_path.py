@@ -229,8 +229,9 @@ def test_late_rank_path_crosses_through_the_collective(tmp_path):
 
 def test_first_profiled_step_is_marked_and_left_out_of_the_summary(tmp_path):
     r = RankTrace(0, world_size=1)
-    for n, t0, dur in ((1, 0, 150), (2, 200, 100), (3, 400, 100)):  # the first step is 50% slower
-        r.cpu_annotation(f"ProfilerStep#{n}", t0 - 5, 190)
+    # back to back, the first step 50% slower: windows [0, 150), [150, 250), [250, 350) (§3)
+    for n, t0, dur in ((1, 0, 150), (2, 150, 100), (3, 250, 100)):
+        r.cpu_annotation(f"ProfilerStep#{n}", t0 - 5, dur)
         r.kernel("gemm", t0, dur, launch_us=(t0 - 4, 1))
     run = load_run(write_run(tmp_path / "run", [r]))
     a = analyze_run(run)

@@ -15,7 +15,8 @@ RUNS = ["h200-nvlink-unfused", "h200-shm-chunked4"]
 
 
 def brute_force(path: Path) -> dict[int, dict[str, float]]:
-    """Per step: every §4 field from the raw JSON, one boolean cell per nanosecond."""
+    """Per step: every §4 field from the raw JSON, one boolean cell per nanosecond (metrics.md §3
+    windows)."""
     doc = json.load(gzip.open(path))
     base = doc.get("baseTimeNanoseconds", 0)
     ns = lambda us: base + int(round(us * 1000))  # noqa: E731
@@ -41,8 +42,17 @@ def brute_force(path: Path) -> dict[int, dict[str, float]]:
                 lo, hi = ns(e["ts"]), ns(e["ts"]) + int(round(e["dur"] * 1000))
                 old = steps.get(n, (lo, hi))
                 steps[n] = (min(lo, old[0]), max(hi, old[1]))
+    # the windows partition the timeline: step N from the end of step N-1's window (the first
+    # profiled step from its own first activity) to the end of its last activity
+    windows, prev = {}, None
+    for n in sorted(steps):
+        lo, hi = steps[n]
+        if prev is not None and n - 1 in windows:
+            lo, hi = prev, max(hi, prev)
+        windows[n] = (lo, hi)
+        prev = hi
     out = {}
-    for n, (lo, hi) in steps.items():
+    for n, (lo, hi) in windows.items():
         cells = {c: np.zeros(hi - lo, bool) for c in ("compute", "comm", "memory")}
         for e in events:
             if e.get("cat") not in ("kernel", "gpu_memcpy", "gpu_memset"):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.kineto import Collective, RankTrace, write_run
+from tests.kineto import Collective, RankTrace, run_ahead_rank, write_run
 from tpscope.metrics.kernel_stats import by_collective, kernel_times
 from tpscope.trace import load_run
 
@@ -20,7 +20,7 @@ def run(tmp_path_factory):
         r.gpu_annotation("ProfilerStep#2", 100, 100)
     r0.kernel("gemm", 10, 30)  # step 1: 30
     r0.kernel("gemm", 110, 40)  # step 2: 40
-    r0.kernel("gemm", 90, 30)  # midpoint 105: step 2, clipped to [100, 120]: 20
+    r0.kernel("gemm", 90, 30)  # split at the windows' edge: 10 in step 1, 20 in step 2
     r0.kernel("gemm", 250, 10)  # outside every step: left out
     r0.kernel("ncclDevKernel_AllGather", 40, 20, stream=14, collective=AG)
     r0.kernel("ncclDevKernel_AllGather", 150, 10, stream=14, collective=AG)
@@ -33,11 +33,11 @@ def run(tmp_path_factory):
 def test_time_per_rank_and_step_by_name(run):
     times = {k.key: k for k in kernel_times(run)}
     gemm = times["gemm"]
-    # 4 rank-steps; gemm: 30 + 40 + 20 (r0) + 50 (r1) = 140 µs
-    assert gemm.us_per_step == pytest.approx(140 / 4)
+    # 4 rank-steps; gemm: 30 + 40 + 30 (r0) + 50 (r1) = 150 µs; counted once each, by midpoint
+    assert gemm.us_per_step == pytest.approx(150 / 4)
     assert gemm.count_per_step == pytest.approx(4 / 4)
-    # step 1: (30 + 50) / 2 ranks; step 2: (40 + 20) / 2 ranks
-    assert gemm.us_by_step == pytest.approx((40.0, 30.0))
+    # step 1: (30 + 10 + 50) / 2 ranks; step 2: (40 + 20) / 2 ranks
+    assert gemm.us_by_step == pytest.approx((45.0, 30.0))
     assert gemm.activity_class == "compute"
     assert times["ncclDevKernel_AllGather"].us_per_step == pytest.approx(30 / 4)
     assert times["ncclDevKernel_AllGather"].activity_class == "comm"
@@ -157,3 +157,19 @@ def test_a_huge_kernel_name_costs_its_size_not_its_size_per_kernel(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["201", str(len(huge))]
+
+
+def test_a_run_ahead_loop_keeps_every_kernel_microsecond_once(tmp_path):
+    """Steps partition the timeline (metrics.md §3): summed over the steps, each kernel name's time
+    is its total duration in the raw JSON, though prefetch copies run in earlier steps' windows."""
+    r = run_ahead_rank(6)
+    run = load_run(write_run(tmp_path / "run", [r]))
+    totals: dict[str, float] = {}
+    for e in r.document()["traceEvents"]:
+        if e.get("cat") in ("kernel", "gpu_memcpy"):
+            totals[e["name"]] = totals.get(e["name"], 0.0) + e["dur"]
+    times = {k.key: k for k in kernel_times(run)}
+    assert set(times) == set(totals)
+    for name, total in totals.items():
+        assert sum(times[name].us_by_step) == pytest.approx(total)
+        assert times[name].count_per_step == pytest.approx(1.0)

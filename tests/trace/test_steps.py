@@ -1,7 +1,10 @@
 """Step windows (metrics.md §3): CPU steps through the launch calls' correlation ids first, then
 GPU annotations, then one window."""
 
-from tests.kineto import RankTrace, write_run
+import pytest
+
+from tests.kineto import RankTrace, raw_gpu_ticks, run_ahead_rank, write_run
+from tpscope.metrics import analyze_run
 from tpscope.trace import load_run
 
 
@@ -26,7 +29,8 @@ def test_steps_from_gpu_annotations(tmp_path):
     r.cpu_annotation("ProfilerStep#5", -100, 10)  # holds no launch (the kernel has none): not used
     source, steps, lo, hi = windows(tmp_path, r)
     assert source == "gpu_annotation"
-    assert steps == [5, 6] and lo == [0, 50] and hi == [40, 100]
+    # the windows partition the timeline: step 6's runs from step 5's end (metrics.md §3)
+    assert steps == [5, 6] and lo == [0, 40] and hi == [40, 100]
 
 
 def test_steps_from_cpu_annotations_through_correlation(tmp_path):
@@ -41,7 +45,8 @@ def test_steps_from_cpu_annotations_through_correlation(tmp_path):
     source, steps, lo, hi = windows(tmp_path, r)
     assert source == "cpu_launch"
     assert steps == [1, 2]
-    assert lo == [10, 200] and hi == [180, 235]
+    # step 2's window starts where step 1's last activity (b) ends: windows never overlap
+    assert lo == [10, 180] and hi == [180, 235]
     run = load_run(tmp_path / "run")
     g = run.ranks[0].gpu
     step_of = dict(zip([run.ranks[0].symbols[i] for i in g.name_id.tolist()], g.step.tolist()))
@@ -64,7 +69,7 @@ def test_cpu_steps_win_over_gpu_annotations_that_miss_nested_ranges(tmp_path):
         r.kernel("nested_add", t0 + 400, 200, launch_us=(t0 + 300, 3))
     source, steps, lo, hi = windows(tmp_path, r)
     assert source == "cpu_launch"
-    assert steps == [1, 2] and lo == [0, 1000] and hi == [595, 1595]  # µs after the first kernel
+    assert steps == [1, 2] and lo == [0, 595] and hi == [595, 1595]  # µs after the first kernel
 
 
 def test_no_steps_gives_one_window(tmp_path):
@@ -80,3 +85,90 @@ def test_no_gpu_activity_gives_no_window(tmp_path):
     r.cpu_annotation("ProfilerStep#1", 0, 10)
     source, steps, _, _ = windows(tmp_path, r)
     assert steps == []
+
+
+def test_a_loop_that_runs_ahead_of_its_gpu_gets_its_period(tmp_path):
+    """The CPU launches a step every 20 µs with a prefetch on a side stream; the GPU ends one every
+    26 µs. The spans of launched work overlap and grow (33, 39, 45 ... µs); the windows partition
+    the timeline and each lasts the period."""
+    r = run_ahead_rank(6)
+    ticks = raw_gpu_ticks(r.document())
+    busy = ticks["compute"] | ticks["comm"] | ticks["memory"]
+    source, steps, lo, hi = windows(tmp_path, r)
+    first = min(busy)  # the windows() times are after the first activity
+    assert source == "cpu_launch" and steps == [1, 2, 3, 4, 5, 6]
+    assert all(b >= a for a, b in zip(hi, lo[1:]))  # consecutive windows never overlap
+    assert lo[0] == 0 and hi[-1] == max(busy) + 1 - first  # together: the whole timeline
+    # the first step from its own first activity (the copy at 3 µs) to its GEMM's end at 36 µs
+    assert hi[0] - lo[0] == 36 - 3
+    for a, b in zip(lo[1:], hi[1:]):
+        assert b - a == pytest.approx(26, rel=0.02)
+
+
+def test_steps_after_an_unprofiled_gap_start_at_their_own_first_activity(tmp_path):
+    """Step numbers 1, 2 then 7, 8 (a second profiling cycle): step 7's window does not reach back
+    over the unprofiled steps to step 2's end."""
+    r = RankTrace(0, world_size=1)
+    for n, t0 in ((1, 0), (2, 100), (7, 1000), (8, 1100)):
+        r.cpu_annotation(f"ProfilerStep#{n}", t0, 100)
+        r.kernel("gemm", t0 + 10, 50, launch_us=(t0 + 1, 1))
+    _, steps, lo, hi = windows(tmp_path, r)
+    assert steps == [1, 2, 7, 8]
+    assert lo == [0, 50, 1000, 1050] and hi == [50, 150, 1050, 1150]
+
+
+def test_cpu_run_steps_are_the_profiler_step_ranges_cut_at_their_ends(tmp_path):
+    """A gloo all-reduce of step 1 ends 30 µs after `ProfilerStep#2` began: step 1 is still its
+    range [0, 100), and the collective's last 30 µs count in step 2 (metrics.md §3)."""
+    r = RankTrace(0, world_size=1)
+    main, gloo = 100, 200
+    r.cpu_annotation("ProfilerStep#1", 0, 100, tid=main)
+    r.cpu_annotation("ProfilerStep#2", 100, 100, tid=main)
+    comm_us = {}
+    for n, t0 in ((1, 0), (2, 100)):
+        r.raw(_cpu_op("aten::mm", t0 + 5, 50, main))
+        gloo_at, gloo_us = (t0 + 60, 70) if n == 1 else (t0 + 60, 20)
+        r.raw(_gloo("gloo:all_reduce", gloo_at, gloo_us, gloo))
+        comm_us[n] = (gloo_at, gloo_at + gloo_us)
+    run_dir = write_run(tmp_path / "cpu", [r])
+    run = load_run(run_dir, workers=1)
+    w = run.ranks[0].steps
+    base = int(run.ranks[0].gpu.start_ns.min()) - 5 * 1000  # aten::mm of step 1 starts at 5 µs
+    assert run.ranks[0].cpu_run
+    assert ((w.start_ns - base) / 1000).tolist() == [0, 100]
+    assert ((w.end_ns - base) / 1000).tolist() == [100, 200]
+    a = analyze_run(run)
+    by_step = {s.step: s for s in a.steps}
+    assert by_step[1].step_time_us == 100 and by_step[2].step_time_us == 100
+    # brute force from the events: each step's share of the union of the gloo ranges
+    ticks = set().union(*(set(range(s, e)) for s, e in comm_us.values()))
+    for n, (lo, hi) in ((1, (0, 100)), (2, (100, 200))):
+        assert by_step[n].comm_us == len({t for t in ticks if lo <= t < hi})
+        assert by_step[n].comm_wait_us + by_step[n].comm_transfer_us <= by_step[n].step_time_us
+    assert sum(s.comm_us for s in a.steps) == len(ticks)
+
+
+def _cpu_op(name: str, start: float, dur: float, tid: int) -> dict:
+    return {
+        "ph": "X",
+        "cat": "cpu_op",
+        "name": name,
+        "pid": 1,
+        "tid": tid,
+        "ts": start,
+        "dur": dur,
+        "args": {"Input Dims": [[4, 8], [8, 8]]},
+    }
+
+
+def _gloo(name: str, start: float, dur: float, tid: int) -> dict:
+    return {
+        "ph": "X",
+        "cat": "user_annotation",
+        "name": name,
+        "pid": 1,
+        "tid": tid,
+        "ts": start,
+        "dur": dur,
+        "args": {"Input Dims": [[4, 8]], "Input type": ["float"]},
+    }

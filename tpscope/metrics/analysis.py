@@ -12,14 +12,18 @@ from tpscope import __version__
 from tpscope.jsonable import plain
 from tpscope.metrics import across_runs
 from tpscope.metrics.activities import RunActivities, exposed_ns, run_activities
-from tpscope.metrics.breakdown import StepBreakdown, class_sets, rank_breakdown
+from tpscope.metrics.breakdown import (
+    StepBreakdown,
+    class_sets,
+    rank_breakdown,
+    wait_transfer_by_step,
+)
 from tpscope.metrics.clocks import clock_offsets
 from tpscope.metrics.collectives import (
     CollectiveInstance,
     collective_instances,
     collective_timing,
     match_collectives,
-    wait_transfer_by_step,
 )
 from tpscope.metrics.contention import (
     CommContention,
@@ -159,7 +163,10 @@ def analyze_run(
         ref = analyze_run(reference, align=align)
         flux, saving = across_runs.compare(
             across_runs.run_times(steady_paths, steady),
-            across_runs.run_times(ref.critical_path, ref.steps),
+            across_runs.run_times(  # §9: the reference's steps chosen as the run's
+                [p for p in ref.critical_path if include_first_step or not p.first_step],
+                [s for s in ref.steps if include_first_step or not s.first_step],
+            ),
         )
         summary = dataclasses.replace(summary, flux_overlap_efficiency=flux, attained_saving=saving)
         warnings += [f"reference {reference.path}: {w}" for w in ref.warnings]
@@ -222,7 +229,9 @@ def _cross_rank(
             found, budget=dataclasses.replace(found.budget, reference_gemm_us=ref_gemm_us)
         )
     return {
-        "wait_transfer": wait_transfer_by_step(acts, timing),
+        "wait_transfer": wait_transfer_by_step(
+            acts, timing.wait_ns, [h.steps for h in run.ranks.headers]
+        ),
         "collectives": collective_instances(acts, match, timing, exposed_ns(acts, compute)),
         "offsets_us": clocks.as_us(acts.rank_ids),
         "residual_us": clocks.residual_us(acts.rank_ids),

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from tpscope.metrics import intervals as iv
-from tpscope.trace import ActivityClass, RankTrace
+from tpscope.metrics.activities import RunActivities
+from tpscope.trace import ActivityClass, RankTrace, StepWindows
 
 NS_PER_US = 1000.0
 
@@ -100,6 +104,31 @@ def rank_breakdown(rank: RankTrace, sets: ClassSets | None = None) -> list[StepB
                 else None,
             )
         )
+    return out
+
+
+def wait_transfer_by_step(
+    acts: RunActivities, wait_ns: np.ndarray, windows: Sequence[StepWindows]
+) -> dict[tuple[int, int], tuple[float, float]]:
+    """(rank, step) -> (comm_wait_us, comm_transfer_us) on the step windows (metrics.md §5): each
+    comm activity is its wait `[s, s + wait)` then its transfer; transfer is the union of the
+    transfers clipped to the window, wait the union of the waits outside any transfer, so that
+    wait + transfer = comm_us and no interval counts twice. `windows[p]`: the rank at `rank_pos` p."""
+    out: dict[tuple[int, int], tuple[float, float]] = {}
+    for pos, w in enumerate(windows):  # a loop over ranks, not events
+        lo, hi = int(acts.rank_bounds[pos]), int(acts.rank_bounds[pos + 1])
+        rows = lo + np.flatnonzero(acts.cls[lo:hi] == ActivityClass.COMM)
+        if len(w) == 0 or len(rows) == 0:
+            continue
+        start, end = acts.start_ns[rows], acts.end_ns[rows]
+        arrived = start + wait_ns[rows]
+        moving = iv.union(arrived, end)
+        waiting = iv.difference(iv.union(start, arrived), moving)
+        transfer = iv.overlap_with_set(w.start_ns, w.end_ns, moving)
+        wait = iv.overlap_with_set(w.start_ns, w.end_ns, waiting)
+        rank = int(acts.rank[lo])
+        for step, wt, tr in zip(w.step.tolist(), wait.tolist(), transfer.tolist()):
+            out[(rank, int(step))] = (wt / NS_PER_US, tr / NS_PER_US)
     return out
 
 

@@ -200,11 +200,14 @@ def _validate(acts: RunActivities, idx: np.ndarray, keys: np.ndarray, checked: t
     members = np.bincount(inst, minlength=n)
     distinct = np.bincount(unique_rows(inst, pos)[0][:, 0], minlength=n)
     bad_field = np.where((bad_field < 0) & (distinct != members), len(_CHECKED), bad_field)
-    # one rank alone: each of its collectives is an instance of its own (wait 0, metrics.md §5)
-    lonely = (members < 2) & (bad_field < 0) & (len(acts.rank_ids) > 1)
-    good = (bad_field < 0) & ~lonely
     first_row = np.full(n, _I64_MAX, np.int64)
     np.minimum.at(first_row, inst, idx)
+    # a lone rank of a one-rank world: each of its collectives is an instance of its own (wait 0);
+    # a kernel seen on one rank of a larger world (its folder, its world size or its group) is not
+    # matched (metrics.md §5)
+    larger = len(acts.rank_ids) > 1 or any(w is not None and w > 1 for w in acts.world_sizes)
+    lonely = (members < 2) & (bad_field < 0) & (larger | (acts.group_size[first_row] > 1))
+    good = (bad_field < 0) & ~lonely
     return uniq, inst, good, first_row, bad_field, lonely, members
 
 
@@ -611,22 +614,6 @@ def collective_timing(
     return CollectiveTiming(
         wait, transfer, arrival, arrival - first, np.clip(last_end - arrival, 0, None), binding
     )
-
-
-def wait_transfer_by_step(
-    acts: RunActivities, timing: CollectiveTiming
-) -> dict[tuple[int, int], tuple[float, float]]:
-    """(rank, step) -> (comm_wait_us, comm_transfer_us): sums over the comm activities starting in the step."""
-    m = (acts.cls == ActivityClass.COMM) & (acts.step >= 0)
-    if not m.any():
-        return {}
-    uniq, inverse = unique_rows(acts.rank[m], acts.step[m])
-    wait = np.bincount(inverse, weights=timing.wait_ns[m], minlength=len(uniq))
-    transfer = np.bincount(inverse, weights=timing.transfer_ns[m], minlength=len(uniq))
-    return {
-        (int(r), int(st)): (w / NS_PER_US, t / NS_PER_US)
-        for (r, st), w, t in zip(uniq.tolist(), wait.tolist(), transfer.tolist())
-    }
 
 
 @dataclass(frozen=True, slots=True)

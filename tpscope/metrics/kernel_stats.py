@@ -1,8 +1,9 @@
 """GPU time per step by kernel name and by collective shape: what a run spends its steps on.
 
-A GPU activity belongs to the step window that holds its midpoint (metrics.md §3) and counts its
-duration clipped to that window; activities outside every window are left out. Figures are means
-per rank and step, so that runs with different numbers of ranks or steps compare.
+The step windows partition each rank's timeline (metrics.md §3): a GPU activity counts its time in
+each window it overlaps (split at a window's edge, so no time counts twice), and counts once, in
+the window that holds its midpoint; time outside every window is left out. Figures are means per
+rank and step, so that runs with different numbers of ranks or steps compare.
 """
 
 from __future__ import annotations
@@ -52,17 +53,30 @@ class KernelTime:
     detail: str | None = None  # e.g. "4 x 8 MiB" per step, for a collective merged over sizes
 
 
-def _step_index(rank: RankTrace) -> tuple[np.ndarray, np.ndarray]:
-    """Row -> index of the step window holding the activity's midpoint (-1: none), and the
-    duration clipped to that window, in ns."""
+def _step_index(rank: RankTrace) -> np.ndarray:
+    """Row -> index of the step window holding the activity's midpoint (-1: none)."""
     g, w = rank.gpu, rank.steps
     if len(g) == 0 or len(w) == 0:
-        return np.full(len(g), -1, dtype=np.int64), np.zeros(len(g), dtype=np.int64)
-    mid = g.start_ns + (g.end_ns - g.start_ns) // 2
-    idx = iv.containing(w.start_ns, w.end_ns, mid)
-    clipped = np.minimum(g.end_ns, w.end_ns[idx]) - np.maximum(g.start_ns, w.start_ns[idx])
-    inside = idx >= 0
-    return idx, np.where(inside, np.maximum(clipped, 0), 0)
+        return np.full(len(g), -1, dtype=np.int64)
+    return iv.containing(w.start_ns, w.end_ns, g.start_ns + (g.end_ns - g.start_ns) // 2)
+
+
+def _window_pieces(rank: RankTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The part of each activity inside each step window it overlaps, for windows that partition
+    the timeline (metrics.md §3): (activity row, window index, ns) per piece, no loop."""
+    g, w = rank.gpu, rank.steps
+    if len(g) == 0 or len(w) == 0:
+        empty = np.zeros(0, np.int64)
+        return empty, empty, empty
+    order = np.argsort(w.start_ns, kind="stable")
+    ws, we = w.start_ns[order], w.end_ns[order]  # disjoint: both ascending
+    k0 = np.searchsorted(we, g.start_ns, side="right")  # the first window ending after the start
+    n = np.maximum(np.searchsorted(ws, g.end_ns, side="left") - k0, 0)
+    rows = np.repeat(np.arange(len(g)), n)
+    k = k0[rows] + np.arange(len(rows)) - np.repeat(np.cumsum(n) - n, n)
+    ns = np.minimum(g.end_ns[rows], we[k]) - np.maximum(g.start_ns[rows], ws[k])
+    keep = ns > 0
+    return rows[keep], order[k[keep]], ns[keep]
 
 
 def _group_keys(rank: RankTrace, keep: np.ndarray, by: str) -> tuple[np.ndarray, list[str]]:
@@ -165,29 +179,52 @@ def kernel_names(run: Run) -> dict[str, tuple[str, ...]]:
     return {k: tuple(sorted(v, key=lambda n: -v[n])) for k, v in time_of.items()}
 
 
-def kernel_times(run: Run, by: str = "name") -> tuple[KernelTime, ...]:
+def kernel_times(
+    run: Run, by: str = "name", leave_out_first_step: bool = False
+) -> tuple[KernelTime, ...]:
     """GPU time per rank and step of every kernel name (`by="name"`), kernel signature
     (`"signature"`: name|grid|block|input dims), kernel shape (`"shape"`: launching op and its
-    input dims, whatever the kernel's name) or collective shape (`"collective"`), most first."""
+    input dims, whatever the kernel's name) or collective shape (`"collective"`), most first;
+    with `leave_out_first_step`, over the steps after the first profiled one (metrics.md §3)."""
     if by not in ("name", "signature", "shape", "collective"):
         raise ValueError(f"by must be name, signature, shape or collective, not {by!r}")
     steps = sorted({int(s) for r in run.ranks for s in r.steps.step.tolist()})
-    n_rank_steps = sum(len(r.steps) for r in run.ranks)
+    if leave_out_first_step and len(steps) > 1:
+        steps = steps[1:]
+    n_rank_steps = sum(int(np.isin(r.steps.step, steps).sum()) for r in run.ranks)
     if not steps or n_rank_steps == 0:
         return ()
     step_pos = {s: i for i, s in enumerate(steps)}
     ranks_per_step = np.zeros(len(steps))
     parts = []
     for rank in run.ranks:  # a loop over ranks, not events
-        step_idx, dur_ns = _step_index(rank)
-        keep = step_idx >= 0
+        global_step = np.array(
+            [step_pos.get(int(s), -1) for s in rank.steps.step.tolist()], dtype=np.int64
+        )
+        mid = _step_index(rank)
+        counted = np.flatnonzero(mid >= 0)
+        counted = counted[global_step[mid[counted]] >= 0]
+        rows, window, ns = _window_pieces(rank)
+        timed = global_step[window] >= 0
+        rows, window, ns = rows[timed], window[timed], ns[timed]
+        keep = np.zeros(len(rank.gpu), bool)
+        keep[counted] = True
+        keep[rows] = True
         if by == "collective":
             keep &= rank.gpu.coll_name_id >= 0
         group, labels = _group_keys(rank, keep, by)
-        global_step = np.array([step_pos[int(s)] for s in rank.steps.step.tolist()], dtype=np.int64)
-        ranks_per_step[global_step] += 1
+        at = np.full(len(keep), -1, np.int64)
+        at[keep] = np.arange(int(keep.sum()))
+        ranks_per_step[global_step[global_step >= 0]] += 1
+        counted, timed = counted[keep[counted]], keep[rows]
         parts.append(
-            (np.asarray(labels, dtype=object), group, global_step[step_idx[keep]], dur_ns[keep])
+            (
+                np.asarray(labels, dtype=object),
+                group[at[rows[timed]]],
+                global_step[window[timed]],
+                ns[timed],
+                group[at[counted]],
+            )
         )
     # object arrays: a fixed-width str array pads every label to the longest (a 64 MiB name, GiBs)
     all_labels = np.array(sorted({str(lab) for p in parts for lab in p[0].tolist()}), dtype=object)
@@ -195,14 +232,14 @@ def kernel_times(run: Run, by: str = "name") -> tuple[KernelTime, ...]:
         return ()
     total_ns = np.zeros((len(all_labels), len(steps)))
     count = np.zeros(len(all_labels))
-    for labels, group, gstep, dur in parts:
-        if len(group) == 0:
+    for labels, group, gstep, dur, counted in parts:
+        if len(labels) == 0:
             continue
-        row = np.searchsorted(
+        row_of = np.searchsorted(
             all_labels, np.array([str(lab) for lab in labels.tolist()], dtype=object)
-        )[group]
-        np.add.at(total_ns, (row, gstep), dur)
-        np.add.at(count, row, 1)
+        )
+        np.add.at(total_ns, (row_of[group], gstep), dur)
+        np.add.at(count, row_of[counted], 1)
     by_step_us = total_ns / np.maximum(ranks_per_step, 1) / NS_PER_US
     mean_us = total_ns.sum(axis=1) / n_rank_steps / NS_PER_US
     out = [

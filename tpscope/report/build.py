@@ -70,6 +70,8 @@ class RunInfo:
     warnings: tuple[str, ...]
     nccl_env: tuple[tuple[str, str], ...] = ()  # the manifest's NCCL settings, logging left out
     cpu_run: bool = False  # analyzed from its CPU side (metrics.md §1, "CPU runs")
+    first_step: int | None = None  # the first profiled step: shown, in no median (metrics.md §3)
+    first_step_time_us: float | None = None
 
     @property
     def title(self) -> str:
@@ -178,6 +180,8 @@ def run_info(analysis: RunAnalysis, samples: RunSamples) -> RunInfo:
         tuple(analysis.warnings),
         env,
         analysis.cpu_run,
+        samples.first_step,
+        samples.first_step_time_us,
     )
 
 

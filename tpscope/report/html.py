@@ -99,8 +99,19 @@ def step_time_figure(report: Report):
                     marker_color=COLORS[name],
                 )
             )
+    for name, info in (("baseline", report.baseline), ("candidate", report.candidate)):
+        if info is not None and info.first_step_time_us is not None:  # metrics.md §3
+            fig.add_trace(
+                go.Scatter(
+                    x=[name],
+                    y=[info.first_step_time_us],
+                    mode="markers",
+                    marker={"symbol": "x", "size": 10, "color": COLORS[name]},
+                    name=f"{name} first step {info.first_step} (warm-up, not in the box)",
+                )
+            )
     fig.update_layout(
-        title="Step time per step (slowest rank)",
+        title="Step time per step (slowest rank; x: the first step, left out of the medians)",
         yaxis_title="µs",
         template="plotly_white",
         showlegend=False,

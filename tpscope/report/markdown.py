@@ -271,9 +271,15 @@ def run_line(role: str, info: RunInfo) -> str:
     manifest = ("" if info.has_manifest else ", no manifest") + (
         ", CPU run (gloo, aten ops)" if info.cpu_run else ""
     )
+    first = (
+        f" (the first, step {info.first_step}, a warm-up of "
+        f"{number(info.first_step_time_us, 'us')}, left out of the medians)"
+        if info.first_step is not None and info.first_step_time_us is not None
+        else ""
+    )
     return (
         f"- {role}: {md_code(info.run_dir)}{md_text(title)}: ranks {list(info.ranks)}, "
-        f"{len(info.steps)} profiled step{'' if len(info.steps) == 1 else 's'}{manifest}"
+        f"{len(info.steps)} profiled step{'' if len(info.steps) == 1 else 's'}{first}{manifest}"
     )
 
 

@@ -187,8 +187,9 @@ def build(candidate: str | None, baseline: str | None, fail_on, loss_rtol: float
         with working(f"tpscope: analyzing {run.path}"):
             return RunResults(
                 analyze_run(run, reference=reference, calibration=samples),
-                kernel_times(run, "shape"),  # metrics.md §9: renames compare
-                by_collective(kernel_times(run, "collective")),
+                # metrics.md §9: renames compare; §3: the first profiled step left out
+                kernel_times(run, "shape", leave_out_first_step=True),
+                by_collective(kernel_times(run, "collective", leave_out_first_step=True)),
                 kernel_names(run),
             )
 

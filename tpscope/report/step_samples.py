@@ -4,7 +4,9 @@ One value per step (a step's ranks are not independent samples): step time is th
 (as in the summary), ratios are ratios of sums over the step's ranks (metrics.md §4, "Summary"),
 times in µs are means over the ranks. Tokens/s per step come from the manifest's step wall times
 over its timed steps (metrics.md §9); peak memory is the manifest's one figure. A metric the run
-cannot give is absent, with a note that says why; it is never 0.
+cannot give is absent, with a note that says why; it is never 0. The first profiled step (a
+warm-up, metrics.md §3) is listed in `steps` and kept apart (`first_step`, `first_step_time_us`):
+no sample holds it, so no median, mean or comparison does.
 """
 
 from __future__ import annotations
@@ -25,22 +27,22 @@ class RunSamples:
     """Per-step samples of one run: metric name -> float array; `missing`: metric -> why."""
 
     run_dir: str
-    steps: tuple[int, ...]
+    steps: tuple[int, ...]  # every profiled step, the first included
     values: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
     missing: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
+    first_step: int | None = None  # the first profiled step, left out of every sample (§3)
+    first_step_time_us: float | None = None  # its step time (slowest rank), shown beside them
 
     def get(self, metric: str) -> np.ndarray:
         return self.values.get(metric, np.zeros(0))
 
 
-def _step_table(
-    analysis: RunAnalysis, names: tuple[str, ...]
-) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+def _step_table(rows: list, names: tuple[str, ...]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Columns of the (rank, step) rows: NaN where a field is None."""
-    steps = np.array([s.step for s in analysis.steps], dtype=np.int64)
+    steps = np.array([s.step for s in rows], dtype=np.int64)
     cols = {
         n: np.array(
-            [np.nan if getattr(s, n) is None else getattr(s, n) for s in analysis.steps],
+            [np.nan if getattr(s, n) is None else getattr(s, n) for s in rows],
             dtype=float,
         )
         for n in names
@@ -63,8 +65,17 @@ def _by_step(steps: np.ndarray, uniq: np.ndarray, values: np.ndarray, how: str) 
     return np.where(count > 0, out, np.nan)
 
 
+def first_step(analysis: RunAnalysis) -> tuple[int | None, float | None]:
+    """The first profiled step's number and step time (its slowest rank), None when not marked."""
+    rows = [s for s in analysis.steps if s.first_step]
+    if not rows:
+        return None, None
+    return rows[0].step, max(s.step_time_us for s in rows)
+
+
 def trace_samples(analysis: RunAnalysis) -> tuple[tuple[int, ...], dict[str, np.ndarray]]:
-    """Per-step samples of the trace metrics (metrics.md §4, §5, §7, §8)."""
+    """Per-step samples of the trace metrics (metrics.md §4, §5, §7, §8), without the first
+    profiled step (§3); the steps returned are all of them."""
     names = (
         "step_time_us",
         "exposed_comm_us",
@@ -77,9 +88,11 @@ def trace_samples(analysis: RunAnalysis) -> tuple[tuple[int, ...], dict[str, np.
         "contention_tax_us",
         "contention_slowdown",
     )
-    steps, c = _step_table(analysis, names)
+    every = tuple(sorted({s.step for s in analysis.steps}))
+    steady = [s for s in analysis.steps if not s.first_step]
+    steps, c = _step_table(steady, names)
     if len(steps) == 0:
-        return (), {}
+        return every, {}
     uniq = np.unique(steps)
     hideable = np.minimum(c["comm_us"], c["compute_us"])
     sum_step = _by_step(steps, uniq, c["step_time_us"], "sum")
@@ -106,11 +119,12 @@ def trace_samples(analysis: RunAnalysis) -> tuple[tuple[int, ...], dict[str, np.
     cp = [
         (getattr(p, "step", None), getattr(p, "exposed_comm_ratio", None))
         for p in analysis.critical_path
+        if not getattr(p, "first_step", False)
     ]
     cp_vals = np.array([v for s, v in cp if s is not None and v is not None], dtype=float)
     if len(cp_vals):
         out["critical_path_exposed_comm_ratio"] = cp_vals
-    return tuple(int(s) for s in uniq), {k: v[np.isfinite(v)] for k, v in out.items()}
+    return every, {k: v[np.isfinite(v)] for k, v in out.items()}
 
 
 def manifest_samples(manifest: Manifest | None) -> tuple[dict[str, np.ndarray], dict[str, str]]:
@@ -148,4 +162,12 @@ def run_samples(analysis: RunAnalysis) -> RunSamples:
     m_values, m_missing = manifest_samples(analysis.manifest)
     values.update(m_values)
     missing.update(m_missing)
-    return RunSamples(analysis.run_dir, steps, MappingProxyType(values), MappingProxyType(missing))
+    first, first_us = first_step(analysis)
+    return RunSamples(
+        analysis.run_dir,
+        steps,
+        MappingProxyType(values),
+        MappingProxyType(missing),
+        first,
+        first_us,
+    )

@@ -91,7 +91,7 @@ def assemble(
     waits = _waits(raw, lanes)
     launch_step = launch_steps(gpu.launch_start_ns, annotations, symbols.symbols)
     steps, step_of_activity = step_windows(
-        gpu.start_ns, gpu.end_ns, launch_step, annotations, symbols.symbols
+        gpu.start_ns, gpu.end_ns, launch_step, annotations, symbols.symbols, cpu_run
     )
     gpu = dataclasses.replace(gpu, step=step_of_activity)
     info = _info(trace, raw)
