@@ -62,8 +62,18 @@ def _lint_imports_with(tmp_path: Path, module: str, planted: str) -> subprocess.
             "from tpscope.trace import load_run",
             "The Flux formulas, which the runtime reads too, import neither a stage nor a library",
         ),
+        (
+            "tpscope/metrics/gemm.py",
+            "from tpscope.calibrate import store",
+            "The analyzer's stages take a calibration as an argument: they never import tpscope calibrate",
+        ),
     ],
-    ids=["report-imports-dashboard", "dashboard-imports-report", "flux-imports-trace"],
+    ids=[
+        "report-imports-dashboard",
+        "dashboard-imports-report",
+        "flux-imports-trace",
+        "metrics-imports-calibrate",
+    ],
 )
 def test_a_planted_import_breaks_its_contract(tmp_path, module, planted, contract):
     done = _lint_imports_with(tmp_path, module, planted)
