@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from dash import Dash
+
+from tpscope.cache import DiskCache
 from tpscope.dashboards.callbacks import register_callbacks
 from tpscope.dashboards.layout import build_layout
 from tpscope.dashboards.store import RunStore
-
-from tpscope.cache import DiskCache
 
 ASSETS = Path(__file__).resolve().parent / "assets"
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from dash import ClientsideFunction, Input, Output, State, ctx, dcc, no_update
 from dash.exceptions import PreventUpdate
+
 from tpscope.dashboards import focus, overlays, results, views
 from tpscope.dashboards.figures import breakdown, collectives, contention, hta, overview, timeline
 from tpscope.dashboards.figures import steps as steps_figure
@@ -24,7 +25,6 @@ from tpscope.dashboards.timeline_data import (
     path_arrays,
     timeline_data,
 )
-
 from tpscope.errors import UserError
 from tpscope.export.chrome_trace import step_trace
 from tpscope.jsonable import plain

@@ -72,7 +72,6 @@ def check_port_free(host: str, port: int) -> None:
 def build_app(run_dirs: list[str], cache_dir: str | None = None, use_cache: bool = True):
     """The app over the given folders, or over the sample runs opened on `sample_traces/DEFAULT`."""
     from tpscope.dashboards.app import create_app
-
     from tpscope.samples import default_run
 
     runs = resolve_run_dirs(run_dirs)

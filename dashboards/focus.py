@@ -9,6 +9,7 @@ ranks, clocks aligned (§6).
 from __future__ import annotations
 
 import numpy as np
+
 from tpscope.dashboards.overlays import Overlay
 from tpscope.dashboards.timeline_data import (
     CLASS_NAMES,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dash_ag_grid as dag
 from dash import dcc, html
+
 from tpscope.dashboards.figures.tables import DEFAULT_COLUMN, GRID_OPTIONS, STYLE, column
 from tpscope.dashboards.results import OVERVIEW_COLUMNS, RATIO_FIELDS
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from tpscope.dashboards.timeline_data import LAUNCH_LANE
 
+from tpscope.dashboards.timeline_data import LAUNCH_LANE
 from tpscope.metrics.activities import run_activities
 from tpscope.metrics.gemm import GemmFinder
 from tpscope.metrics.per_activity import PATH_KINDS, ActivityDetail, path_segments

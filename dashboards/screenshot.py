@@ -79,8 +79,9 @@ def take(
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
-    from tpscope.dashboards.app import create_app
     from werkzeug.serving import make_server
+
+    from tpscope.dashboards.app import create_app
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     app = create_app(run_dirs, use_cache=False)
@@ -140,7 +141,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = p.parse_args(argv)
     from tpscope.dashboards.dash_command import resolve_run_dirs
-
     from tpscope.errors import UserError
 
     try:

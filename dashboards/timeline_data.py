@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-from tpscope.dashboards.hover import activity_info
 
+from tpscope.dashboards.hover import activity_info
 from tpscope.export.lanes import lane_names
 from tpscope.trace import ActivityClass, Run
 

@@ -22,3 +22,63 @@ def test_guardrail_passes(command):
         [exe, *command[1:]], cwd=ROOT, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+
+
+def _lint_imports_with(tmp_path: Path, module: str, planted: str) -> subprocess.CompletedProcess:
+    """lint-imports on a copy of the source tree where `module` (a path under it) also has the
+    line `planted`."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    skip = shutil.ignore_patterns("__pycache__", "*.so")
+    for folder in ("tpscope", "dashboards"):
+        shutil.copytree(ROOT / folder, tree / folder, symlinks=True, ignore=skip)
+    shutil.copy(ROOT / "pyproject.toml", tree)
+    target = tree / module
+    target.write_text(target.read_text() + f"\n{planted}\n")
+    return subprocess.run(
+        [shutil.which("lint-imports"), "--no-cache"],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize(
+    "module, planted, contract",
+    [
+        (
+            "tpscope/report/markdown.py",
+            "import tpscope.dashboards.store",
+            "The analyzer's stages know nothing of the dashboard",
+        ),
+        (
+            "dashboards/store.py",
+            "from tpscope.report import markdown",
+            "The dashboard reads through the analyzer, not the report or the runtime",
+        ),
+        (
+            "tpscope/metrics/flux.py",
+            "from tpscope.trace import load_run",
+            "The Flux formulas, which the runtime reads too, import neither a stage nor a library",
+        ),
+        (
+            "tpscope/metrics/gemm.py",
+            "from tpscope.calibrate import store",
+            "The analyzer's stages take a calibration as an argument: they never import tpscope calibrate",
+        ),
+    ],
+    ids=[
+        "report-imports-dashboard",
+        "dashboard-imports-report",
+        "flux-imports-trace",
+        "metrics-imports-calibrate",
+    ],
+)
+def test_a_planted_import_breaks_its_contract(tmp_path, module, planted, contract):
+    done = _lint_imports_with(tmp_path, module, planted)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-2000:]
+    text = " ".join(done.stdout.split())  # the report wraps long contract names
+    contracts = (ROOT / "pyproject.toml").read_text().count("[[tool.importlinter.contracts]]")
+    assert f"{contract} BROKEN" in text, done.stdout[-3000:]
+    assert f"{contracts - 1} kept, 1 broken" in text, done.stdout[-3000:]

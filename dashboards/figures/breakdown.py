@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import plotly.graph_objects as go
+
 from tpscope.dashboards.figures.common import COLORS, base_layout, not_available
 
 # (field of the JSON, legend name, colour). "compute alone" is compute_us - hidden_comm_us, so the

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
+
 from tpscope.dashboards.figures.common import base_layout, not_available
 from tpscope.dashboards.figures.tables import BYTES, column
 

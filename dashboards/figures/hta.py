@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import plotly.graph_objects as go
+
 from tpscope.dashboards.figures.common import COLORS, base_layout, not_available
 
 TEMPORAL = [

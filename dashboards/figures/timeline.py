@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
+
 from tpscope.dashboards.figures.common import COLORS, base_layout, not_available
 from tpscope.dashboards.timeline_data import Segments, TimelineData
-
 from tpscope.numbers import number
 
 LANE_PX = 28

@@ -14,9 +14,9 @@ import torch
 
 from tests.kineto import Collective, RankTrace, write_run
 from tpscope.calibrate.calibrate_command import run_margins
+from tpscope.calibrate.read import calibration_path
 from tpscope.calibrate.replay import operands
 from tpscope.cli import main
-from tpscope.metrics.calibration import calibration_path
 from tpscope.metrics.gemm import GemmCall, parse_shape
 from tpscope.report.analyze_command import analyze_folder
 from tpscope.runfolder.manifest import Manifest

@@ -9,8 +9,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from tpscope.dashboards.screenshot import CHROMEDRIVER, CHROMIUM, HEADLESS
 
+from tpscope.dashboards.screenshot import CHROMEDRIVER, CHROMIUM, HEADLESS
 from tpscope.metrics import analyze_run, as_json
 from tpscope.trace import load_run
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from tpscope.dashboards.dash_command import resolve_run_dirs
 
 from tests.kineto import RankTrace, write_run
+from tpscope.dashboards.dash_command import resolve_run_dirs
 from tpscope.errors import UserError
 
 

@@ -11,6 +11,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from dash._utils import to_json
+
+from tests.kineto import Collective, RankTrace, late_all_gather_ranks, write_run
 from tpscope.dashboards import focus, overlays, results
 from tpscope.dashboards.figures import breakdown, collectives, contention, timeline
 from tpscope.dashboards.overlays import Overlay
@@ -21,8 +23,6 @@ from tpscope.dashboards.timeline_data import (
     path_arrays,
     timeline_data,
 )
-
-from tests.kineto import Collective, RankTrace, late_all_gather_ranks, write_run
 from tpscope.metrics import analyze_run, as_json
 from tpscope.metrics.per_activity import activity_detail
 from tpscope.trace import load_run

@@ -14,11 +14,11 @@ from pathlib import Path
 import psutil
 import pytest
 import requests
-from tpscope.dashboards.store import RunStore, UnknownRun
 
 from tests.dashboards.conftest import CHUNKED, UNFUSED, free_port
 from tpscope.cache import DiskCache
 from tpscope.cli import build_parser, main
+from tpscope.dashboards.store import RunStore, UnknownRun
 from tpscope.errors import UserError
 from tpscope.metrics import analyze_run, as_json
 from tpscope.trace import load_run

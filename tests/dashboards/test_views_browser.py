@@ -397,9 +397,8 @@ def test_the_overview_shows_each_run_as_it_arrives(browser, expected, sample_roo
     read, then shows its numbers once let go."""
     import threading
 
-    from tpscope.dashboards.app import create_app
-
     from tests.dashboards.conftest import CHUNKED, UNFUSED, Served
+    from tpscope.dashboards.app import create_app
 
     app = create_app([sample_root / UNFUSED.name, sample_root / CHUNKED.name], use_cache=False)
     store = app.server.config["TPSCOPE_STORE"]

@@ -7,9 +7,9 @@ import shutil
 import pytest
 
 from tests.kineto import Collective, RankTrace, write_run
+from tpscope.calibrate.read import calibration_path, read_calibration, write_calibration
 from tpscope.errors import UserError
 from tpscope.metrics import analyze_run
-from tpscope.metrics.calibration import calibration_path, read_calibration, write_calibration
 from tpscope.metrics.gemm import GemmShape
 from tpscope.trace import load_run
 

@@ -6,10 +6,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from tpscope.dashboards import screenshot
 
 from tests.report._runs import CHUNKED, SAMPLES, UNFUSED
 from tpscope.cli import main
+from tpscope.dashboards import screenshot
 
 CHROMIUM, CHROMEDRIVER = Path(screenshot.CHROMIUM), Path(screenshot.CHROMEDRIVER)
 FLAGS = screenshot.HEADLESS

@@ -71,8 +71,8 @@ def run_margins(manifest: Manifest | None) -> list[int]:
 
 def run_plan(run_dir: Path) -> dict:
     """The run's distinct GEMM calls, its calibration key and its SM margins (reads the traces)."""
+    from tpscope.calibrate.read import run_key
     from tpscope.calibrate.store import PLAN_VERSION
-    from tpscope.metrics.calibration import run_key
     from tpscope.metrics.gemm import gemm_calls
     from tpscope.trace import load_run
 

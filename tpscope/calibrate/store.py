@@ -3,7 +3,7 @@ only, so that the replay on a GPU machine without the analyzer's libraries can w
 
 A calibration is one JSON file in the user's cache folder, beside the analysis cache
 ($TPSCOPE_CACHE_DIR, else ~/.cache/tpscope): `calibrations/<key>.json`, the key naming the run by its
-trace files' names and sizes (`tpscope.metrics.calibration.run_key`). Each entry is one GEMM call of
+trace files' names and sizes (`tpscope.calibrate.read.run_key`). Each entry is one GEMM call of
 the run replayed alone at one SM margin:
 `{"op", "dims", "strides", "types", "batch", "m", "k", "n", "dtype", "sm_margin", "times_us": [...]}`.
 """

@@ -9,7 +9,7 @@ import numpy as np
 
 from tpscope.metrics.breakdown import StepBreakdown
 from tpscope.metrics.critical_path import CriticalPath
-from tpscope.runfolder.overlap import attained_saving, flux_overlap_efficiency
+from tpscope.metrics.flux import attained_saving, flux_overlap_efficiency
 
 
 @dataclass(frozen=True, slots=True)

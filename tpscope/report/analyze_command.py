@@ -83,8 +83,8 @@ def analyze_folder(
     address: str | None = None,
 ):
     """The analysis of `run_dir`, from the disk cache when the folder and the code are unchanged."""
+    from tpscope.calibrate.read import calibration_path, read_calibration
     from tpscope.metrics import analyze_run
-    from tpscope.metrics.calibration import calibration_path, read_calibration
     from tpscope.trace import load_run
 
     calibration = calibration_path(run_dir)  # from `tpscope calibrate`, used when present (§8)
@@ -138,7 +138,7 @@ def _cache_and_kind(
     if not run_dir.exists() or (reference is not None and not reference.exists()):
         return None, None
     from tpscope.cache import DiskCache
-    from tpscope.metrics.calibration import calibration_path
+    from tpscope.calibrate.read import calibration_path
 
     cache = DiskCache()
     kind = f"analysis-{align}{'-first' if include_first_step else ''}"

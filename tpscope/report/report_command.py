@@ -170,8 +170,8 @@ def build(candidate: str | None, baseline: str | None, fail_on, loss_rtol: float
     """Load, analyze and compare (trace -> metrics -> report)."""
     from pathlib import Path
 
+    from tpscope.calibrate.read import calibration_path, read_calibration
     from tpscope.metrics import analyze_run
-    from tpscope.metrics.calibration import calibration_path, read_calibration
     from tpscope.metrics.kernel_stats import by_collective, kernel_names, kernel_times
     from tpscope.report.build import RunResults, build_report
     from tpscope.samples import default_run

@@ -8,7 +8,7 @@ interconnect (tpscope.runfolder.regimes). Torch-free: the CLI, the manifest and 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 
@@ -55,26 +55,36 @@ def check_resources(sm_margin: int, comm_ctas: int) -> None:
         raise ValueError(f"sm_margin and comm_ctas must be >= 0, not {sm_margin}, {comm_ctas}")
 
 
+_RESOURCE_OPTION = {"cli": {"group": "resources"}}
+"""An option of `tpscope run` in its group on fusion resources (tpscope.fusion.run.options)."""
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class FusionChoice:
     """The fusion of one op: a fixed mode and its chunk count (CHUNKED_MODES read it)."""
 
-    mode: str = Mode.NONE.value
-    """One of FIXED_MODES; `auto` is resolved into a FusionChoice before any layer sees it."""
-    chunks: int = 1
+    mode: str = field(default=Mode.NONE.value, metadata={"cli": {"choices": ALL_MODES}})
+    """Fusion mode.
+
+    One of FIXED_MODES; `auto` is resolved into a FusionChoice before any layer sees it."""
+    chunks: int = field(
+        default=1, metadata={"cli": {"unset": "{chunks} for chunked, 1 for the other modes"}}
+    )
     """Row chunks per rank for `chunked`, `ring` (transfers per ring step), `copy_engine`
     (copies per peer) and `host_staged` (pieces per peer)."""
-    own_first: bool = True
+    own_first: bool = field(default=True, metadata={"cli": False})
     """AG side of `chunked`: multiply this rank's own shard first, while the peers' chunks travel
     (False: each chunk's GEMM covers every rank's rows, the first waiting for the first transfer)."""
-    sm_margin: int = 0
-    """SMs that the GEMMs running beside a transfer leave to the collective (0: all SMs to the
-    GEMM); tpscope.fusion.ops.resources."""
-    comm_ctas: int = 0
-    """Most CTAs the fused ops' NCCL kernels may use (0: NCCL's choice); its own communicator."""
-    bwd_overlap: bool = True
-    """Backward also hides the collective under the layer's weight-gradient GEMM (fused modes)."""
-    ring_all_gather: bool = False
+    sm_margin: int = field(default=0, metadata=_RESOURCE_OPTION)
+    """SMs that the GEMMs beside a transfer leave to the collective (0: all SMs to the GEMM).
+
+    tpscope.fusion.ops.resources."""
+    comm_ctas: int = field(default=0, metadata=_RESOURCE_OPTION)
+    """Most CTAs the fused ops' NCCL kernels may use, own communicator (0: NCCL's choice)."""
+    bwd_overlap: bool = field(default=True, metadata=_RESOURCE_OPTION)
+    """Backward overlap: the collective hidden under the layer's weight-gradient GEMM (fused
+    modes)."""
+    ring_all_gather: bool = field(default=False, metadata=_RESOURCE_OPTION)
     """`ring` GEMM-RS at two ranks: swap each piece by one all-gather instead of send/recv
     (faster transfers, slower GEMMs beside them: docs/benchmarks.md)."""
 

@@ -3,22 +3,25 @@ without importing it."""
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import dataclass, field
+
+_MODEL_OPTION = {"cli": {"group": "model"}}
+"""Each field is an option of `tpscope run` in its "model" group (tpscope.fusion.run.options)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ModelConfig:
     """Shape of the small tensor-parallel transformer (attention + MLP blocks, RMSNorm)."""
 
-    layers: int = 2
+    layers: int = field(default=2, metadata=_MODEL_OPTION)
     """Transformer blocks."""
-    hidden: int = 256
+    hidden: int = field(default=256, metadata=_MODEL_OPTION)
     """Model width H."""
-    ffn: int = 1024
-    """MLP inner width F (each rank holds F/tp)."""
-    heads: int = 4
+    ffn: int = field(default=1024, metadata=_MODEL_OPTION)
+    """MLP width F (each rank holds F/tp)."""
+    heads: int = field(default=4, metadata=_MODEL_OPTION)
     """Attention heads (each rank holds heads/tp)."""
-    vocab: int = 512
+    vocab: int = field(default=512, metadata=_MODEL_OPTION)
     """Vocabulary of the synthetic tokens."""
 
     def __post_init__(self) -> None:
@@ -42,7 +45,3 @@ class ModelConfig:
         h, f, v = self.hidden, self.ffn, self.vocab
         per_block = 4 * h * h + 2 * h * f + 2 * h
         return 2 * v * h + self.layers * per_block + h
-
-
-MODEL_DEFAULTS = {f.name: f.default for f in fields(ModelConfig) if f.default is not MISSING}
-"""Each field's default, for the command-line options."""

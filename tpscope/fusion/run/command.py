@@ -15,82 +15,18 @@ import time
 from dataclasses import replace
 
 from tpscope.errors import UserError
-from tpscope.fusion.model.config import MODEL_DEFAULTS, ModelConfig
-from tpscope.fusion.run.config import RUN_DEFAULTS, RunConfig, config_to_json, default_chunks
-from tpscope.runfolder.fusion_choice import (
-    ALL_MODES,
-    CHUNKED_MODES,
-    CUDA_ONLY_MODES,
-    FusionChoice,
-    Mode,
-    Regime,
-)
+from tpscope.fusion.model.config import ModelConfig
+from tpscope.fusion.run.config import DEFAULT_FUSION, RunConfig, config_to_json, default_chunks
+from tpscope.fusion.run.options import add_field_options, flag_of_field, option_values
+from tpscope.runfolder.fusion_choice import CHUNKED_MODES, CUDA_ONLY_MODES, Mode
 
-# every option's default is the config's (the one place they live)
-R, M = (
-    RUN_DEFAULTS,
-    MODEL_DEFAULTS,
-)
-F = RUN_DEFAULTS["fusion"]  # a run's default FusionChoice
+NODE_OPTIONS = ("--nnodes", "--node-rank", "--rdzv-endpoint", "--rdzv-backend", "--rdzv-id")
+"""torchrun's multi-node options (launch.torchrun.Rendezvous's fields)."""
 
 
-def add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    """Model and batch options shared by `run` and `sweep`."""
-    m = parser.add_argument_group("model")
-    m.add_argument(
-        "--layers", type=int, default=M["layers"], help="transformer blocks (default %(default)s)"
-    )
-    m.add_argument(
-        "--hidden", type=int, default=M["hidden"], help="model width H (default %(default)s)"
-    )
-    m.add_argument("--ffn", type=int, default=M["ffn"], help="MLP width F (default %(default)s)")
-    m.add_argument(
-        "--heads", type=int, default=M["heads"], help="attention heads (default %(default)s)"
-    )
-    m.add_argument(
-        "--vocab", type=int, default=M["vocab"], help="synthetic vocabulary (default %(default)s)"
-    )
-    m.add_argument(
-        "--seq-len",
-        type=int,
-        default=R["seq_len"],
-        help="tokens per sequence (default %(default)s)",
-    )
-    m.add_argument(
-        "--batch",
-        type=int,
-        default=R["batch"],
-        help="sequences per step, global (default %(default)s)",
-    )
-    m.add_argument(
-        "--dtype",
-        choices=("bfloat16", "float32"),
-        default=None,
-        help="default: bfloat16 on cuda, float32 on cpu",
-    )
-    m.add_argument(
-        "--lr",
-        type=float,
-        default=R["lr"],
-        help="AdamW peak learning rate (default %(default)s; linear warm-up, then cosine decay to "
-        f"{R['decay_to']:g} of it)",
-    )
-    m.add_argument(
-        "--warmup-steps",
-        type=int,
-        default=R["warmup_steps"],
-        help="learning-rate warm-up steps (default: a tenth of --steps, at least 1)",
-    )
-    m.add_argument(
-        "--grad-clip",
-        type=float,
-        default=R["grad_clip"],
-        help="clip the global gradient norm to this (default %(default)s; 0: off, which lets the "
-        "embedding gradient travel beside the optimizer on CUDA)",
-    )
-    m.add_argument(
-        "--seed", type=int, default=R["seed"], help="weights and tokens seed (default %(default)s)"
-    )
+NON_FIELD_OPTIONS = ("--nproc", "--overwrite", *NODE_OPTIONS)
+"""The options of `run` that set no field of RunConfig (every other one is a field's:
+tpscope.fusion.run.options)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -100,65 +36,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="workers on this node (default: GPUs seen, or 2 with --device cpu)",
     )
-    parser.add_argument(
-        "--mode", choices=ALL_MODES, default=F.mode, help="fusion mode (default %(default)s)"
-    )
-    parser.add_argument(
-        "--chunks",
-        type=int,
-        default=None,
-        help=f"row chunks: chunked (default {default_chunks('chunked')}), ring transfers per step "
-        f"(default {default_chunks('ring')}), copy_engine copies per peer "
-        f"(default {default_chunks('copy_engine')})",
-    )
-    parser.add_argument(
-        "--regime",
-        choices=[r.value for r in Regime],
-        default=R["regime"],
-        help="NCCL environment standing for an interconnect: nvlink (none), shm (NCCL_P2P_DISABLE=1), "
-        "socket (also NCCL_SHM_DISABLE=1); docs/runtime.md (default: keep the inherited one)",
-    )
-    parser.add_argument(
-        "--steps", type=int, default=R["steps"], help="training steps (default %(default)s)"
-    )
-    parser.add_argument(
-        "--profile-steps",
-        type=int,
-        default=R["profile_active"],
-        help=f"steps written to the traces (default %(default)s) after {R['profile_wait']} wait and "
-        f"{R['profile_warmup']} warm-up step (0: no profiler)",
-    )
-    parser.add_argument("--out", default=None, help="run folder (default runs/<time>-<mode>)")
-    parser.add_argument(
-        "--device",
-        choices=("cuda", "cpu"),
-        default=None,
-        help="default: cuda if torch sees a GPU, else cpu",
-    )
+    add_field_options(parser, RunConfig)
     parser.add_argument(
         "--overwrite", action="store_true", help="replace the run in an existing folder"
     )
-    add_rank_arguments(parser)
-    add_resource_arguments(parser)
     add_node_arguments(parser)
-    add_model_arguments(parser)
-
-
-def add_rank_arguments(parser: argparse.ArgumentParser) -> None:
-    """The ranks' collective timeout and `--mode auto`'s probe file (shared by `run` and `sweep`)."""
-    parser.add_argument(
-        "--timeout-s",
-        type=float,
-        default=R["timeout_s"],
-        help="collective timeout: a dead rank fails the others after this long (default %(default)s s)",
-    )
-    parser.add_argument(
-        "--auto-cache",
-        default=R["auto_cache"],
-        metavar="FILE",
-        help="file of --mode auto probes (default $XDG_CACHE_HOME/tpscope/auto_probe.json, "
-        "else ~/.cache/tpscope/auto_probe.json)",
-    )
 
 
 def add_node_arguments(parser: argparse.ArgumentParser) -> None:
@@ -205,95 +87,36 @@ def rendezvous_from_args(args: argparse.Namespace):
     )
 
 
-def add_resource_arguments(parser: argparse.ArgumentParser) -> None:
-    """How fused ops share the GPU with their collectives (shared by `run` and `sweep`)."""
-    r = parser.add_argument_group("fusion resources (docs/runtime.md)")
-    r.add_argument(
-        "--sm-margin",
-        type=int,
-        default=F.sm_margin,
-        help="SMs the GEMMs beside a transfer leave to the collective (default %(default)s; 0: none)",
-    )
-    r.add_argument(
-        "--comm-ctas",
-        type=int,
-        default=F.comm_ctas,
-        help="most CTAs for the fused ops' NCCL kernels, own communicator (default %(default)s; "
-        "0: NCCL's choice)",
-    )
-    r.add_argument(
-        "--no-bwd-overlap",
-        dest="bwd_overlap",
-        action="store_false",
-        default=F.bwd_overlap,
-        help="backward: do not overlap the collective with the weight-gradient GEMM",
-    )
-    r.add_argument(
-        "--no-embed-overlap",
-        dest="embed_overlap",
-        action="store_false",
-        default=R["embed_overlap"],
-        help="do not run the embedding gradient's all-gather beside the optimizer update",
-    )
-    r.add_argument(
-        "--ring-all-gather",
-        action="store_true",
-        default=F.ring_all_gather,
-        help="ring GEMM-RS at two ranks: swap each piece by one all-gather instead of send/recv",
-    )
-
-
 def config_from_args(args: argparse.Namespace, device: str, out_dir: str) -> RunConfig:
     """A RunConfig from parsed options; a bad combination is a UserError."""
     try:
-        model = ModelConfig(
-            layers=args.layers, hidden=args.hidden, ffn=args.ffn, heads=args.heads, vocab=args.vocab
-        )
         auto = args.mode == Mode.AUTO.value
-        fusion = FusionChoice(
-            mode=Mode.NONE.value if auto else args.mode,
-            chunks=default_chunks(args.mode) if args.chunks is None else args.chunks,
-            sm_margin=args.sm_margin,
-            comm_ctas=args.comm_ctas,
-            bwd_overlap=args.bwd_overlap,
-            ring_all_gather=args.ring_all_gather,
+        fusion = replace(
+            DEFAULT_FUSION,
+            **{
+                **option_values(args, RunConfig, "fusion."),
+                "mode": Mode.NONE.value if auto else args.mode,
+                "chunks": default_chunks(args.mode) if args.chunks is None else args.chunks,
+            },
         )
-        return RunConfig(
-            out_dir=out_dir,
-            fusion=replace(fusion, chunks=1) if fusion.mode not in CHUNKED_MODES else fusion,
-            auto=auto,
-            regime=args.regime,
-            device=device,
-            dtype=args.dtype or ("bfloat16" if device == "cuda" else "float32"),
-            model=model,
-            seq_len=args.seq_len,
-            batch=args.batch,
-            steps=args.steps,
-            profile_wait=R["profile_wait"] if args.profile_steps else 0,
-            profile_warmup=R["profile_warmup"] if args.profile_steps else 0,
-            profile_active=args.profile_steps,
-            lr=args.lr,
-            seed=args.seed,
-            warmup_steps=args.warmup_steps,
-            grad_clip=args.grad_clip,
-            timeout_s=args.timeout_s,
-            auto_cache=getattr(args, "auto_cache", R["auto_cache"]),
-            embed_overlap=args.embed_overlap,
-        )
+        values = {
+            **option_values(args, RunConfig, ""),
+            "out_dir": out_dir,
+            "fusion": replace(fusion, chunks=1) if fusion.mode not in CHUNKED_MODES else fusion,
+            "auto": auto,
+            "device": device,
+            "dtype": args.dtype or ("bfloat16" if device == "cuda" else "float32"),
+            "model": ModelConfig(**option_values(args, RunConfig, "model.")),
+        }
+        if not args.profile_steps:  # no profiler: no schedule either
+            values.update(profile_wait=0, profile_warmup=0)
+        return RunConfig(**values)
     except ValueError as exc:
         raise UserError(option_message(str(exc))) from None
 
 
-# RunConfig's field names -> the options that set them, so that a refusal names the option
-OPTION_OF_FIELD = {
-    "chunks": "--chunks",
-    "timeout_s": "--timeout-s",
-    "lr": "--lr",
-    "seq_len": "--seq-len",
-    "batch": "--batch",
-    "steps": "--steps",
-    "profile_active": "--profile-steps",
-}
+OPTION_OF_FIELD = flag_of_field(RunConfig)
+"""RunConfig's field names -> the options that set them, so that a refusal names the option."""
 
 
 def option_message(message: str) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import MISSING, asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 
 from tpscope.fusion.model.config import ModelConfig
 from tpscope.runfolder.fusion_choice import (
@@ -17,6 +17,11 @@ from tpscope.runfolder.fusion_choice import (
     Regime,
 )
 
+DEVICES = ("cuda", "cpu")
+"""Where the ranks run: `cuda` (NCCL) or `cpu` (gloo)."""
+DTYPES = ("bfloat16", "float32")
+"""The parameter and activation dtypes."""
+
 DEFAULT_FUSION = FusionChoice(mode=Mode.CHUNKED.value, chunks=4)
 """A run's fusion unless told: chunked in 4 row chunks, every SM to the GEMMs, NCCL's CTAs."""
 
@@ -25,51 +30,78 @@ DEFAULT_FUSION = FusionChoice(mode=Mode.CHUNKED.value, chunks=4)
 class RunConfig:
     """One `tpscope run`: what to train, how to fuse it, where to write the run folder."""
 
-    out_dir: str
+    out_dir: str = field(metadata={"cli": {"flag": "--out", "unset": "runs/<time>-<mode>"}})
     """The run folder (traces and tpscope_run.json)."""
     fusion: FusionChoice = DEFAULT_FUSION
     """How every layer's ops are fused; with `auto`, the options (SM margin, CTA cap, backward
     overlap) every candidate of the probe takes, its mode `none`."""
-    auto: bool = False
+    auto: bool = field(default=False, metadata={"cli": False})  # `--mode auto`
     """Choose each layer kind's fusion by a timed probe at start-up (tpscope.fusion.run.auto)."""
-    regime: str = ""
-    """NCCL environment (docs/benchmarks.md); '' keeps the inherited one (its regime is inferred)."""
-    device: str = "cuda"
-    """`cuda` (NCCL) or `cpu` (gloo)."""
-    dtype: str = "bfloat16"
-    """Parameter and activation dtype: bfloat16 or float32."""
+    regime: str = field(default="", metadata={"cli": {"choices": [r.value for r in Regime]}})
+    """NCCL environment standing for an interconnect: nvlink (none), shm (NCCL_P2P_DISABLE=1),
+    socket (also NCCL_SHM_DISABLE=1); docs/runtime.md (default: keep the inherited one).
+
+    '' keeps the inherited one; its regime is then inferred."""
+    device: str = field(
+        default="cuda",
+        metadata={"cli": {"choices": DEVICES, "unset": "cuda if torch sees a GPU, else cpu"}},
+    )
+    """Where the ranks run: cuda with NCCL, or cpu with gloo."""
+    dtype: str = field(
+        default="bfloat16",
+        metadata={
+            "cli": {
+                "group": "model",
+                "choices": DTYPES,
+                "unset": "bfloat16 on cuda, float32 on cpu",
+            }
+        },
+    )
+    """Parameter and activation dtype."""
     model: ModelConfig = field(default_factory=ModelConfig)
-    seq_len: int = 256
+    seq_len: int = field(default=256, metadata={"cli": {"group": "model"}})
     """Tokens per sequence L."""
-    batch: int = 4
-    """Sequences per step (the global batch: every TP rank sees the same batch)."""
+    batch: int = field(default=4, metadata={"cli": {"group": "model"}})
+    """Sequences per step, global (every TP rank sees the same batch)."""
     steps: int = 8
-    """Training steps in all."""
-    profile_wait: int = 1
+    """Training steps."""
+    profile_wait: int = field(default=1, metadata={"cli": False})
     """Profiler schedule: steps skipped before warm-up."""
-    profile_warmup: int = 1
+    profile_warmup: int = field(default=1, metadata={"cli": False})
     """Profiler schedule: steps traced but discarded."""
-    profile_active: int = 2
-    """Profiler schedule: steps written to the traces (0 turns the profiler off)."""
-    lr: float = 3e-4
-    """AdamW peak learning rate (after the warm-up, before the cosine decay)."""
-    warmup_steps: int | None = None
-    """Linear learning-rate warm-up; None: a tenth of the steps, at least 1."""
-    decay_to: float = 0.1
+    profile_active: int = field(default=2, metadata={"cli": {"flag": "--profile-steps"}})
+    """Steps written to the traces after {profile_wait} wait and {profile_warmup} warm-up step
+    (0: no profiler)."""
+    lr: float = field(default=3e-4, metadata={"cli": {"group": "model"}})
+    """AdamW peak learning rate: linear warm-up, then cosine decay to {decay_to} of it."""
+    warmup_steps: int | None = field(
+        default=None,
+        metadata={"cli": {"group": "model", "unset": "a tenth of --steps, at least 1"}},
+    )
+    """Learning-rate warm-up steps, linear.
+
+    None: a tenth of the steps, at least 1."""
+    decay_to: float = field(default=0.1, metadata={"cli": False})
     """The cosine decay ends at `lr * decay_to` on the last step."""
-    grad_clip: float = 1.0
-    """Clip the global gradient norm to this (0 turns clipping off)."""
-    weight_decay: float = 0.1
+    grad_clip: float = field(default=1.0, metadata={"cli": {"group": "model"}})
+    """Clip the global gradient norm to this (0: off, which lets the embedding gradient travel
+    beside the optimizer on CUDA)."""
+    weight_decay: float = field(default=0.1, metadata={"cli": False})
     """AdamW's decoupled weight decay."""
-    seed: int = 0
+    seed: int = field(default=0, metadata={"cli": {"group": "model"}})
     """Seed of weights and synthetic tokens (the same on every rank)."""
     timeout_s: float = 300.0
-    """Collective timeout: a dead rank makes the others fail after this long instead of hanging."""
-    auto_cache: str = ""
-    """File of cached `auto` probes ('' = the default under ~/.cache/tpscope)."""
-    embed_overlap: bool = True
-    """The embedding's backward all-gather runs beside the optimizer update of the other
-    parameters (when the head is fused with backward overlap; never for `none`)."""
+    """Collective timeout in seconds: a dead rank fails the others after this long instead of
+    hanging."""
+    auto_cache: str = field(default="", metadata={"cli": {"metavar": "FILE"}})
+    """File of `--mode auto` probes (default $XDG_CACHE_HOME/tpscope/auto_probe.json, else
+    ~/.cache/tpscope/auto_probe.json).
+
+    '' = that default."""
+    embed_overlap: bool = field(default=True, metadata={"cli": {"group": "resources"}})
+    """The embedding gradient's all-gather beside the optimizer update of the other parameters.
+
+    Only when the head is fused with backward overlap; never for `none`."""
 
     @property
     def mode(self) -> str:
@@ -85,9 +117,9 @@ class RunConfig:
             raise ValueError(f"fusion must be a FusionChoice, not {self.fusion!r}")
         if self.regime and self.regime not in {r.value for r in Regime}:
             raise ValueError(f"regime must be nvlink, shm or socket, not {self.regime!r}")
-        if self.device not in ("cuda", "cpu"):
+        if self.device not in DEVICES:
             raise ValueError(f"device must be cuda or cpu, not {self.device!r}")
-        if self.dtype not in ("bfloat16", "float32"):
+        if self.dtype not in DTYPES:
             raise ValueError(f"dtype must be bfloat16 or float32, not {self.dtype!r}")
         for name in ("seq_len", "batch", "steps"):
             if getattr(self, name) < 1:
@@ -139,10 +171,6 @@ class RunConfig:
             raise ValueError(
                 f"{local} tokens per rank do not split into {self.fusion.chunks} chunks (seq_len*batch/tp % chunks != 0)"
             )
-
-
-RUN_DEFAULTS = {f.name: f.default for f in fields(RunConfig) if f.default is not MISSING}
-"""Each field's default, for the command-line options of `run` and `sweep` (the one place they live)."""
 
 
 def default_chunks(mode: str) -> int:

@@ -18,19 +18,11 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from tpscope.errors import UserError
-from tpscope.fusion.run.command import (
-    add_model_arguments,
-    add_node_arguments,
-    add_rank_arguments,
-    add_resource_arguments,
-    config_from_args,
-    preflight,
-)
-from tpscope.fusion.run.config import RUN_DEFAULTS, RunConfig, config_to_json, default_chunks
+from tpscope.fusion.run.command import add_node_arguments, config_from_args, preflight
+from tpscope.fusion.run.config import RunConfig, config_to_json, default_chunks
+from tpscope.fusion.run.options import add_field_options
 from tpscope.runfolder.fusion_choice import ALL_MODES, CHUNKED_MODES, FusionChoice, Mode, Regime
 from tpscope.runfolder.regimes import RECORDED_PREFIXES, REGIME_KEYS, SAFETY_ENV
-
-R = RUN_DEFAULTS  # every option's default is RunConfig's (the one place they live)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -168,6 +160,11 @@ def _suffix(value: int | bool) -> str:
     return str(value)
 
 
+NOT_SWEPT_OPTIONS = frozenset({"out_dir", "fusion.mode", "fusion.chunks"})
+"""RunConfig's fields that are options of `run` and not of `sweep`: its runs' folders are its
+own, their modes and chunks its variants'."""
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--variants",
@@ -180,45 +177,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--nproc", type=int, default=None, help="workers (default: GPUs seen, 2 on cpu)"
     )
     parser.add_argument(
-        "--regime",
-        choices=[r.value for r in Regime],
-        default=R["regime"],
-        help="NCCL environment of the baseline (docs/runtime.md; default: keep the inherited one)",
-    )
-    parser.add_argument(
-        "--steps",
-        type=int,
-        default=R["steps"],
-        help="training steps of each run (default %(default)s)",
-    )
-    parser.add_argument(
-        "--profile-steps",
-        type=int,
-        default=R["profile_active"],
-        help=f"steps of each run written to its traces after {R['profile_wait']} wait and "
-        f"{R['profile_warmup']} warm-up step (default %(default)s)",
-    )
-    parser.add_argument(
         "--out", required=True, help="folder of the sweep (one run folder per variant)"
-    )
-    parser.add_argument(
-        "--device",
-        choices=("cuda", "cpu"),
-        default=None,
-        help="default: cuda if torch sees a GPU, else cpu (gloo, a small model)",
     )
     parser.add_argument(
         "--overwrite",
         action="store_true",
         help="replace the runs in an existing sweep folder (other files stay)",
     )
-    add_rank_arguments(parser)
     parser.add_argument(
         "--no-analyze", action="store_true", help="skip `tpscope analyze` on each run"
     )
-    add_resource_arguments(parser)
+    add_field_options(parser, RunConfig, skip=NOT_SWEPT_OPTIONS)
     add_node_arguments(parser)
-    add_model_arguments(parser)
     parser.set_defaults(mode="none", chunks=1)
 
 

@@ -29,8 +29,8 @@ from tpscope.fusion.tuning.bench_config import BenchConfig
 from tpscope.fusion.tuning.labels import variant_label
 from tpscope.fusion.tuning.shapes import SHAPES, parse_shape  # noqa: F401 - re-exported
 from tpscope.fusion.tuning.timing import time_regions
+from tpscope.metrics.flux import attained_saving, flux_overlap_efficiency
 from tpscope.runfolder.fusion_choice import CUDA_ONLY_MODES
-from tpscope.runfolder.overlap import attained_saving, flux_overlap_efficiency
 from tpscope.runfolder.regimes import nccl_env, regime_env
 
 TOLERANCE = {torch.bfloat16: 2e-2, torch.float32: 1e-4}

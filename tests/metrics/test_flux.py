@@ -3,9 +3,16 @@ function each, one argument order (fused, unfused, compute[, comm]) for the anal
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
-from tpscope.runfolder.overlap import attained_saving, flux_overlap_efficiency
+from tpscope.metrics.flux import attained_saving, flux_overlap_efficiency
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_flux_overlap_efficiency_by_hand():
@@ -26,3 +33,22 @@ def test_attained_saving_by_hand():
     assert attained_saving(2.7, 5.1, 2.4, 2.7) == pytest.approx(1.0)
     assert attained_saving(3.9, 5.1, 2.4, 2.7) == pytest.approx(0.5)
     assert attained_saving(800, 900, 900, 100) is None
+
+
+def test_bench_reads_the_formulas_without_the_analyzers_libraries():
+    """`tpscope bench` runs where msgspec, isal, pandas, dash and HTA are not installed."""
+    code = (
+        "import sys\n"
+        "for m in ('msgspec', 'isal', 'pandas', 'dash', 'plotly', 'hta'): sys.modules[m] = None\n"
+        "import tpscope.fusion.tuning.bench\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('tpscope.metrics', 'tpscope.trace'))))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["['tpscope.metrics',", "'tpscope.metrics.flux']"]

@@ -1,5 +1,6 @@
 """Isolated GEMM times measured by `tpscope calibrate` (metrics.md §8): which file belongs to a run
-folder, and how its times become baseline samples. Files are written by `tpscope.calibrate.store`."""
+folder, and how its times become baseline samples, which the analysis takes as an argument
+(`analyze_run(..., calibration=)`). Files are written by `tpscope.calibrate.store`."""
 
 from __future__ import annotations
 
