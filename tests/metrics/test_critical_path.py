@@ -12,7 +12,12 @@ import pytest
 
 from tests.kineto import Collective, RankTrace, write_run
 from tpscope.metrics import analyze_run
-from tpscope.metrics.critical_path import EDGES, lane_predecessors, other_lane_predecessors
+from tpscope.metrics.critical_path import (
+    EDGES,
+    lane_predecessors,
+    other_lane_predecessors,
+    resource_holders,
+)
 from tpscope.trace import load_run
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -109,6 +114,64 @@ def test_kernel_held_back_by_another_stream_is_charged_to_what_held_it(tmp_path,
         (256.0, 44.0, "comm", "end", False, 0, "rank 0 gpu 0 stream 14", "ncclDevKernel_late_comm"),
     ]
     assert p.inferred_share == pytest.approx(250 / 300)
+
+
+@pytest.mark.parametrize("record_waits", [True, False])
+def test_held_kernel_is_charged_to_the_kernel_still_draining_when_it_started(tmp_path, record_waits):
+    """Stream 14: `rs_a` [0, 50], then `rs_b`, launched early and ready at 50, which starts at 296
+    while stream 7's gemm_b [100, 300] drains its last blocks (gemm_a [0, 100] before it). What
+    held rs_b is gemm_b, still running 4 µs into rs_b, not gemm_a, the last to end before rs_b
+    started. By hand: gemm_a 100 compute, gemm_b 196 compute (edge resource), rs_b 40 comm; no
+    idle."""
+    r = RankTrace(0, world_size=1)
+    r.kernel("ncclDevKernel_rs_a", 0, 50, stream=14, launch_us=(-12, 1))
+    r.kernel("gemm_a", 0, 100, stream=7, launch_us=(-10, 1))
+    r.kernel("gemm_b", 100, 200, stream=7, launch_us=(-9, 1))
+    r.kernel("ncclDevKernel_rs_b", 296, 40, stream=14, launch_us=(-8, 1))
+    if record_waits:
+        r.stream_wait(-7, stream=7, wait_on_stream=14, event_corr=0)
+    p = _path(tmp_path, [r])
+    edge = "resource" if record_waits else "event"
+    assert (p.length_us, p.compute_us, p.comm_us, p.idle_us) == pytest.approx((336, 296, 40, 0))
+    assert _table(p) == [
+        (0.0, 100.0, "compute", "stream", False, 0, "rank 0 gpu 0 stream 7", "gemm_a"),
+        (100.0, 196.0, "compute", edge, True, 0, "rank 0 gpu 0 stream 7", "gemm_b"),
+        (296.0, 40.0, "comm", "end", False, 0, "rank 0 gpu 0 stream 14", "ncclDevKernel_rs_b"),
+    ]
+
+
+def test_resource_holders_agree_with_brute_force():
+    """The holder of each activity, by the definition (metrics.md §7): over the other lanes, the
+    activity that started before it, ended after it was ready and by its start plus 10 µs, and
+    ended last (a lane's activity still running past that only shared the GPU). Lanes here are
+    serial, as streams are."""
+    rng = np.random.default_rng(5)
+    n, tol = 300, 10_000
+    lane = rng.integers(0, 3, n)
+    start = np.zeros(n, np.int64)
+    end = np.zeros(n, np.int64)
+    for k in range(3):  # each lane serial: activities one after another with gaps
+        rows = np.flatnonzero(lane == k)
+        t = 0
+        for i in rows:
+            t += int(rng.integers(0, 30_000))
+            start[i] = t
+            t += int(rng.integers(1_000, 60_000))
+            end[i] = t
+    ready = start - rng.integers(0, 50_000, n)
+    got = resource_holders(lane, start, end, ready, tol)
+    for i in range(n):
+        cands = [
+            j
+            for j in range(n)
+            if lane[j] != lane[i]
+            and start[j] < start[i]
+            and ready[i] < end[j] <= start[i] + tol
+        ]
+        if not cands:
+            assert got[i] == -1, i
+        else:
+            assert end[got[i]] == max(end[j] for j in cands), i
 
 
 def test_collective_late_on_a_sparse_side_stream_goes_through_the_compute_that_ran(tmp_path):

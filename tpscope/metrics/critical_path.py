@@ -132,6 +132,8 @@ class RankGraph:
     instance: list  # matched collective instance, -1
     has_waits: bool  # the rank's trace records stream waits
     cpu: CpuThreads
+    # what held the GPU when a ready activity could not start (`resource_holders`), else -1
+    holder: list | None = None
 
 
 RECENT_RANKS = 64  # rank graphs a PathGraph keeps once built
@@ -281,6 +283,39 @@ def other_lane_predecessors(lane: np.ndarray, start: np.ndarray, end: np.ndarray
     return pred
 
 
+def resource_holders(
+    lane: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    ready: np.ndarray,
+    tolerance_ns: int = HELD_TOLERANCE_NS,
+) -> np.ndarray:
+    """Per activity of one rank: the activity on another of its lanes that held the GPU when it
+    could not start, else -1 (metrics.md §7, `resource`).
+
+    The holder is, over the other lanes, the activity that ended last by the activity's start
+    plus `tolerance_ns`, having started before it and ended after the activity was ready: a kernel
+    whose last blocks were still draining a few µs into the held one counts, a kernel that kept
+    running long after it started (it shared the GPU, it did not hold it back) does not.
+    """
+    n = len(lane)
+    best = np.full(n, -1, np.int64)
+    best_end = np.full(n, np.iinfo(np.int64).min, np.int64)
+    prev = lane_predecessors(lane, start)
+    for k in np.unique(lane).tolist():  # a loop over lanes, not events
+        on = np.flatnonzero(lane == k)
+        on = on[np.argsort(start[on], kind="stable")]
+        j = np.searchsorted(start[on], start, side="left") - 1  # the last on lane k to start before
+        cand = np.where((j >= 0) & (lane != k), on[np.maximum(j, 0)], -1)
+        c = np.maximum(cand, 0)
+        # still running well past the start: the one before it on its lane (ended by then)
+        cand = np.where((cand >= 0) & (end[c] > start + tolerance_ns), prev[c], cand)
+        c = np.maximum(cand, 0)
+        better = (cand >= 0) & (end[c] > ready) & (end[c] > best_end)
+        best[better], best_end[better] = cand[better], end[c][better]
+    return best
+
+
 def cpu_threads(
     r: RankTrace, g: GpuActivities, end_ns: np.ndarray, shift: int
 ) -> tuple[CpuThreads, np.ndarray]:
@@ -352,6 +387,12 @@ def rank_graph(
         category[g.cls == cls] = cat
     w = r.waits
     cpu, launch_call = cpu_threads(r, g, end, shift)
+    lane_prev = lane_predecessors(g.lane, start)
+    event_pred = stream_wait_predecessors(g, w, end)
+    # the ready time without inferred edges: stream predecessor, recorded wait, launch call
+    ready = np.where(lane_prev >= 0, end[np.maximum(lane_prev, 0)], _NONE)
+    ready = np.maximum(ready, np.where(event_pred >= 0, end[np.maximum(event_pred, 0)], _NONE))
+    ready = np.maximum(ready, np.where(launch_end != _NONE, np.minimum(launch_end, start), _NONE))
     return RankGraph(
         base=lo,
         start_ns=start.tolist(),
@@ -359,12 +400,13 @@ def rank_graph(
         launch_end_ns=launch_end.tolist(),
         launch_call=launch_call.tolist(),
         category=category.tolist(),
-        lane_prev=lane_predecessors(g.lane, start).tolist(),
-        event_pred=stream_wait_predecessors(g, w, end).tolist(),
+        lane_prev=lane_prev.tolist(),
+        event_pred=event_pred.tolist(),
         other_prev=other_lane_predecessors(g.lane, start, end).tolist(),
         instance=instance[lo:hi].tolist(),
         has_waits=bool(((w.lane >= 0) & (w.wait_on_lane >= 0)).any()),
         cpu=cpu,
+        holder=resource_holders(g.lane, start, end, ready).tolist(),
     )
 
 
@@ -502,14 +544,16 @@ def walk_step(
         launch_end = g.launch_end_ns[cur]
         if launch_end != _NONE and min(launch_end, start) > ready:
             ready, why, pred = min(launch_end, start), LAUNCH, g.launch_call[cur]
-        if start - ready > tolerance_ns and h >= 0 and e[h] > ready:
-            # ready long before it started, while another stream's activity ran on: held back by
-            # it. A rank whose trace records stream waits names this `resource` (the GPU was busy);
-            # without recorded waits an unrecorded event wait is as likely: `event`. Both inferred.
+        hold = g.holder[cur] if g.holder is not None else h
+        if start - ready > tolerance_ns and hold >= 0 and e[hold] > ready:
+            # ready long before it started, while another stream's activity held the GPU (still
+            # running as it started, or ending last before): held back by it. A rank whose trace
+            # records stream waits names this `resource` (the GPU was busy); without recorded
+            # waits an unrecorded event wait is as likely: `event`. Both inferred.
             kind = RESOURCE if g.has_waits else EVENT
-            out.add(g.base + cur, e[h], cursor, IDLE, kind, True, pos)
-            cursor = min(cursor, e[h])
-            cur, edge, inferred = h, kind, True
+            out.add(g.base + cur, min(e[hold], cursor), cursor, IDLE, kind, True, pos)
+            cursor = min(cursor, e[hold])
+            cur, edge, inferred = hold, kind, True
             continue
         if why == NONE:  # nothing explains the time down to the floor
             out.add(g.base + cur, floor, cursor, IDLE, NONE, False, pos)
