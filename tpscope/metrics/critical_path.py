@@ -21,6 +21,8 @@ import numpy as np
 
 from tpscope.metrics.activities import NS_PER_US, RunActivities
 from tpscope.metrics.collectives import CollectiveMatch, CollectiveTiming
+from tpscope.metrics.host_names import HostNames, host_names, named_pieces
+from tpscope.metrics.thread_edges import cpu_run_waits
 from tpscope.trace import ActivityClass, GpuActivities, RankTrace, StreamWaits
 from tpscope.trace.columns import lookup
 
@@ -28,8 +30,19 @@ CATEGORIES = ("compute", "comm", "memory", "host", "idle")
 COMPUTE, COMM, MEMORY, HOST, IDLE = range(5)
 # metrics.md §7: the edge that put each segment on the path. `end` marks the activity the walk
 # starts from (the latest end of the step); `none` a gap that no edge in the trace explains.
-EDGES = ("end", "stream", "launch", "cpu", "sync", "event", "collective", "resource", "none")
-END, STREAM, LAUNCH, CPU, SYNC, EVENT, COLLECTIVE, RESOURCE, NONE = range(len(EDGES))
+EDGES = (
+    "end",
+    "stream",
+    "launch",
+    "cpu",
+    "sync",
+    "event",
+    "collective",
+    "resource",
+    "none",
+    "thread",
+)
+END, STREAM, LAUNCH, CPU, SYNC, EVENT, COLLECTIVE, RESOURCE, NONE, THREAD = range(len(EDGES))
 HELD_TOLERANCE_NS = 10_000  # §7: a ready activity that starts later than this was held back
 # class -> category; filler kernels (torch.cuda._sleep) only wait: idle
 _CATEGORY_OF_CLASS = {
@@ -89,6 +102,10 @@ class PathSegments:
     inferred: np.ndarray  # bool
     rank_pos: np.ndarray
     call: np.ndarray  # CpuThreads row of a CPU segment (its name is that call's op), else -1
+    # host time's name: index into the rank's HostNames.strings (the innermost op or user range
+    # holding it), -1 where none does (then named as above)
+    label: np.ndarray | None = None
+    thread: np.ndarray | None = None  # the CPU thread of a host segment, -1 where unknown
 
     def __len__(self) -> int:
         return len(self.row)
@@ -134,6 +151,16 @@ class RankGraph:
     cpu: CpuThreads
     # what held the GPU when a ready activity could not start (`resource_holders`), else -1
     holder: list | None = None
+    names: HostNames | None = None  # the rank's CPU ops and user ranges, to name host time by
+    cpu_run: bool = False  # the rank's activities are CPU threads' (metrics.md §1)
+    tid: list | None = None  # a CPU run's activity: its thread
+    # a CPU run's collective: the issuing thread's last activity before it, -1; and that thread
+    issuer_prev: list | None = None
+    issuer_tid: list | None = None
+    issuer_label: list | None = None  # the issuing op's name, index into `names.strings`, -1
+    # a CPU run's activity: the collective its thread issued and then waited for, ending in the
+    # thread's gap before it, -1
+    waited_coll: list | None = None
 
 
 RECENT_RANKS = 64  # rank graphs a PathGraph keeps once built
@@ -186,6 +213,16 @@ class PathGraph:
         out = np.full(len(seg.call), -1, np.int64)
         for k in np.flatnonzero(seg.call >= 0).tolist():
             out[k] = self.rank(int(seg.rank_pos[k])).cpu.tid[seg.call[k]]
+        return out
+
+    def labels(self, seg: PathSegments) -> np.ndarray:
+        """Per segment: the op or user range naming its host time (an object array), "" for a
+        segment without one."""
+        out = np.full(len(seg.row), "", dtype=object)
+        if seg.label is None:
+            return out
+        for k in np.flatnonzero(seg.label >= 0).tolist():
+            out[k] = self.rank(int(seg.rank_pos[k])).names.strings[seg.label[k]]
         return out
 
     def call_ops(self, seg: PathSegments) -> np.ndarray:
@@ -393,6 +430,14 @@ def rank_graph(
     ready = np.where(lane_prev >= 0, end[np.maximum(lane_prev, 0)], _NONE)
     ready = np.maximum(ready, np.where(event_pred >= 0, end[np.maximum(event_pred, 0)], _NONE))
     ready = np.maximum(ready, np.where(launch_end != _NONE, np.minimum(launch_end, start), _NONE))
+    waits = cpu_run_waits(r, start, end, lane_prev, shift) if r.cpu_run else None
+    names = host_names(r, shift)
+    issuer_label = None
+    if waits is not None:
+        index = {n: k for k, n in enumerate(names.strings)}
+        issuer_label = [
+            index.get(r.symbols[k], -1) if k >= 0 else -1 for k in waits.issuer_name_id.tolist()
+        ]
     return RankGraph(
         base=lo,
         start_ns=start.tolist(),
@@ -407,6 +452,13 @@ def rank_graph(
         has_waits=bool(((w.lane >= 0) & (w.wait_on_lane >= 0)).any()),
         cpu=cpu,
         holder=resource_holders(g.lane, start, end, ready).tolist(),
+        names=names,
+        cpu_run=r.cpu_run,
+        tid=waits.tid.tolist() if waits else None,
+        issuer_prev=waits.issuer_prev.tolist() if waits else None,
+        issuer_tid=waits.issuer_tid.tolist() if waits else None,
+        issuer_label=issuer_label,
+        waited_coll=waits.waited_coll.tolist() if waits else None,
     )
 
 
@@ -438,18 +490,58 @@ class _Segments:
         inferred: bool,
         pos: int,
         call: int = -1,
+        label: int = -1,
+        thread: int = -1,
     ) -> None:
         if lo < self.floor:
             lo = self.floor
         if hi > lo:
-            self.rows.append((row, lo, hi, category, edge, inferred, pos, call))
+            self.rows.append((row, lo, hi, category, edge, inferred, pos, call, label, thread))
+
+    def add_host(
+        self,
+        names: HostNames,
+        tid: int,
+        row: int,
+        lo: int,
+        hi: int,
+        edge: int,
+        inferred: bool,
+        pos: int,
+        fallback: int = -1,
+    ) -> None:
+        """Thread `tid`'s time [lo, hi] as host, cut where its ops and user ranges begin and end,
+        each piece named by the innermost one holding it (§7), latest first. A piece that nothing
+        holds takes the name `fallback` (index into `names.strings`), else that of `row`."""
+        lo = max(lo, self.floor)
+        if hi <= lo:
+            return
+        bounds, label = named_pieces(names, tid, lo, hi)
+        if fallback >= 0 and (label < 0).any():
+            label = np.where(label < 0, fallback, label)
+            keep = np.append(True, label[1:] != label[:-1])
+            bounds, label = np.append(bounds[:-1][keep], hi), label[keep]
+        for k in range(len(label) - 1, -1, -1):  # per named piece of one segment
+            self.add(
+                row, int(bounds[k]), int(bounds[k + 1]), HOST, edge, inferred, pos,
+                -1, int(label[k]), tid,
+            )
 
     def add_cpu(
-        self, cpu: CpuThreads, pos: int, first: int, last: int, lo: int, hi: int, named_by: int
+        self,
+        cpu: CpuThreads,
+        pos: int,
+        first: int,
+        last: int,
+        lo: int,
+        hi: int,
+        named_by: int,
+        names: HostNames | None = None,
     ) -> None:
         """The host time [lo, hi] on one thread of the rank at `pos`, cut at the ends of its calls
         first..last (each piece named by the op of the call that ends it; the last piece by
-        `named_by`), merged where the same op follows itself."""
+        `named_by`) and where the thread's ops and user ranges begin and end (a piece one of them
+        holds is named by the innermost: `names`), merged where the same name follows itself."""
         lo = max(lo, self.floor)
         if hi <= lo:
             return
@@ -459,17 +551,33 @@ class _Segments:
             cuts[keep],
             np.arange(first, last + 1)[keep] if last >= first else np.zeros(0, np.int64),
         )
+        tid = int(cpu.tid[named_by])
+        label = np.full(len(cuts) + 1, -1, np.int64)
+        if names is not None:  # cut further where the thread's ops and ranges begin and end
+            nb, nl = named_pieces(names, tid, lo, hi)
+            merged = np.union1d(cuts, nb[1:-1])
+            label = nl[np.searchsorted(nb, np.append(lo, merged), side="right") - 1]
+            # a piece's call: the first whose end is at or after the piece's end
+            owner = np.append(calls, named_by)[
+                np.searchsorted(cuts, np.append(merged, hi), side="left")
+            ]
+            cuts, calls = merged, owner[:-1]
         bounds = np.concatenate([[lo], cuts, [hi]])
         owner = np.append(calls, named_by)
-        ops = cpu.op[owner]
-        change = np.append(ops[1:] != ops[:-1], True)  # keep the last piece of each run of one op
+        strings = np.array((names.strings if names is not None else ()) + ("",), dtype=object)
+        call_op = np.array(cpu.strings, dtype=object)[cpu.op[owner]]
+        key = np.where(label >= 0, strings[label], call_op)  # a name, else the call's op
+        change = np.append(key[1:] != key[:-1], True)  # keep the last piece of each run of one name
         run_start = np.concatenate([[0], np.flatnonzero(change)[:-1] + 1])
         ends = np.flatnonzero(change)
         for a, b in zip(run_start[::-1].tolist(), ends[::-1].tolist()):  # latest first
-            self.add(-1, int(bounds[a]), int(bounds[b + 1]), HOST, CPU, False, pos, int(owner[b]))
+            self.add(
+                -1, int(bounds[a]), int(bounds[b + 1]), HOST, CPU, False, pos, int(owner[b]),
+                int(label[b]), tid,
+            )
 
     def arrays(self) -> PathSegments:
-        a = np.array(self.rows, np.int64).reshape(len(self.rows), 8)
+        a = np.array(self.rows, np.int64).reshape(len(self.rows), 10)
         return PathSegments(
             a[:, 0],
             a[:, 1],
@@ -479,6 +587,8 @@ class _Segments:
             a[:, 5].astype(bool),
             a[:, 6],
             a[:, 7],
+            a[:, 8],
+            a[:, 9],
         )
 
 
@@ -531,6 +641,11 @@ def walk_step(
             cursor = lo
         if cursor <= floor:
             break
+        if g.cpu_run:  # a CPU thread's activity: what its thread did, or waited for, before it
+            cur, edge, inferred, cursor, more = _cpu_run_step(g, cur, cursor, floor, pos, out)
+            if not more:
+                break
+            continue
         start = s[cur]
         # the ready time and the edge that set it
         ready, why, pred, why_inferred = _NONE, NONE, -1, False
@@ -585,7 +700,9 @@ def walk_step(
         if sync >= 0 and cpu.end_ns[sync] <= floor:
             sync = -1
         stretch_lo = int(cpu.end_ns[sync]) if sync >= 0 else floor
-        out.add_cpu(cpu, pos, sync + 1 if sync >= 0 else lo_t, j, stretch_lo, cursor, call)
+        out.add_cpu(
+            cpu, pos, sync + 1 if sync >= 0 else lo_t, j, stretch_lo, cursor, call, g.names
+        )
         cursor = min(cursor, stretch_lo)
         if sync < 0:
             break
@@ -598,15 +715,51 @@ def walk_step(
     return out.arrays()
 
 
+def _cpu_run_step(
+    g: RankGraph, cur: int, cursor: int, floor: int, pos: int, out: _Segments
+) -> tuple[int, int, bool, int, bool]:
+    """metrics.md §7 on a CPU run: from activity `cur` (its time on the path down to `cursor`),
+    the time before it. A collective waited for the thread that issued it: that thread's time
+    since its last activity is host (`thread`, inferred). An activity whose thread issued a
+    collective and then waited for it (no activity of the thread until after it ended) waited
+    for the collective: the thread's time since is host (waking up, `thread`, inferred). Otherwise
+    its thread's time since its previous activity is host (`cpu`). Returns the next activity, the
+    edge that reached it and whether inferred, the cursor, and whether the walk goes on."""
+    names, e = g.names, g.end_ns
+    tid = g.tid[cur]
+    waited = g.waited_coll[cur]
+    if waited >= 0:
+        out.add_host(names, tid, g.base + cur, e[waited], cursor, THREAD, True, pos)
+        return waited, THREAD, True, min(cursor, e[waited]), True
+    if g.issuer_tid[cur] >= 0:
+        prev = g.issuer_prev[cur]
+        t = e[prev] if prev >= 0 else floor
+        out.add_host(
+            names, g.issuer_tid[cur], g.base + (prev if prev >= 0 else cur), t, cursor, THREAD,
+            True, pos, g.issuer_label[cur],
+        )
+        return prev, THREAD, True, min(cursor, t), prev >= 0
+    prev = g.lane_prev[cur]
+    t = e[prev] if prev >= 0 else floor
+    out.add_host(names, tid, g.base + cur, t, cursor, CPU, False, pos)
+    return prev, STREAM, False, min(cursor, t), prev >= 0
+
+
 def segment_records(
     seg: PathSegments, acts: RunActivities, graph: PathGraph, floor_ns: int
 ) -> list[dict]:
     """The segments of one path in time order, as JSON-ready records (metrics.md §7): µs after the
     step's floor, what kind of time, the edge that put it on the path, where it ran and its name."""
     order = np.argsort(seg.start_ns, kind="stable")
-    seg = PathSegments(*(getattr(seg, f)[order] for f in PathSegments.__dataclass_fields__))
+    seg = PathSegments(
+        *(
+            None if getattr(seg, f) is None else getattr(seg, f)[order]
+            for f in PathSegments.__dataclass_fields__
+        )
+    )
     row, pos = seg.row, seg.rank_pos
-    on_gpu = row >= 0
+    thread = seg.thread if seg.thread is not None else np.full(len(row), -1, np.int64)
+    on_gpu = (row >= 0) & (thread < 0)
     lane_labels = np.array(acts.lane_labels + ("",), dtype=object)
     rank_ids = np.array(acts.rank_ids, np.int64)[pos]
     where = np.where(
@@ -614,14 +767,19 @@ def segment_records(
         lane_labels[np.where(on_gpu, acts.lane[np.maximum(row, 0)], -1)],
         np.char.add(
             np.char.add("rank ", rank_ids.astype(str)),
-            np.char.add(" cpu thread ", graph.call_threads(seg).astype(str)),
+            np.char.add(
+                " cpu thread ",
+                np.where(thread >= 0, thread, graph.call_threads(seg)).astype(str),
+            ),
         ),
     )
     strings = np.array(acts.strings + ("",), dtype=object)
     name_id = acts.name[np.maximum(row, 0)] if len(acts) else np.zeros(len(row), np.int64)
     name = np.where(
-        on_gpu, strings[np.where(name_id >= 0, name_id, len(acts.strings))], graph.call_ops(seg)
+        row >= 0, strings[np.where(name_id >= 0, name_id, len(acts.strings))], graph.call_ops(seg)
     )
+    labels = graph.labels(seg)
+    name = np.where(labels != "", labels, name)
     start = ((seg.start_ns - floor_ns) / NS_PER_US).tolist()
     dur = ((seg.end_ns - seg.start_ns) / NS_PER_US).tolist()
     kinds = np.array(CATEGORIES, dtype=object)[seg.category].tolist()
@@ -685,18 +843,26 @@ def summarize_path(
 
 
 def _host_ops(seg: PathSegments, dur: np.ndarray, graph: PathGraph) -> dict[str, float]:
-    """The host time on the path per CPU op in µs, the largest first (at most 10; a tie goes to
-    the op seen first, by rank and then by name id)."""
+    """The host time on the path per name (the innermost CPU op or user range holding it, else
+    the op of the call it led to) in µs, the largest first (at most 10; a tie goes to the name
+    seen first, by rank and then by name)."""
     total: dict[str, float] = {}
-    first: dict[str, tuple[int, int]] = {}
-    for k in np.flatnonzero((seg.row < 0) & (seg.edge == CPU)).tolist():  # the CPU segments
+    first: dict[str, int] = {}
+    own = (seg.category == HOST) & ((seg.edge == CPU) | (seg.edge == THREAD))
+    mine = np.flatnonzero(own & ((seg.row < 0) | (seg.thread >= 0 if seg.thread is not None else False)))
+    labels = graph.labels(seg)
+    for k in mine.tolist():  # the host segments of CPU threads
         pos = int(seg.rank_pos[k])
-        cpu = graph.rank(pos).cpu
-        op = int(cpu.op[seg.call[k]])
-        name = cpu.strings[op]
+        if labels[k]:
+            name = labels[k]
+        elif seg.call[k] >= 0:
+            cpu = graph.rank(pos).cpu
+            name = cpu.strings[int(cpu.op[seg.call[k]])]
+        else:
+            name = graph.acts.strings[int(graph.acts.name[seg.row[k]])]
         total[name] = total.get(name, 0.0) + float(dur[k])
-        first[name] = min(first.get(name, (pos, op)), (pos, op))
-    ranked = sorted(total, key=lambda n: (-total[n], first[n]))[:10]
+        first[name] = min(first.get(name, pos), pos)
+    ranked = sorted(total, key=lambda n: (-total[n], first[n], n))[:10]
     return {n: total[n] / NS_PER_US for n in ranked if total[n] > 0}
 
 

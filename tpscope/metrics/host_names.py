@@ -1,0 +1,129 @@
+"""The names of host time on the critical path (metrics.md §7): a stretch of one CPU thread's time
+is cut where the thread's CPU ops and user ranges (`record_function`) begin and end, and each piece
+is named by the innermost op or range that holds it.
+
+Per thread the ops and ranges nest; the index keeps them by start with each one's parent (the
+innermost interval holding it), computed level by level of nesting, never per event in Python.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tpscope.trace import RankTrace
+from tpscope.trace.cpu_activities import COMM_RANGE_PREFIXES
+
+# metrics.md §7: ranges that name no host time: the step markers, and a CPU run's collectives
+# (they are activities of their own)
+UNNAMING_RANGE_PREFIXES = ("ProfilerStep#",) + COMM_RANGE_PREFIXES
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadNest:
+    """One thread's ops and ranges by start, on the aligned clock."""
+
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    name: np.ndarray  # index into HostNames.strings
+    parent: np.ndarray  # the innermost interval holding it, -1
+    is_range: np.ndarray  # bool: a user range (else a CPU op)
+
+
+@dataclass(frozen=True, slots=True)
+class HostNames:
+    """One rank's ops and ranges per CPU thread, to name host time by."""
+
+    threads: dict  # tid -> ThreadNest
+    strings: tuple[str, ...]
+
+    def innermost(self, tid: int, at_ns: np.ndarray, ranges_only: bool = False) -> np.ndarray:
+        """Per time: the name (index into `strings`) of the innermost op or range of thread `tid`
+        holding it (only user ranges with `ranges_only`), -1 where none does."""
+        nest = self.threads.get(int(tid))
+        at_ns = np.asarray(at_ns, np.int64)
+        if nest is None or len(nest.start_ns) == 0:
+            return np.full(len(at_ns), -1, np.int64)
+        k = np.searchsorted(nest.start_ns, at_ns, side="right") - 1
+        for _ in range(len(nest.start_ns) + 1):  # bounded by the depth of nesting
+            kc = np.maximum(k, 0)
+            up = (k >= 0) & (
+                (nest.end_ns[kc] <= at_ns) | (ranges_only & ~nest.is_range[kc])
+            )
+            if not up.any():
+                break
+            k = np.where(up, nest.parent[kc], k)
+        return np.where(k >= 0, nest.name[np.maximum(k, 0)], -1)
+
+    def cuts(self, tid: int, lo: int, hi: int) -> np.ndarray:
+        """The starts and ends of thread `tid`'s ops and ranges strictly inside (lo, hi), sorted."""
+        nest = self.threads.get(int(tid))
+        if nest is None or hi <= lo:
+            return np.zeros(0, np.int64)
+        a, b = np.searchsorted(nest.start_ns, [lo, hi], side="right")
+        ends = nest.end_ns[(nest.end_ns > lo) & (nest.end_ns < hi)]
+        return np.unique(np.concatenate([nest.start_ns[a:b], ends]))
+
+
+def nest_parents(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """For intervals sorted by (start, -end) that nest: the index of each one's innermost holder,
+    -1 for a top-level one. The depth of an interval is the number before it less those that ended
+    by its start; its parent is the last interval before it one level up (a loop over levels)."""
+    n = len(start)
+    parent = np.full(n, -1, np.int64)
+    if n == 0:
+        return parent
+    ended = np.searchsorted(np.sort(end), start, side="right")
+    depth = np.maximum(np.arange(n) - ended, 0)
+    for d in range(1, int(depth.max()) + 1):
+        up = np.flatnonzero(depth == d - 1)
+        mine = np.flatnonzero(depth == d)
+        j = np.searchsorted(up, mine, side="left") - 1
+        parent[mine] = np.where(j >= 0, up[np.maximum(j, 0)], -1)
+    return parent
+
+
+def host_names(r: RankTrace, shift: int) -> HostNames:
+    """The index of one rank's CPU ops and user ranges (times less `shift`) by thread."""
+    ops, ann = r.cpu_ops, r.annotations
+    cpu_range = ~ann.on_gpu
+    ids = np.unique(ann.name_id[cpu_range])
+    naming = np.array(
+        [k >= 0 and not r.symbols[k].startswith(UNNAMING_RANGE_PREFIXES) for k in ids.tolist()],
+        bool,
+    )
+    keep = cpu_range.copy()
+    keep[cpu_range] = naming[np.searchsorted(ids, ann.name_id[cpu_range])] if len(ids) else False
+    start = np.concatenate([ops.start_ns, ann.start_ns[keep]]) - shift
+    end = np.concatenate([ops.end_ns, ann.end_ns[keep]]) - shift
+    name_id = np.concatenate([ops.name_id, ann.name_id[keep]]).astype(np.int64)
+    tid = np.concatenate([ops.tid, ann.tid[keep]])
+    is_range = np.concatenate([np.zeros(len(ops), bool), np.ones(int(keep.sum()), bool)])
+    uniq, name = np.unique(name_id, return_inverse=True)
+    strings = tuple(r.symbols[k] if k >= 0 else "" for k in uniq.tolist())
+    name = name.ravel()
+    threads = {}
+    for t in np.unique(tid).tolist():  # a loop over threads, not events
+        rows = np.flatnonzero(tid == t)
+        rows = rows[np.lexsort((-end[rows], start[rows]))]
+        threads[int(t)] = ThreadNest(
+            start_ns=start[rows],
+            end_ns=end[rows],
+            name=name[rows],
+            parent=nest_parents(start[rows], end[rows]),
+            is_range=is_range[rows],
+        )
+    return HostNames(threads=threads, strings=strings)
+
+
+def named_pieces(
+    names: HostNames, tid: int, lo: int, hi: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Thread `tid`'s time [lo, hi] cut where its ops and ranges begin and end: the pieces'
+    bounds (one more than the pieces) and each one's innermost holder (index into
+    `names.strings`, -1 where nothing holds it), runs of one name merged."""
+    bounds = np.concatenate([[lo], names.cuts(tid, lo, hi), [hi]]).astype(np.int64)
+    label = names.innermost(tid, (bounds[:-1] + bounds[1:]) // 2)
+    keep = np.append(True, label[1:] != label[:-1])  # the first piece of each run
+    return np.append(bounds[:-1][keep], hi), label[keep]
