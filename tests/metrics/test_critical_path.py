@@ -119,7 +119,9 @@ def test_kernel_held_back_by_another_stream_is_charged_to_what_held_it(tmp_path,
 
 
 @pytest.mark.parametrize("record_waits", [True, False])
-def test_held_kernel_is_charged_to_the_kernel_still_draining_when_it_started(tmp_path, record_waits):
+def test_held_kernel_is_charged_to_the_kernel_still_draining_when_it_started(
+    tmp_path, record_waits
+):
     """Stream 14: `rs_a` [0, 50], then `rs_b`, launched early and ready at 50, which starts at 296
     while stream 7's gemm_b [100, 300] drains its last blocks (gemm_a [0, 100] before it). What
     held rs_b is gemm_b, still running 4 µs into rs_b, not gemm_a, the last to end before rs_b
@@ -166,9 +168,7 @@ def test_resource_holders_agree_with_brute_force():
         cands = [
             j
             for j in range(n)
-            if lane[j] != lane[i]
-            and start[j] < start[i]
-            and ready[i] < end[j] <= start[i] + tol
+            if lane[j] != lane[i] and start[j] < start[i] and ready[i] < end[j] <= start[i] + tol
         ]
         if not cands:
             assert got[i] == -1, i
@@ -568,9 +568,7 @@ def test_straggler_job_path_names_the_sleep_on_rank_1():
     folder = DATA / "foreign-cpu" / "straggler"
     (file,) = folder.glob("rank1.*.pt.trace.json.gz")
     events = json.load(gzip.open(file))["traceEvents"]
-    sleeps = sorted(
-        e["dur"] for e in events if e.get("ph") == "X" and e.get("name") == "straggle"
-    )
+    sleeps = sorted(e["dur"] for e in events if e.get("ph") == "X" and e.get("name") == "straggle")
     a = analyze_run(load_run(folder))
     named = sorted(
         sum(

@@ -523,8 +523,16 @@ class _Segments:
             bounds, label = np.append(bounds[:-1][keep], hi), label[keep]
         for k in range(len(label) - 1, -1, -1):  # per named piece of one segment
             self.add(
-                row, int(bounds[k]), int(bounds[k + 1]), HOST, edge, inferred, pos,
-                -1, int(label[k]), tid,
+                row,
+                int(bounds[k]),
+                int(bounds[k + 1]),
+                HOST,
+                edge,
+                inferred,
+                pos,
+                -1,
+                int(label[k]),
+                tid,
             )
 
     def add_cpu(
@@ -572,8 +580,16 @@ class _Segments:
         ends = np.flatnonzero(change)
         for a, b in zip(run_start[::-1].tolist(), ends[::-1].tolist()):  # latest first
             self.add(
-                -1, int(bounds[a]), int(bounds[b + 1]), HOST, CPU, False, pos, int(owner[b]),
-                int(label[b]), tid,
+                -1,
+                int(bounds[a]),
+                int(bounds[b + 1]),
+                HOST,
+                CPU,
+                False,
+                pos,
+                int(owner[b]),
+                int(label[b]),
+                tid,
             )
 
     def arrays(self) -> PathSegments:
@@ -700,9 +716,7 @@ def walk_step(
         if sync >= 0 and cpu.end_ns[sync] <= floor:
             sync = -1
         stretch_lo = int(cpu.end_ns[sync]) if sync >= 0 else floor
-        out.add_cpu(
-            cpu, pos, sync + 1 if sync >= 0 else lo_t, j, stretch_lo, cursor, call, g.names
-        )
+        out.add_cpu(cpu, pos, sync + 1 if sync >= 0 else lo_t, j, stretch_lo, cursor, call, g.names)
         cursor = min(cursor, stretch_lo)
         if sync < 0:
             break
@@ -735,8 +749,15 @@ def _cpu_run_step(
         prev = g.issuer_prev[cur]
         t = e[prev] if prev >= 0 else floor
         out.add_host(
-            names, g.issuer_tid[cur], g.base + (prev if prev >= 0 else cur), t, cursor, THREAD,
-            True, pos, g.issuer_label[cur],
+            names,
+            g.issuer_tid[cur],
+            g.base + (prev if prev >= 0 else cur),
+            t,
+            cursor,
+            THREAD,
+            True,
+            pos,
+            g.issuer_label[cur],
         )
         return prev, THREAD, True, min(cursor, t), prev >= 0
     prev = g.lane_prev[cur]
@@ -849,7 +870,9 @@ def _host_ops(seg: PathSegments, dur: np.ndarray, graph: PathGraph) -> dict[str,
     total: dict[str, float] = {}
     first: dict[str, int] = {}
     own = (seg.category == HOST) & ((seg.edge == CPU) | (seg.edge == THREAD))
-    mine = np.flatnonzero(own & ((seg.row < 0) | (seg.thread >= 0 if seg.thread is not None else False)))
+    mine = np.flatnonzero(
+        own & ((seg.row < 0) | (seg.thread >= 0 if seg.thread is not None else False))
+    )
     labels = graph.labels(seg)
     for k in mine.tolist():  # the host segments of CPU threads
         pos = int(seg.rank_pos[k])

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tpscope.trace import RankTrace
+from tpscope.trace.columns import lookup
 from tpscope.trace.cpu_activities import COMM_RANGE_PREFIXES
 
 # metrics.md §7: ranges that name no host time: the step markers, and a CPU run's collectives
@@ -48,9 +49,7 @@ class HostNames:
         k = np.searchsorted(nest.start_ns, at_ns, side="right") - 1
         for _ in range(len(nest.start_ns) + 1):  # bounded by the depth of nesting
             kc = np.maximum(k, 0)
-            up = (k >= 0) & (
-                (nest.end_ns[kc] <= at_ns) | (ranges_only & ~nest.is_range[kc])
-            )
+            up = (k >= 0) & ((nest.end_ns[kc] <= at_ns) | (ranges_only & ~nest.is_range[kc]))
             if not up.any():
                 break
             k = np.where(up, nest.parent[kc], k)
@@ -85,8 +84,13 @@ def nest_parents(start: np.ndarray, end: np.ndarray) -> np.ndarray:
 
 
 def host_names(r: RankTrace, shift: int) -> HostNames:
-    """The index of one rank's CPU ops and user ranges (times less `shift`) by thread."""
-    ops, ann = r.cpu_ops, r.annotations
+    """The index of one rank's CPU ops and user ranges (times less `shift`) by thread, with the
+    runtime calls that no CPU op made (`cudaMalloc` inside the caching allocator...), each the
+    innermost holder of its own time."""
+    ops, ann, rt = r.cpu_ops, r.annotations, r.runtime
+    made = lookup(ops.external_id, np.arange(len(ops), dtype=np.int64), rt.external_id)
+    own = (rt.external_id < 0) | (made < 0)
+    own &= rt.name_id >= 0
     cpu_range = ~ann.on_gpu
     ids = np.unique(ann.name_id[cpu_range])
     naming = np.array(
@@ -95,11 +99,13 @@ def host_names(r: RankTrace, shift: int) -> HostNames:
     )
     keep = cpu_range.copy()
     keep[cpu_range] = naming[np.searchsorted(ids, ann.name_id[cpu_range])] if len(ids) else False
-    start = np.concatenate([ops.start_ns, ann.start_ns[keep]]) - shift
-    end = np.concatenate([ops.end_ns, ann.end_ns[keep]]) - shift
-    name_id = np.concatenate([ops.name_id, ann.name_id[keep]]).astype(np.int64)
-    tid = np.concatenate([ops.tid, ann.tid[keep]])
-    is_range = np.concatenate([np.zeros(len(ops), bool), np.ones(int(keep.sum()), bool)])
+    start = np.concatenate([ops.start_ns, ann.start_ns[keep], rt.start_ns[own]]) - shift
+    end = np.concatenate([ops.end_ns, ann.end_ns[keep], rt.end_ns[own]]) - shift
+    name_id = np.concatenate([ops.name_id, ann.name_id[keep], rt.name_id[own]]).astype(np.int64)
+    tid = np.concatenate([ops.tid, ann.tid[keep], rt.tid[own]])
+    is_range = np.concatenate(
+        [np.zeros(len(ops), bool), np.ones(int(keep.sum()), bool), np.zeros(int(own.sum()), bool)]
+    )
     uniq, name = np.unique(name_id, return_inverse=True)
     strings = tuple(r.symbols[k] if k >= 0 else "" for k in uniq.tolist())
     name = name.ravel()
@@ -117,9 +123,7 @@ def host_names(r: RankTrace, shift: int) -> HostNames:
     return HostNames(threads=threads, strings=strings)
 
 
-def named_pieces(
-    names: HostNames, tid: int, lo: int, hi: int
-) -> tuple[np.ndarray, np.ndarray]:
+def named_pieces(names: HostNames, tid: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
     """Thread `tid`'s time [lo, hi] cut where its ops and ranges begin and end: the pieces'
     bounds (one more than the pieces) and each one's innermost holder (index into
     `names.strings`, -1 where nothing holds it), runs of one name merged."""

@@ -75,7 +75,9 @@ def cpu_run_waits(
         issuer_prev[mine] = np.where(j >= 0, on[np.maximum(j, 0)], -1)
         # the thread's activities that follow a gap in which one of these collectives ended
         mine = mine[np.argsort(end[mine], kind="stable")]
-        gap_lo = np.where(lane_prev[on] >= 0, end[np.maximum(lane_prev[on], 0)], np.iinfo(np.int64).min)
+        gap_lo = np.where(
+            lane_prev[on] >= 0, end[np.maximum(lane_prev[on], 0)], np.iinfo(np.int64).min
+        )
         m = np.searchsorted(end[mine], start[on], side="right") - 1
         hit = (m >= 0) & (end[mine[np.maximum(m, 0)]] > gap_lo)
         waited[on[hit]] = mine[m[hit]]
