@@ -581,3 +581,56 @@ def test_straggler_job_path_names_the_sleep_on_rank_1():
     assert len(named) == len(sleeps) == 3
     for got, slept in zip(named, sleeps):
         assert got == pytest.approx(slept, rel=0.10)
+
+
+def test_blocked_thread_hands_the_path_to_the_thread_that_worked(tmp_path):
+    """The main thread (100) launches k1 [0, 50], then blocks in backward() (its
+    `## backward ##` range [12, 400] holds no op and no call) while the autograd thread (200) works
+    in `evaluate_function: MmBackward0` [20, 380] and launches k2 (call [370, 375], k2 [378, 400]).
+    Back from backward(), the main thread launches k3 (aten::add, call [405, 408]), which starts at
+    410. By hand: k3's launch is binding; the main thread's time before it back to its idle stretch
+    [0, 404.5] is host; the path leaves the main thread for k2's launch, the other thread's last
+    call in that stretch (the main thread's 29.5 µs of waking up after it: `thread`, inferred),
+    and the autograd thread's time back to the floor is host, named by its ops."""
+    r = RankTrace(0, world_size=1)
+    r.kernel("k1", 0, 50, launch_us=(-10, 1))
+    r.cpu_annotation("## backward ##", 12, 388)
+    _cpu_event(r, "cpu_op", "autograd::engine::evaluate_function: MmBackward0", 20, 360, 200)
+    corr = r.kernel("k2", 378, 22)
+    _cpu_event(r, "cpu_op", "aten::mm", 369.5, 6, 200)
+    ext = r._ext
+    r.raw(
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 100,
+            "tid": 200,
+            "ts": 370,
+            "dur": 5,
+            "args": {"correlation": corr, "External id": ext},
+        }
+    )
+    r.kernel("k3", 410, 20, launch_us=(405, 3), cpu_op="aten::add")
+    p = _path(tmp_path, [r])
+    main, autograd, gpu = "rank 0 cpu thread 100", "rank 0 cpu thread 200", "rank 0 gpu 0 stream 7"
+    assert _table(p) == [
+        (0.0, 20.0, "host", "cpu", False, 0, autograd, "aten::mm"),
+        (
+            20.0,
+            349.5,
+            "host",
+            "cpu",
+            False,
+            0,
+            autograd,
+            "autograd::engine::evaluate_function: MmBackward0",
+        ),
+        (369.5, 5.5, "host", "cpu", False, 0, autograd, "aten::mm"),
+        (375.0, 25.0, "host", "thread", True, 0, main, "## backward ##"),
+        (400.0, 4.5, "host", "thread", True, 0, main, "aten::add"),
+        (404.5, 3.5, "host", "cpu", False, 0, main, "aten::add"),
+        (408.0, 2.0, "host", "launch", False, 0, gpu, "k3"),
+        (410.0, 20.0, "compute", "end", False, 0, gpu, "k3"),
+    ]
+    assert p.inferred_us == pytest.approx(29.5)

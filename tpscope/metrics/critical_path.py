@@ -12,6 +12,7 @@ per GPU activity on the path; a CPU stretch is cut into segments by array slicin
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -126,6 +127,7 @@ class CpuThreads:
     prev_sync: np.ndarray
     waited_for: np.ndarray  # per call: the rank's activity whose end a blocking sync waited for, -1
     strings: tuple[str, ...]
+    launched: np.ndarray | None = None  # per call: whether it launched an activity of the rank
 
     def __len__(self) -> int:
         return len(self.start_ns)
@@ -406,7 +408,9 @@ def cpu_threads(
     )
     local = lookup(rt.correlation, np.arange(n, dtype=np.int64), g.correlation)
     launch_call = np.where(local >= 0, rank_of[np.maximum(local, 0)] if n else -1, -1)
-    return threads, launch_call
+    launched = np.zeros(n, bool)
+    launched[launch_call[launch_call >= 0]] = True
+    return dataclasses.replace(threads, launched=launched), launch_call
 
 
 def rank_graph(
@@ -545,6 +549,8 @@ class _Segments:
         hi: int,
         named_by: int,
         names: HostNames | None = None,
+        edge: int = CPU,
+        inferred: bool = False,
     ) -> None:
         """The host time [lo, hi] on one thread of the rank at `pos`, cut at the ends of its calls
         first..last (each piece named by the op of the call that ends it; the last piece by
@@ -584,8 +590,8 @@ class _Segments:
                 int(bounds[a]),
                 int(bounds[b + 1]),
                 HOST,
-                CPU,
-                False,
+                edge,
+                inferred,
                 pos,
                 int(owner[b]),
                 int(label[b]),
@@ -706,18 +712,7 @@ def walk_step(
             out.add(g.base + cur, floor, cursor, HOST, LAUNCH, False, pos)
             break
         cpu = g.cpu
-        lo_t = int(cpu.thread_lo[call])
-        j = (
-            int(np.searchsorted(cpu.end_ns[lo_t : int(cpu.thread_hi[call])], cursor, side="right"))
-            - 1
-            + lo_t
-        )
-        sync = int(cpu.prev_sync[j]) if j >= lo_t else -1
-        if sync >= 0 and cpu.end_ns[sync] <= floor:
-            sync = -1
-        stretch_lo = int(cpu.end_ns[sync]) if sync >= 0 else floor
-        out.add_cpu(cpu, pos, sync + 1 if sync >= 0 else lo_t, j, stretch_lo, cursor, call, g.names)
-        cursor = min(cursor, stretch_lo)
+        cursor, sync = _cpu_stretch(g, call, cursor, floor, pos, out, tolerance_ns)
         if sync < 0:
             break
         waited = int(cpu.waited_for[sync])
@@ -727,6 +722,72 @@ def walk_step(
         if cursor <= floor:
             break
     return out.arrays()
+
+
+def _cpu_stretch(
+    g: RankGraph, call: int, cursor: int, floor: int, pos: int, out: _Segments, tolerance_ns: int
+) -> tuple[int, int]:
+    """metrics.md §7: the host time before runtime call `call` (its thread's calls down to
+    `cursor`) back to the synchronization that last made the thread wait for the GPU. Where the
+    thread ran nothing for more than `tolerance_ns` before (blocked in `backward()` while the
+    autograd engine's thread launched, waiting on a queue), the path leaves it for the other
+    thread's launch or synchronization that ended last in that stretch (`thread`, inferred; the
+    time after it until the thread ran again is the thread's `host`). Returns the cursor and that
+    synchronization's call, -1 when the stretch reaches the floor."""
+    cpu = g.cpu
+    for _ in range(len(cpu) + 1):  # each hand-off moves the cursor back to an earlier call
+        lo_t, hi_t = int(cpu.thread_lo[call]), int(cpu.thread_hi[call])
+        j = int(np.searchsorted(cpu.end_ns[lo_t:hi_t], cursor, side="right")) - 1 + lo_t
+        sync = int(cpu.prev_sync[j]) if j >= lo_t else -1
+        if sync >= 0 and cpu.end_ns[sync] <= floor:
+            sync = -1
+        stretch_lo = int(cpu.end_ns[sync]) if sync >= 0 else floor
+        tid = int(cpu.tid[call])
+        gap, other = (0, 0), -1
+        if g.names is not None:
+            gap, other = _handed_to(
+                cpu, tid, *g.names.idle_gaps(tid, stretch_lo, cursor, tolerance_ns)
+            )
+        if other < 0:
+            first = sync + 1 if sync >= 0 else lo_t
+            out.add_cpu(cpu, pos, first, j, stretch_lo, cursor, call, g.names)
+            return min(cursor, stretch_lo), sync
+        # the thread's own time after the gap, then its wake-up after the other thread's call
+        woke = int(np.searchsorted(cpu.end_ns[lo_t:hi_t], gap[1], side="right")) + lo_t
+        out.add_cpu(cpu, pos, woke, j, gap[1], cursor, call, g.names)
+        t = int(cpu.end_ns[other])
+        out.add_cpu(cpu, pos, woke, woke - 1, t, gap[1], min(woke, j), g.names, THREAD, True)
+        cursor, call = min(cursor, t), other
+    return cursor, -1
+
+
+def _handed_to(
+    cpu: CpuThreads, tid: int, froms: np.ndarray, tos: np.ndarray
+) -> tuple[tuple[int, int], int]:
+    """Of thread `tid`'s idle stretches (froms, tos), the latest in which another thread's launch or
+    blocking synchronization ended, and the call of those that ended last in it; -1 if none."""
+    if len(tos) == 0:
+        return (0, 0), -1
+    best = np.full(len(tos), -1, np.int64)
+    best_end = froms.copy()
+    for lo in np.unique(cpu.thread_lo[cpu.tid != tid]).tolist():  # a loop over threads
+        hi = int(cpu.thread_hi[lo])
+        did = cpu.waited_for[lo:hi] >= 0
+        if cpu.launched is not None:
+            did |= cpu.launched[lo:hi]
+        rows = np.flatnonzero(did) + lo
+        if len(rows) == 0:
+            continue
+        ends = cpu.end_ns[rows]  # sorted: a thread's calls are by end
+        k = np.searchsorted(ends, tos, side="left") - 1  # the last to end before the stretch's end
+        kc = np.maximum(k, 0)
+        better = (k >= 0) & (ends[kc] > best_end)
+        best[better], best_end[better] = rows[kc][better], ends[kc][better]
+    hit = np.flatnonzero(best >= 0)
+    if len(hit) == 0:
+        return (0, 0), -1
+    m = int(hit[-1])
+    return (int(froms[m]), int(tos[m])), int(best[m])
 
 
 def _cpu_run_step(

@@ -38,10 +38,31 @@ class HostNames:
 
     threads: dict  # tid -> ThreadNest
     strings: tuple[str, ...]
+    # tid -> (starts, ends): the thread's busy time, the union of its CPU ops and runtime calls
+    # (user ranges do not count: a thread blocked in `backward()` may sit in one)
+    busy: dict | None = None
 
-    def innermost(self, tid: int, at_ns: np.ndarray, ranges_only: bool = False) -> np.ndarray:
+    def idle_gaps(self, tid: int, lo: int, hi: int, min_ns: int) -> tuple[np.ndarray, np.ndarray]:
+        """The stretches of more than `min_ns` inside [lo, hi] in which thread `tid` ran no CPU op
+        and no runtime call and after which it did, as (froms, tos) in time order."""
+        none = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+        if self.busy is None or int(tid) not in self.busy:
+            return none
+        s, e = self.busy[int(tid)]
+        i0 = int(np.searchsorted(s, lo, side="right"))
+        k = int(np.searchsorted(s, hi, side="right"))
+        if k <= i0:
+            return none
+        before = np.concatenate([[lo], e[i0:k]])[: k - i0]
+        if i0 > 0:
+            before[0] = e[i0 - 1]
+        before = np.maximum(before, lo)
+        long = s[i0:k] - before > min_ns
+        return before[long], s[i0:k][long]
+
+    def innermost(self, tid: int, at_ns: np.ndarray) -> np.ndarray:
         """Per time: the name (index into `strings`) of the innermost op or range of thread `tid`
-        holding it (only user ranges with `ranges_only`), -1 where none does."""
+        holding it, -1 where none does."""
         nest = self.threads.get(int(tid))
         at_ns = np.asarray(at_ns, np.int64)
         if nest is None or len(nest.start_ns) == 0:
@@ -49,7 +70,7 @@ class HostNames:
         k = np.searchsorted(nest.start_ns, at_ns, side="right") - 1
         for _ in range(len(nest.start_ns) + 1):  # bounded by the depth of nesting
             kc = np.maximum(k, 0)
-            up = (k >= 0) & ((nest.end_ns[kc] <= at_ns) | (ranges_only & ~nest.is_range[kc]))
+            up = (k >= 0) & (nest.end_ns[kc] <= at_ns)
             if not up.any():
                 break
             k = np.where(up, nest.parent[kc], k)
@@ -60,7 +81,8 @@ class HostNames:
         nest = self.threads.get(int(tid))
         if nest is None or hi <= lo:
             return np.zeros(0, np.int64)
-        a, b = np.searchsorted(nest.start_ns, [lo, hi], side="right")
+        a = np.searchsorted(nest.start_ns, lo, side="right")
+        b = np.searchsorted(nest.start_ns, hi, side="left")
         ends = nest.end_ns[(nest.end_ns > lo) & (nest.end_ns < hi)]
         return np.unique(np.concatenate([nest.start_ns[a:b], ends]))
 
@@ -109,6 +131,13 @@ def host_names(r: RankTrace, shift: int) -> HostNames:
     uniq, name = np.unique(name_id, return_inverse=True)
     strings = tuple(r.symbols[k] if k >= 0 else "" for k in uniq.tolist())
     name = name.ravel()
+    busy = {}
+    b_start = np.concatenate([ops.start_ns, rt.start_ns]) - shift
+    b_end = np.concatenate([ops.end_ns, rt.end_ns]) - shift
+    b_tid = np.concatenate([ops.tid, rt.tid])
+    for t in np.unique(b_tid).tolist():  # a loop over threads, not events
+        rows = np.flatnonzero(b_tid == t)
+        busy[int(t)] = _union(b_start[rows], b_end[rows])
     threads = {}
     for t in np.unique(tid).tolist():  # a loop over threads, not events
         rows = np.flatnonzero(tid == t)
@@ -120,7 +149,18 @@ def host_names(r: RankTrace, shift: int) -> HostNames:
             parent=nest_parents(start[rows], end[rows]),
             is_range=is_range[rows],
         )
-    return HostNames(threads=threads, strings=strings)
+    return HostNames(threads=threads, strings=strings, busy=busy)
+
+
+def _union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of intervals as sorted disjoint (starts, ends)."""
+    order = np.argsort(start, kind="stable")
+    s, e = start[order], np.maximum.accumulate(end[order]) if len(end) else end
+    new = np.ones(len(s), bool)
+    new[1:] = s[1:] > e[:-1]
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, len(s) - 1)
+    return s[first], e[last]
 
 
 def named_pieces(names: HostNames, tid: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
