@@ -429,8 +429,21 @@ def test_a_gap_nothing_explains_is_idle_under_no_edge(tmp_path):
 
 
 HTA_CASES = [
-    ("simple_add", "[param|pytorch.model.alex_net|0|0|0|measure|forward]", set()),
-    ("alexnet", "[param|pytorch.model.alex_net|0|0|0|measure|forward]", set()),
+    # where the CPU ran ahead of the GPU, our path goes back to the kernel the GPU ran then
+    (
+        "simple_add",
+        "[param|pytorch.model.alex_net|0|0|0|measure|forward]",
+        {"ampere_sgemm_32x32_sliced1x4_tn"},
+    ),
+    (
+        "alexnet",
+        "[param|pytorch.model.alex_net|0|0|0|measure|forward]",
+        {
+            "cudnn_ampere_scudnn_128x64_relu_xregs_large_nn_v1",
+            "void fft2d_r2c_32x32<float, false, 5u, true>(float2*, float const*, int, int, int,"
+            " int, int, int, int, int, int, cudnn::reduced_divisor, bool, int2, int, int)",
+        },
+    ),
     # the pageable copy ends after HTA's path: it is the step's last activity, where ours starts
     ("cuda_event_sync", "ProfilerStep#100", {"Memcpy DtoH (Device -> Pageable)"}),
 ]
@@ -634,3 +647,27 @@ def test_blocked_thread_hands_the_path_to_the_thread_that_worked(tmp_path):
         (410.0, 20.0, "compute", "end", False, 0, gpu, "k3"),
     ]
     assert p.inferred_us == pytest.approx(29.5)
+
+
+def test_path_leaves_the_cpu_where_the_thread_ran_ahead_of_the_gpu(tmp_path):
+    """The thread launches k1 [0, 500], then k2 (call ends at 22), which waits behind k1 until
+    500: there the thread was ahead of the GPU. It then works in aten::index [30, 590] and launches
+    k3 (call [620, 623]), which starts at 625, the GPU idle since k2 ended at 520. By hand: k3 and
+    its launch latency, the thread's host time back to 22 (named by the ops holding it), then the
+    GPU's k1, running at 22 (`launch`, inferred)."""
+    r = RankTrace(0, world_size=1)
+    r.kernel("k1", 0, 500, launch_us=(-10, 1))
+    r.kernel("k2", 500, 20, launch_us=(20, 2))
+    _cpu_event(r, "cpu_op", "aten::index", 30, 560, 100)
+    r.kernel("k3", 625, 20, launch_us=(620, 3), cpu_op="aten::add")
+    p = _path(tmp_path, [r])
+    cpu, gpu = "rank 0 cpu thread 100", "rank 0 gpu 0 stream 7"
+    assert _table(p) == [
+        (0.0, 22.0, "compute", "launch", True, 0, gpu, "k1"),
+        (22.0, 0.5, "host", "cpu", False, 0, cpu, "aten::mm"),
+        (22.5, 7.5, "host", "cpu", False, 0, cpu, "aten::add"),
+        (30.0, 560.0, "host", "cpu", False, 0, cpu, "aten::index"),
+        (590.0, 33.0, "host", "cpu", False, 0, cpu, "aten::add"),
+        (623.0, 2.0, "host", "launch", False, 0, gpu, "k3"),
+        (625.0, 20.0, "compute", "end", False, 0, gpu, "k3"),
+    ]

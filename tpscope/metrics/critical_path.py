@@ -128,6 +128,9 @@ class CpuThreads:
     waited_for: np.ndarray  # per call: the rank's activity whose end a blocking sync waited for, -1
     strings: tuple[str, ...]
     launched: np.ndarray | None = None  # per call: whether it launched an activity of the rank
+    # the latest launch at or before this call on its thread whose activity started more than
+    # HELD_TOLERANCE_NS after the call ended (the thread was ahead of the GPU), -1
+    prev_ahead: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.start_ns)
@@ -163,6 +166,8 @@ class RankGraph:
     # a CPU run's activity: the collective its thread issued and then waited for, ending in the
     # thread's gap before it, -1
     waited_coll: list | None = None
+    run_start: list | None = None  # activities' starts, sorted
+    run_last: list | None = None  # per prefix of those: the activity that ends last
 
 
 RECENT_RANKS = 64  # rank graphs a PathGraph keeps once built
@@ -356,7 +361,11 @@ def resource_holders(
 
 
 def cpu_threads(
-    r: RankTrace, g: GpuActivities, end_ns: np.ndarray, shift: int
+    r: RankTrace,
+    g: GpuActivities,
+    end_ns: np.ndarray,
+    shift: int,
+    start_ns: np.ndarray | None = None,
 ) -> tuple[CpuThreads, np.ndarray]:
     """One rank's runtime calls by thread (times less `shift`), and per activity `g` of the rank
     the row of its launch call (-1 where unknown); `end_ns` is their aligned ends."""
@@ -410,7 +419,18 @@ def cpu_threads(
     launch_call = np.where(local >= 0, rank_of[np.maximum(local, 0)] if n else -1, -1)
     launched = np.zeros(n, bool)
     launched[launch_call[launch_call >= 0]] = True
-    return dataclasses.replace(threads, launched=launched), launch_call
+    # §7: a launch whose activity started well after the call returned: the GPU was still busy
+    ahead = np.zeros(n, bool)
+    if start_ns is None:
+        start_ns = g.start_ns - shift
+    has = np.flatnonzero(launch_call >= 0)
+    ahead[launch_call[has]] = start_ns[has] - threads.end_ns[launch_call[has]] > HELD_TOLERANCE_NS
+    prev_ahead = (
+        np.maximum.accumulate(np.where(ahead, np.arange(n), -1)) if n else ahead.astype(int)
+    )
+    prev_ahead = np.where(prev_ahead >= lo_of, prev_ahead, -1)
+    threads = dataclasses.replace(threads, launched=launched, prev_ahead=prev_ahead)
+    return threads, launch_call
 
 
 def rank_graph(
@@ -427,7 +447,15 @@ def rank_graph(
     for cls, cat in _CATEGORY_OF_CLASS.items():
         category[g.cls == cls] = cat
     w = r.waits
-    cpu, launch_call = cpu_threads(r, g, end, shift)
+    cpu, launch_call = cpu_threads(r, g, end, shift, start)
+    # per activity by start: the one that ends last among those started by then (§7, `launch`)
+    by_start = np.argsort(start, kind="stable")
+    reach = np.maximum.accumulate(end[by_start]) if len(g) else end
+    last_row = (
+        by_start[np.maximum.accumulate(np.where(end[by_start] >= reach, np.arange(len(g)), 0))]
+        if len(g)
+        else by_start
+    )
     lane_prev = lane_predecessors(g.lane, start)
     event_pred = stream_wait_predecessors(g, w, end)
     # the ready time without inferred edges: stream predecessor, recorded wait, launch call
@@ -457,6 +485,8 @@ def rank_graph(
         cpu=cpu,
         holder=resource_holders(g.lane, start, end, ready).tolist(),
         names=names,
+        run_start=start[by_start].tolist(),
+        run_last=last_row.tolist(),
         cpu_run=r.cpu_run,
         tid=waits.tid.tolist() if waits else None,
         issuer_prev=waits.issuer_prev.tolist() if waits else None,
@@ -712,7 +742,10 @@ def walk_step(
             out.add(g.base + cur, floor, cursor, HOST, LAUNCH, False, pos)
             break
         cpu = g.cpu
-        cursor, sync = _cpu_stretch(g, call, cursor, floor, pos, out, tolerance_ns)
+        cursor, sync, running = _cpu_stretch(g, call, cursor, floor, pos, out, tolerance_ns)
+        if running >= 0:  # the thread was ahead of the GPU there: the GPU's work is the path
+            cur, edge, inferred = running, LAUNCH, True
+            continue
         if sync < 0:
             break
         waited = int(cpu.waited_for[sync])
@@ -743,22 +776,41 @@ def _cpu_stretch(
             sync = -1
         stretch_lo = int(cpu.end_ns[sync]) if sync >= 0 else floor
         tid = int(cpu.tid[call])
+        # the thread's last launch before that the GPU was not ready for: the GPU's work ran then
+        c = int(cpu.prev_ahead[j]) if cpu.prev_ahead is not None and j >= lo_t else -1
+        t_ahead = int(cpu.end_ns[c]) if c > sync and c >= lo_t else _NONE
+        running = _running_at(g, t_ahead) if t_ahead > max(floor, stretch_lo) else -1
         gap, other = (0, 0), -1
         if g.names is not None:
             gap, other = _handed_to(
                 cpu, tid, *g.names.idle_gaps(tid, stretch_lo, cursor, tolerance_ns)
             )
+        if running >= 0 and (other < 0 or t_ahead >= gap[1]):
+            out.add_cpu(cpu, pos, c + 1, j, t_ahead, cursor, call, g.names)
+            return min(cursor, t_ahead), -1, running
         if other < 0:
             first = sync + 1 if sync >= 0 else lo_t
             out.add_cpu(cpu, pos, first, j, stretch_lo, cursor, call, g.names)
-            return min(cursor, stretch_lo), sync
+            return min(cursor, stretch_lo), sync, -1
         # the thread's own time after the gap, then its wake-up after the other thread's call
         woke = int(np.searchsorted(cpu.end_ns[lo_t:hi_t], gap[1], side="right")) + lo_t
         out.add_cpu(cpu, pos, woke, j, gap[1], cursor, call, g.names)
         t = int(cpu.end_ns[other])
         out.add_cpu(cpu, pos, woke, woke - 1, t, gap[1], min(woke, j), g.names, THREAD, True)
         cursor, call = min(cursor, t), other
-    return cursor, -1
+    return cursor, -1, -1
+
+
+def _running_at(g: RankGraph, t: int) -> int:
+    """The activity of the rank running at `t` (of those started by then, the one that ends last,
+    if it ends after `t`), -1."""
+    if g.run_start is None:
+        return -1
+    k = bisect.bisect_right(g.run_start, t) - 1
+    if k < 0:
+        return -1
+    row = g.run_last[k]
+    return row if g.end_ns[row] > t else -1
 
 
 def _handed_to(

@@ -8,6 +8,7 @@ innermost interval holding it), computed level by level of nesting, never per ev
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,6 +31,9 @@ class ThreadNest:
     name: np.ndarray  # index into HostNames.strings
     parent: np.ndarray  # the innermost interval holding it, -1
     is_range: np.ndarray  # bool: a user range (else a CPU op)
+    # the innermost holder as a step function: between bounds[i] and bounds[i + 1], label[i]
+    bounds: np.ndarray | None = None
+    label: np.ndarray | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,26 +69,33 @@ class HostNames:
         holding it, -1 where none does."""
         nest = self.threads.get(int(tid))
         at_ns = np.asarray(at_ns, np.int64)
-        if nest is None or len(nest.start_ns) == 0:
+        if nest is None or nest.bounds is None or len(nest.label) == 0:
             return np.full(len(at_ns), -1, np.int64)
-        k = np.searchsorted(nest.start_ns, at_ns, side="right") - 1
-        for _ in range(len(nest.start_ns) + 1):  # bounded by the depth of nesting
-            kc = np.maximum(k, 0)
-            up = (k >= 0) & (nest.end_ns[kc] <= at_ns)
-            if not up.any():
-                break
-            k = np.where(up, nest.parent[kc], k)
-        return np.where(k >= 0, nest.name[np.maximum(k, 0)], -1)
+        i = np.searchsorted(nest.bounds, at_ns, side="right") - 1
+        inside = (i >= 0) & (i < len(nest.label))
+        return np.where(inside, nest.label[np.clip(i, 0, len(nest.label) - 1)], -1)
 
     def cuts(self, tid: int, lo: int, hi: int) -> np.ndarray:
         """The starts and ends of thread `tid`'s ops and ranges strictly inside (lo, hi), sorted."""
         nest = self.threads.get(int(tid))
-        if nest is None or hi <= lo:
+        if nest is None or nest.bounds is None or hi <= lo:
             return np.zeros(0, np.int64)
-        a = np.searchsorted(nest.start_ns, lo, side="right")
-        b = np.searchsorted(nest.start_ns, hi, side="left")
-        ends = nest.end_ns[(nest.end_ns > lo) & (nest.end_ns < hi)]
-        return np.unique(np.concatenate([nest.start_ns[a:b], ends]))
+        a = np.searchsorted(nest.bounds, lo, side="right")
+        b = np.searchsorted(nest.bounds, hi, side="left")
+        return nest.bounds[a:b]
+
+
+def _innermost_at(nest: ThreadNest, at_ns: np.ndarray) -> np.ndarray:
+    """Per time: the name of the innermost interval of `nest` holding it, -1 (a loop over the
+    levels of nesting, each step vectorized over all the times)."""
+    k = np.searchsorted(nest.start_ns, at_ns, side="right") - 1
+    for _ in range(len(nest.start_ns) + 1):  # bounded by the depth of nesting
+        kc = np.maximum(k, 0)
+        up = (k >= 0) & (nest.end_ns[kc] <= at_ns)
+        if not up.any():
+            break
+        k = np.where(up, nest.parent[kc], k)
+    return np.where(k >= 0, nest.name[np.maximum(k, 0)], -1)
 
 
 def nest_parents(start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -142,13 +153,16 @@ def host_names(r: RankTrace, shift: int) -> HostNames:
     for t in np.unique(tid).tolist():  # a loop over threads, not events
         rows = np.flatnonzero(tid == t)
         rows = rows[np.lexsort((-end[rows], start[rows]))]
-        threads[int(t)] = ThreadNest(
+        nest = ThreadNest(
             start_ns=start[rows],
             end_ns=end[rows],
             name=name[rows],
             parent=nest_parents(start[rows], end[rows]),
             is_range=is_range[rows],
         )
+        bounds = np.unique(np.concatenate([nest.start_ns, nest.end_ns]))
+        mids = bounds[:-1] + (bounds[1:] - bounds[:-1]) // 2
+        threads[int(t)] = dataclasses.replace(nest, bounds=bounds, label=_innermost_at(nest, mids))
     return HostNames(threads=threads, strings=strings, busy=busy)
 
 
