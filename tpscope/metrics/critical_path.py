@@ -742,7 +742,9 @@ def walk_step(
             out.add(g.base + cur, floor, cursor, HOST, LAUNCH, False, pos)
             break
         cpu = g.cpu
-        cursor, sync, running = _cpu_stretch(g, call, cursor, floor, pos, out, tolerance_ns)
+        cursor, sync, running = _cpu_stretch(
+            g, call, cursor, floor, pos, out, tolerance_ns, arrival
+        )
         if running >= 0:  # the thread was ahead of the GPU there: the GPU's work is the path
             cur, edge, inferred = running, LAUNCH, True
             continue
@@ -758,15 +760,26 @@ def walk_step(
 
 
 def _cpu_stretch(
-    g: RankGraph, call: int, cursor: int, floor: int, pos: int, out: _Segments, tolerance_ns: int
-) -> tuple[int, int]:
+    g: RankGraph,
+    call: int,
+    cursor: int,
+    floor: int,
+    pos: int,
+    out: _Segments,
+    tolerance_ns: int,
+    arrival: list | None = None,
+) -> tuple[int, int, int]:
     """metrics.md §7: the host time before runtime call `call` (its thread's calls down to
     `cursor`) back to the synchronization that last made the thread wait for the GPU. Where the
     thread ran nothing for more than `tolerance_ns` before (blocked in `backward()` while the
     autograd engine's thread launched, waiting on a queue), the path leaves it for the other
     thread's launch or synchronization that ended last in that stretch (`thread`, inferred; the
-    time after it until the thread ran again is the thread's `host`). Returns the cursor and that
-    synchronization's call, -1 when the stretch reaches the floor."""
+    time after it until the thread ran again is the thread's `host`). Where the thread, later than
+    both, launched an activity that started more than `tolerance_ns` after the call returned, it
+    was ahead of the GPU: the stretch begins at that call's end, at the GPU activity running then
+    (not a collective still waiting for its last rank: `arrival`). Returns the cursor, that
+    synchronization's call (-1 when the stretch reaches the floor) and that running activity
+    (-1 when the stretch did not begin there)."""
     cpu = g.cpu
     for _ in range(len(cpu) + 1):  # each hand-off moves the cursor back to an earlier call
         lo_t, hi_t = int(cpu.thread_lo[call]), int(cpu.thread_hi[call])
@@ -780,10 +793,13 @@ def _cpu_stretch(
         c = int(cpu.prev_ahead[j]) if cpu.prev_ahead is not None and j >= lo_t else -1
         t_ahead = int(cpu.end_ns[c]) if c > sync and c >= lo_t else _NONE
         running = _running_at(g, t_ahead) if t_ahead > max(floor, stretch_lo) else -1
+        if running >= 0 and arrival is not None and g.instance[running] >= 0:
+            if arrival[g.instance[running]] > t_ahead:  # a collective still waiting: no work
+                running = -1
         gap, other = (0, 0), -1
         if g.names is not None:
             gap, other = _handed_to(
-                cpu, tid, *g.names.idle_gaps(tid, stretch_lo, cursor, tolerance_ns)
+                cpu, tid, g.names, *g.names.idle_gaps(tid, stretch_lo, cursor, tolerance_ns)
             )
         if running >= 0 and (other < 0 or t_ahead >= gap[1]):
             out.add_cpu(cpu, pos, c + 1, j, t_ahead, cursor, call, g.names)
@@ -814,10 +830,12 @@ def _running_at(g: RankGraph, t: int) -> int:
 
 
 def _handed_to(
-    cpu: CpuThreads, tid: int, froms: np.ndarray, tos: np.ndarray
+    cpu: CpuThreads, tid: int, names: HostNames, froms: np.ndarray, tos: np.ndarray
 ) -> tuple[tuple[int, int], int]:
-    """Of thread `tid`'s idle stretches (froms, tos), the latest in which another thread's launch or
-    blocking synchronization ended, and the call of those that ended last in it; -1 if none."""
+    """Of thread `tid`'s idle stretches (froms, tos), the latest in which another thread worked
+    (ran CPU ops or runtime calls for at least half of it) and a launch or blocking
+    synchronization of that thread ended, and the call of those that ended last in it; -1 if
+    none."""
     if len(tos) == 0:
         return (0, 0), -1
     best = np.full(len(tos), -1, np.int64)
@@ -833,7 +851,8 @@ def _handed_to(
         ends = cpu.end_ns[rows]  # sorted: a thread's calls are by end
         k = np.searchsorted(ends, tos, side="left") - 1  # the last to end before the stretch's end
         kc = np.maximum(k, 0)
-        better = (k >= 0) & (ends[kc] > best_end)
+        worked = 2 * names.busy_ns(int(cpu.tid[lo]), froms, tos) >= tos - froms
+        better = (k >= 0) & (ends[kc] > best_end) & worked
         best[better], best_end[better] = rows[kc][better], ends[kc][better]
     hit = np.flatnonzero(best >= 0)
     if len(hit) == 0:

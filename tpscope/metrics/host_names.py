@@ -46,6 +46,22 @@ class HostNames:
     # (user ranges do not count: a thread blocked in `backward()` may sit in one)
     busy: dict | None = None
 
+    def busy_ns(self, tid: int, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Per stretch [lo, hi]: how long thread `tid` ran CPU ops or runtime calls in it."""
+        if self.busy is None or int(tid) not in self.busy:
+            return np.zeros(len(lo), np.int64)
+        s, e = self.busy[int(tid)]
+        done = np.concatenate([[0], np.cumsum(e - s)])  # busy time before each interval
+
+        def before(t: np.ndarray) -> np.ndarray:  # busy time before t
+            k = np.searchsorted(s, t, side="right")
+            part = np.where(
+                k > 0, np.minimum(t, e[np.maximum(k - 1, 0)]) - s[np.maximum(k - 1, 0)], 0
+            )
+            return done[np.maximum(k - 1, 0)] * (k > 0) + np.maximum(part, 0)
+
+        return before(np.asarray(hi)) - before(np.asarray(lo))
+
     def idle_gaps(self, tid: int, lo: int, hi: int, min_ns: int) -> tuple[np.ndarray, np.ndarray]:
         """The stretches of more than `min_ns` inside [lo, hi] in which thread `tid` ran no CPU op
         and no runtime call and after which it did, as (froms, tos) in time order."""
