@@ -563,13 +563,13 @@ def test_cpu_threads_show_their_outermost_ops_launch_arrows_and_the_paths_cpu_se
     np.testing.assert_allclose(x.reshape(-1, 3)[:, :2], [[15, 16], [75, 76], [45, 130]])
     np.testing.assert_allclose(y.reshape(-1, 3)[:, :2], [[0, 2], [0, 2], [1, 3]])
     path = overlays.critical_path(activity_detail(run), 1)
-    assert path.text.tolist() == ["host", "host", "compute", "idle", "compute"]
-    assert path.tid.tolist()[0] == 100 and path.lane[0] == -3
+    assert path.text.tolist() == ["host", "host", "host", "compute", "idle", "compute"]
+    assert path.tid.tolist()[:2] == [100, 100] and path.lane[0] == -3
     px, py, custom, text = path_arrays(d, path)
-    # thread 100 holds gemm_b back until its launch
-    np.testing.assert_allclose(px[:2], [16.0, 75.0])
-    np.testing.assert_allclose(py[:4], [0, 0, 2, 2])
-    np.testing.assert_allclose(custom[0], [16.0, 59.0])
+    # thread 100 holds gemm_b back until its launch: in aten::linear, then up to aten::mm's call
+    np.testing.assert_allclose(px[:4], [16.0, 30.0, 30.0, 75.0])
+    np.testing.assert_allclose(py[:6], [0, 0, 0, 0, 2, 2])
+    np.testing.assert_allclose(custom[0], [16.0, 14.0])
     assert text[0] == "host"
     fig = timeline.timeline_figure(d, path=(px, py, custom, text))
     cpu = next(t for t in fig.data if t.name == "CPU ops")

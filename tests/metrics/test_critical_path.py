@@ -12,7 +12,12 @@ import pytest
 
 from tests.kineto import Collective, RankTrace, write_run
 from tpscope.metrics import analyze_run
-from tpscope.metrics.critical_path import EDGES, lane_predecessors, other_lane_predecessors
+from tpscope.metrics.critical_path import (
+    EDGES,
+    lane_predecessors,
+    other_lane_predecessors,
+    resource_holders,
+)
 from tpscope.trace import load_run
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -62,7 +67,9 @@ def test_cpu_bound_stretch_is_charged_to_the_cpu_ops_that_delayed_the_launch(tmp
     """The GPU runs `gemm` [0, 80]; the CPU waits for it in cudaStreamSynchronize (returns at 80),
     then spends 270 µs in aten::index (its launch call ends at 350) and 225 µs in aten::cat, whose
     launch call ends at 575; `cat_kernel` starts at 580. `index_kernel` [353, 383] runs beside the
-    CPU and is not on the path. By hand: compute 80 + 20, host 270 + 225 + 5 = 500."""
+    CPU and is not on the path. The ops outlast their launch calls by 0.5 µs (aten::index ends at
+    350.5): host time is cut where an op ends and named by the innermost op holding it. By hand:
+    compute 80 + 20, host 270.5 + 224.5 + 5 = 500."""
     r = RankTrace(0, world_size=1)
     r.kernel("gemm", 0, 80, launch_us=(-10, 1))
     _runtime_call(r, "cudaStreamSynchronize", 5, 75)
@@ -74,12 +81,12 @@ def test_cpu_bound_stretch_is_charged_to_the_cpu_ops_that_delayed_the_launch(tmp
     )
     assert _table(p) == [
         (0.0, 80.0, "compute", "sync", True, 0, "rank 0 gpu 0 stream 7", "gemm"),
-        (80.0, 270.0, "host", "cpu", False, 0, "rank 0 cpu thread 100", "aten::index"),
-        (350.0, 225.0, "host", "cpu", False, 0, "rank 0 cpu thread 100", "aten::cat"),
+        (80.0, 270.5, "host", "cpu", False, 0, "rank 0 cpu thread 100", "aten::index"),
+        (350.5, 224.5, "host", "cpu", False, 0, "rank 0 cpu thread 100", "aten::cat"),
         (575.0, 5.0, "host", "launch", False, 0, "rank 0 gpu 0 stream 7", "cat_kernel"),
         (580.0, 20.0, "compute", "end", False, 0, "rank 0 gpu 0 stream 7", "cat_kernel"),
     ]
-    assert p.host_ops_us == pytest.approx({"aten::index": 270.0, "aten::cat": 225.0})
+    assert p.host_ops_us == pytest.approx({"aten::index": 270.5, "aten::cat": 224.5})
     assert p.inferred_us == pytest.approx(80.0)  # the sync's target is found by timing
 
 
@@ -109,6 +116,64 @@ def test_kernel_held_back_by_another_stream_is_charged_to_what_held_it(tmp_path,
         (256.0, 44.0, "comm", "end", False, 0, "rank 0 gpu 0 stream 14", "ncclDevKernel_late_comm"),
     ]
     assert p.inferred_share == pytest.approx(250 / 300)
+
+
+@pytest.mark.parametrize("record_waits", [True, False])
+def test_held_kernel_is_charged_to_the_kernel_still_draining_when_it_started(
+    tmp_path, record_waits
+):
+    """Stream 14: `rs_a` [0, 50], then `rs_b`, launched early and ready at 50, which starts at 296
+    while stream 7's gemm_b [100, 300] drains its last blocks (gemm_a [0, 100] before it). What
+    held rs_b is gemm_b, still running 4 µs into rs_b, not gemm_a, the last to end before rs_b
+    started. By hand: gemm_a 100 compute, gemm_b 196 compute (edge resource), rs_b 40 comm; no
+    idle."""
+    r = RankTrace(0, world_size=1)
+    r.kernel("ncclDevKernel_rs_a", 0, 50, stream=14, launch_us=(-12, 1))
+    r.kernel("gemm_a", 0, 100, stream=7, launch_us=(-10, 1))
+    r.kernel("gemm_b", 100, 200, stream=7, launch_us=(-9, 1))
+    r.kernel("ncclDevKernel_rs_b", 296, 40, stream=14, launch_us=(-8, 1))
+    if record_waits:
+        r.stream_wait(-7, stream=7, wait_on_stream=14, event_corr=0)
+    p = _path(tmp_path, [r])
+    edge = "resource" if record_waits else "event"
+    assert (p.length_us, p.compute_us, p.comm_us, p.idle_us) == pytest.approx((336, 296, 40, 0))
+    assert _table(p) == [
+        (0.0, 100.0, "compute", "stream", False, 0, "rank 0 gpu 0 stream 7", "gemm_a"),
+        (100.0, 196.0, "compute", edge, True, 0, "rank 0 gpu 0 stream 7", "gemm_b"),
+        (296.0, 40.0, "comm", "end", False, 0, "rank 0 gpu 0 stream 14", "ncclDevKernel_rs_b"),
+    ]
+
+
+def test_resource_holders_agree_with_brute_force():
+    """The holder of each activity, by the definition (metrics.md §7): over the other lanes, the
+    activity that started before it, ended after it was ready and by its start plus 10 µs, and
+    ended last (a lane's activity still running past that only shared the GPU). Lanes here are
+    serial, as streams are."""
+    rng = np.random.default_rng(5)
+    n, tol = 300, 10_000
+    lane = rng.integers(0, 3, n)
+    start = np.zeros(n, np.int64)
+    end = np.zeros(n, np.int64)
+    for k in range(3):  # each lane serial: activities one after another with gaps
+        rows = np.flatnonzero(lane == k)
+        t = 0
+        for i in rows:
+            t += int(rng.integers(0, 30_000))
+            start[i] = t
+            t += int(rng.integers(1_000, 60_000))
+            end[i] = t
+    ready = start - rng.integers(0, 50_000, n)
+    got = resource_holders(lane, start, end, ready, tol)
+    for i in range(n):
+        cands = [
+            j
+            for j in range(n)
+            if lane[j] != lane[i] and start[j] < start[i] and ready[i] < end[j] <= start[i] + tol
+        ]
+        if not cands:
+            assert got[i] == -1, i
+        else:
+            assert end[got[i]] == max(end[j] for j in cands), i
 
 
 def test_collective_late_on_a_sparse_side_stream_goes_through_the_compute_that_ran(tmp_path):
@@ -265,12 +330,18 @@ SAMPLE_RUNS = sorted(p for p in (REPO / "sample_traces").iterdir() if p.is_dir()
 
 @pytest.mark.parametrize(
     "folder",
-    [DATA / "h200-nvlink-unfused", DATA / "h200-shm-chunked4", *SAMPLE_RUNS],
+    [
+        DATA / "h200-nvlink-unfused",
+        DATA / "h200-shm-chunked4",
+        *SAMPLE_RUNS,
+        *sorted(p for p in (DATA / "foreign-cpu").iterdir() if p.is_dir()),
+    ],
     ids=lambda p: p.name,
 )
 def test_every_segment_of_real_runs_names_its_edge(folder):
-    """On every real run: each segment has a known edge and kind, segments tile the path without
-    overlap, and a segment on the CPU is host time."""
+    """On every real run (GPU runs, and the CPU jobs on gloo): each segment has a known edge and
+    kind, segments tile the path without overlap, and on a GPU run a segment on the CPU is host
+    time."""
     a = analyze_run(load_run(folder))
     assert a.critical_path
     for p in a.critical_path:
@@ -280,7 +351,7 @@ def test_every_segment_of_real_runs_names_its_edge(folder):
             assert s["edge"] in EDGES and s["dur_us"] > 0
             assert s["start_us"] >= ends - 1e-3  # no overlap
             ends = s["start_us"] + s["dur_us"]
-            if "cpu thread" in s["where"]:
+            if "cpu thread" in s["where"] and not a.cpu_run:
                 assert s["kind"] == "host"
         assert sum(getattr(p, f) for f in PARTS) == pytest.approx(p.length_us, rel=1e-6)
         assert 0 <= p.inferred_us <= p.length_us + 1e-6
@@ -359,8 +430,21 @@ def test_a_gap_nothing_explains_is_idle_under_no_edge(tmp_path):
 
 
 HTA_CASES = [
-    ("simple_add", "[param|pytorch.model.alex_net|0|0|0|measure|forward]", set()),
-    ("alexnet", "[param|pytorch.model.alex_net|0|0|0|measure|forward]", set()),
+    # where the CPU ran ahead of the GPU, our path goes back to the kernel the GPU ran then
+    (
+        "simple_add",
+        "[param|pytorch.model.alex_net|0|0|0|measure|forward]",
+        {"ampere_sgemm_32x32_sliced1x4_tn"},
+    ),
+    (
+        "alexnet",
+        "[param|pytorch.model.alex_net|0|0|0|measure|forward]",
+        {
+            "cudnn_ampere_scudnn_128x64_relu_xregs_large_nn_v1",
+            "void fft2d_r2c_32x32<float, false, 5u, true>(float2*, float const*, int, int, int,"
+            " int, int, int, int, int, int, cudnn::reduced_divisor, bool, int2, int, int)",
+        },
+    ),
     # the pageable copy ends after HTA's path: it is the step's last activity, where ours starts
     ("cuda_event_sync", "ProfilerStep#100", {"Memcpy DtoH (Device -> Pageable)"}),
 ]
@@ -406,3 +490,185 @@ def test_path_kernels_agree_with_hta(case, annotation, only_ours):
     assert hta and hta <= ours
     name_of = {int(c): rank.symbols[n] for c, n in zip(rank.gpu.correlation, rank.gpu.name_id)}
     assert {name_of[c] for c in ours - hta} == only_ours
+
+
+def _cpu_event(r: RankTrace, cat: str, name: str, ts: float, dur: float, tid: int, **args) -> None:
+    r._ext += 1
+    r.raw(
+        {
+            "ph": "X",
+            "cat": cat,
+            "name": name,
+            "pid": 100,
+            "tid": tid,
+            "ts": ts,
+            "dur": dur,
+            "args": {"External id": r._ext, **args},
+        }
+    )
+
+
+def _cpu_straggler_ranks() -> list[RankTrace]:
+    """Two gloo ranks without GPU activity. Main thread 10: `aten::mm` [0, 100], the all-reduce
+    issued by `c10d::allreduce_`, which gloo's thread 20 runs, then `aten::div_` once it is done.
+    Rank 1 sleeps in record_function("straggle") [105, 305] and issues at 310; rank 0 issues at
+    110 and its all-reduce waits for rank 1's. Both all-reduces end at 415."""
+    ranks = []
+    for rank, issue, div in ((0, 110, 430), (1, 310, 425)):
+        r = RankTrace(rank)
+        _cpu_event(r, "cpu_op", "aten::mm", 0, 100, 10)
+        if rank == 1:
+            _cpu_event(r, "user_annotation", "straggle", 105, 200, 10)
+        _cpu_event(r, "cpu_op", "c10d::allreduce_", issue, 10, 10)
+        dims = {"Input Dims": [[1024]], "Input type": ["float"]}
+        _cpu_event(r, "user_annotation", "gloo:all_reduce", issue + 5, 410 - issue, 20, **dims)
+        _cpu_event(r, "cpu_op", "aten::div_", div, 10, 10)
+        ranks.append(r)
+    return ranks
+
+
+def test_cpu_run_straggler_time_is_host_named_by_its_range(tmp_path):
+    """metrics.md §7 on a CPU run, by hand: rank 0's step ends with aten::div_ [430, 440], which
+    its thread reached 15 µs after the all-reduce it issued and waited for ended (host, `thread`);
+    the all-reduce's transfer [315, 415] after rank 1 arrived (`collective`); rank 1's all-reduce
+    waited for its issuing thread: 10 µs of issuing, the 200 µs sleep named `straggle`, 5 µs
+    before it, all host on thread 10 (`thread`), back to its aten::mm [0, 100]."""
+    p = _path(tmp_path, _cpu_straggler_ranks())
+    r1, r0 = "rank 1 cpu thread 10", "rank 0 cpu thread 10"
+    assert _table(p) == [
+        (0.0, 100.0, "compute", "thread", True, 1, r1, "aten::mm"),
+        (100.0, 5.0, "host", "thread", True, 1, r1, "c10d::allreduce_"),
+        (105.0, 200.0, "host", "thread", True, 1, r1, "straggle"),
+        (305.0, 10.0, "host", "thread", True, 1, r1, "c10d::allreduce_"),
+        (315.0, 100.0, "comm", "collective", False, 0, "rank 0 cpu thread 20", "gloo:all_reduce"),
+        (415.0, 15.0, "host", "thread", True, 0, r0, "aten::div_"),
+        (430.0, 10.0, "compute", "end", False, 0, r0, "aten::div_"),
+    ]
+    assert (p.length_us, p.compute_us, p.comm_us, p.host_us, p.idle_us) == pytest.approx(
+        (440, 110, 100, 230, 0)
+    )
+    assert p.host_ops_us == pytest.approx(
+        {"straggle": 200.0, "aten::div_": 15.0, "c10d::allreduce_": 15.0}
+    )
+
+
+def test_cpu_run_gap_on_a_thread_is_host_named_by_the_innermost_range(tmp_path):
+    """One CPU thread: aten::mm [0, 100], then Python inside record_function("outer") [110, 400]
+    holding record_function("inner") [150, 250], then aten::add [400, 420]. By hand: the 300 µs
+    gap is host (`cpu`), 10 µs of it held by nothing (named by the op it leads to), 40 + 150 by
+    `outer`, 100 by `inner`."""
+    r = RankTrace(0, world_size=1)
+    _cpu_event(r, "cpu_op", "aten::mm", 0, 100, 10)
+    _cpu_event(r, "user_annotation", "outer", 110, 290, 10)
+    _cpu_event(r, "user_annotation", "inner", 150, 100, 10)
+    _cpu_event(r, "cpu_op", "aten::add", 400, 20, 10)
+    p = _path(tmp_path, [r])
+    w = "rank 0 cpu thread 10"
+    assert _table(p) == [
+        (0.0, 100.0, "compute", "stream", False, 0, w, "aten::mm"),
+        (100.0, 10.0, "host", "cpu", False, 0, w, "aten::add"),
+        (110.0, 40.0, "host", "cpu", False, 0, w, "outer"),
+        (150.0, 100.0, "host", "cpu", False, 0, w, "inner"),
+        (250.0, 150.0, "host", "cpu", False, 0, w, "outer"),
+        (400.0, 20.0, "compute", "end", False, 0, w, "aten::add"),
+    ]
+    assert p.host_ops_us == pytest.approx({"outer": 190.0, "inner": 100.0, "aten::add": 10.0})
+
+
+def test_straggler_job_path_names_the_sleep_on_rank_1():
+    """The gloo straggler job (tests/data/foreign-cpu/straggler): rank 1 sleeps in
+    record_function("straggle") before each step's first all-reduce. Per step, the path's host
+    time on rank 1 named `straggle` is within 10% of that range's duration in the raw JSON."""
+    folder = DATA / "foreign-cpu" / "straggler"
+    (file,) = folder.glob("rank1.*.pt.trace.json.gz")
+    events = json.load(gzip.open(file))["traceEvents"]
+    sleeps = sorted(e["dur"] for e in events if e.get("ph") == "X" and e.get("name") == "straggle")
+    a = analyze_run(load_run(folder))
+    named = sorted(
+        sum(
+            s["dur_us"]
+            for s in p.segments
+            if s["rank"] == 1 and s["kind"] == "host" and s["name"] == "straggle"
+        )
+        for p in a.critical_path
+    )
+    assert len(named) == len(sleeps) == 3
+    for got, slept in zip(named, sleeps):
+        assert got == pytest.approx(slept, rel=0.10)
+
+
+def test_blocked_thread_hands_the_path_to_the_thread_that_worked(tmp_path):
+    """The main thread (100) launches k1 [0, 50], then blocks in backward() (its
+    `## backward ##` range [12, 400] holds no op and no call) while the autograd thread (200) works
+    in `evaluate_function: MmBackward0` [20, 380] and launches k2 (call [370, 375], k2 [378, 400]).
+    Back from backward(), the main thread launches k3 (aten::add, call [405, 408]), which starts at
+    410. By hand: k3's launch is binding; the main thread's time before it back to its idle stretch
+    [0, 404.5] is host; the path leaves the main thread for k2's launch, the other thread's last
+    call in that stretch (the main thread's 29.5 µs of waking up after it: `thread`, inferred),
+    and the autograd thread's time back to the floor is host, named by its ops."""
+    r = RankTrace(0, world_size=1)
+    r.kernel("k1", 0, 50, launch_us=(-10, 1))
+    r.cpu_annotation("## backward ##", 12, 388)
+    _cpu_event(r, "cpu_op", "autograd::engine::evaluate_function: MmBackward0", 20, 360, 200)
+    corr = r.kernel("k2", 378, 22)
+    _cpu_event(r, "cpu_op", "aten::mm", 369.5, 6, 200)
+    ext = r._ext
+    r.raw(
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 100,
+            "tid": 200,
+            "ts": 370,
+            "dur": 5,
+            "args": {"correlation": corr, "External id": ext},
+        }
+    )
+    r.kernel("k3", 410, 20, launch_us=(405, 3), cpu_op="aten::add")
+    p = _path(tmp_path, [r])
+    main, autograd, gpu = "rank 0 cpu thread 100", "rank 0 cpu thread 200", "rank 0 gpu 0 stream 7"
+    assert _table(p) == [
+        (0.0, 20.0, "host", "cpu", False, 0, autograd, "aten::mm"),
+        (
+            20.0,
+            349.5,
+            "host",
+            "cpu",
+            False,
+            0,
+            autograd,
+            "autograd::engine::evaluate_function: MmBackward0",
+        ),
+        (369.5, 5.5, "host", "cpu", False, 0, autograd, "aten::mm"),
+        (375.0, 25.0, "host", "thread", True, 0, main, "## backward ##"),
+        (400.0, 4.5, "host", "thread", True, 0, main, "aten::add"),
+        (404.5, 3.5, "host", "cpu", False, 0, main, "aten::add"),
+        (408.0, 2.0, "host", "launch", False, 0, gpu, "k3"),
+        (410.0, 20.0, "compute", "end", False, 0, gpu, "k3"),
+    ]
+    assert p.inferred_us == pytest.approx(29.5)
+
+
+def test_path_leaves_the_cpu_where_the_thread_ran_ahead_of_the_gpu(tmp_path):
+    """The thread launches k1 [0, 500], then k2 (call ends at 22), which waits behind k1 until
+    500: there the thread was ahead of the GPU. It then works in aten::index [30, 590] and launches
+    k3 (call [620, 623]), which starts at 625, the GPU idle since k2 ended at 520. By hand: k3 and
+    its launch latency, the thread's host time back to 22 (named by the ops holding it), then the
+    GPU's k1, running at 22 (`launch`, inferred)."""
+    r = RankTrace(0, world_size=1)
+    r.kernel("k1", 0, 500, launch_us=(-10, 1))
+    r.kernel("k2", 500, 20, launch_us=(20, 2))
+    _cpu_event(r, "cpu_op", "aten::index", 30, 560, 100)
+    r.kernel("k3", 625, 20, launch_us=(620, 3), cpu_op="aten::add")
+    p = _path(tmp_path, [r])
+    cpu, gpu = "rank 0 cpu thread 100", "rank 0 gpu 0 stream 7"
+    assert _table(p) == [
+        (0.0, 22.0, "compute", "launch", True, 0, gpu, "k1"),
+        (22.0, 0.5, "host", "cpu", False, 0, cpu, "aten::mm"),
+        (22.5, 7.5, "host", "cpu", False, 0, cpu, "aten::add"),
+        (30.0, 560.0, "host", "cpu", False, 0, cpu, "aten::index"),
+        (590.0, 33.0, "host", "cpu", False, 0, cpu, "aten::add"),
+        (623.0, 2.0, "host", "launch", False, 0, gpu, "k3"),
+        (625.0, 20.0, "compute", "end", False, 0, gpu, "k3"),
+    ]

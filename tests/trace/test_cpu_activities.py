@@ -96,19 +96,21 @@ def test_metrics_of_a_cpu_run(cpu_run_dir):
     assert inst.ranks == [0, 1]
     assert inst.wait_us == pytest.approx(40.0)
     assert inst.bytes == 32 * 4
-    # The critical path, by hand: rank 1's mm (10-130, compute 120), 15 µs until its all-reduce
-    # starts (idle), the all-reduce's transfer once both arrived (145-300, comm 155), 10 µs until
-    # rank 0's add starts (idle), the add (310-330, compute 20). No host time: no launch calls.
+    # The critical path, by hand (metrics.md §7): rank 1's mm (10-130, compute 120), the rest of
+    # its matmul (10 µs) and the c10d issue call (5 µs), host on its main thread, which the
+    # all-reduce waited for (`thread`); the all-reduce's transfer once both arrived (145-300, comm
+    # 155); rank 0's main thread waking up after it (10 µs host, `thread`), the add (310-330).
     (path,) = analysis.critical_path
     assert path.length_us == pytest.approx(320.0)
     assert (path.compute_us, path.comm_us, path.idle_us, path.host_us) == pytest.approx(
-        (140.0, 155.0, 25.0, 0.0)
+        (140.0, 155.0, 0.0, 25.0)
     )
     assert [(s["kind"], s["name"], s["rank"]) for s in path.segments] == [
         ("compute", "aten::mm", 1),
-        ("idle", "gloo:all_reduce", 1),
+        ("host", "aten::matmul", 1),
+        ("host", "c10d::allreduce_", 1),
         ("comm", "gloo:all_reduce", 0),
-        ("idle", "aten::add", 0),
+        ("host", "aten::add", 0),
         ("compute", "aten::add", 0),
     ]
 

@@ -12,6 +12,7 @@ per GPU activity on the path; a CPU stretch is cut into segments by array slicin
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -21,6 +22,8 @@ import numpy as np
 
 from tpscope.metrics.activities import NS_PER_US, RunActivities
 from tpscope.metrics.collectives import CollectiveMatch, CollectiveTiming
+from tpscope.metrics.host_names import HostNames, host_names, named_pieces
+from tpscope.metrics.thread_edges import cpu_run_waits
 from tpscope.trace import ActivityClass, GpuActivities, RankTrace, StreamWaits
 from tpscope.trace.columns import lookup
 
@@ -28,8 +31,19 @@ CATEGORIES = ("compute", "comm", "memory", "host", "idle")
 COMPUTE, COMM, MEMORY, HOST, IDLE = range(5)
 # metrics.md §7: the edge that put each segment on the path. `end` marks the activity the walk
 # starts from (the latest end of the step); `none` a gap that no edge in the trace explains.
-EDGES = ("end", "stream", "launch", "cpu", "sync", "event", "collective", "resource", "none")
-END, STREAM, LAUNCH, CPU, SYNC, EVENT, COLLECTIVE, RESOURCE, NONE = range(len(EDGES))
+EDGES = (
+    "end",
+    "stream",
+    "launch",
+    "cpu",
+    "sync",
+    "event",
+    "collective",
+    "resource",
+    "none",
+    "thread",
+)
+END, STREAM, LAUNCH, CPU, SYNC, EVENT, COLLECTIVE, RESOURCE, NONE, THREAD = range(len(EDGES))
 HELD_TOLERANCE_NS = 10_000  # §7: a ready activity that starts later than this was held back
 # class -> category; filler kernels (torch.cuda._sleep) only wait: idle
 _CATEGORY_OF_CLASS = {
@@ -89,6 +103,10 @@ class PathSegments:
     inferred: np.ndarray  # bool
     rank_pos: np.ndarray
     call: np.ndarray  # CpuThreads row of a CPU segment (its name is that call's op), else -1
+    # host time's name: index into the rank's HostNames.strings (the innermost op or user range
+    # holding it), -1 where none does (then named as above)
+    label: np.ndarray | None = None
+    thread: np.ndarray | None = None  # the CPU thread of a host segment, -1 where unknown
 
     def __len__(self) -> int:
         return len(self.row)
@@ -109,6 +127,10 @@ class CpuThreads:
     prev_sync: np.ndarray
     waited_for: np.ndarray  # per call: the rank's activity whose end a blocking sync waited for, -1
     strings: tuple[str, ...]
+    launched: np.ndarray | None = None  # per call: whether it launched an activity of the rank
+    # the latest launch at or before this call on its thread whose activity started more than
+    # HELD_TOLERANCE_NS after the call ended (the thread was ahead of the GPU), -1
+    prev_ahead: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.start_ns)
@@ -132,6 +154,20 @@ class RankGraph:
     instance: list  # matched collective instance, -1
     has_waits: bool  # the rank's trace records stream waits
     cpu: CpuThreads
+    # what held the GPU when a ready activity could not start (`resource_holders`), else -1
+    holder: list | None = None
+    names: HostNames | None = None  # the rank's CPU ops and user ranges, to name host time by
+    cpu_run: bool = False  # the rank's activities are CPU threads' (metrics.md §1)
+    tid: list | None = None  # a CPU run's activity: its thread
+    # a CPU run's collective: the issuing thread's last activity before it, -1; and that thread
+    issuer_prev: list | None = None
+    issuer_tid: list | None = None
+    issuer_label: list | None = None  # the issuing op's name, index into `names.strings`, -1
+    # a CPU run's activity: the collective its thread issued and then waited for, ending in the
+    # thread's gap before it, -1
+    waited_coll: list | None = None
+    run_start: list | None = None  # activities' starts, sorted
+    run_last: list | None = None  # per prefix of those: the activity that ends last
 
 
 RECENT_RANKS = 64  # rank graphs a PathGraph keeps once built
@@ -184,6 +220,16 @@ class PathGraph:
         out = np.full(len(seg.call), -1, np.int64)
         for k in np.flatnonzero(seg.call >= 0).tolist():
             out[k] = self.rank(int(seg.rank_pos[k])).cpu.tid[seg.call[k]]
+        return out
+
+    def labels(self, seg: PathSegments) -> np.ndarray:
+        """Per segment: the op or user range naming its host time (an object array), "" for a
+        segment without one."""
+        out = np.full(len(seg.row), "", dtype=object)
+        if seg.label is None:
+            return out
+        for k in np.flatnonzero(seg.label >= 0).tolist():
+            out[k] = self.rank(int(seg.rank_pos[k])).names.strings[seg.label[k]]
         return out
 
     def call_ops(self, seg: PathSegments) -> np.ndarray:
@@ -281,8 +327,45 @@ def other_lane_predecessors(lane: np.ndarray, start: np.ndarray, end: np.ndarray
     return pred
 
 
+def resource_holders(
+    lane: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    ready: np.ndarray,
+    tolerance_ns: int = HELD_TOLERANCE_NS,
+) -> np.ndarray:
+    """Per activity of one rank: the activity on another of its lanes that held the GPU when it
+    could not start, else -1 (metrics.md §7, `resource`).
+
+    The holder is, over the other lanes, the activity that ended last by the activity's start
+    plus `tolerance_ns`, having started before it and ended after the activity was ready: a kernel
+    whose last blocks were still draining a few µs into the held one counts, a kernel that kept
+    running long after it started (it shared the GPU, it did not hold it back) does not.
+    """
+    n = len(lane)
+    best = np.full(n, -1, np.int64)
+    best_end = np.full(n, np.iinfo(np.int64).min, np.int64)
+    prev = lane_predecessors(lane, start)
+    for k in np.unique(lane).tolist():  # a loop over lanes, not events
+        on = np.flatnonzero(lane == k)
+        on = on[np.argsort(start[on], kind="stable")]
+        j = np.searchsorted(start[on], start, side="left") - 1  # the last on lane k to start before
+        cand = np.where((j >= 0) & (lane != k), on[np.maximum(j, 0)], -1)
+        c = np.maximum(cand, 0)
+        # still running well past the start: the one before it on its lane (ended by then)
+        cand = np.where((cand >= 0) & (end[c] > start + tolerance_ns), prev[c], cand)
+        c = np.maximum(cand, 0)
+        better = (cand >= 0) & (end[c] > ready) & (end[c] > best_end)
+        best[better], best_end[better] = cand[better], end[c][better]
+    return best
+
+
 def cpu_threads(
-    r: RankTrace, g: GpuActivities, end_ns: np.ndarray, shift: int
+    r: RankTrace,
+    g: GpuActivities,
+    end_ns: np.ndarray,
+    shift: int,
+    start_ns: np.ndarray | None = None,
 ) -> tuple[CpuThreads, np.ndarray]:
     """One rank's runtime calls by thread (times less `shift`), and per activity `g` of the rank
     the row of its launch call (-1 where unknown); `end_ns` is their aligned ends."""
@@ -334,6 +417,19 @@ def cpu_threads(
     )
     local = lookup(rt.correlation, np.arange(n, dtype=np.int64), g.correlation)
     launch_call = np.where(local >= 0, rank_of[np.maximum(local, 0)] if n else -1, -1)
+    launched = np.zeros(n, bool)
+    launched[launch_call[launch_call >= 0]] = True
+    # §7: a launch whose activity started well after the call returned: the GPU was still busy
+    ahead = np.zeros(n, bool)
+    if start_ns is None:
+        start_ns = g.start_ns - shift
+    has = np.flatnonzero(launch_call >= 0)
+    ahead[launch_call[has]] = start_ns[has] - threads.end_ns[launch_call[has]] > HELD_TOLERANCE_NS
+    prev_ahead = (
+        np.maximum.accumulate(np.where(ahead, np.arange(n), -1)) if n else ahead.astype(int)
+    )
+    prev_ahead = np.where(prev_ahead >= lo_of, prev_ahead, -1)
+    threads = dataclasses.replace(threads, launched=launched, prev_ahead=prev_ahead)
     return threads, launch_call
 
 
@@ -351,7 +447,29 @@ def rank_graph(
     for cls, cat in _CATEGORY_OF_CLASS.items():
         category[g.cls == cls] = cat
     w = r.waits
-    cpu, launch_call = cpu_threads(r, g, end, shift)
+    cpu, launch_call = cpu_threads(r, g, end, shift, start)
+    # per activity by start: the one that ends last among those started by then (§7, `launch`)
+    by_start = np.argsort(start, kind="stable")
+    reach = np.maximum.accumulate(end[by_start]) if len(g) else end
+    last_row = (
+        by_start[np.maximum.accumulate(np.where(end[by_start] >= reach, np.arange(len(g)), 0))]
+        if len(g)
+        else by_start
+    )
+    lane_prev = lane_predecessors(g.lane, start)
+    event_pred = stream_wait_predecessors(g, w, end)
+    # the ready time without inferred edges: stream predecessor, recorded wait, launch call
+    ready = np.where(lane_prev >= 0, end[np.maximum(lane_prev, 0)], _NONE)
+    ready = np.maximum(ready, np.where(event_pred >= 0, end[np.maximum(event_pred, 0)], _NONE))
+    ready = np.maximum(ready, np.where(launch_end != _NONE, np.minimum(launch_end, start), _NONE))
+    waits = cpu_run_waits(r, start, end, lane_prev, shift) if r.cpu_run else None
+    names = host_names(r, shift)
+    issuer_label = None
+    if waits is not None:
+        index = {n: k for k, n in enumerate(names.strings)}
+        issuer_label = [
+            index.get(r.symbols[k], -1) if k >= 0 else -1 for k in waits.issuer_name_id.tolist()
+        ]
     return RankGraph(
         base=lo,
         start_ns=start.tolist(),
@@ -359,12 +477,22 @@ def rank_graph(
         launch_end_ns=launch_end.tolist(),
         launch_call=launch_call.tolist(),
         category=category.tolist(),
-        lane_prev=lane_predecessors(g.lane, start).tolist(),
-        event_pred=stream_wait_predecessors(g, w, end).tolist(),
+        lane_prev=lane_prev.tolist(),
+        event_pred=event_pred.tolist(),
         other_prev=other_lane_predecessors(g.lane, start, end).tolist(),
         instance=instance[lo:hi].tolist(),
         has_waits=bool(((w.lane >= 0) & (w.wait_on_lane >= 0)).any()),
         cpu=cpu,
+        holder=resource_holders(g.lane, start, end, ready).tolist(),
+        names=names,
+        run_start=start[by_start].tolist(),
+        run_last=last_row.tolist(),
+        cpu_run=r.cpu_run,
+        tid=waits.tid.tolist() if waits else None,
+        issuer_prev=waits.issuer_prev.tolist() if waits else None,
+        issuer_tid=waits.issuer_tid.tolist() if waits else None,
+        issuer_label=issuer_label,
+        waited_coll=waits.waited_coll.tolist() if waits else None,
     )
 
 
@@ -396,18 +524,68 @@ class _Segments:
         inferred: bool,
         pos: int,
         call: int = -1,
+        label: int = -1,
+        thread: int = -1,
     ) -> None:
         if lo < self.floor:
             lo = self.floor
         if hi > lo:
-            self.rows.append((row, lo, hi, category, edge, inferred, pos, call))
+            self.rows.append((row, lo, hi, category, edge, inferred, pos, call, label, thread))
+
+    def add_host(
+        self,
+        names: HostNames,
+        tid: int,
+        row: int,
+        lo: int,
+        hi: int,
+        edge: int,
+        inferred: bool,
+        pos: int,
+        fallback: int = -1,
+    ) -> None:
+        """Thread `tid`'s time [lo, hi] as host, cut where its ops and user ranges begin and end,
+        each piece named by the innermost one holding it (§7), latest first. A piece that nothing
+        holds takes the name `fallback` (index into `names.strings`), else that of `row`."""
+        lo = max(lo, self.floor)
+        if hi <= lo:
+            return
+        bounds, label = named_pieces(names, tid, lo, hi)
+        if fallback >= 0 and (label < 0).any():
+            label = np.where(label < 0, fallback, label)
+            keep = np.append(True, label[1:] != label[:-1])
+            bounds, label = np.append(bounds[:-1][keep], hi), label[keep]
+        for k in range(len(label) - 1, -1, -1):  # per named piece of one segment
+            self.add(
+                row,
+                int(bounds[k]),
+                int(bounds[k + 1]),
+                HOST,
+                edge,
+                inferred,
+                pos,
+                -1,
+                int(label[k]),
+                tid,
+            )
 
     def add_cpu(
-        self, cpu: CpuThreads, pos: int, first: int, last: int, lo: int, hi: int, named_by: int
+        self,
+        cpu: CpuThreads,
+        pos: int,
+        first: int,
+        last: int,
+        lo: int,
+        hi: int,
+        named_by: int,
+        names: HostNames | None = None,
+        edge: int = CPU,
+        inferred: bool = False,
     ) -> None:
         """The host time [lo, hi] on one thread of the rank at `pos`, cut at the ends of its calls
         first..last (each piece named by the op of the call that ends it; the last piece by
-        `named_by`), merged where the same op follows itself."""
+        `named_by`) and where the thread's ops and user ranges begin and end (a piece one of them
+        holds is named by the innermost: `names`), merged where the same name follows itself."""
         lo = max(lo, self.floor)
         if hi <= lo:
             return
@@ -417,17 +595,41 @@ class _Segments:
             cuts[keep],
             np.arange(first, last + 1)[keep] if last >= first else np.zeros(0, np.int64),
         )
+        tid = int(cpu.tid[named_by])
+        label = np.full(len(cuts) + 1, -1, np.int64)
+        if names is not None:  # cut further where the thread's ops and ranges begin and end
+            nb, nl = named_pieces(names, tid, lo, hi)
+            merged = np.union1d(cuts, nb[1:-1])
+            label = nl[np.searchsorted(nb, np.append(lo, merged), side="right") - 1]
+            # a piece's call: the first whose end is at or after the piece's end
+            owner = np.append(calls, named_by)[
+                np.searchsorted(cuts, np.append(merged, hi), side="left")
+            ]
+            cuts, calls = merged, owner[:-1]
         bounds = np.concatenate([[lo], cuts, [hi]])
         owner = np.append(calls, named_by)
-        ops = cpu.op[owner]
-        change = np.append(ops[1:] != ops[:-1], True)  # keep the last piece of each run of one op
+        strings = np.array((names.strings if names is not None else ()) + ("",), dtype=object)
+        call_op = np.array(cpu.strings, dtype=object)[cpu.op[owner]]
+        key = np.where(label >= 0, strings[label], call_op)  # a name, else the call's op
+        change = np.append(key[1:] != key[:-1], True)  # keep the last piece of each run of one name
         run_start = np.concatenate([[0], np.flatnonzero(change)[:-1] + 1])
         ends = np.flatnonzero(change)
         for a, b in zip(run_start[::-1].tolist(), ends[::-1].tolist()):  # latest first
-            self.add(-1, int(bounds[a]), int(bounds[b + 1]), HOST, CPU, False, pos, int(owner[b]))
+            self.add(
+                -1,
+                int(bounds[a]),
+                int(bounds[b + 1]),
+                HOST,
+                edge,
+                inferred,
+                pos,
+                int(owner[b]),
+                int(label[b]),
+                tid,
+            )
 
     def arrays(self) -> PathSegments:
-        a = np.array(self.rows, np.int64).reshape(len(self.rows), 8)
+        a = np.array(self.rows, np.int64).reshape(len(self.rows), 10)
         return PathSegments(
             a[:, 0],
             a[:, 1],
@@ -437,6 +639,8 @@ class _Segments:
             a[:, 5].astype(bool),
             a[:, 6],
             a[:, 7],
+            a[:, 8],
+            a[:, 9],
         )
 
 
@@ -489,6 +693,11 @@ def walk_step(
             cursor = lo
         if cursor <= floor:
             break
+        if g.cpu_run:  # a CPU thread's activity: what its thread did, or waited for, before it
+            cur, edge, inferred, cursor, more = _cpu_run_step(g, cur, cursor, floor, pos, out)
+            if not more:
+                break
+            continue
         start = s[cur]
         # the ready time and the edge that set it
         ready, why, pred, why_inferred = _NONE, NONE, -1, False
@@ -502,14 +711,16 @@ def walk_step(
         launch_end = g.launch_end_ns[cur]
         if launch_end != _NONE and min(launch_end, start) > ready:
             ready, why, pred = min(launch_end, start), LAUNCH, g.launch_call[cur]
-        if start - ready > tolerance_ns and h >= 0 and e[h] > ready:
-            # ready long before it started, while another stream's activity ran on: held back by
-            # it. A rank whose trace records stream waits names this `resource` (the GPU was busy);
-            # without recorded waits an unrecorded event wait is as likely: `event`. Both inferred.
+        hold = g.holder[cur] if g.holder is not None else h
+        if start - ready > tolerance_ns and hold >= 0 and e[hold] > ready:
+            # ready long before it started, while another stream's activity held the GPU (still
+            # running as it started, or ending last before): held back by it. A rank whose trace
+            # records stream waits names this `resource` (the GPU was busy); without recorded
+            # waits an unrecorded event wait is as likely: `event`. Both inferred.
             kind = RESOURCE if g.has_waits else EVENT
-            out.add(g.base + cur, e[h], cursor, IDLE, kind, True, pos)
-            cursor = min(cursor, e[h])
-            cur, edge, inferred = h, kind, True
+            out.add(g.base + cur, min(e[hold], cursor), cursor, IDLE, kind, True, pos)
+            cursor = min(cursor, e[hold])
+            cur, edge, inferred = hold, kind, True
             continue
         if why == NONE:  # nothing explains the time down to the floor
             out.add(g.base + cur, floor, cursor, IDLE, NONE, False, pos)
@@ -531,18 +742,12 @@ def walk_step(
             out.add(g.base + cur, floor, cursor, HOST, LAUNCH, False, pos)
             break
         cpu = g.cpu
-        lo_t = int(cpu.thread_lo[call])
-        j = (
-            int(np.searchsorted(cpu.end_ns[lo_t : int(cpu.thread_hi[call])], cursor, side="right"))
-            - 1
-            + lo_t
+        cursor, sync, running = _cpu_stretch(
+            g, call, cursor, floor, pos, out, tolerance_ns, arrival
         )
-        sync = int(cpu.prev_sync[j]) if j >= lo_t else -1
-        if sync >= 0 and cpu.end_ns[sync] <= floor:
-            sync = -1
-        stretch_lo = int(cpu.end_ns[sync]) if sync >= 0 else floor
-        out.add_cpu(cpu, pos, sync + 1 if sync >= 0 else lo_t, j, stretch_lo, cursor, call)
-        cursor = min(cursor, stretch_lo)
+        if running >= 0:  # the thread was ahead of the GPU there: the GPU's work is the path
+            cur, edge, inferred = running, LAUNCH, True
+            continue
         if sync < 0:
             break
         waited = int(cpu.waited_for[sync])
@@ -554,15 +759,160 @@ def walk_step(
     return out.arrays()
 
 
+def _cpu_stretch(
+    g: RankGraph,
+    call: int,
+    cursor: int,
+    floor: int,
+    pos: int,
+    out: _Segments,
+    tolerance_ns: int,
+    arrival: list | None = None,
+) -> tuple[int, int, int]:
+    """metrics.md §7: the host time before runtime call `call` (its thread's calls down to
+    `cursor`) back to the synchronization that last made the thread wait for the GPU. Where the
+    thread ran nothing for more than `tolerance_ns` before (blocked in `backward()` while the
+    autograd engine's thread launched, waiting on a queue), the path leaves it for the other
+    thread's launch or synchronization that ended last in that stretch (`thread`, inferred; the
+    time after it until the thread ran again is the thread's `host`). Where the thread, later than
+    both, launched an activity that started more than `tolerance_ns` after the call returned, it
+    was ahead of the GPU: the stretch begins at that call's end, at the GPU activity running then
+    (not a collective still waiting for its last rank: `arrival`). Returns the cursor, that
+    synchronization's call (-1 when the stretch reaches the floor) and that running activity
+    (-1 when the stretch did not begin there)."""
+    cpu = g.cpu
+    for _ in range(len(cpu) + 1):  # each hand-off moves the cursor back to an earlier call
+        lo_t, hi_t = int(cpu.thread_lo[call]), int(cpu.thread_hi[call])
+        j = int(np.searchsorted(cpu.end_ns[lo_t:hi_t], cursor, side="right")) - 1 + lo_t
+        sync = int(cpu.prev_sync[j]) if j >= lo_t else -1
+        if sync >= 0 and cpu.end_ns[sync] <= floor:
+            sync = -1
+        stretch_lo = int(cpu.end_ns[sync]) if sync >= 0 else floor
+        tid = int(cpu.tid[call])
+        # the thread's last launch before that the GPU was not ready for: the GPU's work ran then
+        c = int(cpu.prev_ahead[j]) if cpu.prev_ahead is not None and j >= lo_t else -1
+        t_ahead = int(cpu.end_ns[c]) if c > sync and c >= lo_t else _NONE
+        running = _running_at(g, t_ahead) if t_ahead > max(floor, stretch_lo) else -1
+        if running >= 0 and arrival is not None and g.instance[running] >= 0:
+            if arrival[g.instance[running]] > t_ahead:  # a collective still waiting: no work
+                running = -1
+        gap, other = (0, 0), -1
+        if g.names is not None:
+            gap, other = _handed_to(
+                cpu, tid, g.names, *g.names.idle_gaps(tid, stretch_lo, cursor, tolerance_ns)
+            )
+        if running >= 0 and (other < 0 or t_ahead >= gap[1]):
+            out.add_cpu(cpu, pos, c + 1, j, t_ahead, cursor, call, g.names)
+            return min(cursor, t_ahead), -1, running
+        if other < 0:
+            first = sync + 1 if sync >= 0 else lo_t
+            out.add_cpu(cpu, pos, first, j, stretch_lo, cursor, call, g.names)
+            return min(cursor, stretch_lo), sync, -1
+        # the thread's own time after the gap, then its wake-up after the other thread's call
+        woke = int(np.searchsorted(cpu.end_ns[lo_t:hi_t], gap[1], side="right")) + lo_t
+        out.add_cpu(cpu, pos, woke, j, gap[1], cursor, call, g.names)
+        t = int(cpu.end_ns[other])
+        out.add_cpu(cpu, pos, woke, woke - 1, t, gap[1], min(woke, j), g.names, THREAD, True)
+        cursor, call = min(cursor, t), other
+    return cursor, -1, -1
+
+
+def _running_at(g: RankGraph, t: int) -> int:
+    """The activity of the rank running at `t` (of those started by then, the one that ends last,
+    if it ends after `t`), -1."""
+    if g.run_start is None:
+        return -1
+    k = bisect.bisect_right(g.run_start, t) - 1
+    if k < 0:
+        return -1
+    row = g.run_last[k]
+    return row if g.end_ns[row] > t else -1
+
+
+def _handed_to(
+    cpu: CpuThreads, tid: int, names: HostNames, froms: np.ndarray, tos: np.ndarray
+) -> tuple[tuple[int, int], int]:
+    """Of thread `tid`'s idle stretches (froms, tos), the latest in which another thread worked
+    (ran CPU ops or runtime calls for at least half of it) and a launch or blocking
+    synchronization of that thread ended, and the call of those that ended last in it; -1 if
+    none."""
+    if len(tos) == 0:
+        return (0, 0), -1
+    best = np.full(len(tos), -1, np.int64)
+    best_end = froms.copy()
+    for lo in np.unique(cpu.thread_lo[cpu.tid != tid]).tolist():  # a loop over threads
+        hi = int(cpu.thread_hi[lo])
+        did = cpu.waited_for[lo:hi] >= 0
+        if cpu.launched is not None:
+            did |= cpu.launched[lo:hi]
+        rows = np.flatnonzero(did) + lo
+        if len(rows) == 0:
+            continue
+        ends = cpu.end_ns[rows]  # sorted: a thread's calls are by end
+        k = np.searchsorted(ends, tos, side="left") - 1  # the last to end before the stretch's end
+        kc = np.maximum(k, 0)
+        worked = 2 * names.busy_ns(int(cpu.tid[lo]), froms, tos) >= tos - froms
+        better = (k >= 0) & (ends[kc] > best_end) & worked
+        best[better], best_end[better] = rows[kc][better], ends[kc][better]
+    hit = np.flatnonzero(best >= 0)
+    if len(hit) == 0:
+        return (0, 0), -1
+    m = int(hit[-1])
+    return (int(froms[m]), int(tos[m])), int(best[m])
+
+
+def _cpu_run_step(
+    g: RankGraph, cur: int, cursor: int, floor: int, pos: int, out: _Segments
+) -> tuple[int, int, bool, int, bool]:
+    """metrics.md §7 on a CPU run: from activity `cur` (its time on the path down to `cursor`),
+    the time before it. A collective waited for the thread that issued it: that thread's time
+    since its last activity is host (`thread`, inferred). An activity whose thread issued a
+    collective and then waited for it (no activity of the thread until after it ended) waited
+    for the collective: the thread's time since is host (waking up, `thread`, inferred). Otherwise
+    its thread's time since its previous activity is host (`cpu`). Returns the next activity, the
+    edge that reached it and whether inferred, the cursor, and whether the walk goes on."""
+    names, e = g.names, g.end_ns
+    tid = g.tid[cur]
+    waited = g.waited_coll[cur]
+    if waited >= 0:
+        out.add_host(names, tid, g.base + cur, e[waited], cursor, THREAD, True, pos)
+        return waited, THREAD, True, min(cursor, e[waited]), True
+    if g.issuer_tid[cur] >= 0:
+        prev = g.issuer_prev[cur]
+        t = e[prev] if prev >= 0 else floor
+        out.add_host(
+            names,
+            g.issuer_tid[cur],
+            g.base + (prev if prev >= 0 else cur),
+            t,
+            cursor,
+            THREAD,
+            True,
+            pos,
+            g.issuer_label[cur],
+        )
+        return prev, THREAD, True, min(cursor, t), prev >= 0
+    prev = g.lane_prev[cur]
+    t = e[prev] if prev >= 0 else floor
+    out.add_host(names, tid, g.base + cur, t, cursor, CPU, False, pos)
+    return prev, STREAM, False, min(cursor, t), prev >= 0
+
+
 def segment_records(
     seg: PathSegments, acts: RunActivities, graph: PathGraph, floor_ns: int
 ) -> list[dict]:
     """The segments of one path in time order, as JSON-ready records (metrics.md §7): µs after the
     step's floor, what kind of time, the edge that put it on the path, where it ran and its name."""
     order = np.argsort(seg.start_ns, kind="stable")
-    seg = PathSegments(*(getattr(seg, f)[order] for f in PathSegments.__dataclass_fields__))
+    seg = PathSegments(
+        *(
+            None if getattr(seg, f) is None else getattr(seg, f)[order]
+            for f in PathSegments.__dataclass_fields__
+        )
+    )
     row, pos = seg.row, seg.rank_pos
-    on_gpu = row >= 0
+    thread = seg.thread if seg.thread is not None else np.full(len(row), -1, np.int64)
+    on_gpu = (row >= 0) & (thread < 0)
     lane_labels = np.array(acts.lane_labels + ("",), dtype=object)
     rank_ids = np.array(acts.rank_ids, np.int64)[pos]
     where = np.where(
@@ -570,14 +920,19 @@ def segment_records(
         lane_labels[np.where(on_gpu, acts.lane[np.maximum(row, 0)], -1)],
         np.char.add(
             np.char.add("rank ", rank_ids.astype(str)),
-            np.char.add(" cpu thread ", graph.call_threads(seg).astype(str)),
+            np.char.add(
+                " cpu thread ",
+                np.where(thread >= 0, thread, graph.call_threads(seg)).astype(str),
+            ),
         ),
     )
     strings = np.array(acts.strings + ("",), dtype=object)
     name_id = acts.name[np.maximum(row, 0)] if len(acts) else np.zeros(len(row), np.int64)
     name = np.where(
-        on_gpu, strings[np.where(name_id >= 0, name_id, len(acts.strings))], graph.call_ops(seg)
+        row >= 0, strings[np.where(name_id >= 0, name_id, len(acts.strings))], graph.call_ops(seg)
     )
+    labels = graph.labels(seg)
+    name = np.where(labels != "", labels, name)
     start = ((seg.start_ns - floor_ns) / NS_PER_US).tolist()
     dur = ((seg.end_ns - seg.start_ns) / NS_PER_US).tolist()
     kinds = np.array(CATEGORIES, dtype=object)[seg.category].tolist()
@@ -641,18 +996,28 @@ def summarize_path(
 
 
 def _host_ops(seg: PathSegments, dur: np.ndarray, graph: PathGraph) -> dict[str, float]:
-    """The host time on the path per CPU op in µs, the largest first (at most 10; a tie goes to
-    the op seen first, by rank and then by name id)."""
+    """The host time on the path per name (the innermost CPU op or user range holding it, else
+    the op of the call it led to) in µs, the largest first (at most 10; a tie goes to the name
+    seen first, by rank and then by name)."""
     total: dict[str, float] = {}
-    first: dict[str, tuple[int, int]] = {}
-    for k in np.flatnonzero((seg.row < 0) & (seg.edge == CPU)).tolist():  # the CPU segments
+    first: dict[str, int] = {}
+    own = (seg.category == HOST) & ((seg.edge == CPU) | (seg.edge == THREAD))
+    mine = np.flatnonzero(
+        own & ((seg.row < 0) | (seg.thread >= 0 if seg.thread is not None else False))
+    )
+    labels = graph.labels(seg)
+    for k in mine.tolist():  # the host segments of CPU threads
         pos = int(seg.rank_pos[k])
-        cpu = graph.rank(pos).cpu
-        op = int(cpu.op[seg.call[k]])
-        name = cpu.strings[op]
+        if labels[k]:
+            name = labels[k]
+        elif seg.call[k] >= 0:
+            cpu = graph.rank(pos).cpu
+            name = cpu.strings[int(cpu.op[seg.call[k]])]
+        else:
+            name = graph.acts.strings[int(graph.acts.name[seg.row[k]])]
         total[name] = total.get(name, 0.0) + float(dur[k])
-        first[name] = min(first.get(name, (pos, op)), (pos, op))
-    ranked = sorted(total, key=lambda n: (-total[n], first[n]))[:10]
+        first[name] = min(first.get(name, pos), pos)
+    ranked = sorted(total, key=lambda n: (-total[n], first[n], n))[:10]
     return {n: total[n] / NS_PER_US for n in ranked if total[n] > 0}
 
 

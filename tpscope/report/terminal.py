@@ -123,7 +123,7 @@ def critical_path_table(analysis: RunAnalysis) -> str:
     worst = max(analysis.critical_path, key=lambda p: p.host_us, default=None)
     if worst is not None and worst.host_ops_us:
         ops = ", ".join(f"{name} {fmt(us)}" for name, us in list(worst.host_ops_us.items())[:4])
-        out += f"\nhost time on the path of step {worst.step} by CPU op (us): {ops}"
+        out += f"\nhost time on the path of step {worst.step} by CPU op or user range (us): {ops}"
     return out
 
 
