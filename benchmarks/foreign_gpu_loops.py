@@ -37,7 +37,9 @@ def _prefetch_loop(args, dev):
     h = args.hidden
     model = torch.nn.Sequential(
         *[
-            torch.nn.Sequential(torch.nn.Linear(h, 4 * h), torch.nn.GELU(), torch.nn.Linear(4 * h, h))
+            torch.nn.Sequential(
+                torch.nn.Linear(h, 4 * h), torch.nn.GELU(), torch.nn.Linear(4 * h, h)
+            )
             for _ in range(args.layers)
         ]
     ).to(dev, torch.bfloat16)
