@@ -460,6 +460,8 @@ def _info(trace: TraceFile, raw: RawColumns) -> dict:
     groups = _process_groups(di.pg_config) if di is not None else {}
     if groups:
         info["process_groups"] = groups
+    if di is not None and isinstance(di.pg_count, int):
+        info["pg_count"] = di.pg_count
     if trace.hostname:
         info["hostname"] = trace.hostname
     elif raw.hostnames:

@@ -64,6 +64,7 @@ class DistributedInfo(msgspec.Struct, gc=False):
     world_size: int | None = None
     backend: str | None = None
     nccl_version: str | None = None
+    pg_count: int | None = None
     pg_config: msgspec.Raw = msgspec.Raw()
 
 
