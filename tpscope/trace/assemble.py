@@ -174,8 +174,8 @@ def _cpu_table(
         group_size=c.group_size,
         pg_ranks_id=np.full(n, MISSING, np.int32),  # gloo's collectives name no group ranks
         pg_desc_id=np.full(n, MISSING, np.int32),
-        peer=missing.copy(),
-        p2p_id=np.full(n, MISSING, np.int32),
+        peer=c.peer,
+        p2p_id=c.p2p_id,
     )
 
 

@@ -47,6 +47,7 @@ OUT_PER_IN = {"all_gather": lambda n: n, "reduce_scatter": lambda n: 1 / n}
 PG_NAME = "gloo"  # the process group of a CPU run's collectives until metrics.md §5 names it
 # c10d point-to-point ops: the position of the group-local peer in their `Concrete Inputs`
 P2P_OPS = {"c10d::send": ("send", 2), "c10d::recv_": ("recv", 2)}
+P2P_RANGES = {"gloo:send": "send", "gloo:recv": "recv"}  # gloo's ranges of a send / receive
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +68,8 @@ class CpuActivities:
     out_nelems: np.ndarray  # int64
     dtype_id: np.ndarray  # int32
     group_size: np.ndarray  # int64
+    peer: np.ndarray  # int64: a send's or recv's group-local peer (-1 elsewhere)
+    p2p_id: np.ndarray  # int32: "s1" / "r0", the peer of a send / recv (metrics.md §5)
 
     def __len__(self) -> int:
         return len(self.start_ns)
@@ -259,6 +262,56 @@ def _issuing_ops(
     return kinds, firsts
 
 
+def _p2p_peers(
+    raw: RawColumns, sym: list[str], c_name: np.ndarray, c_start: np.ndarray, c_tid: np.ndarray
+) -> np.ndarray:
+    """metrics.md §5: per gloo collective, the group-local peer of a `gloo:send` / `gloo:recv`
+    (-1 elsewhere): the `Concrete Inputs` of the last `c10d::send` / `c10d::recv_` op of its
+    thread to start at or before it (gloo starts a send or receive once its op returns)."""
+    out = np.full(len(c_name), MISSING, np.int64)
+    ops = raw.groups["cpu_op"]
+    direction = {sym.index(n): d for n, (d, _) in P2P_OPS.items() if n in sym}
+    rows = np.flatnonzero(np.isin(ops["name_id"], list(direction)))
+    mine = np.flatnonzero(np.isin(c_name, [i for i, n in enumerate(sym) if n in P2P_RANGES]))
+    if len(rows) == 0 or len(mine) == 0 or "concrete_id" not in ops:
+        return out
+    # the peer of each distinct (op name, Concrete Inputs) text
+    pairs, inverse = np.unique(
+        np.stack([ops["name_id"][rows], ops["concrete_id"][rows]], axis=1),
+        axis=0,
+        return_inverse=True,
+    )
+    peers = []
+    for name_id, text_id in pairs.tolist():
+        try:
+            values = json.loads(sym[text_id]) if text_id >= 0 and sym[text_id] else []
+            peers.append(int(values[P2P_OPS[sym[name_id]][1]]))
+        except (ValueError, TypeError, IndexError):
+            peers.append(MISSING)
+    op_peer = np.array(peers, np.int64)[inverse.ravel()]
+    # (thread, direction) blocks, searched by start
+    op_dir = np.array(
+        [direction[int(n)] == "send" for n in ops["name_id"][rows].tolist()], np.int64
+    )
+    range_dir = np.array([P2P_RANGES[sym[int(n)]] == "send" for n in c_name[mine]], np.int64)
+    keys = np.concatenate(
+        [np.stack([ops["tid"][rows], op_dir], 1), np.stack([c_tid[mine], range_dir], 1)]
+    )
+    _, block = np.unique(keys, axis=0, return_inverse=True)
+    block = block.ravel().astype(np.int64)
+    starts = np.concatenate([ops["start_ns"][rows], c_start[mine]])
+    base, span = int(starts.min()), int(starts.max() - starts.min()) + 1
+    key = block * span + (starts - base)
+    k_op, k_range = key[: len(rows)], key[len(rows) :]
+    order = np.argsort(k_op, kind="stable")
+    at = np.searchsorted(k_op[order], k_range, side="right") - 1
+    ok = at >= 0
+    at = np.maximum(at, 0)
+    ok &= block[: len(rows)][order][at] == block[len(rows) :]
+    out[mine[ok]] = op_peer[order][at[ok]]
+    return out
+
+
 def cpu_activities(raw: RawColumns, symbols: SymbolTable, group_size: int | None) -> CpuActivities:
     """The activities of a rank without GPU activity (see the module docstring). `group_size` is
     the world size of the trace's only process group, None when unknown."""
@@ -269,7 +322,10 @@ def cpu_activities(raw: RawColumns, symbols: SymbolTable, group_size: int | None
     waits = np.flatnonzero(_starts_with(ops["name_id"], sym, BLOCKING_WAITS))
     rows, p_start, p_end = self_pieces(ops["start_ns"], ops["end_ns"], ops["tid"])
     busy = ~_starts_with(ops["name_id"], sym, NOT_COMPUTE_PREFIXES + BLOCKING_WAITS)
-    keep = busy[rows] & ~_inside(p_start, ops["tid"][rows], c_start, c_end, c_tid)
+    # an op inside a collective on the collective's thread is the collective's work; a send or
+    # receive runs beside its thread's work (its range is the transfer's lifetime)
+    held = ~np.isin(ranges["name_id"][comm], [i for i, n in enumerate(sym) if n in P2P_RANGES])
+    keep = busy[rows] & ~_inside(p_start, ops["tid"][rows], c_start[held], c_end[held], c_tid[held])
     compute, p_start, p_end = rows[keep], p_start[keep], p_end[keep]
 
     c_name = ranges["name_id"][comm]
@@ -290,6 +346,11 @@ def cpu_activities(raw: RawColumns, symbols: SymbolTable, group_size: int | None
         if k in OUT_PER_IN
         else x
         for x, k, first in zip(n_in, kinds, op_first)
+    ]
+    peer = _p2p_peers(raw, sym, c_name, c_start, c_tid)
+    p2p = [
+        MISSING if p < 0 else symbols.id(f"{'s' if sym[n] == 'gloo:send' else 'r'}{p}")
+        for p, n in zip(peer.tolist(), c_name.tolist())
     ]
     n_comm, n_wait, n_compute = len(comm), len(waits), len(compute)
     parts = (n_comm, n_wait, n_compute)
@@ -331,6 +392,8 @@ def cpu_activities(raw: RawColumns, symbols: SymbolTable, group_size: int | None
             np.int32,
         ),
         "group_size": col(np.full(n_comm, size, np.int64), *missing(np.int64, 1, 2), np.int64),
+        "peer": col(peer, *missing(np.int64, 1, 2), np.int64),
+        "p2p_id": col(np.array(p2p, np.int32), *missing(np.int32, 1, 2), np.int32),
     }
     order = np.argsort(cols["start_ns"], kind="stable")
     return CpuActivities(**{k: v[order] for k, v in cols.items()})

@@ -31,8 +31,13 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
-from torch.profiler import ProfilerActivity, profile, record_function, schedule
-from torch.profiler import tensorboard_trace_handler
+from torch.profiler import (
+    ProfilerActivity,
+    profile,
+    record_function,
+    schedule,
+    tensorboard_trace_handler,
+)
 
 HERE = Path(__file__).resolve().parent
 DIM, HIDDEN, TOKENS = 128, 512, 64
@@ -59,7 +64,9 @@ def _profiler(out: Path, rank: int) -> profile:
     return profile(
         activities=[ProfilerActivity.CPU],
         schedule=schedule(wait=1, warmup=1, active=3),
-        on_trace_ready=tensorboard_trace_handler(str(out), worker_name=f"rank{rank}", use_gzip=True),
+        on_trace_ready=tensorboard_trace_handler(
+            str(out), worker_name=f"rank{rank}", use_gzip=True
+        ),
         record_shapes=True,
     )
 
