@@ -2,8 +2,10 @@
 2-D mesh, a straggler; `tests/data/foreign-cpu/make.py`), each checked against answers worked out
 here from the raw JSON, without tpscope's code (metrics.md §1 "CPU runs", §4, §5):
 
-- compute: per thread, the time whose innermost CPU op is a compute op (the self time of the
-  ops, by a stack walk over each thread's ops in start order), outside gloo's collectives;
+- compute: per thread, the time whose innermost CPU op is an operator that does work (`aten::mm`,
+  not `c10d::allreduce_`, `autograd::engine::...` or an autograd node such as `AddmmBackward0`):
+  the self time of the ops, by a stack walk over each thread's ops in start order, outside
+  gloo's collectives;
 - communication: gloo's collective ranges and the blocking waits;
 - the summary ratios of §4 from those unions per rank and step;
 - collectives: how many gloo collectives each job runs, which group each belongs to (by the job's
@@ -27,8 +29,8 @@ from tpscope.trace import load_run
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "foreign-cpu"
 JOBS = ("ddp", "fsdp2", "tp_sp", "pipeline", "mesh2d", "straggler")
-NOT_COMPUTE = ("c10d::", "_c10d_functional::", "c10d_functional::", "record_param_comms",
-               "ProfilerStep#")  # fmt: skip
+# namespaces of operators that issue collectives or run the autograd engine or the profiler
+NOT_COMPUTE = {"c10d", "_c10d_functional", "c10d_functional", "autograd", "profiler"}
 WAITS = ("_c10d_functional::wait_tensor", "c10d_functional::wait_tensor", "c10d::wait")
 
 
@@ -105,7 +107,15 @@ def _self_time(ops: list[dict]) -> list[tuple[dict, int, int]]:
 
 
 def _is_compute(name: str) -> bool:
-    return not name.startswith(NOT_COMPUTE + WAITS)
+    """An operator (`namespace::name`, no spaces) of a namespace that does work, not a wait."""
+    namespace, sep, op = name.partition("::")
+    return (
+        bool(sep)
+        and namespace.isidentifier()
+        and op.replace(".", "_").isidentifier()
+        and namespace not in NOT_COMPUTE
+        and not name.startswith(WAITS)
+    )
 
 
 @cache

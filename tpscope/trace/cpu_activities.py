@@ -10,6 +10,7 @@ a GPU run has, so every metric, the dashboard and the report work on it unchange
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,13 +28,13 @@ BLOCKING_WAITS = (
     "c10d::wait",
     "gloo:wait",
 )
-# ops that issue a collective (their own time is neither compute nor communication)
-NOT_COMPUTE_PREFIXES = (
-    "c10d::",
-    "_c10d_functional::",
-    "c10d_functional::",
-    "record_param_comms",
-    "ProfilerStep#",
+# metrics.md §1: compute is the self time of operators, `namespace::name` (`aten::mm`,
+# `mkldnn::...`, custom ops), but for these namespaces: collectives' issue calls, the autograd
+# engine's and the profiler's own ops. Autograd nodes (`AddmmBackward0`), Python functions and
+# annotations name no namespace: their own time is overhead, not compute.
+OPERATOR = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)::[A-Za-z_][A-Za-z0-9_.]*$")
+NOT_COMPUTE_NAMESPACES = frozenset(
+    {"c10d", "_c10d_functional", "c10d_functional", "autograd", "profiler"}
 )
 # metrics.md §1: the kind of a gloo collective is what the op that issued it names (gloo runs a
 # reduce-scatter as an all-reduce); lower-case substrings of the op's name without '_'
@@ -88,6 +89,20 @@ def _starts_with(name_ids: np.ndarray, symbols: list[str], prefixes: tuple[str, 
     hit = np.fromiter(
         (u >= 0 and symbols[u].startswith(prefixes) for u in uniq.tolist()), bool, len(uniq)
     )
+    return hit[inverse.ravel()]
+
+
+def _is_compute(name_ids: np.ndarray, symbols: list[str]) -> np.ndarray:
+    """Per op: whether its name is an OPERATOR outside NOT_COMPUTE_NAMESPACES (once per name)."""
+    if len(name_ids) == 0:
+        return np.zeros(0, bool)
+    uniq, inverse = np.unique(name_ids, return_inverse=True)
+
+    def rule(u: int) -> bool:
+        m = OPERATOR.match(symbols[u]) if u >= 0 else None
+        return m is not None and m.group(1) not in NOT_COMPUTE_NAMESPACES
+
+    hit = np.fromiter((rule(u) for u in uniq.tolist()), bool, len(uniq))
     return hit[inverse.ravel()]
 
 
@@ -321,7 +336,7 @@ def cpu_activities(raw: RawColumns, symbols: SymbolTable, group_size: int | None
     c_start, c_end, c_tid = ranges["start_ns"][comm], ranges["end_ns"][comm], ranges["tid"][comm]
     waits = np.flatnonzero(_starts_with(ops["name_id"], sym, BLOCKING_WAITS))
     rows, p_start, p_end = self_pieces(ops["start_ns"], ops["end_ns"], ops["tid"])
-    busy = ~_starts_with(ops["name_id"], sym, NOT_COMPUTE_PREFIXES + BLOCKING_WAITS)
+    busy = _is_compute(ops["name_id"], sym) & ~_starts_with(ops["name_id"], sym, BLOCKING_WAITS)
     # an op inside a collective on the collective's thread is the collective's work; a send or
     # receive runs beside its thread's work (its range is the transfer's lifetime)
     held = ~np.isin(ranges["name_id"][comm], [i for i, n in enumerate(sym) if n in P2P_RANGES])
