@@ -18,37 +18,36 @@ from tpscope.trace import ActivityClass
 OUT_PER_IN = {"all_gather": lambda x, n: x * n, "reduce_scatter": lambda x, n: x // n}
 
 
-def _met(
-    rank: np.ndarray,
-    coll: np.ndarray,
-    nelems: np.ndarray,
-    start: np.ndarray,
-    end: np.ndarray,
-    q_rank: np.ndarray,
-    q_row: np.ndarray,
-) -> np.ndarray:
-    """Per query (a rank, a collective row): whether that rank runs a collective of the row's name
-    and size whose time overlaps the row's. One sort and one `searchsorted`: rows keyed by
-    (rank, name, size, start), with a running maximum of ends within each key."""
-    keys = np.stack([rank, coll, nelems], axis=1)
-    uniq, block = np.unique(
-        np.concatenate([keys, np.stack([q_rank, coll[q_row], nelems[q_row]], axis=1)]),
-        axis=0,
-        return_inverse=True,
-    )
-    block = block.ravel().astype(np.int64)
-    own, asked = block[: len(rank)], block[len(rank) :]
-    base = int(start.min())
-    span = int(max(end.max(), start.max())) - base + 2
-    key = own * span + (start - base)
-    order = np.argsort(key, kind="stable")
-    key = key[order]
-    run_end = np.maximum.accumulate(own[order] * span + (end[order] - base))
-    at = np.searchsorted(key, asked * span + (end[q_row] - base), side="left") - 1
-    ok = at >= 0
-    at = np.maximum(at, 0)
-    ok &= own[order][at] == asked
-    return ok & (run_end[at] - asked * span > start[q_row] - base)
+class _Meetings:
+    """Which ranks run a collective of a row's name and size at the same time as the row: the
+    rows sorted once by (rank, name and size, start), with a running maximum of ends within each
+    such block; a query is one `searchsorted`."""
+
+    def __init__(self, pos, coll, nelems, start, end) -> None:
+        _, self.kind = np.unique(np.stack([coll, nelems], axis=1), axis=0, return_inverse=True)
+        self.kind = self.kind.ravel().astype(np.int64)
+        self.n_kinds = int(self.kind.max()) + 1
+        self.base = int(start.min())
+        self.span = int(max(end.max(), start.max())) - self.base + 2
+        self.start, self.end = start, end
+        block = pos.astype(np.int64) * self.n_kinds + self.kind
+        order = np.argsort(block * self.span + (start - self.base), kind="stable")
+        self.block = block[order]
+        self.key = self.block * self.span + (start[order] - self.base)
+        self.run_end = np.maximum.accumulate(self.block * self.span + (end[order] - self.base))
+
+    def met(self, q_pos: np.ndarray, q_row: np.ndarray) -> np.ndarray:
+        """Per query: whether the rank at `q_pos` runs a collective like row `q_row` (same name
+        and size) whose time overlaps the row's."""
+        asked = q_pos.astype(np.int64) * self.n_kinds + self.kind[q_row]
+        at = np.searchsorted(
+            self.key, asked * self.span + (self.end[q_row] - self.base), side="left"
+        )
+        at -= 1
+        ok = at >= 0
+        at = np.maximum(at, 0)
+        ok &= self.block[at] == asked
+        return ok & (self.run_end[at] - asked * self.span > self.start[q_row] - self.base)
 
 
 def assign(
@@ -85,8 +84,13 @@ def assign(
     lane = cols["lane"][rows].astype(np.int64)
     threads, thread_of = np.unique(np.stack([r_pos, lane], axis=1), axis=0, return_inverse=True)
     thread_of = thread_of.ravel()
-    rank, coll, nelems = cols["rank"][rows], cols["coll"][rows], cols["in_nelems"][rows]
-    start, end = cols["start_ns"][rows], cols["end_ns"][rows]
+    meetings = _Meetings(
+        r_pos,
+        cols["coll"][rows],
+        cols["in_nelems"][rows],
+        cols["start_ns"][rows],
+        cols["end_ns"][rows],
+    )
     # per thread and candidate: how many of its collectives met every other member of the group
     chosen: dict[int, tuple[str, str, tuple[int, ...]]] = {}
     for t, (p, _) in enumerate(threads.tolist()):  # one per CPU thread that runs collectives
@@ -96,14 +100,13 @@ def assign(
         mine = np.flatnonzero(thread_of == t)
         scores = []
         for _name, _desc, ranks in options:  # a few groups per rank
-            others = [pos_of[r] for r in ranks if r != rank_ids[p]]
-            q_row = np.repeat(mine, len(others))
-            q_rank = np.tile(np.array([rank_ids[o] for o in others], np.int64), len(mine))
-            met = _met(rank, coll, nelems, start, end, q_rank, q_row)
+            others = np.array([pos_of[r] for r in ranks if r != rank_ids[p]], np.int64)
+            met = meetings.met(np.tile(others, len(mine)), np.repeat(mine, len(others)))
             scores.append(int(met.reshape(len(mine), len(others)).all(axis=1).sum()))
         # the most collectives met; ties to the larger group (a subset of a group meets as often)
         best = max(range(len(options)), key=lambda i: (scores[i], len(options[i][2])))
-        chosen[t] = options[best]
+        if scores[best] > 0:
+            chosen[t] = options[best]
     for t, (name, desc, ranks) in chosen.items():  # one per CPU thread
         sel = rows[thread_of == t]
         cols["group"][sel] = table.setdefault(f"{name} [{','.join(map(str, ranks))}]", len(table))
