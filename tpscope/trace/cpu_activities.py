@@ -71,6 +71,7 @@ class CpuActivities:
     group_size: np.ndarray  # int64
     peer: np.ndarray  # int64: a send's or recv's group-local peer (-1 elsewhere)
     p2p_id: np.ndarray  # int32: "s1" / "r0", the peer of a send / recv (metrics.md §5)
+    whole: np.ndarray  # bool: the row is a whole op or collective, not one stretch of an op
 
     def __len__(self) -> int:
         return len(self.start_ns)
@@ -409,6 +410,12 @@ def cpu_activities(raw: RawColumns, symbols: SymbolTable, group_size: int | None
         "group_size": col(np.full(n_comm, size, np.int64), *missing(np.int64, 1, 2), np.int64),
         "peer": col(peer, *missing(np.int64, 1, 2), np.int64),
         "p2p_id": col(np.array(p2p, np.int32), *missing(np.int32, 1, 2), np.int32),
+        "whole": col(
+            np.ones(n_comm, bool),
+            np.ones(n_wait, bool),
+            (p_start == ops["start_ns"][compute]) & (p_end == ops["end_ns"][compute]),
+            bool,
+        ),
     }
     order = np.argsort(cols["start_ns"], kind="stable")
     return CpuActivities(**{k: v[order] for k, v in cols.items()})
