@@ -127,8 +127,7 @@ def _parents(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> np.ndarray:
         return out
     order = np.lexsort((-end, start, tid))
     s_start, s_end, s_tid = start[order], end[order], tid[order]
-    _, thread = np.unique(s_tid, return_inverse=True)
-    thread = thread.ravel().astype(np.int64)
+    thread = np.cumsum(np.r_[False, s_tid[1:] != s_tid[:-1]]).astype(np.int64)  # sorted by tid
     base = int(min(s_start.min(), s_end.min()))
     span = int(max(s_start.max(), s_end.max())) - base + 1
     k_start = thread * span + (s_start - base)
@@ -176,7 +175,9 @@ def self_pieces(
     before = np.empty(len(kids), np.int64)  # what the earlier children of its parent cover
     before[new] = start[p[new]]
     before[~new] = covered[np.flatnonzero(~new) - 1]
-    leaves = np.setdiff1d(timed, p, assume_unique=False)
+    has_kids = np.zeros(len(start), bool)
+    has_kids[p] = True
+    leaves = timed[~has_kids[timed]]
     rows = np.concatenate([p, p[last], leaves])
     lo = np.concatenate([np.maximum(before, start[p]), covered[last], start[leaves]])
     hi = np.concatenate([c_start, end[p[last]], end[leaves]])
