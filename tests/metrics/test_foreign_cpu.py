@@ -316,3 +316,17 @@ def test_the_straggler_makes_its_peer_wait():
     assert len(first_of_step) == len({s.step for s in a.steps})
     for c in first_of_step.values():
         assert c.wait_us >= 45_000, c
+
+
+@pytest.mark.parametrize("job", ("fsdp2", "tp_sp", "mesh2d"))
+def test_all_gather_bytes_are_their_outputs(job):
+    """An all-gather's bytes are its output: its gloo input (4-byte floats) times its group's
+    size (2 in every one of these jobs), never the input alone nor times the world."""
+    a = analysis(job)
+    gathers = [
+        e for evs in _steady_gloo(job).values() for e in evs if e["name"] == "gloo:all_gather"
+    ]
+    want = {4 * _size(e) * 2 for e in gathers}
+    first = min(s.step for s in a.steps)
+    got = {c.bytes for c in a.collectives if c.step > first and c.collective == "gloo:all_gather"}
+    assert got == want and want
