@@ -26,7 +26,6 @@ BLOCKING_WAITS = (
     "_c10d_functional::wait_tensor",
     "c10d_functional::wait_tensor",
     "c10d::wait",
-    "gloo:wait",
 )
 # metrics.md §1: compute is the self time of operators, `namespace::name` (`aten::mm`,
 # `mkldnn::...`, custom ops), but for these namespaces: collectives' issue calls, the autograd
