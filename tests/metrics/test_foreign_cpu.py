@@ -330,3 +330,21 @@ def test_all_gather_bytes_are_their_outputs(job):
     first = min(s.step for s in a.steps)
     got = {c.bytes for c in a.collectives if c.step > first and c.collective == "gloo:all_gather"}
     assert got == want and want
+
+
+def test_the_mesh_critical_path_crosses_only_within_a_group():
+    """Each time the 2-D mesh's critical path moves to another rank, the two share a TP or DP
+    group of `pg_config` (never ranks of no common group but the world)."""
+    groups = {
+        frozenset(ranks)
+        for by_desc in _groups("mesh2d").values()
+        for desc, ranks in by_desc.items()
+        if desc != "default_pg"
+    }
+    crossings = 0
+    for path in analysis("mesh2d").critical_path:
+        for a, b in zip(path.segments, path.segments[1:]):
+            if a["rank"] != b["rank"]:
+                crossings += 1
+                assert frozenset((a["rank"], b["rank"])) in groups, (path.step, a, b)
+    assert crossings > 0
