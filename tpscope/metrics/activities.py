@@ -14,10 +14,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tpscope.metrics import cpu_groups
 from tpscope.metrics import intervals as iv
 from tpscope.trace import ActivityClass, RankTrace, Run, is_sync
 from tpscope.trace.columns import unique_rows
 from tpscope.trace.compact import RankHeader
+from tpscope.trace.cpu_activities import is_blocking_wait
 
 NS_PER_US = 1000.0
 
@@ -60,6 +62,7 @@ class RunActivities:
     hostnames: tuple[str | None, ...]
     world_sizes: tuple[int | None, ...]
     rank_bounds: np.ndarray  # rows of rank_pos p are rank_bounds[p]:rank_bounds[p + 1]
+    notes: tuple[str, ...] = ()  # warnings about the table (CPU runs without groups, §5)
 
     def __len__(self) -> int:
         return len(self.start_ns)
@@ -165,6 +168,9 @@ class ActivityTable:
         self.cols["sync"] = np.empty(n, bool)
         self.table: dict[str, int] = {}
         self.lane_labels: list[str] = []
+        self.process_groups: list[dict] = [{} for _ in headers]
+        self.cpu_run = [False] * len(headers)
+        self.notes: list[str] = []
         self.bounds = np.concatenate([[0], np.cumsum([h.gpu_rows for h in headers])]).astype(
             np.int64
         )
@@ -186,7 +192,9 @@ class ActivityTable:
                 self.cols[k] = self.cols[k].astype(np.int64)
                 c[k] = self.cols[k][lo:hi]
             c[k][:] = values
-        c["sync"][:] = is_sync(g.name_id, r.symbols) & (g.cls == ActivityClass.COMM)
+        # metrics.md §5: all wait: synchronization kernels, and a CPU run's blocking waits
+        waits = is_sync(g.name_id, r.symbols) | (r.cpu_run & is_blocking_wait(g.name_id, r.symbols))
+        c["sync"][:] = waits & (g.cls == ActivityClass.COMM)
         c["lane"][:] = g.lane + len(self.lane_labels)
         for name, local in (
             ("coll", g.coll_name_id),
@@ -201,12 +209,33 @@ class ActivityTable:
         c["group"][:] = _global_ids(*_groups(r), table)
         c["op"][:] = _global_ids(_enclosing_c10d_op(r), r.symbols, table)
         self.lane_labels.extend(r.lane_label(i) for i in range(len(r.lanes)))
+        self.process_groups[pos] = r.info.get("process_groups", {})
+        self.cpu_run[pos] = r.cpu_run
+        pg_count = r.info.get("pg_count")
+        if (
+            r.cpu_run
+            and not self.process_groups[pos]
+            and isinstance(pg_count, int)
+            and pg_count > 1
+        ):
+            self.notes.append(
+                f"rank {r.rank}: {pg_count} process groups but no pg_config in its trace: its "
+                "collectives are matched as if in one group (metrics.md §5)"
+            )
 
     def finish(self) -> RunActivities:
+        h = self.headers
+        cpu_groups.assign(  # metrics.md §5 "Process groups of CPU runs"
+            self.cols,
+            self.table,
+            self.bounds,
+            [x.rank for x in h],
+            self.process_groups,
+            self.cpu_run,
+        )
         strings = [""] * len(self.table)
         for s, i in self.table.items():
             strings[i] = s
-        h = self.headers
         return RunActivities(
             **self.cols,
             strings=tuple(strings),
@@ -215,6 +244,7 @@ class ActivityTable:
             hostnames=tuple(x.hostname for x in h),
             world_sizes=tuple(x.world_size for x in h),
             rank_bounds=self.bounds,
+            notes=tuple(self.notes),
         )
 
 

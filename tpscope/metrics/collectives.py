@@ -435,7 +435,7 @@ def match_collectives(acts: RunActivities) -> CollectiveMatch:
     )
     coll_kind = _per_string(colls, acts.strings, collective_kind, None)
     is_p2p_name = _broadcast(colls, {c: k == "send_recv" for c, k in coll_kind.items()}, bool)
-    warnings: list[str] = []
+    warnings: list[str] = list(acts.notes)
     parts: list[_Part] = []
     described = crow[(colls >= 0) & (p2p_ids < 0) & ~is_p2p_name]
     by_seq = False

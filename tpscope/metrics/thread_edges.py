@@ -14,10 +14,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from tpscope.trace import ActivityClass, RankTrace
-from tpscope.trace.cpu_activities import NOT_COMPUTE_PREFIXES
+from tpscope.trace.cpu_activities import BLOCKING_WAITS
 
-# metrics.md §7: CPU ops that issue a CPU run's collective, by name prefix
-ISSUE_OP_PREFIXES = tuple(p for p in NOT_COMPUTE_PREFIXES if not p.startswith("ProfilerStep"))
+# metrics.md §7: CPU ops that issue a CPU run's collective, by name prefix (the blocking waits of
+# these namespaces issue nothing)
+ISSUE_OP_PREFIXES = ("c10d::", "_c10d_functional::", "c10d_functional::", "record_param_comms")
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +37,13 @@ def _issue_ops(r: RankTrace) -> np.ndarray:
     ops = r.cpu_ops
     ids = np.unique(ops.name_id)
     hit = np.array(
-        [k >= 0 and r.symbols[k].startswith(ISSUE_OP_PREFIXES) for k in ids.tolist()], bool
+        [
+            k >= 0
+            and r.symbols[k].startswith(ISSUE_OP_PREFIXES)
+            and r.symbols[k] not in BLOCKING_WAITS
+            for k in ids.tolist()
+        ],
+        bool,
     )
     return np.flatnonzero(hit[np.searchsorted(ids, ops.name_id)]) if len(ids) else np.zeros(0, int)
 
@@ -70,6 +77,8 @@ def cpu_run_waits(
         mine = comm[issuer_tid[comm] == t]
         # that thread's last activity to end by the collective's start
         on = np.flatnonzero(tid == t)
+        if len(on) == 0:  # the issuing thread ran no activity of its own
+            continue
         on = on[np.argsort(end[on], kind="stable")]
         j = np.searchsorted(end[on], start[mine], side="right") - 1
         issuer_prev[mine] = np.where(j >= 0, on[np.maximum(j, 0)], -1)

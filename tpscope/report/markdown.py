@@ -269,7 +269,7 @@ def name_table(
 def run_line(role: str, info: RunInfo) -> str:
     title = f" ({info.title})" if info.title != info.run_dir else ""
     manifest = ("" if info.has_manifest else ", no manifest") + (
-        ", CPU run (gloo, aten ops)" if info.cpu_run else ""
+        ", CPU run (gloo, CPU ops)" if info.cpu_run else ""
     )
     first = (
         f" (the first, step {info.first_step}, a warm-up of "

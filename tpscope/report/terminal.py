@@ -254,8 +254,9 @@ def render(analysis: RunAnalysis, extra_sections: Sequence[str] = ()) -> str:
     head = f"run: {analysis.run_dir}   ranks: {analysis.ranks}   steps from: {', '.join(rules) or '-'} (metrics.md §3)"
     if analysis.cpu_run:
         head += (
-            "\nCPU run: no GPU activity, so gloo collectives are the communication, aten ops the "
-            "compute, each CPU thread a lane (metrics.md §1)"
+            "\nCPU run: no GPU activity, so gloo collectives and the waits for them are the "
+            "communication, the self time of CPU ops the compute, each CPU thread a lane "
+            "(metrics.md §1)"
         )
     parts = [head, step_table(analysis)]
     if any(s.first_step for s in analysis.steps):

@@ -159,7 +159,7 @@ enum {
     C_DEVICE, C_STREAM, C_CORRELATION, C_EXTERNAL_ID, C_WAIT_STREAM, C_WAIT_CORR, /* int64 */
     C_HAS_DEVICE, C_HAS_STREAM,    /* int8: the key holds a non-null value */
     C_DEVICE_SYM, C_STREAM_SYM,    /* int32: a string device / stream's symbol id, else -1 */
-    C_DIMS, C_TYPES, C_STRIDES,    /* int32 symbol ids of the raw text, "" when absent */
+    C_DIMS, C_TYPES, C_STRIDES, C_CONCRETE, /* int32 ids of the raw text, "" when absent */
     C_COLL_NAME,                   /* int32 symbol id, -1 for null or absent */
     C_ARG_NAME,                    /* int32 symbol id of args.name, -1 for null or absent */
     /* Sparse columns: one value per event whose "Collective name" is a string */
@@ -174,7 +174,7 @@ enum {
 static const char *COLUMN_NAMES[N_COLUMNS] = {
     "ph", "cat", "name", "pid", "tid", "pid_sym", "tid_sym", "ts", "dur",
     "device", "stream", "correlation", "external_id", "wait_on_stream", "wait_on_event_corr",
-    "has_device", "has_stream", "device_sym", "stream_sym", "dims", "types", "strides", "coll_name", "arg_name",
+    "has_device", "has_stream", "device_sym", "stream_sym", "dims", "types", "strides", "concrete", "coll_name", "arg_name",
     "coll_row", "pg_name", "dtype", "pg_ranks", "pg_desc", "seq", "in_nelems", "out_nelems",
     "group_size", "peer", "launch_row", "grid", "block",
 };
@@ -314,7 +314,7 @@ static int key_is(yyjson_val *key, const char *name, size_t n) {
 enum {
     A_DEVICE, A_STREAM, A_CORRELATION, A_EXTERNAL_ID, A_COLLECTIVE, A_IN, A_OUT, A_DTYPE,
     A_PG_NAME, A_GROUP_SIZE, A_SEQ, A_PG_RANKS, A_PG_DESC, A_SRC, A_DST, A_GRID, A_BLOCK,
-    A_DIMS, A_TYPES, A_STRIDES, A_WAIT_STREAM, A_WAIT_CORR, A_NAME
+    A_DIMS, A_TYPES, A_STRIDES, A_CONCRETE, A_WAIT_STREAM, A_WAIT_CORR, A_NAME
 };
 
 /* The argument keys read, as data: name, bit, kind (0 int, 1 str, 2 int | str: device and
@@ -346,6 +346,7 @@ static const ArgKey ARG_KEYS[] = {
     ARG("Input Dims", A_DIMS, 3),
     ARG("Input type", A_TYPES, 3),
     ARG("Input Strides", A_STRIDES, 3),
+    ARG("Concrete Inputs", A_CONCRETE, 3),
     ARG("wait_on_stream", A_WAIT_STREAM, 0),
     ARG("wait_on_cuda_event_record_corr_id", A_WAIT_CORR, 0),
     ARG("name", A_NAME, 1),
@@ -399,7 +400,7 @@ static int read_args(Scan *s, yyjson_val *args, const char *text, size_t hi, con
         ints[k] = MISSING;
         syms[k] = -1;
     }
-    syms[A_DIMS] = syms[A_TYPES] = syms[A_STRIDES] = s->empty_id;
+    syms[A_DIMS] = syms[A_TYPES] = syms[A_STRIDES] = syms[A_CONCRETE] = s->empty_id;
     if (args && !yyjson_is_null(args)) {
         if (!yyjson_is_obj(args)) return OTHER;
         yyjson_obj_iter it;
@@ -460,6 +461,7 @@ static int read_args(Scan *s, yyjson_val *args, const char *text, size_t hi, con
     PUT(s, C_DIMS, syms[A_DIMS]);
     PUT(s, C_TYPES, syms[A_TYPES]);
     PUT(s, C_STRIDES, syms[A_STRIDES]);
+    PUT(s, C_CONCRETE, syms[A_CONCRETE]);
     PUT(s, C_COLL_NAME, syms[A_COLLECTIVE]);
     PUT(s, C_ARG_NAME, syms[A_NAME]);
     if (syms[A_COLLECTIVE] >= 0) {

@@ -157,11 +157,13 @@ def _cpu_table(
         launch_tid=c.tid,
         step=missing.copy(),
         external_id=c.external_id,
-        signature_id=_cpu_signatures(symbols, c.name_id, c.dims_id),
+        # metrics.md §8: a whole op is compared by its duration; a stretch of an op is not
+        signature_id=np.where(
+            c.whole, _cpu_signatures(symbols, c.name_id, c.dims_id), MISSING
+        ).astype(np.int32),
         grid=np.full((n, 3), MISSING, np.int64),
-        op_name_id=np.where(c.coll_name_id >= 0, MISSING, c.name_id).astype(
-            np.int32
-        ),  # a CPU op is its own op
+        # a whole CPU op is its own op (§8's GEMMs); a stretch of an op or a collective is none
+        op_name_id=np.where((c.coll_name_id >= 0) | ~c.whole, MISSING, c.name_id).astype(np.int32),
         dims_id=c.dims_id.astype(np.int32),
         types_id=np.full(n, MISSING, np.int32),
         strides_id=np.full(n, MISSING, np.int32),
@@ -174,8 +176,8 @@ def _cpu_table(
         group_size=c.group_size,
         pg_ranks_id=np.full(n, MISSING, np.int32),  # gloo's collectives name no group ranks
         pg_desc_id=np.full(n, MISSING, np.int32),
-        peer=missing.copy(),
-        p2p_id=np.full(n, MISSING, np.int32),
+        peer=c.peer,
+        p2p_id=c.p2p_id,
     )
 
 
@@ -460,6 +462,8 @@ def _info(trace: TraceFile, raw: RawColumns) -> dict:
     groups = _process_groups(di.pg_config) if di is not None else {}
     if groups:
         info["process_groups"] = groups
+    if di is not None and isinstance(di.pg_count, int):
+        info["pg_count"] = di.pg_count
     if trace.hostname:
         info["hostname"] = trace.hostname
     elif raw.hostnames:

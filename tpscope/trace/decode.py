@@ -132,7 +132,7 @@ def _untyped(path: Path, data: bytes) -> object:
         raise TraceError(path, f"not valid JSON ({exc})") from None
 
 
-_RAW_ARG_KEYS = ("Input Dims",)
+_RAW_ARG_KEYS = ("Input Dims", "Concrete Inputs")
 
 
 def _with_raw(obj: dict, keys: tuple[str, ...]) -> dict:

@@ -45,6 +45,7 @@ SYMBOL_COLUMNS = frozenset(
         "dims_id",
         "types_id",
         "strides_id",
+        "concrete_id",
         "coll_name_id",
         "pg_name_id",
         "dtype_id",
@@ -323,6 +324,7 @@ def extract(events: list[Event], base_ns: int = 0) -> RawColumns:
         dims_id=x.raw_ids(args, "input_dims"),
         types_id=x.raw_ids(args, "input_type"),
         strides_id=x.raw_ids(args, "input_strides"),
+        concrete_id=x.raw_ids(args, "concrete_inputs"),
         **x.collectives(args),
     )
     groups["cpu_op"] = cols

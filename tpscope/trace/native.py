@@ -41,7 +41,8 @@ NATIVE_CHUNK_BYTES = 1 << 20
 
 _DTYPES = {
     **dict.fromkeys(
-        "ph cat name pid_sym tid_sym device_sym stream_sym dims types strides coll_name arg_name"
+        "ph cat name pid_sym tid_sym device_sym stream_sym dims types strides concrete coll_name"
+        " arg_name"
         " pg_name dtype pg_ranks pg_desc".split(),
         np.int32,
     ),
@@ -195,6 +196,7 @@ class _Columns:
                 out["dims_id"] = c["dims"][r]
                 out["types_id"] = c["types"][r]
                 out["strides_id"] = c["strides"][r]
+                out["concrete_id"] = c["concrete"][r]
                 out.update(self._collectives(r))
             elif group == "cpu_range":
                 out["tid"] = self.lane("tid")[r]

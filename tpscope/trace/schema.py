@@ -38,6 +38,8 @@ class Args(msgspec.Struct, gc=False):
     input_type: msgspec.Raw = msgspec.field(name="Input type", default=msgspec.Raw())
     # GEMM layout
     input_strides: msgspec.Raw = msgspec.field(name="Input Strides", default=msgspec.Raw())
+    # scalar arguments as text (c10d::send's peer, metrics.md §5)
+    concrete_inputs: msgspec.Raw = msgspec.field(name="Concrete Inputs", default=msgspec.Raw())
     # cuda_sync events (cudaStreamWaitEvent and friends)
     wait_on_stream: int | None = None
     wait_on_event_corr: int | None = msgspec.field(
@@ -64,6 +66,7 @@ class DistributedInfo(msgspec.Struct, gc=False):
     world_size: int | None = None
     backend: str | None = None
     nccl_version: str | None = None
+    pg_count: int | None = None
     pg_config: msgspec.Raw = msgspec.Raw()
 
 
