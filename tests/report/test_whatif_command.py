@@ -1,0 +1,31 @@
+"""`tpscope whatif`: the JSON fields scripts rely on, and exit 2 naming a bad CHANGE."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.test_cli import tpscope
+
+RUN = Path(__file__).resolve().parents[2] / "sample_traces" / "h200x2-nvlink-none"
+
+
+def test_json_fields_and_identity():
+    done = tpscope("whatif", str(RUN), "comm=0.5", "hide=all", "--json")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["measured_step_us"] > 0
+    assert abs(doc["replayed_step_us"] - doc["measured_step_us"]) <= 0.01 * doc["measured_step_us"]
+    changes = [c["change"] for c in doc["changes"]]
+    assert changes == ["comm=0.5", "hide=all", "comm=0.5 hide=all"]
+    hide = doc["changes"][1]["predicted_step_us"]
+    half = doc["changes"][0]["predicted_step_us"]
+    assert hide < half < doc["measured_step_us"]
+
+
+def test_bad_change_exits_2_naming_it():
+    done = tpscope("whatif", str(RUN), "fuse=magic")
+    assert done.returncode == 2
+    assert "fuse=magic" in done.stderr and "Traceback" not in done.stderr
+    done = tpscope("whatif", str(RUN), "comm=0.5@no_such_group")
+    assert done.returncode == 2 and "no_such_group" in done.stderr
