@@ -65,30 +65,36 @@ def test_changes_on_a_hand_built_collective(tmp_path, change, step_us):
     assert w.changes[0].step_us == pytest.approx([step_us])
 
 
-def test_cpu_bound_launch_moves_with_the_host(tmp_path):
-    """One rank: `a` [0, 10] launched at (-5, 1); the CPU waits in cudaDeviceSynchronize [0, 12]
-    (returns 2 µs after `a`), spends 100 µs, launches `b` at (112, 3) which runs [116, 126].
-    comm=0.5 changes nothing here (no comm); the replay keeps the host gap and the latencies."""
-    r = RankTrace(0, world_size=1)
-    r.cpu_annotation("ProfilerStep#1", -10, 200)
-    r.kernel("a", 0, 10, launch_us=(-5, 1))
-    r.raw(
-        {
-            "ph": "X",
-            "cat": "cuda_runtime",
-            "name": "cudaDeviceSynchronize",
-            "pid": 100,
-            "tid": 100,
-            "ts": 0,
-            "dur": 12,
-            "args": {"correlation": 999_001},
-        }
-    )
-    r.kernel("b", 116, 10, launch_us=(112, 3))
-    inp = prepare(load_run(write_run(tmp_path / "run", [r])))
-    w = predict(inp, [])
-    assert w.replayed_steps_us == pytest.approx([126])
-    assert w.inferred_us_per_step == {"held": 0.0, "unexplained": 0.0}
+def test_a_shorter_transfer_moves_the_host_and_the_launch_after_a_sync(tmp_path):
+    """Two ranks: the all-gather [0, 100] (both arrive at 0: all transfer), launched at (-5, 1);
+    the CPU waits in cudaDeviceSynchronize [0, 102] (it returns 2 µs after the kernel), spends
+    100 µs, launches `b` at (202, 3), which runs [206, 216]. With comm=0.5 the all-gather ends at
+    50, the sync returns at 52, the launch call starts at 152 and ends at 155, `b` runs
+    [156, 166]: the step is 166 µs. hide=all: 116 µs."""
+    ranks = []
+    for rank in (0, 1):
+        r = RankTrace(rank)
+        r.cpu_annotation("ProfilerStep#1", -10, 300)
+        r.kernel("ncclDevKernel_AllGather", 0, 100, launch_us=(-5, 1), collective=AG)
+        r.raw(
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaDeviceSynchronize",
+                "pid": 100,
+                "tid": 100,
+                "ts": 0,
+                "dur": 102,
+                "args": {"correlation": 999_001},
+            }
+        )
+        r.kernel("b", 206, 10, launch_us=(202, 3))
+        ranks.append(r)
+    inp = prepare(load_run(write_run(tmp_path / "run", ranks)))
+    w = predict(inp, [parse_change("comm=0.5"), parse_change("hide=all")])
+    assert w.replayed_steps_us == pytest.approx([216])
+    assert [p.step_us[0] for p in w.changes[:2]] == pytest.approx([166, 116])
+    assert w.inferred_us_per_step == {"held": 0.0, "unexplained": 0.0, "thread": 0.0}
 
 
 def _spans(run_dir: Path) -> dict[int, float]:
@@ -122,3 +128,27 @@ def test_identity_names_what_an_incomplete_graph_carries(tmp_path):
     assert w.measured_steps_us == pytest.approx([700])
     assert w.replayed_steps_us == pytest.approx([210])
     assert w.inferred_us_per_step["unexplained"] == pytest.approx(490)
+
+
+@pytest.mark.parametrize("run_dir", CPU_JOBS, ids=lambda p: p.name)
+def test_comm_and_hide_on_cpu_jobs(run_dir):
+    """comm=0.5 and hide=all on gloo jobs: each predicts a step no longer than measured, hide=all
+    no longer than comm=0.5, and the collectives' exposed time shrinks."""
+    w = predict(
+        prepare(load_run(run_dir, workers=1)),
+        [parse_change("comm=0.5"), parse_change("hide=all")],
+    )
+    half, hide = w.changes[0], w.changes[1]
+    assert hide.predicted_step_us <= half.predicted_step_us * 1.0001
+    assert half.predicted_step_us <= w.measured_step_us * 1.0001
+    assert hide.path["comm_us"] == 0
+    assert half.path["comm_us"] < w.measured_path["comm_us"]
+
+
+def test_pipeline_job_gains_from_hiding_its_sends():
+    """The 2-stage pipeline's stages wait for each other's send/recv: hiding them shortens the
+    step (the graph links the stages through the matched point-to-point transfers)."""
+    w = predict(
+        prepare(load_run(DATA / "foreign-cpu" / "pipeline", workers=1)), [parse_change("hide=all")]
+    )
+    assert w.changes[0].predicted_step_us < 0.9 * w.measured_step_us

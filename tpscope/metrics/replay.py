@@ -28,6 +28,7 @@ from tpscope.metrics.critical_path import PathGraph
 from tpscope.trace import ActivityClass
 
 LATENCY_CAP_NS = 10_000  # §7's tolerance: a longer gap after the binding edge was a hold
+BLOCKED_GAP_NS = 1_000_000  # a CPU thread idle this long between runtime calls was blocked
 # why a GPU activity started when it did (metrics.md §11)
 READY = ("first", "stream", "event", "launch", "held", "unexplained")
 FIRST, STREAM, EVENT, LAUNCH, HELD, UNEXPLAINED = range(len(READY))
@@ -62,6 +63,9 @@ class ReplayGraph:
     cpu_prev: np.ndarray  # previous call on the thread (global), -1
     cpu_gap_ns: np.ndarray  # host time after that previous call (after its start if nested)
     cpu_nested: np.ndarray  # bool: it started inside that previous call
+    cpu_thread_pred: np.ndarray  # the other thread's call whose end woke it (inferred), -1
+    cpu_thread_off_ns: np.ndarray  # its start after that call's end
+    cpu_thread_carried_ns: np.ndarray  # the gap that wait replaced
     cpu_waited: np.ndarray  # the GPU row a blocking sync waited for, -1
     cpu_lag_ns: np.ndarray  # return latency after it
     cpu_base: np.ndarray
@@ -70,9 +74,13 @@ class ReplayGraph:
         return len(self.start_ns)
 
 
-def running_on_other_lane(lane: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+def running_on_other_lane(
+    lane: np.ndarray, start: np.ndarray, end: np.ndarray, running: bool = True
+) -> np.ndarray:
     """Per activity of one rank: the activity of another lane running when it started (the latest
-    started of those whose span holds its start), else -1 (what held the GPU: §7's `resource`)."""
+    started of those whose span holds its start), else -1 (what held the GPU: §7's `resource`).
+    `running=False`: the latest started on another lane, running or not (a CPU thread that
+    waited for another thread's event)."""
     out = np.full(len(lane), -1, np.int64)
     best = np.full(len(lane), np.iinfo(np.int64).min, np.int64)
     lanes = np.unique(lane).tolist()
@@ -84,10 +92,27 @@ def running_on_other_lane(lane: np.ndarray, start: np.ndarray, end: np.ndarray) 
         j = np.searchsorted(starts, start[mine], side="right") - 1
         ok = j >= 0
         cand = order[np.maximum(j, 0)]
-        ok &= end[cand] > start[mine]
+        if running:
+            ok &= end[cand] > start[mine]
         ok &= start[cand] > best[mine]
         out[mine[ok]] = cand[ok]
         best[mine[ok]] = start[cand[ok]]
+    return out
+
+
+def waker_on_other_thread(tid: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per CPU call of one rank: the call of another thread that ended last at or before its
+    start, else -1 (threads marked -1 neither wake nor are woken)."""
+    out = np.full(len(tid), -1, np.int64)
+    for t in np.unique(tid[tid >= 0]).tolist():  # a loop over threads, not calls
+        mine = np.flatnonzero(tid == t)
+        other = np.flatnonzero((tid != t) & (tid >= 0))
+        if not len(other):
+            continue
+        order = other[np.argsort(end[other], kind="stable")]
+        j = np.searchsorted(end[order], start[mine], side="right") - 1
+        ok = j >= 0
+        out[mine[ok]] = order[j[ok]]
     return out
 
 
@@ -120,14 +145,15 @@ def _rank_part(graph: PathGraph, pos: int, cpu_base: int, timing: CollectiveTimi
     held = np.full(n, -1, np.int64)
     e_other = np.where(other >= 0, e[np.maximum(other, 0)], neg)
     long = (kind != FIRST) & (gap > LATENCY_CAP_NS)
-    if graph.ranks[pos].cpu_run:  # activities are CPU ops: the gap after the previous op on its
-        long &= kind != STREAM  # thread is that thread's own host work, replayed as it was
     by_other = long & (other >= 0) & (e_other > ready) & (s - e_other <= LATENCY_CAP_NS)
     held[by_other] = other[by_other] + g.base
     latency[by_other] = (s - e_other)[by_other]
     kind[by_other] = HELD
     carried[by_other] = gap[by_other]
-    running = running_on_other_lane(np.asarray(graph.acts.lane[g.base : g.base + n]), s, e)
+    cpu_run = graph.ranks[pos].cpu_run  # activities are CPU ops, lanes their threads
+    running = running_on_other_lane(
+        np.asarray(graph.acts.lane[g.base : g.base + n]), s, e, running=not cpu_run
+    )
     by_running = long & ~by_other & (running >= 0)
     run_pred = np.full(n, -1, np.int64)
     run_pred[by_running] = running[by_running] + g.base
@@ -137,6 +163,10 @@ def _rank_part(graph: PathGraph, pos: int, cpu_base: int, timing: CollectiveTimi
     kind[by_running] = HELD
     carried[by_running] = gap[by_running]
     lost = long & ~by_other & ~by_running
+    if cpu_run:  # a gap on a thread that no other thread explains is that thread's host work
+        lost &= kind != STREAM
+        host = long & ~by_other & ~by_running & (kind == STREAM)
+        latency[host] = gap[host]
     kind[lost] = UNEXPLAINED
     carried[lost] = gap[lost] - LATENCY_CAP_NS
     latency[lost] = LATENCY_CAP_NS
@@ -153,6 +183,18 @@ def _rank_part(graph: PathGraph, pos: int, cpu_base: int, timing: CollectiveTimi
     pc = np.maximum(prev, 0)
     nested = (prev >= 0) & (ce[pc] > cs)
     gap_cpu = np.where(prev >= 0, np.where(nested, cs - cs[pc], cs - ce[pc]), 0)
+    # a long gap that ends just after another thread's call ended: the thread waited for it
+    # (blocked in backward() while the autograd thread works, woken by a queue): `thread`, inferred
+    launching = np.zeros(m, bool)  # threads that launch GPU work (not a watchdog's timer)
+    launching[call[known]] = True
+    working = np.isin(tid, np.unique(tid[launching]))
+    woke = waker_on_other_thread(np.where(working, tid, -1), cs, ce)
+    pw = np.maximum(woke, 0)
+    thread_wait = (
+        (prev >= 0) & ~nested & (gap_cpu > BLOCKED_GAP_NS) & (woke >= 0) & (ce[pw] > ce[pc])
+    )
+    thread_pred = np.where(thread_wait, woke + cpu_base, -1)
+    thread_off = np.where(thread_wait, cs - ce[pw], 0)
     waited = np.asarray(cpu.waited_for, np.int64)
     lag = np.where(waited >= 0, ce - np.maximum(cs, e[np.maximum(waited, 0)]), 0)
     return dict(
@@ -173,6 +215,9 @@ def _rank_part(graph: PathGraph, pos: int, cpu_base: int, timing: CollectiveTimi
         cpu_prev=np.where(prev >= 0, prev + cpu_base, -1),
         cpu_gap_ns=gap_cpu,
         cpu_nested=nested,
+        cpu_thread_pred=thread_pred,
+        cpu_thread_off_ns=thread_off,
+        cpu_thread_carried_ns=np.where(thread_wait, gap_cpu, 0),
         cpu_waited=np.where(waited >= 0, waited + base, -1),
         cpu_lag_ns=lag,
     )
@@ -257,6 +302,7 @@ def simulate(
     cwait, clag = rg.cpu_waited.tolist(), rg.cpu_lag_ns.tolist()
     mcs, mce = rg.cpu_start_ns.tolist(), rg.cpu_end_ns.tolist()
     nested = rg.cpu_nested.tolist()
+    tpred, toff = rg.cpu_thread_pred.tolist(), rg.cpu_thread_off_ns.tolist()
     violations = 0
 
     def end_of(a: int) -> int:
@@ -302,7 +348,15 @@ def simulate(
                 if pe is None:
                     violations += 1
                     pe = mcs[p] if nested[c] else mce[p]
-                cst[c] = pe + int(cgap[c] * cpu_dur_scale)
+                tp = tpred[c]
+                if tp >= 0:  # woken by another thread: no earlier than its own previous call
+                    we = cen[tp]
+                    if we is None:
+                        violations += 1
+                        we = mce[tp]
+                    cst[c] = max(pe, we + toff[c])
+                else:
+                    cst[c] = pe + int(cgap[c] * cpu_dur_scale)
             if mcs[c] == mce[c]:
                 w = cwait[c]
                 cen[c] = max(cst[c], end_of(w)) + clag[c] if w >= 0 else cst[c]
@@ -387,6 +441,7 @@ def carried_by_kind(rg: ReplayGraph) -> dict[str, float]:
     for k in (HELD, UNEXPLAINED):
         sel = (rg.ready_kind == k) & (rg.step >= 0)
         out[READY[k]] = float(rg.carried_ns[sel].sum()) / NS_PER_US
+    out["thread"] = float(rg.cpu_thread_carried_ns.sum()) / NS_PER_US
     return out
 
 

@@ -24,6 +24,7 @@ from tpscope.metrics.replay import (
 )
 from tpscope.metrics.whatif_changes import (
     ASSUMED_SLOWDOWN,
+    SM_MODES,
     AlphaBeta,
     Change,
     ChangeError,
@@ -38,6 +39,9 @@ from tpscope.metrics.whatif_changes import (
     select_rows,
 )
 from tpscope.metrics.whatif_fuse import (
+    AG,
+    RS,
+    GemmTimes,
     PipelineModel,
     apply_fuse,
     find_pairs,
@@ -96,6 +100,7 @@ class Prediction:
     exposed_comm_us: float | None  # per step, the most of any rank
     path: dict | None  # the critical path's composition (µs per step, mean)
     notes: list[str] = field(default_factory=list)
+    fused: dict = field(default_factory=dict)  # fuse=: per change, per pair kind, its pipelines
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +226,7 @@ def predict(
     carried = {k: v / n_steps for k, v in carried_by_kind(rg).items()}
     pools = [inp.samples, extra_samples or {}, calibration or {}]
     base_ns = gemm_baselines_ns(inp.gemms, pools)
+    times = GemmTimes(pools)
     rows = [(c.text, [c]) for c in changes]
     if len(changes) > 1:
         rows.append((" ".join(c.text for c in changes), changes))
@@ -228,7 +234,7 @@ def predict(
     for text, group in rows:
         d = Durations(rg.dur_ns.copy(), rg.transfer_ns.copy(), [])
         for c in group:
-            _apply(inp, d, c, contention, base_ns)
+            _apply(inp, d, c, contention, base_ns, times)
         r = simulate(rg, d.dur_ns, d.transfer_ns)
         st = step_times(rg.step, r.start_ns, r.end_ns)
         mean = _mean(st.step_us)
@@ -244,6 +250,7 @@ def predict(
                 exposed_comm_us=_exposed_us(inp, r.start_ns, r.end_ns),
                 path=_path(inp, r),
                 notes=d.notes,
+                fused=d.fused,
             )
         )
     return WhatIf(
@@ -267,7 +274,7 @@ def predict(
     )
 
 
-def _apply(inp: Inputs, d: Durations, c: Change, contention, base_ns: np.ndarray) -> None:
+def _apply(inp: Inputs, d: Durations, c: Change, contention, base_ns: np.ndarray, times) -> None:
     rg = inp.rg
     if c.kind in ("comm", "hide", "link"):
         sel = select_rows(inp.comm, rg.is_comm, c.target, c.text)
@@ -300,14 +307,21 @@ def _apply(inp: Inputs, d: Durations, c: Change, contention, base_ns: np.ndarray
             f"CHANGE {c.text!r}: no AG-GEMM or GEMM-RS pair found in this run{' for ' + c.target if c.target else ''}"
         )
     sm = is_sm_mode(c.mode)
-    if contention is not None:
-        slow, source = contention
-        if not sm:  # copy engines take no SMs: the interference part only
-            source += " (copy engines: the same interference, no SM tax assumed)"
+    kind = "sm" if sm else "copy"
+    if contention is not None and contention[2] == kind:
+        slow, source = contention[0], contention[1]
     else:
-        slow = ASSUMED_SLOWDOWN["sm" if sm else "copy"]
-        source = "assumed (no --contention-from run)"
-    fits = inp.fits
+        slow = ASSUMED_SLOWDOWN[kind]
+        source = "assumed" + (
+            f" (the --contention-from run's transfers are not {'SM' if sm else 'copy-engine'} transfers)"
+            if contention is not None
+            else " (no --contention-from run)"
+        )
+    fits = dict(inp.fits)
+    if contention is not None and contention[2] == kind and len(contention) > 3:
+        # chunk transfers timed by the fused run's own α-β fit: measured beside GEMMs
+        fits.update(contention[3])
+        source += "; chunk transfers by its α-β fit"
     model = PipelineModel(
         mode=c.mode,
         chunks=c.chunks,
@@ -317,20 +331,44 @@ def _apply(inp: Inputs, d: Durations, c: Change, contention, base_ns: np.ndarray
         alpha_us={k: f.alpha_us for k, f in fits.items()},
     )
     used = apply_fuse(
-        d, rg, pairs, model, np.asarray(inp.match.group_size), inp.comm, base_ns, inp.gemms
+        d, rg, pairs, model, np.asarray(inp.match.group_size), inp.comm, times, inp.gemms
     )
+    d.fused[c.text] = used
     for k, v in used.items():
-        if v["pairs"]:
+        if k in (AG, RS) and v["pairs"]:
             d.notes.append(
                 f"{k}: {v['pairs']} pairs, {v['pieces']} pieces; transfer {v['transfer_us']:.0f} µs, "
                 f"GEMM {v['gemm_us']:.0f} µs -> pipeline {v['pipeline_us']:.0f} µs"
             )
     d.notes.append(f"contention slowdown {slow:.1%}: {source}")
+    d.notes.append(
+        "GEMM pieces: "
+        + ", ".join(f"{r} x{k}" for k, r in sorted((v, r) for r, v in times.rules.items()))
+    )
+    times.rules.clear()
+
+
+def transfer_kind(inp: Inputs) -> str:
+    """Whether a fused run's transfers take SMs ("sm": NCCL or ring kernels) or copy engines
+    ("copy"): by its manifest's modes, else by the share of its comm time in `Memcpy` activities."""
+    m = inp.run.manifest
+    layers = (m.fusion_by_layer or {}) if m is not None else {}
+    modes = [v.get("mode") for v in layers.values() if isinstance(v, dict)]
+    modes = [x for x in modes if x and x != "none"]
+    if modes:
+        copy = sum(x not in SM_MODES for x in modes)
+        return "copy" if copy * 2 > len(modes) else "sm"
+    acts = inp.acts
+    names = np.array(acts.strings + ("",), dtype=object)
+    comm = np.flatnonzero(inp.rg.is_comm)
+    dur = (acts.end_ns - acts.start_ns)[comm]
+    is_copy = np.array([str(x).startswith("Memcpy") for x in names[acts.name[comm]]], bool)
+    return "copy" if dur[is_copy].sum() * 2 > dur.sum() else "sm"
 
 
 def measured_contention(inp: Inputs, reference: Inputs | None = None) -> float | None:
     """The GEMM slowdown beside communication measured on a (fused) run: Σ(dur − baseline) /
-    Σ baseline over its GEMMs that overlapped comm (f >= 0.5) and have a §8 baseline (its own
+    Σ baseline over its GEMMs that overlapped comm (f >= 0.5, §8) and have a §8 baseline (its own
     isolated samples, then `reference`'s)."""
     pools = [inp.samples, reference.samples if reference is not None else {}]
     base = gemm_baselines_ns(inp.gemms, pools)

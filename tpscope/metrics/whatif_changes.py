@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -187,9 +187,7 @@ class Durations:
     dur_ns: np.ndarray
     transfer_ns: np.ndarray
     notes: list
-
-    def copy(self) -> Durations:
-        return Durations(self.dur_ns.copy(), self.transfer_ns.copy(), list(self.notes))
+    fused: dict = field(default_factory=dict)  # per change text: the pipelines' inputs (fuse=)
 
 
 def apply_comm(d: Durations, rg: ReplayGraph, sel: np.ndarray, factor: float) -> None:

@@ -10,10 +10,12 @@ its layer.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 
+from tpscope.metrics.gemm import RULES, GemmShape, baselines
 from tpscope.metrics.whatif_changes import SM_MODES, Comm, Durations
 
 AG, RS = "ag_gemm", "gemm_rs"
@@ -110,44 +112,73 @@ class PipelineModel:
     alpha_us: dict
 
 
+def pieces_of(kind: str, mode: str, chunks: int, n: int) -> tuple[int, float, float]:
+    """(pieces, rows share of each piece, rows share of the own block) of a pair's GEMM."""
+    pieces = (n - 1) * chunks if mode == "ring" else chunks
+    if kind == RS and mode == "chunked":  # each chunk's reduce-scatter holds every rank's rows
+        return pieces, 1.0 / pieces, 0.0
+    return pieces, (n - 1) / n / pieces, 1.0 / n
+
+
 def pipeline_ns(
     kind: str,
-    mode: str,
-    chunks: int,
-    n: int,
-    gemm_ns: float,
+    pieces: int,
+    own_ns: float,
+    piece_ns: float,
     xfer_ns: float,
     alpha_ns: float,
     slowdown: float,
-) -> tuple[float, int]:
-    """(makespan in ns, pieces) of one pair's chunk pipeline, from the moment every rank has
-    arrived (metrics.md §11).
+) -> float:
+    """The makespan in ns of one pair's chunk pipeline, from the moment every rank has arrived
+    (metrics.md §11).
 
-    AG-GEMM: the own block's GEMM (1/n of the rows) runs first, beside the first transfer; the
-    peers' rows arrive in P pieces back to back (P = CHUNKS, ring: (n-1)·CHUNKS), each
-    α + bytes/P·f/β; each piece's GEMM starts when its piece has landed and the previous GEMM is
-    done. GEMM-RS: P GEMM pieces, each piece's reduce-scatter after its GEMM and the previous
-    transfer. A GEMM piece that runs beside a transfer is slowed by `slowdown`."""
-    pieces = (n - 1) * chunks if mode == "ring" else chunks
-    body = max(xfer_ns - alpha_ns, 0.0)  # the whole transfer less one latency
-    t_piece = alpha_ns + body / pieces
+    AG-GEMM: the own block's GEMM runs first, beside the first transfer; the peers' rows arrive in
+    `pieces` transfers back to back, each α + (transfer − α)/pieces; each piece's GEMM starts when
+    its piece has landed and the previous GEMM is done. GEMM-RS: the pieces' GEMMs first, each
+    piece's transfer after its GEMM and the previous transfer, then the own block (none in
+    chunked mode, whose pieces hold every rank's rows) beside the last transfers. A GEMM that runs
+    beside a transfer is slowed by `slowdown`."""
+    t_piece = alpha_ns + max(xfer_ns - alpha_ns, 0.0) / pieces
+    slow = 1.0 + slowdown
     if kind == AG:
-        own = gemm_ns / n
-        g_piece = gemm_ns * (n - 1) / n / pieces
-        comm_done = [t_piece * (j + 1) for j in range(pieces)]
-        t = own * (1 + slowdown)  # beside the first transfer
+        last_landed = t_piece * pieces
+        t = own_ns * slow
         for j in range(pieces):
-            t = max(t, comm_done[j])
-            beside = comm_done[-1] > t  # a later piece is still in flight
-            t += g_piece * (1 + slowdown if beside else 1.0)
-        return t, pieces
-    g_piece = gemm_ns / pieces
+            t = max(t, t_piece * (j + 1))
+            t += piece_ns * (slow if last_landed > t else 1.0)
+        return t
     t_gemm, t_comm = 0.0, 0.0
     for _j in range(pieces):
-        beside = t_comm > t_gemm
-        t_gemm += g_piece * (1 + slowdown if beside else 1.0)
+        t_gemm += piece_ns * (slow if t_comm > t_gemm else 1.0)
         t_comm = max(t_comm, t_gemm) + t_piece
-    return t_comm, pieces
+    if own_ns:
+        t_gemm += own_ns * (slow if t_comm > t_gemm else 1.0)
+    return max(t_gemm, t_comm)
+
+
+class GemmTimes:
+    """Isolated GEMM times by shape (metrics.md §8's baselines over the given pools), for the
+    whole GEMM and its row pieces; where no baseline exists, the GEMM's own measured time, and a
+    piece that share of it (linear in M: stated as assumed)."""
+
+    def __init__(self, pools: list) -> None:
+        self.pools = pools
+        self.cache: dict = {}
+        self.rules: dict[str, int] = {}
+
+    def ns(self, shape: GemmShape, share: float, own_ns: float) -> float:
+        rows = max(1, int(round(shape.m * share)))
+        key = (shape, rows)
+        if key not in self.cache:
+            want = dataclasses.replace(shape, m=rows)
+            b = baselines((want,), self.pools)[0]
+            if b is not None:
+                self.cache[key] = (b.full_ns, RULES[b.rule] + f" ({b.source})")
+            else:
+                self.cache[key] = (None, "linear in M from the whole GEMM (assumed)")
+        value, rule = self.cache[key]
+        self.rules[rule] = self.rules.get(rule, 0) + 1
+        return value if value is not None else own_ns * rows / shape.m
 
 
 def apply_fuse(
@@ -157,23 +188,26 @@ def apply_fuse(
     model: PipelineModel,
     group_size: np.ndarray,
     comm: Comm,
-    base_ns: np.ndarray,
+    times: GemmTimes,
     gemms,
 ) -> dict:
     """Each pair's collective's transfer set to 0 (its arrival stays: the ranks still meet) and
-    its GEMM's time set to the pipeline's makespan. Chunk transfers: the link model of their kind
-    at the pair's bytes; GEMM: its §8 baseline by shape, else its own time. Returns stated
-    inputs per pair kind."""
+    its GEMM's time set to the pipeline's makespan. Transfers: the link model of their kind at
+    the pair's bytes; GEMMs: `times`. Returns the inputs used, per pair kind."""
     used = {AG: [], RS: []}
-    for kind, c, g, gid in zip(
+    by_pair: dict[str, list[float]] = {}
+    for kind, c, g, gid, layer in zip(
         pairs.kind.tolist(),
         pairs.comm_row.tolist(),
         pairs.gemm_row.tolist(),
         pairs.gemm_id.tolist(),
+        pairs.layer.tolist(),
     ):
         i = int(rg.instance[c])
         n = int(group_size[i]) if i >= 0 else 2
         ck = "all_gather" if kind == AG else "reduce_scatter"
+        if model.mode == "ring" and "send_recv" in model.beta_gbps:
+            ck = "send_recv"  # a ring's pieces are point-to-point: bytes·f per rank, as §5's rule
         beta = model.beta_gbps.get(ck)
         alpha_ns = model.alpha_us.get(ck, 0.0) * 1000.0
         nbytes = float(comm.inst_bytes[i]) if i >= 0 else -1.0
@@ -182,18 +216,20 @@ def apply_fuse(
             xfer = alpha_ns + nbytes * factor / beta
         else:
             xfer = float(d.transfer_ns[c] if i >= 0 else d.dur_ns[c])
-        b = base_ns[gemms.shape[gid]]
-        g_ns = float(b) if np.isfinite(b) else float(d.dur_ns[g])
-        span, pieces = pipeline_ns(
-            kind, model.mode, model.chunks, n, g_ns, xfer, alpha_ns, model.slowdown
-        )
+        shape = gemms.shapes[gemms.shape[gid]]
+        measured = float(rg.dur_ns[g])
+        pieces, piece_share, own_share = pieces_of(kind, model.mode, model.chunks, n)
+        piece_ns = times.ns(shape, piece_share, measured)
+        own_ns = times.ns(shape, own_share, measured) if own_share else 0.0
+        span = pipeline_ns(kind, pieces, own_ns, piece_ns, xfer, alpha_ns, model.slowdown)
         if i >= 0:
             d.transfer_ns[c] = 0
         else:
             d.dur_ns[c] = 0
         d.dur_ns[g] = int(span)
-        used[kind].append((xfer, g_ns, span, pieces))
-    return {
+        used[kind].append((xfer, measured, span, pieces))
+        by_pair.setdefault(f"{layer}/{kind}" if layer else kind, []).append(span / 1000.0)
+    out = {
         k: {
             "pairs": len(v),
             "transfer_us": float(np.mean([x[0] for x in v])) / 1000 if v else None,
@@ -203,6 +239,8 @@ def apply_fuse(
         }
         for k, v in used.items()
     }
+    out["pipeline_us_by_pair"] = {k: float(np.mean(v)) for k, v in by_pair.items()}
+    return out
 
 
 def is_sm_mode(mode: str) -> bool:
