@@ -51,3 +51,26 @@ def test_alpha_beta_fit_recovers_a_known_link():
     assert fit.alpha_us == pytest.approx(8.0)
     assert fit.beta_gbps == pytest.approx(50.0)
     assert fit.residual == pytest.approx(0.0, abs=1e-9)
+
+
+def test_contention_off_runs_an_overlapped_gemm_at_its_isolated_time(tmp_path):
+    """Three isolated GEMMs of one shape take 100 µs each; a fourth beside a comm kernel on
+    another stream [300, 460] takes 150 µs, then `b` [450, 500]. contention=off: the fourth takes
+    100 µs, `b` runs [400, 450], and the step ends with the comm kernel at 460."""
+    from tests.kineto import RankTrace, write_run
+    from tpscope.metrics.whatif import predict, prepare
+    from tpscope.trace import load_run
+
+    dims, types = [[64, 32], [32, 48]], ["c10::BFloat16", "c10::BFloat16"]
+    r = RankTrace(0, world_size=1)
+    r.cpu_annotation("ProfilerStep#1", -100, 1000)
+    for k in range(3):
+        r.kernel("gemm", 100 * k, 100, launch_us=(-90 + k, 1), input_dims=dims, input_type=types)
+    r.kernel("ncclDevKernel_AllGather", 300, 160, stream=20, launch_us=(-50, 1))
+    r.kernel("gemm", 300, 150, launch_us=(-40, 1), input_dims=dims, input_type=types)
+    r.kernel("b", 450, 50, launch_us=(-30, 1))
+    w = predict(
+        prepare(load_run(write_run(tmp_path / "run", [r]))), [parse_change("contention=off")]
+    )
+    assert w.measured_steps_us == pytest.approx([500])
+    assert w.changes[0].step_us == pytest.approx([460])

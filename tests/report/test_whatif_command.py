@@ -29,3 +29,15 @@ def test_bad_change_exits_2_naming_it():
     assert "fuse=magic" in done.stderr and "Traceback" not in done.stderr
     done = tpscope("whatif", str(RUN), "comm=0.5@no_such_group")
     assert done.returncode == 2 and "no_such_group" in done.stderr
+
+
+def test_report_says_the_headroom_of_hiding_communication(tmp_path):
+    """The two-rank trace of tests/metrics/test_replay.py: a 400 µs step, 250 µs without the
+    all-gather's transfer (by hand): at most 1.60x."""
+    from tests.kineto import write_run
+    from tests.metrics.test_replay import _two_ranks
+
+    run = write_run(tmp_path / "run", _two_ranks())
+    done = tpscope("report", str(run))
+    assert done.returncode == 0, done.stderr
+    assert "What-if: hiding all communication: at most 1.60x" in done.stdout
