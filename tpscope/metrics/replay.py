@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from tpscope.metrics import intervals as iv
 from tpscope.metrics.activities import NS_PER_US, RunActivities
 from tpscope.metrics.collectives import CollectiveMatch, CollectiveTiming
 from tpscope.metrics.critical_path import PathGraph
@@ -435,13 +436,31 @@ def step_times(step: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> St
 
 
 def carried_by_kind(rg: ReplayGraph) -> dict[str, float]:
-    """µs per step-run of time that inferred holds (`held`) and unexplained gaps carried in the
-    trace: where the graph is incomplete (metrics.md §11)."""
+    """µs per rank and step during which an inferred edge set when something started: the union,
+    per rank, of the gaps before activities whose start a `held` edge set, of the gaps no edge
+    explains (`unexplained`, not replayed), and of the CPU threads' waits for another thread
+    (`thread`), summed over ranks and divided by ranks × steps (metrics.md §11)."""
+    steps = np.unique(rg.step[rg.step >= 0])
+    n_ranks = len(rg.cpu_base)
+    denom = max(len(steps), 1) * max(n_ranks, 1)
     out = {}
-    for k in (HELD, UNEXPLAINED):
-        sel = (rg.ready_kind == k) & (rg.step >= 0)
-        out[READY[k]] = float(rg.carried_ns[sel].sum()) / NS_PER_US
-    out["thread"] = float(rg.cpu_thread_carried_ns.sum()) / NS_PER_US
+    cpu_rank = np.searchsorted(rg.cpu_base, np.arange(len(rg.cpu_start_ns)), side="right") - 1
+    for name, starts, gaps, rank in (
+        (READY[HELD], rg.start_ns, np.where(rg.ready_kind == HELD, rg.carried_ns, 0), rg.rank_pos),
+        (
+            READY[UNEXPLAINED],
+            rg.start_ns,
+            np.where(rg.ready_kind == UNEXPLAINED, rg.carried_ns, 0),
+            rg.rank_pos,
+        ),
+        ("thread", rg.cpu_start_ns, rg.cpu_thread_carried_ns, cpu_rank),
+    ):
+        total = 0
+        for pos in range(n_ranks):  # a loop over ranks
+            sel = (rank == pos) & (gaps > 0)
+            lo, hi = iv.union(starts[sel] - gaps[sel], starts[sel])
+            total += int((hi - lo).sum())
+        out[name] = total / NS_PER_US / denom
     return out
 
 

@@ -113,7 +113,7 @@ class WhatIf:
     replayed_steps_us: list[float]
     identity_error: float | None  # (replayed - measured) / measured of the mean
     identity_max_step_error: float | None
-    inferred_us_per_step: dict  # time inferred or unexplained edges carried
+    inferred_us_per_step: dict  # per rank and step: time inferred or unexplained edges carried
     out_of_order: int
     replay_ms: float
     tokens_per_s: float | None
@@ -222,8 +222,7 @@ def predict(
     rep = step_times(rg.step, ident.start_ns, ident.end_ns)
     m_mean, r_mean = _mean(meas.step_us), _mean(rep.step_us)
     errs = [abs(b - a) / a for a, b in zip(meas.step_us, rep.step_us) if a > 0]
-    n_steps = max(len(meas.steps), 1)
-    carried = {k: v / n_steps for k, v in carried_by_kind(rg).items()}
+    carried = carried_by_kind(rg)
     pools = [inp.samples, extra_samples or {}, calibration or {}]
     base_ns = gemm_baselines_ns(inp.gemms, pools)
     times = GemmTimes(pools)

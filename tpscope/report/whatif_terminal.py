@@ -30,10 +30,10 @@ def render(w) -> str:
     inferred = w.inferred_us_per_step
     parts.append(
         "inferred edges: "
-        + ", ".join(f"{k} {fmt(v)} µs/step" for k, v in inferred.items())
+        + ", ".join(f"{k} {fmt(v)}" for k, v in inferred.items())
         + (
-            " (held: started inside or just after another stream's kernel; unexplained: a gap no "
-            "edge explains, not replayed)"
+            " µs per rank and step (held: a start set by another stream's kernel; thread: a CPU "
+            "thread woken by another; unexplained: a gap no edge explains, not replayed)"
         )
         + (f"; {w.out_of_order} edges out of measured order" if w.out_of_order else "")
     )
