@@ -88,3 +88,11 @@ def test_fuse_without_pairs_names_the_change(tmp_path):
 
     with pytest.raises(ChangeError, match="fuse=ring"):
         predict(inp, [parse_change("fuse=ring:2")])
+
+
+def test_a_transfer_change_in_the_same_row_does_not_undo_the_fusion(tmp_path):
+    """comm=1 changes nothing, typed before or after fuse=: the row of both is fuse='s 656 µs."""
+    inp = prepare(load_run(write_run(tmp_path / "run", _layer())))
+    for texts in (["fuse=copy_engine:1", "comm=1"], ["comm=1", "fuse=copy_engine:1"]):
+        w = predict(inp, [parse_change(t) for t in texts])
+        assert w.changes[-1].step_us == pytest.approx([656], abs=1), texts

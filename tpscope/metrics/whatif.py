@@ -24,6 +24,7 @@ from tpscope.metrics.replay import (
 )
 from tpscope.metrics.whatif_changes import (
     ASSUMED_SLOWDOWN,
+    KINDS,
     SM_MODES,
     AlphaBeta,
     Change,
@@ -232,8 +233,10 @@ def predict(
     preds = []
     for text, group in rows:
         d = Durations(rg.dur_ns.copy(), rg.transfer_ns.copy(), [])
-        for c in group:
-            _apply(inp, d, c, contention, base_ns, times)
+        links = _links(group)
+        # transfers first, then contention, then fuse (whose pairs' transfers it replaces)
+        for c in sorted(group, key=lambda c: ORDER.index(c.kind)):
+            _apply(inp, d, c, contention, base_ns, times, links)
         r = simulate(rg, d.dur_ns, d.transfer_ns)
         st = step_times(rg.step, r.start_ns, r.end_ns)
         mean = _mean(st.step_us)
@@ -273,7 +276,27 @@ def predict(
     )
 
 
-def _apply(inp: Inputs, d: Durations, c: Change, contention, base_ns: np.ndarray, times) -> None:
+ORDER = ("comm", "link", "hide", "contention", "fuse")
+
+
+def _links(group: list[Change]) -> dict:
+    """The link= changes of one row that time a whole kind (untargeted: "*"), by kind."""
+    out = {}
+    for c in group:
+        if c.kind == "link" and (c.target is None or c.target in KINDS):
+            out[c.target or "*"] = (c.gbps, c.lat_us)
+    return out
+
+
+def _apply(
+    inp: Inputs,
+    d: Durations,
+    c: Change,
+    contention,
+    base_ns: np.ndarray,
+    times,
+    links: dict | None = None,
+) -> None:
     rg = inp.rg
     if c.kind in ("comm", "hide", "link"):
         sel = select_rows(inp.comm, rg.is_comm, c.target, c.text)
@@ -321,13 +344,21 @@ def _apply(inp: Inputs, d: Durations, c: Change, contention, base_ns: np.ndarray
         # chunk transfers timed by the fused run's own α-β fit: measured beside GEMMs
         fits.update(contention[3])
         source += "; chunk transfers by its α-β fit"
+    beta = {k: f.beta_gbps for k, f in fits.items()}
+    alpha = {k: f.alpha_us for k, f in fits.items()}
+    for kind_, (gbps, lat_us) in links.items():  # a link= of the same call times the pieces too
+        for k in [kind_] if kind_ != "*" else list(beta) or ["all_gather", "reduce_scatter"]:
+            beta[k] = gbps
+            alpha[k] = lat_us if lat_us is not None else alpha.get(k, 0.0)
+    if links:
+        source += "; chunk transfers by the link= of this row"
     model = PipelineModel(
         mode=c.mode,
         chunks=c.chunks,
         slowdown=slow,
         slowdown_source=source,
-        beta_gbps={k: f.beta_gbps for k, f in fits.items()},
-        alpha_us={k: f.alpha_us for k, f in fits.items()},
+        beta_gbps=beta,
+        alpha_us=alpha,
     )
     used = apply_fuse(
         d, rg, pairs, model, np.asarray(inp.match.group_size), inp.comm, times, inp.gemms

@@ -173,7 +173,8 @@ class GemmTimes:
             want = dataclasses.replace(shape, m=rows)
             b = baselines((want,), self.pools)[0]
             if b is not None:
-                self.cache[key] = (b.full_ns, RULES[b.rule] + f" ({b.source})")
+                source = b.source.replace("reference", "the --contention-from run")
+                self.cache[key] = (b.full_ns, RULES[b.rule] + f" ({source})")
             else:
                 self.cache[key] = (None, "linear in M from the whole GEMM (assumed)")
         value, rule = self.cache[key]

@@ -20,12 +20,9 @@ def render(w) -> str:
         ["mean", fmt(w.measured_step_us), fmt(w.replayed_step_us), _ratio(w.identity_error)]
     )
     parts.append(
-        table(
-            ["step", "measured_us", "replayed_us", "error"],
-            ident,
-            f"{w.run_dir}: identity (the graph replayed unchanged; mean without the first step), "
-            f"replay {w.replay_ms:.0f} ms",
-        )
+        f"{w.run_dir}: identity, the graph replayed unchanged (replay {w.replay_ms:.0f} ms; the "
+        "mean leaves the first step out)\n"
+        + table(["step", "measured_us", "replayed_us", "error"], ident)
     )
     inferred = w.inferred_us_per_step
     parts.append(
@@ -39,13 +36,13 @@ def render(w) -> str:
     )
     if w.alpha_beta:
         parts.append(
-            table(
+            "the run's α-β fit: transfer = α + bytes·busbw factor / β (metrics.md §5, §11)\n"
+            + table(
                 ["kind", "alpha_us", "busbw_GBps", "collectives", "residual"],
                 [
                     [f.kind, fmt(f.alpha_us), f"{f.beta_gbps:.1f}", str(f.n), f"{f.residual:.1%}"]
                     for f in w.alpha_beta
                 ],
-                "the run's α-β fit (transfer = α + bytes·busbw factor / β, metrics.md §5)",
             )
         )
     if w.pairs:
@@ -76,15 +73,15 @@ def render(w) -> str:
             ],
         )
         parts.append(
-            table(
+            "predictions (mean step without the first; the critical path in µs per step)\n"
+            + table(
                 ["change", "step_us", "speedup", "tokens/s", "exposed_comm_us", "critical path"],
                 rows,
-                "predictions (mean step without the first)",
             )
         )
-        for p in w.changes:
-            for n in p.notes:
-                parts.append(f"  {p.change}: {n}")
+        notes = [f"  {p.change}: {n}" for p in w.changes for n in p.notes]
+        if notes:
+            parts.append("\n".join(notes))
     return "\n\n".join(parts)
 
 
