@@ -18,13 +18,13 @@ REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data"
 SAMPLES = sorted((REPO / "sample_traces").glob("h200x2-*"))
 CORPUS = [
+    *sorted(p for p in (DATA / "hta").iterdir() if any(p.glob("*.json*"))),
     DATA / "real" / "param-dlrm-torchrec-v100x8",
     DATA / "real" / "tracelens-b200-eager-rank0of8",
     DATA / "real" / "tracelens-qwen05b-h100",
     DATA / "real" / "tracelens-qwen05b-mi300",
     DATA / "h200-nvlink-unfused",
     DATA / "h200-shm-chunked4",
-    DATA / "hta" / "nccl_parser_config",
     DATA / "hta" / "critical_path" / "alexnet",
     DATA / "hta" / "critical_path" / "simple_add",
 ]
@@ -117,17 +117,19 @@ def test_identity_within_one_percent(run_dir):
 
 
 def test_identity_names_what_an_incomplete_graph_carries(tmp_path):
-    """Two kernels on one stream, no launch calls in the trace, 500 µs apart with nothing on
-    another stream: no edge explains the gap. The replay does not keep it (the identity misses by
-    490 µs: the gap less the 10 µs an edge may carry) and says how much time it carried."""
+    """A comm kernel [0, 100] and a kernel [600, 700] on one stream, no launch calls in the trace,
+    nothing on another stream: no edge explains the 500 µs gap. The replay keeps it after the comm
+    kernel and says how much time it carries; comm=0.5 ends the comm kernel at 50 and `b` follows
+    500 µs later: [550, 650]."""
     r = RankTrace(0, world_size=1)
     r.cpu_annotation("ProfilerStep#1", -10, 1000)
-    r.kernel("a", 0, 100)
+    r.kernel("ncclDevKernel_AllGather", 0, 100)
     r.kernel("b", 600, 100)
-    w = predict(prepare(load_run(write_run(tmp_path / "run", [r]))), [])
+    w = predict(prepare(load_run(write_run(tmp_path / "run", [r]))), [parse_change("comm=0.5")])
     assert w.measured_steps_us == pytest.approx([700])
-    assert w.replayed_steps_us == pytest.approx([210])
-    assert w.inferred_us_per_step["unexplained"] == pytest.approx(490)
+    assert w.replayed_steps_us == pytest.approx([700])
+    assert w.inferred_us_per_step["unexplained"] == pytest.approx(500)
+    assert w.changes[0].step_us == pytest.approx([650])
 
 
 @pytest.mark.parametrize("run_dir", CPU_JOBS, ids=lambda p: p.name)

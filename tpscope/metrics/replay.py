@@ -5,8 +5,8 @@ Every rank's GPU activities and CPU runtime calls are nodes. A GPU activity star
 predecessor, the producer of a recorded stream wait and its launch call are done, plus the latency
 its binding edge carried in the trace (at most `LATENCY_CAP_NS`); an activity that started later
 than that was held back: by the other-stream activity that ended just before it (`held`, an
-inferred edge), else by nothing the trace records (`unexplained`: its delay is not replayed, so the
-identity shows it). A matched collective's transfer starts when the last rank arrives. A CPU call
+inferred edge), else by nothing the trace records (`unexplained`: its delay is kept after its
+ready time, and the time it carries is reported). A matched collective's transfer starts when the last rank arrives. A CPU call
 starts its measured host gap after the previous call on its thread ends; a blocking
 synchronization ends its measured return latency after the activity it waited for.
 
@@ -90,7 +90,7 @@ def running_on_other_lane(
         order = rows[np.argsort(start[rows], kind="stable")]
         starts = start[order]
         mine = np.flatnonzero(lane != other)
-        j = np.searchsorted(starts, start[mine], side="right") - 1
+        j = np.searchsorted(starts, start[mine], side="left") - 1  # started strictly before
         ok = j >= 0
         cand = order[np.maximum(j, 0)]
         if running:
@@ -169,8 +169,8 @@ def _rank_part(graph: PathGraph, pos: int, cpu_base: int, timing: CollectiveTimi
         host = long & ~by_other & ~by_running & (kind == STREAM)
         latency[host] = gap[host]
     kind[lost] = UNEXPLAINED
-    carried[lost] = gap[lost] - LATENCY_CAP_NS
-    latency[lost] = LATENCY_CAP_NS
+    carried[lost] = gap[lost]
+    latency[lost] = gap[lost]  # kept after its ready time: whatever held it is assumed to stay
     base = g.base
     # CPU calls of the rank: each after the previous call on its thread by start; after its end,
     # or (nested calls) after its start
@@ -381,7 +381,11 @@ def simulate(
                     ready = v if ready is None or v > ready else ready
                 p = rp[a]
                 if p >= 0:
-                    v = st[p] + roff[a]
+                    v = st[p]
+                    if v is None:
+                        violations += 1
+                        v = mst[p]
+                    v += roff[a]
                     ready = v if ready is None or v > ready else ready
                 c = lc[a]
                 if c >= 0:
