@@ -31,8 +31,8 @@ from tpscope.trace import ActivityClass
 LATENCY_CAP_NS = 10_000  # §7's tolerance: a longer gap after the binding edge was a hold
 BLOCKED_GAP_NS = 1_000_000  # a CPU thread idle this long between runtime calls was blocked
 # why a GPU activity started when it did (metrics.md §11)
-READY = ("first", "stream", "event", "launch", "held", "unexplained")
-FIRST, STREAM, EVENT, LAUNCH, HELD, UNEXPLAINED = range(len(READY))
+READY = ("first", "stream", "event", "launch", "held", "unexplained", "host")
+FIRST, STREAM, EVENT, LAUNCH, HELD, UNEXPLAINED, HOST = range(len(READY))
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +168,7 @@ def _rank_part(graph: PathGraph, pos: int, cpu_base: int, timing: CollectiveTimi
         lost &= kind != STREAM
         host = long & ~by_other & ~by_running & (kind == STREAM)
         latency[host] = gap[host]
+        kind[host] = HOST  # the thread's own work between two ops: a duration, not a latency
     kind[lost] = UNEXPLAINED
     carried[lost] = gap[lost]
     latency[lost] = gap[lost]  # kept after its ready time: whatever held it is assumed to stay
@@ -439,6 +440,23 @@ def step_times(step: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> St
     return StepTimes(uniq.tolist(), ((hi - lo) / NS_PER_US).tolist())
 
 
+def median_latencies(rg: ReplayGraph) -> ReplayGraph:
+    """The graph with every `stream`, `event` and `launch` latency replaced by its rank's median
+    for that edge kind: a replay that copies no activity's own gap (metrics.md §11's check that
+    the identity comes from the graph)."""
+    lat = rg.latency_ns.copy()
+    for k in (STREAM, EVENT, LAUNCH):
+        # a negative gap is an op nested in the one before it on its thread: kept
+        sel = (rg.ready_kind == k) & (lat >= 0)
+        if not sel.any():
+            continue
+        pos = rg.rank_pos[sel]
+        for p in np.unique(pos).tolist():  # a loop over ranks
+            rows = np.flatnonzero(sel)[pos == p]
+            lat[rows] = int(np.median(lat[rows]))
+    return replace(rg, latency_ns=lat)
+
+
 def carried_by_kind(rg: ReplayGraph) -> dict[str, float]:
     """µs per rank and step during which an inferred edge set when something started: the union,
     per rank, of the gaps before activities whose start a `held` edge set, of the gaps no edge
@@ -474,6 +492,7 @@ __all__ = [
     "Replayed",
     "StepTimes",
     "carried_by_kind",
+    "median_latencies",
     "replay_graph",
     "replace",
     "simulate",

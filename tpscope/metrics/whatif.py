@@ -18,6 +18,7 @@ from tpscope.metrics.gemm import GemmFinder, Samples
 from tpscope.metrics.replay import (
     READY,
     carried_by_kind,
+    median_latencies,
     replay_graph,
     simulate,
     step_times,
@@ -114,6 +115,8 @@ class WhatIf:
     replayed_steps_us: list[float]
     identity_error: float | None  # (replayed - measured) / measured of the mean
     identity_max_step_error: float | None
+    # the identity with each edge kind's median latency per rank instead of each activity's own
+    median_latency_error: float | None
     inferred_us_per_step: dict  # per rank and step: time inferred or unexplained edges carried
     out_of_order: int
     replay_ms: float
@@ -223,6 +226,9 @@ def predict(
     rep = step_times(rg.step, ident.start_ns, ident.end_ns)
     m_mean, r_mean = _mean(meas.step_us), _mean(rep.step_us)
     errs = [abs(b - a) / a for a, b in zip(meas.step_us, rep.step_us) if a > 0]
+    med = simulate(median_latencies(rg))
+    med_steps = step_times(rg.step, med.start_ns, med.end_ns).step_us
+    med_mean = _mean(med_steps)
     carried = carried_by_kind(rg)
     pools = [inp.samples, extra_samples or {}, calibration or {}]
     base_ns = gemm_baselines_ns(inp.gemms, pools)
@@ -264,6 +270,7 @@ def predict(
         replayed_steps_us=rep.step_us,
         identity_error=(r_mean - m_mean) / m_mean if m_mean else None,
         identity_max_step_error=max(errs) if errs else None,
+        median_latency_error=(med_mean - m_mean) / m_mean if m_mean and med_mean else None,
         inferred_us_per_step=carried,
         out_of_order=ident.out_of_order,
         replay_ms=replay_ms,

@@ -26,6 +26,10 @@ def render(w) -> str:
     )
     inferred = w.inferred_us_per_step
     parts.append(
+        "with each edge kind's median latency (per rank) instead of each activity's own gap: "
+        f"{_ratio(w.median_latency_error)}"
+    )
+    parts.append(
         "inferred edges: "
         + ", ".join(f"{k} {fmt(v)}" for k, v in inferred.items())
         + (
