@@ -26,7 +26,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tpscope.metrics import analyze_run  # noqa: E402
-from tpscope.metrics.whatif import measured_contention, predict, prepare, transfer_kind  # noqa: E402
+from tpscope.metrics.whatif import (  # noqa: E402
+    ContentionSource,
+    measured_contention,
+    predict,
+    prepare,
+    transfer_kind,
+)
 from tpscope.metrics.whatif_changes import parse_change  # noqa: E402
 from tpscope.trace import load_run  # noqa: E402
 
@@ -73,7 +79,8 @@ def contention_source(regime: str, mode: str, protocol: str):
         return None, None, None
     src = inputs(run_dir(regime, same[0]))
     slow = measured_contention(src, base)
-    return (slow, f"h200x2-{regime}-{same[0]}", transfer_kind(src), src.fits), src.samples, same[0]
+    source = ContentionSource(slow, f"h200x2-{regime}-{same[0]}", transfer_kind(src), src.fits)
+    return source, src.samples, same[0]
 
 
 def measured_pairs_us(path: Path) -> dict[str, float]:
@@ -131,7 +138,7 @@ def fused_rows(protocol: str) -> list[dict]:
                     "regime": regime,
                     "mode": mode,
                     "contention_from": src,
-                    "slowdown": contention[0] if contention else None,
+                    "slowdown": contention.slowdown if contention else None,
                     "unfused_us": measured_step_us(base_dir),
                     "measured_us": measured,
                     "predicted_us": pred.predicted_step_us,

@@ -16,7 +16,6 @@ from tpscope.metrics.contention import comm_overlap_fraction
 from tpscope.metrics.critical_path import PathGraph, critical_paths, path_graph
 from tpscope.metrics.gemm import GemmFinder, Samples
 from tpscope.metrics.replay import (
-    READY,
     carried_by_kind,
     median_latencies,
     replay_graph,
@@ -90,6 +89,16 @@ def prepare(run: Run, align: str = "auto") -> Inputs:
     )
     inp.pairs = find_pairs(acts, comm, gemms, rg)
     return inp
+
+
+@dataclass(frozen=True, slots=True)
+class ContentionSource:
+    """What `fuse=` takes from a fused run of the same regime (`--contention-from`)."""
+
+    slowdown: float  # measured_contention
+    source: str  # what it was measured on
+    transfers: str  # "sm" or "copy" (transfer_kind): the fuse modes it applies to
+    fits: dict = field(default_factory=dict)  # its α-β fit per kind: chunk transfers beside GEMMs
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,7 +219,7 @@ def _path(inp: Inputs, r) -> dict | None:
 def predict(
     inp: Inputs,
     changes: list[Change],
-    contention: tuple[float, str] | None = None,
+    contention: ContentionSource | None = None,
     calibration: Samples | None = None,
     extra_samples: Samples | None = None,
     tokens_per_s: float | None = None,
@@ -277,7 +286,15 @@ def predict(
         tokens_per_s=tokens_per_s,
         alpha_beta=list(inp.fits.values()),
         pairs=pair_names(inp.pairs, inp.gemms),
-        contention=({"slowdown": contention[0], "source": contention[1]} if contention else None),
+        contention=(
+            {
+                "slowdown": contention.slowdown,
+                "source": contention.source,
+                "transfers": contention.transfers,
+            }
+            if contention
+            else None
+        ),
         measured_path=_path(inp, ident),
         changes=preds,
     )
@@ -337,8 +354,9 @@ def _apply(
         )
     sm = is_sm_mode(c.mode)
     kind = "sm" if sm else "copy"
-    if contention is not None and contention[2] == kind:
-        slow, source = contention[0], contention[1]
+    same = contention is not None and contention.transfers == kind
+    if same:
+        slow, source = contention.slowdown, f"measured on {contention.source}"
     else:
         slow = ASSUMED_SLOWDOWN[kind]
         source = "assumed" + (
@@ -347,9 +365,9 @@ def _apply(
             else " (no --contention-from run)"
         )
     fits = dict(inp.fits)
-    if contention is not None and contention[2] == kind and len(contention) > 3:
+    if same and contention.fits:
         # chunk transfers timed by the fused run's own α-β fit: measured beside GEMMs
-        fits.update(contention[3])
+        fits.update(contention.fits)
         source += "; chunk transfers by its α-β fit"
     beta = {k: f.beta_gbps for k, f in fits.items()}
     alpha = {k: f.alpha_us for k, f in fits.items()}
@@ -418,4 +436,13 @@ def measured_contention(inp: Inputs, reference: Inputs | None = None) -> float |
     return float((dur - b[hit]).sum() / b[hit].sum())
 
 
-__all__ = ["Inputs", "Prediction", "WhatIf", "measured_contention", "predict", "prepare", "READY"]
+__all__ = [
+    "ContentionSource",
+    "Inputs",
+    "Prediction",
+    "WhatIf",
+    "measured_contention",
+    "predict",
+    "prepare",
+    "transfer_kind",
+]

@@ -44,7 +44,13 @@ def whatif_folder(
 ):
     """The WhatIf of `run_dir` under the changes `texts` (a bad one: UserError naming it)."""
     from tpscope.metrics.calibration import calibration_path, read_calibration
-    from tpscope.metrics.whatif import measured_contention, predict, prepare, transfer_kind
+    from tpscope.metrics.whatif import (
+        ContentionSource,
+        measured_contention,
+        predict,
+        prepare,
+        transfer_kind,
+    )
     from tpscope.metrics.whatif_changes import ChangeError, parse_change
     from tpscope.trace import load_run
 
@@ -62,7 +68,7 @@ def whatif_folder(
             raise UserError(
                 f"--contention-from {contention_from}: no GEMM beside communication with a baseline"
             )
-        contention = (slow, f"measured on {contention_from}", transfer_kind(other), other.fits)
+        contention = ContentionSource(slow, str(contention_from), transfer_kind(other), other.fits)
         extra = other.samples
     cal = calibration_path(run_dir) if isinstance(run_dir, Path) else None
     calibration = read_calibration(cal)[0] if cal is not None and cal.exists() else None
