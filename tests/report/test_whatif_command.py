@@ -41,3 +41,23 @@ def test_report_says_the_headroom_of_hiding_communication(tmp_path):
     done = tpscope("report", str(run))
     assert done.returncode == 0, done.stderr
     assert "What-if: hiding all communication: at most 1.60x" in done.stdout
+
+
+def test_contention_from_a_fused_run_and_from_an_unfused_one():
+    """A fused shm run gives fuse= its measured slowdown (SM transfers); an unfused run has no
+    GEMM beside a transfer: one line naming the option, exit 2."""
+    shm = RUN.parent / "h200x2-shm-none"
+    done = tpscope(
+        "whatif",
+        str(shm),
+        "fuse=chunked:4",
+        "--json",
+        "--contention-from",
+        str(RUN.parent / "h200x2-shm-auto"),
+    )
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["contention"]["transfers"] == "sm" and doc["contention"]["slowdown"] > 0
+    assert any("measured on" in n for n in doc["changes"][0]["notes"])
+    done = tpscope("whatif", str(shm), "fuse=chunked:4", "--contention-from", str(RUN))
+    assert done.returncode == 2 and "--contention-from" in done.stderr
