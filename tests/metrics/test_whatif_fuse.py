@@ -96,3 +96,12 @@ def test_a_transfer_change_in_the_same_row_does_not_undo_the_fusion(tmp_path):
     for texts in (["fuse=copy_engine:1", "comm=1"], ["comm=1", "fuse=copy_engine:1"]):
         w = predict(inp, [parse_change(t) for t in texts])
         assert w.changes[-1].step_us == pytest.approx([656], abs=1), texts
+
+
+def test_hidden_transfers_leave_the_fused_pairs_their_gemms_alone(tmp_path):
+    """hide=all with fuse=copy_engine:1: no transfer, no slowdown: each pair is its GEMM's 200 µs;
+    the decoy all-gather takes nothing: 200 + 200 + 200 = 600 µs."""
+    inp = prepare(load_run(write_run(tmp_path / "run", _layer())))
+    w = predict(inp, [parse_change("hide=all"), parse_change("fuse=copy_engine:1")])
+    assert w.changes[0].step_us == pytest.approx([200 + 200 + 200])  # hide=all alone
+    assert w.changes[-1].step_us == pytest.approx([600], abs=1)

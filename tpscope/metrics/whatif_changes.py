@@ -188,12 +188,16 @@ class Durations:
     transfer_ns: np.ndarray
     notes: list
     fused: dict = field(default_factory=dict)  # per change text: the pipelines' inputs (fuse=)
+    scale: np.ndarray | None = None  # per row: what comm= and hide= multiplied its transfer by
 
 
 def apply_comm(d: Durations, rg: ReplayGraph, sel: np.ndarray, factor: float) -> None:
     """comm=: matched transfers and unmatched comm kernels of `sel` scaled (metrics.md §11)."""
     matched = sel & (rg.instance >= 0)
     d.transfer_ns[matched] = (d.transfer_ns[matched] * factor).astype(np.int64)
+    if d.scale is None:
+        d.scale = np.ones(len(rg.dur_ns))
+    d.scale[sel] *= factor
     loose = sel & (rg.instance < 0)
     d.dur_ns[loose] = (d.dur_ns[loose] * factor).astype(np.int64)
 

@@ -142,7 +142,7 @@ def pipeline_ns(
     slow = 1.0 + slowdown
     if kind == AG:
         last_landed = t_piece * pieces
-        t = own_ns * slow
+        t = own_ns * (slow if last_landed > 0 else 1.0)  # beside the first transfer
         for j in range(pieces):
             t = max(t, t_piece * (j + 1))
             t += piece_ns * (slow if last_landed > t else 1.0)
@@ -217,6 +217,9 @@ def apply_fuse(
             xfer = alpha_ns + nbytes * factor / beta
         else:
             xfer = float(d.transfer_ns[c] if i >= 0 else d.dur_ns[c])
+        if d.scale is not None:  # comm= / hide= of the same row scale the pair's transfer too
+            xfer *= float(d.scale[c])
+            alpha_ns *= float(d.scale[c])
         shape = gemms.shapes[gemms.shape[gid]]
         measured = float(rg.dur_ns[g])
         pieces, piece_share, own_share = pieces_of(kind, model.mode, model.chunks, n)

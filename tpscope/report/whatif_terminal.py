@@ -57,6 +57,7 @@ def render(w) -> str:
             rows.append(
                 [
                     p.change,
+                    _steps_ms(p.step_us),
                     fmt(p.predicted_step_us),
                     "-" if p.speedup is None else f"{p.speedup:.3f}x",
                     "-" if p.tokens_per_s is None else f"{p.tokens_per_s:,.0f}",
@@ -69,6 +70,7 @@ def render(w) -> str:
             0,
             [
                 "(measured)",
+                _steps_ms(w.measured_steps_us),
                 fmt(w.measured_step_us),
                 "1.000x",
                 "-" if w.tokens_per_s is None else f"{w.tokens_per_s:,.0f}",
@@ -79,7 +81,15 @@ def render(w) -> str:
         parts.append(
             "predictions (mean step without the first; the critical path in µs per step)\n"
             + table(
-                ["change", "step_us", "speedup", "tokens/s", "exposed_comm_us", "critical path"],
+                [
+                    "change",
+                    "per step (ms)",
+                    "step_us",
+                    "speedup",
+                    "tokens/s",
+                    "exposed_comm_us",
+                    "critical path",
+                ],
                 rows,
             )
         )
@@ -87,6 +97,10 @@ def render(w) -> str:
         if notes:
             parts.append("\n".join(notes))
     return "\n\n".join(parts)
+
+
+def _steps_ms(steps: list[float]) -> str:
+    return " / ".join(f"{x / 1000:.1f}" for x in steps)
 
 
 def _path_text(path: dict | None) -> str:
