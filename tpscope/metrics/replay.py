@@ -4,11 +4,13 @@
 Every rank's GPU activities and CPU runtime calls are nodes. A GPU activity starts when its stream
 predecessor, the producer of a recorded stream wait and its launch call are done, plus the latency
 its binding edge carried in the trace (at most `LATENCY_CAP_NS`); an activity that started later
-than that was held back: by the other-stream activity that ended just before it (`held`, an
-inferred edge), else by nothing the trace records (`unexplained`: its delay is kept after its
-ready time, and the time it carries is reported). A matched collective's transfer starts when the last rank arrives. A CPU call
-starts its measured host gap after the previous call on its thread ends; a blocking
-synchronization ends its measured return latency after the activity it waited for.
+than that was held back: by the other-stream activity that ended just before it or that was
+running when it started (`held`, an inferred edge), else by nothing the trace records
+(`unexplained`: its delay is kept after its ready time, and the time it carries is reported). A
+matched collective's transfer starts when the last rank arrives. A CPU call starts its measured
+host gap after the previous call on its thread ends (or when another thread woke it: `thread`,
+inferred); a blocking synchronization ends its measured return latency after the activity it
+waited for.
 
 Nodes are visited once, in the order of their measured times (a topological order of every edge
 whose measured times are consistent); a collective's end is resolved when first needed, once every
@@ -117,7 +119,7 @@ def waker_on_other_thread(tid: np.ndarray, start: np.ndarray, end: np.ndarray) -
     return out
 
 
-def _rank_part(graph: PathGraph, pos: int, cpu_base: int, timing: CollectiveTiming) -> dict:
+def _rank_part(graph: PathGraph, pos: int, cpu_base: int) -> dict:
     g = graph.rank(pos)
     s, e = np.asarray(g.start_ns, np.int64), np.asarray(g.end_ns, np.int64)
     n = len(s)
@@ -232,7 +234,7 @@ def replay_graph(
     parts, cpu_base, total = [], [], 0
     for pos in range(len(acts.rank_bounds) - 1):
         cpu_base.append(total)
-        part = _rank_part(graph, pos, total, timing)
+        part = _rank_part(graph, pos, total)
         total += len(part["cpu_start_ns"])
         parts.append(part)
     cat = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
