@@ -396,6 +396,11 @@ def _apply(
                 f"GEMM {v['gemm_us']:.0f} µs -> pipeline {v['pipeline_us']:.0f} µs"
             )
     d.notes.append(f"contention slowdown {slow:.1%}: {source}")
+    if c.mode in ("copy_engine", "host_staged") and not links:
+        d.notes.append(
+            f"{c.mode} transfers at the fitted bandwidth of this run's collectives (assumed: its "
+            "own path is not in this trace; link=GBPS,LAT_US@KIND in the same row sets it)"
+        )
     d.notes.append(
         "GEMM pieces: "
         + ", ".join(f"{r} x{k}" for k, r in sorted((v, r) for r, v in times.rules.items()))
