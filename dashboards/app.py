@@ -10,6 +10,7 @@ from tpscope.cache import DiskCache
 from tpscope.dashboards.callbacks import register_callbacks
 from tpscope.dashboards.layout import build_layout
 from tpscope.dashboards.store import RunStore
+from tpscope.dashboards.whatif_view import register as register_whatif
 
 ASSETS = Path(__file__).resolve().parent / "assets"
 
@@ -35,5 +36,6 @@ def create_app(
     )
     app.layout = build_layout(store.run_ids, first)
     register_callbacks(app, store)
+    register_whatif(app, store)
     app.server.config["TPSCOPE_STORE"] = store
     return app

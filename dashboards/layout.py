@@ -15,6 +15,7 @@ TABS = [
     ("collectives", "Collectives"),
     ("contention", "Contention"),
     ("hta", "HTA"),
+    ("whatif", "What-if"),
 ]
 TAB_STYLE = {"padding": "6px 12px", "lineHeight": "22px"}
 # No button that offers to upload a chart to a cloud service (Chart Studio): the runs stay here.
@@ -83,6 +84,10 @@ def _graph(graph_id: str, style: dict | None = None, **config) -> dcc.Graph:
 
 
 def _tab_children(name: str) -> list:
+    if name == "whatif":
+        from tpscope.dashboards.whatif_view import tab_children
+
+        return tab_children()
     if name == "overview":
         # no spinner: a run still being read shows as "reading…" in its row until it arrives
         return [

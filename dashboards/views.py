@@ -11,7 +11,7 @@ from urllib.parse import parse_qs
 
 from tpscope.errors import UserError
 
-TAB_NAMES = ("overview", "timeline", "breakdown", "collectives", "contention", "hta")
+TAB_NAMES = ("overview", "timeline", "breakdown", "collectives", "contention", "hta", "whatif")
 SELECTION_KINDS = ("collective", "kernel", "gemm", "class", "search")
 """What a selection names: a collective instance (its JSON `key`), a kernel (its signature, as the
 contention table names it), the GEMMs of one shape (its label, `1024×14336×8192 BFloat16`), a class

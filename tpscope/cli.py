@@ -27,6 +27,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "metrics of a run folder (terminal table or JSON)",
     ),
     "report": ("tpscope.report.report_command", "comparison report for CI; exit 1 on a regression"),
+    "whatif": (
+        "tpscope.report.whatif_command",
+        "predict step time and tokens/s under changes (fuse, link, comm) from one run",
+    ),
     "dash": ("tpscope.dashboards.dash_command", "the interactive dashboard on run folders"),
     "export": (
         "tpscope.export.export_command",

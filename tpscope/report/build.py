@@ -161,6 +161,7 @@ class Report:
     ] = ()  # the candidate's compute slowed most beside comm (§8)
     gemm: GemmView | None = None  # the candidate's GEMM budget, taxed shapes and layers (§8)
     loss: LossCheck | None = None  # the loss curves (None: the candidate records no losses)
+    headroom: str | None = None  # the candidate's what-if upper bound (metrics.md §11)
 
     @property
     def exit_code(self) -> int:

@@ -237,6 +237,8 @@ def render(report: Report) -> str:
             "difference of medians. A change whose interval holds 0 is inside the noise and never "
             f"fails. Thresholds: <code>--fail-on {escape(report.fail_on.spec)}</code></small></p>"
         )
+    if report.headroom:
+        parts.append(f"<p>What-if: {escape(report.headroom)}.</p>")
     if report.loss is not None:  # the loss curves (markdown.loss_lines says the same)
         items = [line for line in loss_lines(report)[1:] if line and not line.startswith("###")]
         parts.append(

@@ -322,6 +322,8 @@ def render(report: Report) -> str:
             "",
             summary_table(report),
         ]
+        if report.headroom:
+            head += ["", f"What-if: {md_text(report.headroom)}."]
     else:
         v = report.verdict
         mark = "✅" if v.passed else "❌"
@@ -346,6 +348,8 @@ def render(report: Report) -> str:
             "medians; a change whose interval holds 0 is inside the step-to-step noise and never "
             f"fails. Thresholds: `--fail-on {report.fail_on.spec}`.",
         ]
+        if report.headroom:
+            head += ["", f"What-if (candidate): {md_text(report.headroom)}."]
     body = [
         *loss_lines(report),
         "",

@@ -200,7 +200,8 @@ def build(candidate: str | None, baseline: str | None, fail_on, loss_rtol: float
             return load_run(path)
 
     base_run = read(baseline) if baseline is not None else None
-    cand = results(read(candidate or default_run()), base_run)
+    cand_run = read(candidate or default_run())
+    cand = results(cand_run, base_run)
     base = results(base_run) if base_run is not None else None
     if base is not None and base.analysis.cpu_run != cand.analysis.cpu_run:
         from tpscope.errors import UserError
@@ -210,4 +211,9 @@ def build(candidate: str | None, baseline: str | None, fail_on, loss_rtol: float
             f"{cpu.analysis.run_dir} is a CPU run and {gpu.analysis.run_dir} a GPU run: "
             "compare runs of one kind"
         )
-    return build_report(cand, fail_on, base, loss_rtol)
+    import dataclasses
+
+    from tpscope.report.whatif_command import headroom_line
+
+    report = build_report(cand, fail_on, base, loss_rtol)
+    return dataclasses.replace(report, headroom=headroom_line(cand_run))

@@ -1,0 +1,160 @@
+"""metrics.md §11: the replay on hand-built traces whose replayed times are known by hand, and the
+identity on every sample run, corpus job and CPU job against the analyzer's own step spans (§7)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.kineto import Collective, RankTrace, write_run
+from tpscope.metrics import analyze_run
+from tpscope.metrics.whatif import predict, prepare
+from tpscope.metrics.whatif_changes import parse_change
+from tpscope.trace import load_run
+
+REPO = Path(__file__).resolve().parents[2]
+DATA = REPO / "tests" / "data"
+SAMPLES = sorted((REPO / "sample_traces").glob("h200x2-*"))
+CORPUS = [
+    *sorted(p for p in (DATA / "hta").iterdir() if any(p.glob("*.json*"))),
+    DATA / "real" / "param-dlrm-torchrec-v100x8",
+    DATA / "real" / "tracelens-b200-eager-rank0of8",
+    DATA / "real" / "tracelens-qwen05b-h100",
+    DATA / "real" / "tracelens-qwen05b-mi300",
+    DATA / "h200-nvlink-unfused",
+    DATA / "h200-shm-chunked4",
+    DATA / "hta" / "critical_path" / "alexnet",
+    DATA / "hta" / "critical_path" / "simple_add",
+]
+CPU_JOBS = sorted(p for p in (DATA / "foreign-cpu").iterdir() if p.is_dir())
+AG = Collective("_allgather_base", in_nelems=1024, out_nelems=2048, group_size=2)
+
+
+def _two_ranks() -> list[RankTrace]:
+    """Rank 0: `a` [0, 100], the all-gather [100, 300], `b` [300, 400]; rank 1: `a` [0, 150], the
+    all-gather [150, 300], `b` [300, 400]; every kernel launched long before (the GPU binds).
+    The all-gather's arrival is 150: each rank's transfer is 150 µs (§5)."""
+    ranks = []
+    for rank, a_us in ((0, 100), (1, 150)):
+        r = RankTrace(rank)
+        r.cpu_annotation("ProfilerStep#1", -60, 600)
+        r.kernel("a", 0, a_us, launch_us=(-50, 1))
+        r.kernel("ncclDevKernel_AllGather", a_us, 300 - a_us, launch_us=(-40, 1), collective=AG)
+        r.kernel("b", 300, 100, launch_us=(-30, 1))
+        ranks.append(r)
+    return ranks
+
+
+@pytest.mark.parametrize(
+    "change, step_us",
+    [
+        ("comm=0.5", 150 + 75 + 100),  # transfer 150 -> 75 after the arrival at 150
+        ("hide=all", 150 + 100),
+        ("comm=2@all_gather", 150 + 300 + 100),
+        # 4,096 bytes gathered, busbw factor 1/2: 10 µs + 2,048 B / 2.048 GB/s = 11 µs
+        ("link=2.048,10", 150 + 11 + 100),
+    ],
+)
+def test_changes_on_a_hand_built_collective(tmp_path, change, step_us):
+    inp = prepare(load_run(write_run(tmp_path / "run", _two_ranks())))
+    w = predict(inp, [parse_change(change)])
+    assert w.measured_steps_us == pytest.approx([400])
+    assert w.replayed_steps_us == pytest.approx([400])
+    assert w.changes[0].step_us == pytest.approx([step_us])
+
+
+def test_a_shorter_transfer_moves_the_host_and_the_launch_after_a_sync(tmp_path):
+    """Two ranks: the all-gather [0, 100] (both arrive at 0: all transfer), launched at (-5, 1);
+    the CPU waits in cudaDeviceSynchronize [0, 102] (it returns 2 µs after the kernel), spends
+    100 µs, launches `b` at (202, 3), which runs [206, 216]. With comm=0.5 the all-gather ends at
+    50, the sync returns at 52, the launch call starts at 152 and ends at 155, `b` runs
+    [156, 166]: the step is 166 µs. hide=all: 116 µs."""
+    ranks = []
+    for rank in (0, 1):
+        r = RankTrace(rank)
+        r.cpu_annotation("ProfilerStep#1", -10, 300)
+        r.kernel("ncclDevKernel_AllGather", 0, 100, launch_us=(-5, 1), collective=AG)
+        r.raw(
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaDeviceSynchronize",
+                "pid": 100,
+                "tid": 100,
+                "ts": 0,
+                "dur": 102,
+                "args": {"correlation": 999_001},
+            }
+        )
+        r.kernel("b", 206, 10, launch_us=(202, 3))
+        ranks.append(r)
+    inp = prepare(load_run(write_run(tmp_path / "run", ranks)))
+    w = predict(inp, [parse_change("comm=0.5"), parse_change("hide=all")])
+    assert w.replayed_steps_us == pytest.approx([216])
+    assert [p.step_us[0] for p in w.changes[:2]] == pytest.approx([166, 116])
+    assert w.inferred_us_per_step == {"held": 0.0, "unexplained": 0.0, "thread": 0.0}
+
+
+def _spans(run_dir: Path) -> dict[int, float]:
+    """The analyzer's measured step spans (§7's span_us: latest end minus earliest start)."""
+    return {p.step: p.span_us for p in analyze_run(load_run(run_dir, workers=1)).critical_path}
+
+
+@pytest.mark.parametrize("run_dir", SAMPLES + CORPUS + CPU_JOBS, ids=lambda p: p.name)
+def test_identity_within_one_percent(run_dir):
+    """Replaying the unchanged graph gives each step's measured span within 1%."""
+    inp = prepare(load_run(run_dir, workers=1))
+    t0 = time.perf_counter()
+    w = predict(inp, [])
+    elapsed = time.perf_counter() - t0
+    spans = _spans(run_dir)
+    for step, replayed in zip(w.steps, w.replayed_steps_us):
+        assert replayed == pytest.approx(spans[step], rel=0.01), step
+    assert w.out_of_order == 0
+    # the graph, not each activity's own gap, gives the time: each edge kind at its median
+    # latency per rank still replays the mean step within 1%
+    if w.median_latency_error is not None:
+        assert abs(w.median_latency_error) <= 0.01
+    assert elapsed < 5.0  # tens of thousands of activities replay in well under a second
+
+
+def test_identity_names_what_an_incomplete_graph_carries(tmp_path):
+    """A comm kernel [0, 100] and a kernel [600, 700] on one stream, no launch calls in the trace,
+    nothing on another stream: no edge explains the 500 µs gap. The replay keeps it after the comm
+    kernel and says how much time it carries; comm=0.5 ends the comm kernel at 50 and `b` follows
+    500 µs later: [550, 650]."""
+    r = RankTrace(0, world_size=1)
+    r.cpu_annotation("ProfilerStep#1", -10, 1000)
+    r.kernel("ncclDevKernel_AllGather", 0, 100)
+    r.kernel("b", 600, 100)
+    w = predict(prepare(load_run(write_run(tmp_path / "run", [r]))), [parse_change("comm=0.5")])
+    assert w.measured_steps_us == pytest.approx([700])
+    assert w.replayed_steps_us == pytest.approx([700])
+    assert w.inferred_us_per_step["unexplained"] == pytest.approx(500)
+    assert w.changes[0].step_us == pytest.approx([650])
+
+
+@pytest.mark.parametrize("run_dir", CPU_JOBS, ids=lambda p: p.name)
+def test_comm_and_hide_on_cpu_jobs(run_dir):
+    """comm=0.5 and hide=all on gloo jobs: each predicts a step no longer than measured, hide=all
+    no longer than comm=0.5, and the collectives' exposed time shrinks."""
+    w = predict(
+        prepare(load_run(run_dir, workers=1)),
+        [parse_change("comm=0.5"), parse_change("hide=all")],
+    )
+    half, hide = w.changes[0], w.changes[1]
+    assert hide.predicted_step_us <= half.predicted_step_us * 1.0001
+    assert half.predicted_step_us <= w.measured_step_us * 1.0001
+    assert hide.path["comm_us"] == 0
+    assert half.path["comm_us"] < w.measured_path["comm_us"]
+
+
+def test_pipeline_job_gains_from_hiding_its_sends():
+    """The 2-stage pipeline's stages wait for each other's send/recv: hiding them shortens the
+    step (the graph links the stages through the matched point-to-point transfers)."""
+    w = predict(
+        prepare(load_run(DATA / "foreign-cpu" / "pipeline", workers=1)), [parse_change("hide=all")]
+    )
+    assert w.changes[0].predicted_step_us < 0.9 * w.measured_step_us

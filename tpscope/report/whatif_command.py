@@ -1,0 +1,135 @@
+"""`tpscope whatif RUN [CHANGE...]`: the run's dependency graph replayed, unchanged (the identity)
+and with each change (metrics.md §11)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from tpscope.errors import UserError
+from tpscope.outputs import check_out_file, write_text
+
+CHANGES_HELP = """changes (metrics.md §11): comm=FACTOR[@GROUP|KIND] scales transfers;
+link=GBPS[,LAT_US][@GROUP|KIND] times them by an α-β model (LAT_US default: the run's fitted α);
+hide=all|GROUP|KIND sets them to zero (the upper bound); fuse=MODE[:CHUNKS][@LAYERS] replaces each
+AG-GEMM / GEMM-RS pair by a chunk pipeline (MODE: chunked, ring, copy_engine, host_staged);
+contention=off runs every overlapped GEMM at its isolated time. KIND: all_gather, reduce_scatter,
+all_reduce, all_to_all, broadcast, send_recv."""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.description = (p.description or "") + ". " + CHANGES_HELP
+    p.add_argument("run_dir", help="run folder or trace file")
+    p.add_argument("changes", nargs="*", metavar="CHANGE", help="changes to predict (see above)")
+    p.add_argument("--json", action="store_true", help="print the JSON document instead of tables")
+    p.add_argument("--out", metavar="FILE", help="write the JSON to FILE (with --json)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
+    p.add_argument(
+        "--contention-from",
+        metavar="RUN_DIR",
+        help="a fused run of the same regime: the GEMM slowdown beside a transfer that fuse= uses",
+    )
+    p.add_argument(
+        "--align", choices=("auto", "none", "all"), default="auto", help="clock alignment (§6)"
+    )
+    p.add_argument("--workers", type=int, default=None, metavar="N", help="decoding processes")
+
+
+def whatif_folder(
+    run_dir: Path,
+    texts: list[str],
+    contention_from: Path | None = None,
+    align: str = "auto",
+    workers: int | None = None,
+):
+    """The WhatIf of `run_dir` under the changes `texts` (a bad one: UserError naming it)."""
+    from tpscope.metrics.calibration import calibration_path, read_calibration
+    from tpscope.metrics.whatif import (
+        ContentionSource,
+        measured_contention,
+        predict,
+        prepare,
+        transfer_kind,
+    )
+    from tpscope.metrics.whatif_changes import ChangeError, parse_change
+    from tpscope.trace import load_run
+
+    try:
+        changes = [parse_change(t) for t in texts]
+    except ChangeError as exc:
+        raise UserError(str(exc)) from None
+    run = load_run(run_dir, workers=workers)
+    inp = prepare(run, align)
+    contention, extra = None, None
+    if contention_from is not None:
+        other = prepare(load_run(contention_from, workers=workers), align)
+        slow = measured_contention(other, inp)
+        if slow is None:
+            raise UserError(
+                f"--contention-from {contention_from}: no GEMM beside communication with a baseline"
+            )
+        contention = ContentionSource(slow, str(contention_from), transfer_kind(other), other.fits)
+        extra = other.samples
+    cal = calibration_path(run_dir) if isinstance(run_dir, Path) else None
+    calibration = read_calibration(cal)[0] if cal is not None and cal.exists() else None
+    tps = run.manifest.tokens_per_s if run.manifest is not None else None
+    try:
+        return predict(inp, changes, contention, calibration, extra, tps)
+    except ChangeError as exc:
+        raise UserError(str(exc)) from None
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.out and not args.json:
+        raise UserError("--out writes the JSON document: add --json")
+    out = Path(args.out) if args.out else None
+    if out is not None:
+        check_out_file(out, args.overwrite)
+    ref = Path(args.contention_from) if args.contention_from else None
+    w = whatif_folder(Path(args.run_dir), args.changes, ref, args.align, args.workers)
+    if args.json:
+        from tpscope.jsonable import dumps
+
+        text = dumps(as_json(w)) + "\n"
+        if out is not None:
+            write_text(out, text)
+        else:
+            print(text, end="")
+        return 0
+    from tpscope.report.whatif_terminal import render
+
+    print(render(w))
+    return 0
+
+
+def as_json(w) -> dict:
+    from tpscope.jsonable import plain
+
+    return plain(w)
+
+
+def headroom_line(run) -> str | None:
+    """`report`'s line (metrics.md §11): the step-time ratio if every transfer of the run's TP
+    collectives (the kinds of the AG-GEMM / GEMM-RS pairs found) took no time, else of every
+    collective; None for a run without communication or steps."""
+    from tpscope.metrics.whatif import predict, prepare
+    from tpscope.metrics.whatif_changes import ChangeError, parse_change
+
+    inp = prepare(run)
+    kinds = sorted({"all_gather" if k == "ag_gemm" else "reduce_scatter" for k in inp.pairs.kind})
+    texts, what = (
+        ([f"hide={k}" for k in kinds], "all TP communication")
+        if kinds
+        else (["hide=all"], "all communication")
+    )
+    try:
+        w = predict(inp, [parse_change(t) for t in texts])
+    except ChangeError:
+        return None
+    speedup = w.changes[-1].speedup
+    if speedup is None:
+        return None
+    return (
+        f"hiding {what}: at most {speedup:.2f}x (tpscope whatif {' '.join(texts)}; the replayed "
+        f"graph, metrics.md §11)"
+    )
