@@ -61,6 +61,24 @@ def test_multi_node_options_replace_standalone():
         Rendezvous(nnodes="2")
 
 
+@pytest.mark.parametrize(
+    "options, words",
+    [
+        ({"nnodes": "2:1", "rdzv_endpoint": "h:1"}, "--nnodes 2:1: MIN is larger than MAX"),
+        ({"node_rank": 1}, "--node-rank 1: the job has 1 node (ranks 0 to 0"),
+        ({"nnodes": "2", "node_rank": 2, "rdzv_endpoint": "h:1"}, "--node-rank 2: the job has"),
+        ({"nnodes": "2", "rdzv_endpoint": "h:x"}, "--rdzv-endpoint h:x: give HOST:PORT"),
+        ({"nnodes": "2", "rdzv_endpoint": ":1"}, "--rdzv-endpoint :1: give HOST:PORT"),
+        ({"nnodes": "2", "rdzv_endpoint": "h:70000"}, "--rdzv-endpoint h:70000: give HOST:PORT"),
+        ({"nnodes": "2", "rdzv_endpoint": "h:1", "rdzv_backend": "zk"}, "--rdzv-backend zk"),
+    ],
+)
+def test_launch_flags_are_checked_before_torchrun(options, words):
+    with pytest.raises(UserError) as err:
+        Rendezvous(**options)
+    assert words in str(err.value) and "\n" not in str(err.value)
+
+
 TINY = ["--device", "cpu", "--profile-steps", "1", *TINY_MODEL, "--timeout-s", "60"]
 
 

@@ -50,6 +50,32 @@ def child_env(regime: str, environ: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
+RDZV_BACKENDS = ("", "c10d", "static", "etcd", "etcd-v2")  # "": torchrun's default
+DEFAULT_RDZV_PORT = 29400  # torchrun's, for an endpoint without one
+
+
+def endpoint_parts(endpoint: str) -> tuple[str, int] | None:
+    """(host, port) of `HOST[:PORT]` or `[IPV6][:PORT]`, as torchrun reads it; None when malformed."""
+    if endpoint.startswith("["):
+        host, sep, rest = endpoint[1:].partition("]")
+        if not sep or (rest and not rest.startswith(":")):
+            return None
+        port_text = rest[1:] if rest else ""
+    else:
+        host, sep, port_text = endpoint.rpartition(":")
+        if not sep:
+            host, port_text = endpoint, ""
+        elif ":" in host:  # a bare IPv6 address with no port
+            return None
+    if not host or any(c.isspace() for c in host):
+        return None
+    if not port_text:
+        return host, DEFAULT_RDZV_PORT
+    if not (port_text.isascii() and port_text.isdigit() and 1 <= int(port_text) <= 65535):
+        return None
+    return host, int(port_text)
+
+
 @dataclass(frozen=True, slots=True)
 class Rendezvous:
     """torchrun's multi-node options, passed through as the user gave them (docs/runtime.md).
@@ -70,11 +96,28 @@ class Rendezvous:
             raise UserError(
                 f"--nnodes {self.nnodes}: give a node count N or a range MIN:MAX (torchrun's form)"
             )
+        if len(counts) == 2 and int(counts[0]) > int(counts[1]):
+            raise UserError(f"--nnodes {self.nnodes}: MIN is larger than MAX (give MIN:MAX)")
         if self.node_rank < 0:
             raise UserError(f"--node-rank must be >= 0, not {self.node_rank}")
+        if self.node_rank >= self.max_nodes:
+            n = self.max_nodes
+            raise UserError(
+                f"--node-rank {self.node_rank}: the job has {n} node{'s' if n > 1 else ''} "
+                f"(ranks 0 to {n - 1}; --nnodes {self.nnodes})"
+            )
         if self.multi_node and not self.rdzv_endpoint:
             raise UserError(
                 f"--nnodes {self.nnodes} needs --rdzv-endpoint HOST:PORT, a node every launcher reaches"
+            )
+        if self.rdzv_endpoint and endpoint_parts(self.rdzv_endpoint) is None:
+            raise UserError(
+                f"--rdzv-endpoint {self.rdzv_endpoint}: give HOST:PORT (a port 1 to 65535), "
+                "a node every launcher reaches"
+            )
+        if self.rdzv_backend not in RDZV_BACKENDS:
+            raise UserError(
+                f"--rdzv-backend {self.rdzv_backend}: expected one of {', '.join(RDZV_BACKENDS[1:])}"
             )
 
     @property

@@ -346,11 +346,11 @@ def claim_run_dir(out_dir: str, overwrite: bool, rdzv):
     """The run folder of this node: node 0 holds it (launch.out_dir.claim_out_dir: checked, cleared with
     --overwrite, refused while another run holds it); the other nodes' ranks write into it beside
     node 0's (one folder with every rank when the nodes share it) and hold nothing (None)."""
-    from tpscope.fusion.launch.out_dir import claim_out_dir, prepare_out_dir
+    from tpscope.fusion.launch.out_dir import claim_out_dir, join_out_dir
 
     if rdzv.node_rank == 0:
         return claim_out_dir(out_dir, overwrite)
-    prepare_out_dir(out_dir, True, clear=False)
+    join_out_dir(out_dir, overwrite)
     return None
 
 
