@@ -19,8 +19,25 @@ def _escape(m: re.Match) -> str:
 
 
 def printable(text: str, keep_newlines: bool = False) -> str:
-    """`text` with every control character written as `\\xNN` (a newline kept if asked)."""
-    return (_CONTROLS_BUT_NEWLINE if keep_newlines else _CONTROLS).sub(_escape, text)
+    """`text` with every control character written as `\\xNN` (a newline kept if asked), and
+    what UTF-8 cannot encode as `displayable` writes it."""
+    return displayable((_CONTROLS_BUT_NEWLINE if keep_newlines else _CONTROLS).sub(_escape, text))
+
+
+# lone surrogates: the undecodable bytes of a file name (os.fsdecode's surrogateescape), U+DC80-DCFF
+_SURROGATES = re.compile(r"[\ud800-\udfff]")
+
+
+def _escape_surrogate(m: re.Match) -> str:
+    code = ord(m.group())
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
+
+
+def displayable(text: str) -> str:
+    """`text` that UTF-8 can encode: a byte a file name held that is not UTF-8 (`b"run\\xff"`,
+    which Python reads as a lone surrogate) written as `\\xNN`, another lone surrogate as
+    `\\uXXXX`."""
+    return _SURROGATES.sub(_escape_surrogate, text)
 
 
 def md_code(text: str) -> str:

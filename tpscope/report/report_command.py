@@ -6,7 +6,6 @@ Exit 0: pass (or a report of one run); 1: a gated metric regressed; 2: a usage o
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 FORMATS = {
@@ -138,16 +137,24 @@ def main(args: argparse.Namespace) -> int:
     fail_on = parse_fail_on(args.fail_on)
     loss_rtol = parse_loss_rtol(getattr(args, "loss_rtol", None))
     paths = output_paths(args.out, formats, args.overwrite) if args.out else {}
+    if args.out:
+        from tpscope.outputs import check_not_inside
+        from tpscope.samples import default_run
+
+        check_not_inside(
+            Path(args.out) / FORMATS[formats[0]], [args.candidate or default_run(), args.baseline]
+        )
     report = build(args.candidate, args.baseline, fail_on, loss_rtol)
     check_comparable(report)
-    if not paths:
-        sys.stdout.write(render(report, formats[0]))
-        return report.exit_code
-    from tpscope.outputs import make_folder, write_text
+    from tpscope.outputs import make_folder, write_stdout, write_text
 
+    if not paths:
+        write_stdout(render(report, formats[0]))
+        return report.exit_code
+    texts = {fmt: render(report, fmt) for fmt in paths}  # all rendered before any is written
     make_folder(next(iter(paths.values())).parent)
     for fmt, path in paths.items():
-        write_text(path, render(report, fmt))
+        write_text(path, texts[fmt])
     line = report.verdict.line if report.verdict else "report of one run (no baseline): no verdict"
     print(line)
     print("wrote " + ", ".join(str(p) for p in paths.values()))
