@@ -60,6 +60,12 @@ class LossCheck:
         worst = f"largest difference {a.worst_rel:.2g} of the loss at step {a.worst_step}"
         if a.agree:
             return f"loss curves agree over {a.steps} steps ({worst}, tolerance {a.rtol:g})"
+        if a.first_step == 0 and a.candidate_steps != a.baseline_steps:
+            return (
+                f"the candidate recorded the loss of {a.candidate_steps} of the baseline's "
+                f"{a.baseline_steps} steps (the first {a.steps} agree: {worst}, tolerance "
+                f"{a.rtol:g})"
+            )
         return (
             f"loss departs from the baseline's from step {a.first_step} of {a.steps}: {worst} "
             f"(tolerance {a.rtol:g})"

@@ -173,6 +173,22 @@ def check_comparable(report) -> None:
         raise UserError(f"{run}: no GPU activity in any step window, so no step time to compare")
 
 
+def refuse_unfinished(runs) -> None:
+    """A verdict compares finished runs: one whose manifest says it did not finish is an input
+    error (its steps and losses stop early; alone, `report` shows it with a warning)."""
+    from tpscope.errors import UserError
+    from tpscope.text import printable
+
+    for run in runs:
+        m = run.manifest
+        if m is not None and not m.finished:
+            why = printable(m.stopped or "no reason recorded")
+            raise UserError(
+                f"{run.path}: the run did not finish ({why}); a verdict needs a finished run "
+                "(report it without --baseline to see what it holds)"
+            )
+
+
 def build(candidate: str | None, baseline: str | None, fail_on, loss_rtol: float | None = None):
     """Load, analyze and compare (trace -> metrics -> report)."""
     from pathlib import Path
@@ -206,7 +222,10 @@ def build(candidate: str | None, baseline: str | None, fail_on, loss_rtol: float
             return load_run(path)
 
     base_run = read(baseline) if baseline is not None else None
-    cand = results(read(candidate or default_run()), base_run)
+    cand_run = read(candidate or default_run())
+    if base_run is not None:
+        refuse_unfinished([cand_run, base_run])
+    cand = results(cand_run, base_run)
     base = results(base_run) if base_run is not None else None
     if base is not None and base.analysis.cpu_run != cand.analysis.cpu_run:
         from tpscope.errors import UserError

@@ -180,10 +180,19 @@ def read_manifest(folder: str | Path) -> Manifest | None:
     if not path.is_file():
         return None
     try:
-        raw = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        data = path.read_bytes()
+    except OSError as exc:
         raise ManifestError(f"{path}: not a readable manifest ({_one_line(exc)})") from None
-    return manifest_from_dict(raw, str(path))
+    return manifest_from_bytes(data, str(path))
+
+
+def manifest_from_bytes(data: bytes, where: str) -> Manifest:
+    """The typed manifest of a file's bytes; ManifestError naming `where` when it cannot be read."""
+    try:
+        raw = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise ManifestError(f"{where}: not a readable manifest ({_one_line(exc)})") from None
+    return manifest_from_dict(raw, where)
 
 
 def _one_line(exc: BaseException) -> str:
