@@ -148,7 +148,9 @@ class RunStore:
 
         try:
             if self.cache is not None and entry.path.exists():
-                run, analysis = self.cache.get_or_compute("run", entry.path, compute)
+                run, analysis = self.cache.get_or_compute(
+                    "run", entry.path, compute, expect=_is_run_and_analysis
+                )
             else:
                 run, analysis = compute()
             return LoadedRun(entry, run, analysis, as_json(analysis), version)
@@ -285,7 +287,9 @@ class RunStore:
                     return run_hta(files)
 
                 if self.cache is not None:
-                    memo.value = self.cache.get_or_compute("hta", loaded.entry.path, compute)
+                    memo.value = self.cache.get_or_compute(
+                        "hta", loaded.entry.path, compute, expect=HtaResult
+                    )
                 else:
                     memo.value = compute()
         return memo.value
@@ -296,6 +300,16 @@ def _accepts_reference() -> bool:
         return "reference" in inspect.signature(analyze_run).parameters
     except (TypeError, ValueError):
         return False
+
+
+def _is_run_and_analysis(value: object) -> bool:
+    """A cached "run" entry: (Run, RunAnalysis)."""
+    return (
+        isinstance(value, tuple)
+        and len(value) == 2
+        and isinstance(value[0], Run)
+        and isinstance(value[1], RunAnalysis)
+    )
 
 
 def run_hta(trace_files: dict[int, str]) -> HtaResult:

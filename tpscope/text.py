@@ -53,3 +53,55 @@ def md_text(text: str) -> str:
     nothing in it becomes HTML or code."""
     text = printable(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return text.replace("`", "&#96;")
+
+
+def plotly_text(text: str) -> str:
+    """Text plotly.js draws as itself: it reads labels, hovers and legends as a subset of HTML
+    (`<a href>`, `<b>`, `<br>`) and turns entities back into characters, so `&`, `<`, `>` become
+    entities; controls are written out."""
+    return printable(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+# a trace's data plotly.js draws as text (its templates, `hovertemplate`, are ours and kept)
+_DRAWN = ("x", "y", "z", "text", "hovertext", "customdata", "labels", "name", "legendgroup")
+
+
+def _escaped(value, memo: dict):
+    """(`value` with its strings escaped, whether any changed)."""
+    if isinstance(value, str):
+        if value not in memo:
+            memo[value] = plotly_text(value)
+        return memo[value], memo[value] != value
+    if getattr(value, "dtype", None) is not None:  # a numpy array: only strings are text
+        if value.dtype.kind not in "OUS":
+            return value, False
+        value = value.tolist()
+    if isinstance(value, (list, tuple)):
+        pairs = [_escaped(v, memo) for v in value]
+        if any(changed for _, changed in pairs):
+            return [v for v, _ in pairs], True
+    return value, False
+
+
+def escape_figure(fig):
+    """Escape, in place, every string of a plotly figure's traces and tick labels with
+    `plotly_text` (names from traces and manifests are data, never markup); `fig` returned."""
+    memo: dict[str, str] = {}
+    for trace in fig.data:
+        for attr in _DRAWN:
+            old = getattr(trace, attr, None) if attr in trace else None
+            if old is None:
+                continue
+            new, changed = _escaped(old, memo)
+            if changed:
+                trace[attr] = new
+
+    def ticks(axis) -> None:
+        if axis.ticktext is not None:
+            new, changed = _escaped(axis.ticktext, memo)
+            if changed:
+                axis.ticktext = new
+
+    fig.for_each_xaxis(ticks)
+    fig.for_each_yaxis(ticks)
+    return fig

@@ -119,7 +119,9 @@ def analyze_folder(
 
     if cache is None:
         return compute()
-    return cache.get_or_compute(kind, run_dir, compute)
+    from tpscope.metrics.analysis import RunAnalysis
+
+    return cache.get_or_compute(kind, run_dir, compute, expect=RunAnalysis)
 
 
 def _cache_and_kind(
@@ -166,7 +168,7 @@ def json_text(
     cache, kind = _cache_and_kind(run_dir, reference, use_cache, **options)
     if cache is None:
         return compute()
-    return cache.get_or_compute(f"json-{kind}", run_dir, compute)
+    return cache.get_or_compute(f"json-{kind}", run_dir, compute, expect=str)
 
 
 def _progress(done: int, total: int) -> None:

@@ -22,6 +22,7 @@ from tpscope.runfolder.losses import (
     loss_trend,
 )
 from tpscope.runfolder.manifest import Manifest
+from tpscope.text import printable
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +86,7 @@ def _why_not_comparable(baseline: Manifest, candidate: Manifest) -> str:
                 f"the {'baseline' if b is None else 'candidate'}'s manifest does not record {key}"
             )
         if b != c:
-            return f"{key} differs ({b} -> {c})"
+            return printable(f"{key} differs ({b} -> {c})")
     return ""
 
 
@@ -112,7 +113,9 @@ def loss_check(
         return LossCheck(c_trend, b_trend, None, why)
     tol = rtol if rtol is not None else LOSS_RTOL.get(str(candidate.dtype))
     if tol is None:
-        return LossCheck(c_trend, b_trend, None, f"no tolerance for dtype {candidate.dtype}")
+        return LossCheck(
+            c_trend, b_trend, None, printable(f"no tolerance for dtype {candidate.dtype}")
+        )
     return LossCheck(c_trend, b_trend, loss_agreement(b_losses, c_losses, tol))
 
 

@@ -349,7 +349,7 @@ def load_run(
     if cache is None or isinstance(path, Url):
         results: list = [None] * len(jobs)
     else:
-        results = [cache.get_rank(f, i) for f, i, _ in jobs]
+        results = [cache.get_rank(f, i, expect=(PackedRank, RankTrace)) for f, i, _ in jobs]
     todo = [k for k, r in enumerate(results) if r is None]
     if engine == "ray":
         from tpscope.trace.ray_engine import map_ray
