@@ -190,6 +190,14 @@ def add_node_arguments(parser: argparse.ArgumentParser) -> None:
         default="",
         help="a name shared by the launchers of one job (default: torchrun's)",
     )
+    n.add_argument(
+        "--rdzv-timeout-s",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="give up, naming the endpoint, when the nodes have not met after S seconds "
+        "(default %(default)g)",
+    )
 
 
 def rendezvous_from_args(args: argparse.Namespace):
@@ -202,6 +210,7 @@ def rendezvous_from_args(args: argparse.Namespace):
         rdzv_endpoint=args.rdzv_endpoint,
         rdzv_backend=args.rdzv_backend,
         rdzv_id=args.rdzv_id,
+        rdzv_timeout_s=args.rdzv_timeout_s,
     )
 
 
