@@ -156,8 +156,10 @@ def main(args: argparse.Namespace) -> int:
     for fmt, path in paths.items():
         write_text(path, texts[fmt])
     line = report.verdict.line if report.verdict else "report of one run (no baseline): no verdict"
-    print(line)
-    print("wrote " + ", ".join(str(p) for p in paths.values()))
+    from tpscope.text import printable
+
+    print(printable(line))
+    print(printable("wrote " + ", ".join(str(p) for p in paths.values())))
     return report.exit_code
 
 
