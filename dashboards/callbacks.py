@@ -63,7 +63,7 @@ def guarded(n_outputs: int, figure_slots: tuple[int, ...] = ()):
                 msg = _message(exc)
                 out = [no_update] * n_outputs
                 for i in figure_slots:
-                    out[i] = not_available(msg)
+                    out[i] = escape_figure(not_available(msg))
                 out[-1] = msg
                 return tuple(out)
 

@@ -84,7 +84,7 @@ def _escaped(value, memo: dict):
 
 
 def escape_figure(fig):
-    """Escape, in place, every string of a plotly figure's traces and tick labels with
+    """Escape, in place, every string of a plotly figure's traces, tick labels and annotations with
     `plotly_text` (names from traces and manifests are data, never markup); `fig` returned."""
     memo: dict[str, str] = {}
     for trace in fig.data:
@@ -104,4 +104,7 @@ def escape_figure(fig):
 
     fig.for_each_xaxis(ticks)
     fig.for_each_yaxis(ticks)
+    for note in fig.layout.annotations or ():  # a message naming a file or a run
+        if isinstance(note.text, str):
+            note.text = _escaped(note.text, memo)[0]
     return fig

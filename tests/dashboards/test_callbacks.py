@@ -6,6 +6,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from tpscope.dashboards.callbacks import _point, guarded
 
+from tpscope.errors import UserError
+
 LINK = '<a href="https://evil.example/">gemm</a>'
 
 
@@ -33,3 +35,12 @@ def test_a_click_reads_the_name_back():
     t = fig.data[0]
     click = {"points": [{"y": t.y[0], "customdata": list(t.customdata[0]), "x": 1.0}]}
     assert _point(click) == {"y": LINK, "customdata": [LINK], "x": 1.0}
+
+
+def test_a_message_naming_a_file_draws_no_link():
+    def fails():
+        raise UserError(f"{LINK}: no such file or folder")
+
+    fig, note = guarded(2, (0,))(fails)()
+    assert fig.layout.annotations[0].text.startswith("&lt;a href=")
+    assert note.startswith(LINK)
