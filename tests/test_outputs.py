@@ -131,17 +131,21 @@ def test_a_failed_write_keeps_the_previous_file(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["report.md"]
 
 
-def test_a_folder_name_that_is_not_utf8_is_shown_escaped(tmp_path, capsys):
+def test_a_folder_name_that_is_not_utf8_is_shown_escaped(tmp_path, capsys, monkeypatch):
     import json
     import os
     import shutil
 
+    monkeypatch.setenv("TPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
     run = os.path.join(os.fsencode(tmp_path), b"run\xff")
     shutil.copytree(os.fsencode(RUN), run)
     name = os.fsdecode(run)
-    assert main(["analyze", name, "--json", "--no-cache"]) == 0
-    doc = json.loads(capsys.readouterr().out)
-    assert doc["run_dir"].endswith("run\\xff")
+    for cache in (["--no-cache"], [], []):  # the analysis cache keys such a name too
+        assert main(["analyze", name, "--json", *cache]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert doc["run_dir"].endswith("run\\xff")
+    assert main(["analyze", name]) == 0
+    assert "run\\xff" in capsys.readouterr().out
     out = tmp_path / "rep"
     assert main(["report", name, "--out", str(out)]) == 0
     assert sorted(p.name for p in out.iterdir()) == sorted(

@@ -106,18 +106,16 @@ class DiskCache:
 
     def key(self, kind: str, path: Path) -> str:
         text = f"{kind}\n{self._code}\n{folder_fingerprint(path)}"
-        return hashlib.sha256(text.encode()).hexdigest()[:32]
+        # a folder name that is not UTF-8 keys by its own bytes
+        return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
     def rank_file(self, path: Path, position: int) -> Path:
         """Where the map result of trace file `path` is kept: keyed by the file's identity (path,
         size, mtime), its place in its folder (the rank a file without one is given) and the code."""
         st = path.stat()
         text = f"rank\n{self._code}\n{path.resolve()}\n{st.st_size}:{st.st_mtime_ns}\n{position}"
-        return (
-            self.folder
-            / RANKS_FOLDER
-            / f"rank-{hashlib.sha256(text.encode()).hexdigest()[:32]}.pkl"
-        )
+        digest = hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:32]
+        return self.folder / RANKS_FOLDER / f"rank-{digest}.pkl"
 
     def get_rank(self, path: Path, position: int, expect: Any = None) -> Any:
         """The stored map result of `path`, or None (absent, unreadable, not of type `expect`, or
