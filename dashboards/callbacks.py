@@ -7,6 +7,7 @@ message, so one broken folder never stops the app from serving the others.
 from __future__ import annotations
 
 import functools
+import html
 import json
 import logging
 from pathlib import Path
@@ -29,6 +30,7 @@ from tpscope.errors import UserError
 from tpscope.export.chrome_trace import step_trace
 from tpscope.jsonable import plain
 from tpscope.numbers import size_text
+from tpscope.text import escape_figure
 
 log = logging.getLogger("tpscope.dash")
 
@@ -47,14 +49,21 @@ def guarded(n_outputs: int, figure_slots: tuple[int, ...] = ()):
         @functools.wraps(fn)
         def inner(*args):
             try:
-                return fn(*args)
+                out = fn(*args)
+                if figure_slots:  # names from traces and manifests are data, never plotly markup
+                    out = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+                    for i in figure_slots:
+                        if out[i] is not no_update and hasattr(out[i], "for_each_xaxis"):
+                            escape_figure(out[i])
+                    return out if n_outputs > 1 else out[0]
+                return out
             except PreventUpdate:
                 raise
             except Exception as exc:
                 msg = _message(exc)
                 out = [no_update] * n_outputs
                 for i in figure_slots:
-                    out[i] = not_available(msg)
+                    out[i] = escape_figure(not_available(msg))
                 out[-1] = msg
                 return tuple(out)
 
@@ -513,10 +522,19 @@ def _suggested(store: RunStore, run_id) -> str | None:
 
 
 def _point(click: dict | None) -> dict:
+    """The clicked point, its labels as the figure's data held them (escape_figure undone)."""
     points = (click or {}).get("points") or []
     if not points:
         raise PreventUpdate
-    return points[0]
+    return {k: _unescaped(v) for k, v in points[0].items()}
+
+
+def _unescaped(value):
+    if isinstance(value, str):
+        return html.unescape(value)
+    if isinstance(value, list):
+        return [_unescaped(v) for v in value]
+    return value
 
 
 def _clicked_row(click: dict | None, rows: list[dict] | None) -> dict:

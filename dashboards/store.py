@@ -67,6 +67,9 @@ class _Memo:
 
 
 MAX_MEMOS = 256
+MAX_VERSIONS_PER_RUN = 2
+"""Versions of one folder kept in memory: the newest and the one before it (a callback may still
+hold it); a folder rewritten while served never piles up its older reads."""
 EXPERIMENT_KEYS = ("regime", "tp", "model", "dtype", "seq_len", "batch")
 """Manifest fields a fused run and its unfused baseline share (one experiment, one change)."""
 
@@ -107,6 +110,7 @@ class RunStore:
         self._by_id = {e.run_id: e for e in self.entries}
         self.cache = cache
         self._memos: dict[tuple, _Memo] = {}
+        self._versions: dict[str, list[str]] = {}  # run id -> versions in memory, oldest first
         self._lock = threading.Lock()
 
     @property
@@ -122,8 +126,22 @@ class RunStore:
             f"unknown run {shown!r}: this dashboard serves only the folders it was started with"
         )
 
+    def _forget_old_versions(self, run_id: str, version: str) -> None:
+        """Note `version` of `run_id` as the newest; drop every memo of the versions beyond
+        MAX_VERSIONS_PER_RUN (a memo keyed by several runs goes with any of them). Under _lock."""
+        held = self._versions.setdefault(run_id, [])
+        if version in held:
+            held.remove(version)
+        held.append(version)
+        while len(held) > MAX_VERSIONS_PER_RUN:
+            old = held.pop(0)
+            for key in [k for k in self._memos if _names_version(k, run_id, old)]:
+                del self._memos[key]
+
     def _memo(self, key: tuple) -> _Memo:
         with self._lock:
+            if key[0] == "run" and key not in self._memos:
+                self._forget_old_versions(key[1], key[2])
             if key not in self._memos and len(self._memos) >= MAX_MEMOS:
                 # the oldest: a folder rewritten many times
                 self._memos.pop(next(iter(self._memos)))
@@ -148,7 +166,9 @@ class RunStore:
 
         try:
             if self.cache is not None and entry.path.exists():
-                run, analysis = self.cache.get_or_compute("run", entry.path, compute)
+                run, analysis = self.cache.get_or_compute(
+                    "run", entry.path, compute, expect=_is_run_and_analysis
+                )
             else:
                 run, analysis = compute()
             return LoadedRun(entry, run, analysis, as_json(analysis), version)
@@ -285,7 +305,9 @@ class RunStore:
                     return run_hta(files)
 
                 if self.cache is not None:
-                    memo.value = self.cache.get_or_compute("hta", loaded.entry.path, compute)
+                    memo.value = self.cache.get_or_compute(
+                        "hta", loaded.entry.path, compute, expect=HtaResult
+                    )
                 else:
                     memo.value = compute()
         return memo.value
@@ -296,6 +318,22 @@ def _accepts_reference() -> bool:
         return "reference" in inspect.signature(analyze_run).parameters
     except (TypeError, ValueError):
         return False
+
+
+def _names_version(key: tuple, run_id: str, version: str) -> bool:
+    """Whether a memo key (kind, run id, version[, run id, version]) names `version` of `run_id`."""
+    pairs = key[1:]
+    return any(pairs[i] == run_id and pairs[i + 1] == version for i in range(0, len(pairs) - 1, 2))
+
+
+def _is_run_and_analysis(value: object) -> bool:
+    """A cached "run" entry: (Run, RunAnalysis)."""
+    return (
+        isinstance(value, tuple)
+        and len(value) == 2
+        and isinstance(value[0], Run)
+        and isinstance(value[1], RunAnalysis)
+    )
 
 
 def run_hta(trace_files: dict[int, str]) -> HtaResult:

@@ -197,6 +197,14 @@ def step_extent_ns(
     return None if lo is None else (lo, hi)
 
 
+def _window_ns(us: float, fallback_ns: int) -> int:
+    """A window edge (µs from the step's start, from a URL or a zoom) in ns, held within ±2^62 ns:
+    ±1e308 µs is the whole step, never an overflow; NaN is `fallback_ns`."""
+    if us != us:
+        return fallback_ns
+    return int(max(-(2.0**62), min(2.0**62, us * 1000.0)))
+
+
 def timeline_data(
     run: Run,
     step: int,
@@ -219,8 +227,8 @@ def timeline_data(
     t0, t1 = extent
     vlo, vhi = t0, t1
     if window_us is not None:
-        vlo = max(t0, t0 + int(window_us[0] * 1000))
-        vhi = min(t1, t0 + int(window_us[1] * 1000))
+        vlo = max(t0, t0 + _window_ns(window_us[0], t0 - t1))
+        vhi = min(t1, t0 + _window_ns(window_us[1], t1 - t0))
         if vhi <= vlo:
             vlo, vhi = t0, t1
     lanes: list[Lane] = []

@@ -157,3 +157,60 @@ def test_a_folder_with_one_changed_rank_decodes_only_that_rank(tmp_path, capsys,
     assert main(["analyze", str(run), "--json", "--workers", "1", "--no-cache"]) == 0
     assert capsys.readouterr().out == second  # what the cache served equals a fresh read
     assert len(decoded) == 2
+
+
+def _entries(cache_dir: Path) -> list[Path]:
+    return sorted(cache_dir.rglob("*.pkl"))
+
+
+def test_an_entry_of_another_type_is_recomputed(tmp_path, capsys, monkeypatch):
+    """A pickle that reads but holds something else (another version's, or any other object):
+    recomputed and overwritten, never handed to the analyzer."""
+    import json
+    import pickle
+
+    from tpscope.cli import main
+
+    monkeypatch.setenv("TPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    run = tmp_path / "run"
+    shutil.copytree(DATA / "h200-nvlink-unfused", run)
+    assert main(["analyze", str(run), "--json"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    from tpscope.cache import CACHE_FORMAT, CACHE_MARK
+
+    odd = (["not", "an", "analysis"], None, 7)
+    for value in [*odd, *((CACHE_MARK, CACHE_FORMAT, v) for v in odd)]:
+        for f in _entries(tmp_path / "cache"):
+            f.write_bytes(pickle.dumps(value))
+        for argv in (["analyze", str(run), "--json"], ["analyze", str(run)]):
+            assert main(argv) == 0, value
+            out = capsys.readouterr().out
+            if "--json" in argv:
+                assert json.loads(out) == first
+    cache = DiskCache(tmp_path / "c2")
+    assert cache.get_or_compute("k", run, lambda: 1, expect=int) == 1
+    for f in _entries(tmp_path / "c2"):
+        f.write_bytes(pickle.dumps((CACHE_MARK, CACHE_FORMAT, "one")))
+    assert cache.get_or_compute("k", run, lambda: 2, expect=int) == 2
+    assert cache.get_or_compute("k", run, lambda: 3, expect=int) == 2  # the new one was stored
+
+
+def test_pruning_tolerates_dangling_links_and_a_racing_pruner(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tpscope.cache import MAX_RANK_ENTRIES, RANKS_FOLDER
+
+    ranks = tmp_path / "cache" / RANKS_FOLDER
+    ranks.mkdir(parents=True)
+    for i in range(MAX_RANK_ENTRIES + 200):
+        (ranks / f"rank-{i:05}.pkl").write_bytes(b"x")
+    (ranks / "rank-dangling.pkl").symlink_to(tmp_path / "gone")
+    (tmp_path / "cache" / "analysis-dangling.pkl").symlink_to(tmp_path / "gone")
+    with ThreadPoolExecutor(4) as pool:
+        for f in [pool.submit(DiskCache._prune, ranks, MAX_RANK_ENTRIES) for _ in range(4)]:
+            f.result()  # no error from a file another pruner removed first
+    assert len(list(ranks.glob("*.pkl"))) <= MAX_RANK_ENTRIES
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "a.json").write_text("{}")
+    assert DiskCache(tmp_path / "cache").get_or_compute("k", run, lambda: 1) == 1

@@ -60,10 +60,107 @@ def test_a_write_the_system_refuses_names_the_file(tmp_path, capsys, monkeypatch
     def full_disk(self, *args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(Path, "write_text", full_disk)
+    import tpscope.outputs
+
+    monkeypatch.setattr(tpscope.outputs.os, "replace", full_disk)
     out = tmp_path / "a.json"
     assert main(["analyze", str(RUN), "--json", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert (
         err.count("\n") == 1 and f"--out {out}: cannot be written (No space left on device)" in err
     )
+    assert list(tmp_path.iterdir()) == []  # no temporary file left
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        lambda run: ["report", str(run), "--out", str(run)],
+        lambda run: ["report", str(run), "--out", str(run / "sub")],
+        lambda run: [
+            "report",
+            str(run.parent / "other"),
+            "--baseline",
+            str(run),
+            "--out",
+            str(run),
+        ],
+        lambda run: ["analyze", str(run), "--json", "--out", str(run / "a.json")],
+    ],
+    ids=["report-into-run", "report-under-run", "report-into-baseline", "analyze-into-run"],
+)
+def test_out_inside_an_analysed_run_is_refused(tmp_path, capsys, argv):
+    """A report written into the run folder would be read back as one of its files."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(RUN, run)
+    shutil.copytree(RUN, tmp_path / "other")
+    before = sorted(p.name for p in run.rglob("*"))
+    assert main(argv(run)) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--out" in err and "inside the run folder" in err, err
+    assert sorted(p.name for p in run.rglob("*")) == before
+
+
+def test_a_failed_write_keeps_the_previous_file(tmp_path):
+    """A write cut short (here: the file-size limit, as a full disk would) leaves the earlier
+    report as it was and no partial file beside it."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "rep"
+    out.mkdir()
+    (out / "report.md").write_text("OLD")
+    code = (
+        "import resource, signal, sys\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048))\n"
+        "from tpscope.cli import main\n"
+        f"sys.exit(main(['report', {str(RUN)!r}, '--out', {str(out)!r}, '--format', 'md',"
+        " '--overwrite']))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.count("\n") == 1 and f"--out {out / 'report.md'}: cannot be written" in (
+        done.stderr
+    )
+    assert (out / "report.md").read_text() == "OLD"
+    assert sorted(p.name for p in out.iterdir()) == ["report.md"]
+
+
+def test_a_folder_name_that_is_not_utf8_is_shown_escaped(tmp_path, capsys, monkeypatch):
+    import json
+    import os
+    import shutil
+
+    monkeypatch.setenv("TPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    run = os.path.join(os.fsencode(tmp_path), b"run\xff")
+    shutil.copytree(os.fsencode(RUN), run)
+    name = os.fsdecode(run)
+    for cache in (["--no-cache"], [], []):  # the analysis cache keys such a name too
+        assert main(["analyze", name, "--json", *cache]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert doc["run_dir"].endswith("run\\xff")
+    assert main(["analyze", name]) == 0
+    assert "run\\xff" in capsys.readouterr().out
+    out = tmp_path / "rep"
+    assert main(["report", name, "--out", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["report.md", "report.json", "report.junit.xml", "report.html"]
+    )
+    assert "run\\xff" in (out / "report.md").read_text(encoding="utf-8")
+
+
+def test_a_control_character_in_a_folder_name_keeps_the_junit_xml_valid(tmp_path, capsys):
+    import shutil
+    import xml.etree.ElementTree as ET
+
+    run = tmp_path / "run\x07\x1b[2Jx"
+    shutil.copytree(RUN, run)
+    assert main(["report", str(run), "--format", "junit"]) == 0
+    root = ET.fromstring(capsys.readouterr().out.encode())
+    props = {p.get("name"): p.get("value") for p in root.iter("property")}
+    assert props["candidate"].endswith("run\\x07\\x1b[2Jx")

@@ -72,3 +72,70 @@ def test_html_report_escapes_the_name(tmp_path, capsys):
     # (plotly.js holds controls)
     shown = [page[m.start() : m.start() + 60] for m in re.finditer("gemm", page)]
     assert shown and not any(re.search(r"[\x00-\x1f\x7f-\x9f]", s) for s in shown), shown
+
+
+LINK = '<a href="https://evil.example/">k</a> & <b>x</b>'
+
+
+def test_plotly_text_shows_markup_as_text():
+    from tpscope.text import plotly_text
+
+    # plotly.js draws <a>, <b>, <br> in labels and hovers and turns entities back into characters
+    assert plotly_text(LINK) == (
+        '&lt;a href="https://evil.example/"&gt;k&lt;/a&gt; &amp; &lt;b&gt;x&lt;/b&gt;'
+    )
+    assert plotly_text("void k<float, 4>\x1b[2J") == "void k&lt;float, 4&gt;\\x1b[2J"
+
+
+def test_every_string_a_figure_draws_is_escaped_and_its_templates_kept():
+    import plotly.graph_objects as go
+
+    from tpscope.text import escape_figure
+
+    fig = go.Figure(
+        go.Bar(
+            x=[1.0, 2.0],
+            y=[LINK, "plain"],
+            orientation="h",
+            name=LINK,
+            text=[LINK, None],
+            hovertext=LINK,
+            customdata=[[LINK, 3], ["plain", 4]],
+            hovertemplate="%{y}<br>%{customdata[0]}<extra></extra>",
+        )
+    )
+    fig.update_yaxes(tickvals=[0], ticktext=[LINK])
+    escape_figure(fig)
+    t = fig.data[0]
+    shown = [*t.y, t.name, *t.text[:1], t.hovertext, t.customdata[0][0], *fig.layout.yaxis.ticktext]
+    assert all(s.startswith("&lt;a href") for s in shown if s != "plain"), shown
+    assert t.y[1] == "plain" and list(t.x) == [1.0, 2.0] and t.customdata[0][1] == 3
+    assert t.hovertemplate == "%{y}<br>%{customdata[0]}<extra></extra>"
+
+
+def test_html_report_figures_draw_no_link_from_a_kernel_name(tmp_path):
+    run = one_rank_run(tmp_path / "run", LINK)
+    assert main(["report", str(run), "--out", str(tmp_path / "out"), "--format", "html"]) == 0
+    page = (tmp_path / "out" / "report.html").read_text()
+    # plotly's JSON writes "<" as \u003c: a name that reaches a figure raw shows as \u003ca href
+    assert "\\u003ca href" not in page and "&lt;a href" in page
+
+
+def test_a_manifest_dtype_reaches_the_report_inert(tmp_path, capsys):
+    from tests.report.test_loss_check import SAME
+
+    manifest = {**SAME, "dtype": "bf" + ESCAPES + "<b>x</b>", "losses": [2.0, 1.0]}
+    run = write_run(tmp_path / "run", [_rank()], manifest)
+    for fmt in ("md", "html"):
+        assert main(["report", str(run), "--baseline", str(run), "--format", fmt]) == 0
+        out = capsys.readouterr().out
+        assert not re.search(r"[\x1b\x07\x08\x9b\r]", out), fmt  # (plotly.js holds tabs)
+        assert "dtype bf\\x1b]0;pwned" in out and "<b>x</b>" not in out, fmt
+
+
+def _rank() -> RankTrace:
+    r = RankTrace(0, world_size=1)
+    for s in (1, 2, 3):
+        r.gpu_annotation(f"ProfilerStep#{s}", s * 100, 100)
+        r.kernel("gemm", s * 100, 50)
+    return r

@@ -29,6 +29,10 @@ ENV_VAR = "TPSCOPE_CACHE_DIR"
 MAX_ENTRIES = 64  # oldest pickles beyond this are removed after each write
 RANKS_FOLDER = "ranks"  # per-rank map results, pruned on their own (a run of 1,024 ranks fits)
 MAX_RANK_ENTRIES = 4096
+# every entry is (CACHE_MARK, CACHE_FORMAT, value): a pickle without them (another version's, or
+# any other file) is recomputed, as is one whose value is not of the type its reader expects
+CACHE_MARK = "tpscope-cache"
+CACHE_FORMAT = 2
 
 
 def default_cache_dir() -> Path:
@@ -102,26 +106,25 @@ class DiskCache:
 
     def key(self, kind: str, path: Path) -> str:
         text = f"{kind}\n{self._code}\n{folder_fingerprint(path)}"
-        return hashlib.sha256(text.encode()).hexdigest()[:32]
+        # a folder name that is not UTF-8 keys by its own bytes
+        return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
     def rank_file(self, path: Path, position: int) -> Path:
         """Where the map result of trace file `path` is kept: keyed by the file's identity (path,
         size, mtime), its place in its folder (the rank a file without one is given) and the code."""
         st = path.stat()
         text = f"rank\n{self._code}\n{path.resolve()}\n{st.st_size}:{st.st_mtime_ns}\n{position}"
-        return (
-            self.folder
-            / RANKS_FOLDER
-            / f"rank-{hashlib.sha256(text.encode()).hexdigest()[:32]}.pkl"
-        )
+        digest = hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:32]
+        return self.folder / RANKS_FOLDER / f"rank-{digest}.pkl"
 
-    def get_rank(self, path: Path, position: int) -> Any:
-        """The stored map result of `path`, or None (absent, unreadable, or the file changed)."""
+    def get_rank(self, path: Path, position: int, expect: Any = None) -> Any:
+        """The stored map result of `path`, or None (absent, unreadable, not of type `expect`, or
+        the file changed)."""
         try:
             file = self.rank_file(path, position)
         except OSError:
             return None
-        value = self._read(file)
+        value = self._read(file, expect)
         if value is None:
             self.rank_misses += 1
         else:
@@ -140,10 +143,13 @@ class DiskCache:
         if items:
             self._prune(self.folder / RANKS_FOLDER, MAX_RANK_ENTRIES)
 
-    def get_or_compute(self, kind: str, path: Path, compute: Callable[[], Any]) -> Any:
-        """The cached value for (kind, path as it is now), computing and storing it when absent."""
+    def get_or_compute(
+        self, kind: str, path: Path, compute: Callable[[], Any], expect: Any = None
+    ) -> Any:
+        """The cached value for (kind, path as it is now), computing and storing it when absent
+        or not what `expect` (a type, a tuple of types or a predicate) accepts."""
         file = self.folder / f"{kind}-{self.key(kind, path)}.pkl"
-        value = self._read(file)
+        value = self._read(file, expect)
         if value is not None:
             self.hits += 1
             return value
@@ -152,14 +158,29 @@ class DiskCache:
         self._write(file, value)
         return value
 
-    def _read(self, file: Path) -> Any:
+    def _read(self, file: Path, expect: Any = None) -> Any:
         try:
             with file.open("rb") as fh:
-                return pickle.load(fh)
+                entry = pickle.load(fh)
         except FileNotFoundError:
             return None
         except Exception:  # a truncated or foreign pickle: recompute and overwrite
             return None
+        if not (
+            isinstance(entry, tuple)
+            and len(entry) == 3
+            and entry[0] == CACHE_MARK
+            and entry[1] == CACHE_FORMAT
+        ):
+            return None
+        value = entry[2]
+        if expect is None or value is None:
+            return value
+        try:
+            fits = isinstance(value, expect) if isinstance(expect, (type, tuple)) else expect(value)
+        except Exception:
+            fits = False
+        return value if fits else None
 
     def _write(self, file: Path, value: Any, prune: bool = True) -> None:
         tmp: str | None = None
@@ -167,7 +188,7 @@ class DiskCache:
             file.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=file.parent, suffix=".tmp")
             with os.fdopen(fd, "wb") as fh:
-                pickle.dump(value, fh, protocol=pickle.HIGHEST_PROTOCOL)
+                pickle.dump((CACHE_MARK, CACHE_FORMAT, value), fh, protocol=pickle.HIGHEST_PROTOCOL)
             os.replace(tmp, file)  # a reader never sees half a file
             if prune:
                 self._prune(self.folder, MAX_ENTRIES)
@@ -178,9 +199,25 @@ class DiskCache:
 
     @staticmethod
     def _prune(folder: Path, keep: int) -> None:
-        files = sorted(folder.glob("*.pkl"), key=lambda f: f.stat().st_mtime)
-        for f in files[:-keep]:
+        """Remove the oldest entries beyond `keep`. Another process may prune at the same time,
+        and an entry may be a link to nothing: a file gone or unreadable is skipped (a dangling
+        link counts as oldest, and goes)."""
+        dated = []
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            return
+        for entry in entries:
+            if not entry.name.endswith(".pkl"):
+                continue
             try:
-                f.unlink()
+                mtime = entry.stat().st_mtime  # follows a link
+            except OSError:
+                mtime = float("-inf")
+            dated.append((mtime, entry.path))
+        dated.sort()
+        for _, path in dated[: max(0, len(dated) - keep)]:
+            try:
+                os.unlink(path)
             except OSError:
                 pass

@@ -59,6 +59,19 @@ def _hook(value: Any) -> Any:
 _ENCODER = msgspec.json.Encoder(enc_hook=_hook)
 
 
+def _encodable(value: Any) -> Any:
+    """A plain document with every string (keys too) as `text.displayable` writes it."""
+    from tpscope.text import displayable
+
+    if isinstance(value, str):
+        return displayable(value)
+    if isinstance(value, dict):
+        return {displayable(k): _encodable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_encodable(v) for v in value]
+    return value
+
+
 def _escape(m: re.Match) -> str:
     code = ord(m.group())
     if code < 0x10000:
@@ -111,7 +124,11 @@ def dumps(doc: Any) -> str:
     places where its text differs from Python's are put back: floats with an exponent or below 1e-4
     as `repr(float)` writes them (`1e+16`, `9e-05`), and characters outside printable ASCII as
     `\\uXXXX` escapes (`ensure_ascii`)."""
-    text = msgspec.json.format(_ENCODER.encode(doc), indent=1)
+    try:
+        raw = _ENCODER.encode(doc)
+    except UnicodeEncodeError:  # a lone surrogate: a file name's bytes that are not UTF-8
+        raw = _ENCODER.encode(_encodable(plain(doc)))
+    text = msgspec.json.format(raw, indent=1)
     pieces, done = [], 0
     for lo, hi in _differing_lines(text):
         line = _FLOAT.sub(_repr_float, text[lo:hi]).decode()

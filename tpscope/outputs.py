@@ -3,9 +3,13 @@ before any work is done, and a failed write names the file."""
 
 from __future__ import annotations
 
+import os
+import sys
+import tempfile
 from pathlib import Path
 
 from tpscope.errors import UserError
+from tpscope.text import displayable
 
 
 def file_in_the_way(path: Path) -> Path | None:
@@ -41,12 +45,63 @@ def check_out_folder(path: Path, option: str = "--out") -> None:
         raise UserError(f"{option} {path}: {blocker} is a file, not a folder")
 
 
-def write_text(path: Path, text: str, option: str = "--out") -> None:
-    """Write `text` to `path`; an OS refusal (permissions, a full disk) is the user's one line."""
+def check_not_inside(out: Path, runs: list, option: str = "--out") -> None:
+    """Refuse an output at or under a run folder being analysed: it would be read back as one of
+    the run's files by every later analysis."""
+    target = Path(os.path.abspath(out))
+    for run in runs:
+        if run is None or "://" in str(run):
+            continue
+        try:
+            folder = Path(os.path.realpath(run))
+            if not folder.is_dir():
+                continue
+            where = Path(os.path.realpath(target.parent)) / target.name
+        except (OSError, ValueError):
+            continue
+        if where == folder or folder in where.parents:
+            raise UserError(
+                f"{option} {out}: inside the run folder {run}; write the report elsewhere"
+            )
+
+
+def encodable(text: str) -> str:
+    """`text` as UTF-8 can write it (a file name's undecodable bytes as `\\xNN`)."""
     try:
-        path.write_text(text, encoding="utf-8")
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return displayable(text)
+    return text
+
+
+def write_text(path: Path, text: str, option: str = "--out") -> None:
+    """Write `text` to `path` atomically: a temporary file in the same folder, renamed over `path`
+    once complete, so a failed write leaves the previous file as it was and no partial one. An OS
+    refusal (permissions, a full disk, the file-size limit) is the user's one line."""
+    data = encodable(text).encode("utf-8")
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # as open() would make it; mkstemp's 0600 hides it
+        os.replace(tmp, path)
+        tmp = None
     except OSError as exc:
         raise UserError(f"{option} {path}: cannot be written ({exc.strerror or exc})") from None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def write_stdout(text: str) -> None:
+    """`text` to standard output, what its encoding cannot write escaped."""
+    sys.stdout.write(encodable(text))
 
 
 def make_folder(path: Path, option: str = "--out") -> None:

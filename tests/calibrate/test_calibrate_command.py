@@ -173,3 +173,62 @@ def test_the_gpu_scripts_plans_are_the_sample_runs_calls(run):
         (REPO / "benchmarks" / "calibrate_plans" / f"h200x2-{run}.json").read_text()
     )
     assert committed == json.loads(json.dumps(run_plan(REPO / folder) | {"run_dir": str(folder)}))
+
+
+def _plan(tmp_path, **changes) -> Path:
+    """A valid plan of one small GEMM call, with `changes` applied."""
+    doc = {
+        "version": 1,
+        "run_dir": "runs/x",
+        "key": "0123456789abcdef0123456789abcdef",
+        "margins": [0],
+        "calls": [
+            {"op": "aten::mm", "dims": "[[4, 8], [8, 2]]", "strides": "", "types": json.dumps(BF)}
+        ],
+    } | changes
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_a_plan_key_that_is_a_path_is_refused(tmp_path, monkeypatch, capsys):
+    """The key names a file in the cache: one from elsewhere must never reach outside it."""
+    monkeypatch.setenv("TPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "tpscope_run.json").write_text("{}")
+    key = os.path.relpath(victim / "tpscope_run", tmp_path / "cache" / "calibrations")
+    for bad in (key, "/tmp/x", "a/b", "", "..", "x" * 300):
+        plan = _plan(tmp_path, key=bad)
+        argv = ["calibrate", "--plan", str(plan), "--device", "cpu", "--samples", "1"]
+        assert main(argv) == 2, bad
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and str(plan) in err[0] and "key" in err[0], err
+    assert (victim / "tpscope_run.json").read_text() == "{}"
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").rglob("*.json"))
+
+
+def test_a_plan_with_huge_dims_is_one_clear_error(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("TPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    for dims in (
+        "[[1000000, 100000], [100000, 2]]",  # 200 GB of bf16: past this machine, refused by the OS
+        "[[10000000, 10000000], [10000000, 2]]",
+        "[[4611686018427387904, 4], [4, 2]]",
+        "[[1180591620717411303424, 2], [2, 2]]",
+    ):
+        plan = _plan(tmp_path)
+        doc = json.loads(plan.read_text())
+        doc["calls"][0]["dims"] = dims
+        plan.write_text(json.dumps(doc))
+        assert main(["calibrate", "--plan", str(plan), "--device", "cpu", "--samples", "1"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and str(plan) in err[0], err
+
+
+def test_a_plans_run_dir_and_dtype_reach_the_terminal_inert(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("TPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    plan = _plan(tmp_path, run_dir="runs/\x1b]0;pwned\x07\x1b[2J")
+    assert main(["calibrate", "--plan", str(plan), "--device", "cpu", "--samples", "1"]) == 0
+    out = capsys.readouterr()
+    assert "\x1b" not in out.out + out.err and "\x07" not in out.out + out.err
+    assert "\\x1b]0;pwned" in out.out

@@ -118,3 +118,26 @@ def test_a_bad_loss_tolerance_exits_2_with_one_line(capsys, tmp_path):
         assert main(["report", str(base), "--baseline", str(base), "--loss-rtol", bad]) == 2
         err = capsys.readouterr().err
         assert "--loss-rtol" in err and err.strip().count("\n") == 0
+
+
+def test_a_candidate_with_fewer_losses_than_the_baseline_fails():
+    """3 of 10 losses agree with the baseline's first 3; the 7 missing steps are no agreement."""
+    check = loss_check(_m(LEARNING), _m(LEARNING[:3]))
+    assert check.failed and check.agreement.steps == 3
+    assert "3 of the baseline's 10 steps" in check.line
+
+
+def test_report_refuses_a_verdict_on_a_run_that_did_not_finish(capsys, tmp_path):
+    base = copy_run(UNFUSED, tmp_path / "base", _raw(LEARNING))
+    cut = copy_run(
+        UNFUSED,
+        tmp_path / "cut",
+        _raw(LEARNING[:3], complete=False, stopped="stopped by SIGTERM", mode="chunked"),
+    )
+    assert main(["report", str(cut), "--baseline", str(base)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(cut) in err[0] and "did not finish (stopped by SIGTERM)" in err[0]
+    assert main(["report", str(base), "--baseline", str(cut)]) == 2
+    assert str(cut) in capsys.readouterr().err
+    assert main(["report", str(cut)]) == 0  # a report of the run alone: warned, no verdict
+    assert "did not finish" in capsys.readouterr().out

@@ -14,6 +14,7 @@ from tpscope.cli import main
 from tpscope.report.step_samples import manifest_samples
 from tpscope.runfolder.layout import MANIFEST_NAME
 from tpscope.runfolder.manifest import (
+    FIELDS,
     SCHEMA_VERSION,
     Manifest,
     ManifestError,
@@ -151,3 +152,44 @@ def test_every_sample_manifest_reads_and_writes_back_its_fields(folder, tmp_path
     back = json.loads(write_manifest(tmp_path, m).read_text())
     assert {k: v for k, v in back.items() if k in raw} == raw  # the same values, nothing lost
     assert all(back[k] is None for k in back.keys() - raw.keys())  # fields it lacks: unknown
+
+
+BIG = 10**400  # JSON holds it (Python reads it as an int); no float or 64-bit integer does
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("tokens_per_step", BIG),
+        ("lr", BIG),
+        ("lr", -BIG),
+        ("step_times_ms", [BIG]),
+        ("losses", [BIG, 1.0]),
+        ("peak_memory_bytes", BIG),
+        ("steps", 2**63),
+        ("timed_steps", [1, 2**64]),
+        ("count_lists_probe", None),
+    ],
+)
+def test_a_number_past_the_range_of_floats_and_int64_is_an_error_naming_it(field, value):
+    if field == "count_lists_probe":  # a field of lists of lists
+        field = next(f.name for f in FIELDS if f.metadata["kind"] == "count_lists")
+        value = [[1.0, BIG]]
+    with pytest.raises(ManifestError) as got:
+        manifest_from_dict({field: value}, "m.json")
+    text = str(got.value)
+    assert text.startswith(f"m.json: field {field} ") and "past the range" in text, text
+    assert "\n" not in text and len(text) < 200
+
+
+def test_a_number_past_float_range_in_a_run_folder_is_exit_2(tmp_path, capsys):
+    import shutil
+
+    from tpscope.cli import main
+
+    run = tmp_path / "run"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "data" / "h200-nvlink-unfused", run)
+    (run / "tpscope_run.json").write_text('{"lr": 1' + "0" * 400 + "}")
+    assert main(["analyze", str(run), "--no-cache"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "tpscope_run.json: field lr" in err

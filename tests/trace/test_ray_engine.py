@@ -96,3 +96,18 @@ def test_ray_missing_is_one_line(run64, capsys, monkeypatch):
     assert err == [
         "tpscope analyze: error: --engine ray: Ray is not installed (pip install 'tpscope[ray]')"
     ]
+
+
+@pytest.mark.parametrize("scheme", ["", "ray://"])
+def test_an_address_where_no_cluster_answers_is_one_line_soon(run64, capsys, scheme):
+    """Ray alone retries such an address for minutes; nothing listens on port 1 of this host."""
+    import time
+
+    address = f"{scheme}127.0.0.1:1"
+    started = time.monotonic()
+    assert main(["analyze", str(run64), "--no-cache", "--engine", "ray", "--address", address]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        f"tpscope analyze: error: --address {address}: no Ray cluster answers at 127.0.0.1:1"
+    ), err
+    assert time.monotonic() - started < 30

@@ -243,3 +243,34 @@ def test_an_fsspec_url_reads_like_the_folder(tmp_path):
 def test_an_fsspec_url_with_no_traces_is_one_line():
     with pytest.raises(UserError, match="memory://tpscope-nothing-here: no such file or folder"):
         load_run("memory://tpscope-nothing-here")
+
+
+def test_a_url_reads_the_manifest_beside_the_traces(tmp_path):
+    """`file:///RUN` and `memory://RUN` read `tpscope_run.json` as the folder does: its fields
+    (tokens per step) and its warnings (a run that did not finish); a broken one is one line."""
+    import fsspec
+
+    folder = tmp_path / "run"
+    write_run(folder, two_ranks())
+    (folder / "tpscope_run.json").write_text(
+        json.dumps({"tokens_per_step": 4096, "complete": False, "stopped": "stopped by SIGTERM"})
+    )
+    on_disk = load_run(folder)
+    assert on_disk.manifest.tokens_per_step == 4096
+    from_file_url = load_run(f"file://{folder}")
+    assert from_file_url.manifest == on_disk.manifest
+    assert [w for w in from_file_url.warnings if "did not finish" in w]
+    fs = fsspec.filesystem("memory")
+    for f in sorted(folder.iterdir()):
+        fs.pipe(f"/tpscope-test-manifest/{f.name}", f.read_bytes())
+    try:
+        assert load_run("memory://tpscope-test-manifest").manifest.tokens_per_step == 4096
+        one_file = load_run(
+            f"memory://tpscope-test-manifest/{sorted(folder.glob('*.json*'))[0].name}"
+        )
+        assert one_file.manifest.tokens_per_step == 4096
+        fs.pipe("/tpscope-test-manifest/tpscope_run.json", b'{"tokens_per_step": true}')
+        with pytest.raises(UserError, match="tpscope_run.json: field tokens_per_step"):
+            load_run("memory://tpscope-test-manifest")
+    finally:
+        fs.rm("/tpscope-test-manifest", recursive=True)

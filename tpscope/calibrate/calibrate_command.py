@@ -10,6 +10,11 @@ from pathlib import Path
 
 from tpscope.errors import UserError
 from tpscope.runfolder.manifest import Manifest
+from tpscope.text import printable
+
+# the operands of one replayed call may take at most this much memory (A and B together): past it a
+# plan's dims are no GEMM a GPU holds, and are refused before any allocation
+MAX_OPERAND_BYTES = 1 << 42  # 4 TiB
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -93,8 +98,24 @@ def run_plan(run_dir: Path) -> dict:
     }
 
 
+def operand_bytes(call) -> int:
+    """Bytes of the call's A and B as recorded (`Input Dims`, 8 bytes an element at most)."""
+    from tpscope.gemm_shapes import GEMM_OPERANDS
+
+    dims = json.loads(call.dims)
+    ia, ib, _ = GEMM_OPERANDS[call.op]
+    total = 0
+    for i in (ia, ib):
+        n = 1
+        for x in dims[i]:
+            n *= int(x)
+        total += 8 * n
+    return total
+
+
 def read_plan(path: Path) -> tuple[dict, list]:
     """A plan file and its GEMM calls (standard library only)."""
+    from tpscope.calibrate.store import is_key
     from tpscope.gemm_shapes import GemmCall
 
     try:
@@ -111,11 +132,34 @@ def read_plan(path: Path) -> tuple[dict, list]:
         ) from None
     if not calls or None in calls:
         raise UserError(f"--plan {path}: holds no GEMM calls, or calls that are no GEMM")
+    if not is_key(plan["key"]):
+        raise UserError(
+            f"--plan {path}: key {printable(repr(plan['key']))[:80]} is not a calibration key "
+            "(32 hex digits, as `tpscope calibrate --plan-out` writes)"
+        )
+    check_sizes(calls, f"--plan {path}")
     return {**plan, "margins": margins}, calls
 
 
+def check_sizes(calls: list, source: str) -> None:
+    """Refuse calls whose operands no machine holds (one line naming `source` and the call)."""
+    for call in calls:
+        need = operand_bytes(call)
+        if need > MAX_OPERAND_BYTES:
+            raise UserError(
+                f"{source}: GEMM {printable(call.shape.label)} needs {need:,} bytes for its operands "
+                f"(more than {MAX_OPERAND_BYTES:,}); its dims are no GEMM to replay"
+            )
+
+
 def replay(
-    plan: dict, calls: list, device_name: str, margins: list[int], samples: int, per_sample: int
+    plan: dict,
+    calls: list,
+    device_name: str,
+    margins: list[int],
+    samples: int,
+    per_sample: int,
+    source: str = "",
 ) -> int:
     """Time every call at every margin and write the calibration (torch only)."""
     import torch
@@ -130,7 +174,15 @@ def replay(
     entries, skipped = [], []
     for call in calls:
         for m in margins:
-            times = time_call(call, device, m, samples, per_sample)
+            try:
+                times = time_call(call, device, m, samples, per_sample)
+            except (RuntimeError, TypeError, OverflowError, MemoryError) as exc:
+                if not is_allocation_error(exc):
+                    raise
+                raise UserError(
+                    f"{source}: GEMM {printable(call.shape.label)} cannot be allocated on "
+                    f"{device_name} ({printable(str(exc).splitlines()[0])[:200]})"
+                ) from None
             if times is None:
                 skipped.append(call.shape.label)
                 break
@@ -151,16 +203,28 @@ def replay(
                 }
             )
             print(
-                f"{call.op:16} {s.label:28} margin {m:3}  median {sorted(times)[len(times) // 2]:10.1f} µs"
+                f"{printable(call.op):16} {printable(s.label):28} margin {m:3}  median {sorted(times)[len(times) // 2]:10.1f} µs"
             )
     path = calibration_file(plan["key"])
     write_calibration(path, plan["run_dir"], name, entries)
     for label in sorted(set(skipped)):
-        print(f"skipped {label}: its dtype cannot be replayed")
+        print(f"skipped {printable(label)}: its dtype cannot be replayed")
     print(
-        f"{len(entries)} isolated GEMM timings on {name} -> {path} (tpscope analyze {plan['run_dir']} uses them)"
+        f"{len(entries)} isolated GEMM timings on {printable(name)} -> {path} "
+        f"(tpscope analyze {printable(str(plan['run_dir']))} uses them)"
     )
     return 0
+
+
+def is_allocation_error(exc: BaseException) -> bool:
+    """An operand too large for the device (torch's out-of-memory and size-overflow errors)."""
+    if isinstance(exc, (MemoryError, OverflowError)):
+        return True
+    text = str(exc)
+    return any(
+        w in text
+        for w in ("allocate", "out of memory", "overflow", "Overflow", "invalid size", "too large")
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -178,6 +242,7 @@ def main(args: argparse.Namespace) -> int:
         raise UserError("--plan-out writes a plan from RUN_DIR; it does not go with --plan")
     if args.plan is not None:
         plan, calls = read_plan(Path(args.plan))
+        source = f"--plan {args.plan}"
     else:
         from tpscope.gemm_shapes import GemmCall
 
@@ -190,5 +255,7 @@ def main(args: argparse.Namespace) -> int:
             )
             return 0
         calls = [GemmCall.of(c["op"], c["dims"], c["strides"], c["types"]) for c in plan["calls"]]
+        source = str(args.run_dir)
+        check_sizes(calls, source)
     margins = args.margins if args.margins is not None else plan["margins"]
-    return replay(plan, calls, args.device, margins, args.samples, args.per_sample)
+    return replay(plan, calls, args.device, margins, args.samples, args.per_sample, source)

@@ -32,7 +32,7 @@ def run_key(run_dir: Path) -> str:
     ):
         # missing, unreadable, a symlink loop: never an error here
         text = os.path.abspath(run_dir)
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
 
 def calibration_path(run_dir: Path, cache_dir: Path | None = None) -> Path:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -21,7 +22,17 @@ CALIBRATION_VERSION = 1
 PLAN_VERSION = 1
 
 
+# a key is a file name in the cache, never a path: `run_key` writes 32 hex digits
+KEY_FORM = re.compile(r"[0-9a-f]{32}")
+
+
+def is_key(key: object) -> bool:
+    return isinstance(key, str) and KEY_FORM.fullmatch(key) is not None
+
+
 def calibration_file(key: str, cache_dir: Path | None = None) -> Path:
+    if not is_key(key):  # a plan from elsewhere never names a file outside the cache
+        raise ValueError(f"calibration key {key!r:.80} is not 32 hex digits")
     return Path(cache_dir or default_cache_dir()) / "calibrations" / f"{key}.json"
 
 

@@ -8,7 +8,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from tpscope.errors import UserError
-from tpscope.outputs import check_out_file, write_text
+from tpscope.outputs import check_not_inside, check_out_file, write_stdout, write_text
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -119,7 +119,9 @@ def analyze_folder(
 
     if cache is None:
         return compute()
-    return cache.get_or_compute(kind, run_dir, compute)
+    from tpscope.metrics.analysis import RunAnalysis
+
+    return cache.get_or_compute(kind, run_dir, compute, expect=RunAnalysis)
 
 
 def _cache_and_kind(
@@ -166,7 +168,7 @@ def json_text(
     cache, kind = _cache_and_kind(run_dir, reference, use_cache, **options)
     if cache is None:
         return compute()
-    return cache.get_or_compute(f"json-{kind}", run_dir, compute)
+    return cache.get_or_compute(f"json-{kind}", run_dir, compute, expect=str)
 
 
 def _progress(done: int, total: int) -> None:
@@ -195,6 +197,8 @@ def main(args: argparse.Namespace) -> int:
     else:
         run_dir = Path(args.run_dir) if args.run_dir else default_run()
     reference = Path(args.reference) if args.reference else None
+    if out is not None:
+        check_not_inside(out, [run_dir, reference])
     from tpscope.trace import find_runs
 
     runs = find_runs(run_dir) if isinstance(run_dir, Path) and run_dir.is_dir() else []
@@ -223,7 +227,7 @@ def _write(text: str, out: Path | None) -> None:
     if out is not None:
         write_text(out, text)
     else:
-        sys.stdout.write(text)
+        write_stdout(text)
 
 
 def _many(

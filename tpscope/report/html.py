@@ -3,7 +3,8 @@ page needs no network (CI artifacts are often opened offline)."""
 
 from __future__ import annotations
 
-from html import escape
+from html import escape as _html_escape
+from html import unescape
 
 from tpscope.numbers import number
 from tpscope.report.build import KernelDelta, Report
@@ -20,7 +21,13 @@ from tpscope.report.markdown import (
     short_name,
 )
 from tpscope.report.metric_defs import format_value, metric_def
-from tpscope.text import printable
+from tpscope.text import escape_figure, printable
+
+
+def escape(text: str, quote: bool = True) -> str:
+    """HTML text with the controls of names from traces and manifests written out."""
+    return _html_escape(printable(str(text), keep_newlines=True), quote)
+
 
 STATUS_CLASS = {
     Status.REGRESSED: "bad",
@@ -72,7 +79,7 @@ def _figure_html(fig, div_id: str, include_js: bool) -> str:
     import plotly.io as pio
 
     return pio.to_html(
-        fig,
+        escape_figure(fig),  # kernel and run names are data, never plotly markup
         full_html=False,
         include_plotlyjs=include_js,
         include_mathjax=False,
@@ -243,7 +250,9 @@ def render(report: Report) -> str:
         items = [line for line in loss_lines(report)[1:] if line and not line.startswith("###")]
         parts.append(
             "<h2>Loss</h2><ul>"
-            + "".join(f"<li>{escape(i.lstrip('- ').replace('**', ''))}</li>" for i in items)
+            + "".join(
+                f"<li>{escape(unescape(i.lstrip('- ').replace('**', '')))}</li>" for i in items
+            )
             + "</ul>"
         )
     figs = [("step-time", step_time_figure(report)), ("breakdown", breakdown_figure(report))]

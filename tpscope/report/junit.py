@@ -8,6 +8,7 @@ from tpscope.numbers import number
 from tpscope.report.build import Report
 from tpscope.report.compare import MetricComparison
 from tpscope.report.metric_defs import format_delta, format_value, metric_def
+from tpscope.text import printable as _x  # XML 1.0 holds no control characters nor lone surrogates
 
 SUITE_NAME = "tpscope report"
 CLASS_NAME = "tpscope.report"
@@ -41,9 +42,9 @@ def render(report: Report) -> str:
     from junitparser import Failure, JUnitXml, Skipped, TestCase, TestSuite
 
     suite = TestSuite(SUITE_NAME)
-    suite.add_property("candidate", report.candidate.run_dir)
-    suite.add_property("baseline", report.baseline.run_dir if report.baseline else "")
-    suite.add_property("fail_on", report.fail_on.spec)
+    suite.add_property("candidate", _x(report.candidate.run_dir))
+    suite.add_property("baseline", _x(report.baseline.run_dir) if report.baseline else "")
+    suite.add_property("fail_on", _x(report.fail_on.spec))
     by_metric = {c.metric: c for c in report.comparisons}
     gates = [
         (t.metric, case_name(t.metric, t.text), "threshold") for t in report.fail_on.thresholds
@@ -58,23 +59,25 @@ def render(report: Report) -> str:
         if c is None:
             case.result = [Skipped("no baseline: a report of one run has no verdict")]
             continue
-        case.system_out = _detail(c)
+        case.system_out = _x(_detail(c))
         failed = c.past_threshold if kind == "threshold" else c.bound_violated
         unknown = c.delta is None if kind == "threshold" else c.candidate_median is None
         if failed:
-            failure = Failure(f"{metric_def(c.metric).short} regressed: {c.reason}", "regression")
-            failure.text = _detail(c)
+            failure = Failure(
+                _x(f"{metric_def(c.metric).short} regressed: {c.reason}"), "regression"
+            )
+            failure.text = _x(_detail(c))
             case.result = [failure]
         elif unknown:
-            case.result = [Skipped(f"{metric_def(c.metric).short} unknown: {c.reason}")]
+            case.result = [Skipped(_x(f"{metric_def(c.metric).short} unknown: {c.reason}"))]
     # the loss gate, where it applies
     if report.loss is not None and report.loss.agreement is not None:
         case = TestCase("loss curve within tolerance", classname=CLASS_NAME, time=0)
         suite.add_testcase(case)
-        case.system_out = report.loss.line
+        case.system_out = _x(report.loss.line)
         if report.loss.failed:
-            failure = Failure(report.loss.line, "regression")
-            failure.text = report.loss.line
+            failure = Failure(_x(report.loss.line), "regression")
+            failure.text = _x(report.loss.line)
             case.result = [failure]
     suite.update_statistics()
     doc = JUnitXml(SUITE_NAME)

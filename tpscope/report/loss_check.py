@@ -22,6 +22,7 @@ from tpscope.runfolder.losses import (
     loss_trend,
 )
 from tpscope.runfolder.manifest import Manifest
+from tpscope.text import printable
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +61,12 @@ class LossCheck:
         worst = f"largest difference {a.worst_rel:.2g} of the loss at step {a.worst_step}"
         if a.agree:
             return f"loss curves agree over {a.steps} steps ({worst}, tolerance {a.rtol:g})"
+        if a.first_step == 0 and a.candidate_steps != a.baseline_steps:
+            return (
+                f"the candidate recorded the loss of {a.candidate_steps} of the baseline's "
+                f"{a.baseline_steps} steps (the first {a.steps} agree: {worst}, tolerance "
+                f"{a.rtol:g})"
+            )
         return (
             f"loss departs from the baseline's from step {a.first_step} of {a.steps}: {worst} "
             f"(tolerance {a.rtol:g})"
@@ -79,7 +86,7 @@ def _why_not_comparable(baseline: Manifest, candidate: Manifest) -> str:
                 f"the {'baseline' if b is None else 'candidate'}'s manifest does not record {key}"
             )
         if b != c:
-            return f"{key} differs ({b} -> {c})"
+            return printable(f"{key} differs ({b} -> {c})")
     return ""
 
 
@@ -106,7 +113,9 @@ def loss_check(
         return LossCheck(c_trend, b_trend, None, why)
     tol = rtol if rtol is not None else LOSS_RTOL.get(str(candidate.dtype))
     if tol is None:
-        return LossCheck(c_trend, b_trend, None, f"no tolerance for dtype {candidate.dtype}")
+        return LossCheck(
+            c_trend, b_trend, None, printable(f"no tolerance for dtype {candidate.dtype}")
+        )
     return LossCheck(c_trend, b_trend, loss_agreement(b_losses, c_losses, tol))
 
 

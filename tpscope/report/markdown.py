@@ -303,7 +303,7 @@ def loss_lines(report: Report) -> list[str]:
         f"- {'run' if report.baseline is None else 'candidate'}: {check.trend_text(check.candidate_trend)}"
     ]
     if check.line:
-        lines += [f"- {'❌ ' if check.failed else ''}{check.line}"]
+        lines += [f"- {'❌ ' if check.failed else ''}{md_text(check.line)}"]
     return lines
 
 

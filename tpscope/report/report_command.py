@@ -6,7 +6,6 @@ Exit 0: pass (or a report of one run); 1: a gated metric regressed; 2: a usage o
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 FORMATS = {
@@ -138,19 +137,29 @@ def main(args: argparse.Namespace) -> int:
     fail_on = parse_fail_on(args.fail_on)
     loss_rtol = parse_loss_rtol(getattr(args, "loss_rtol", None))
     paths = output_paths(args.out, formats, args.overwrite) if args.out else {}
+    if args.out:
+        from tpscope.outputs import check_not_inside
+        from tpscope.samples import default_run
+
+        check_not_inside(
+            Path(args.out) / FORMATS[formats[0]], [args.candidate or default_run(), args.baseline]
+        )
     report = build(args.candidate, args.baseline, fail_on, loss_rtol)
     check_comparable(report)
-    if not paths:
-        sys.stdout.write(render(report, formats[0]))
-        return report.exit_code
-    from tpscope.outputs import make_folder, write_text
+    from tpscope.outputs import make_folder, write_stdout, write_text
 
+    if not paths:
+        write_stdout(render(report, formats[0]))
+        return report.exit_code
+    texts = {fmt: render(report, fmt) for fmt in paths}  # all rendered before any is written
     make_folder(next(iter(paths.values())).parent)
     for fmt, path in paths.items():
-        write_text(path, render(report, fmt))
+        write_text(path, texts[fmt])
     line = report.verdict.line if report.verdict else "report of one run (no baseline): no verdict"
-    print(line)
-    print("wrote " + ", ".join(str(p) for p in paths.values()))
+    from tpscope.text import printable
+
+    print(printable(line))
+    print(printable("wrote " + ", ".join(str(p) for p in paths.values())))
     return report.exit_code
 
 
@@ -164,6 +173,22 @@ def check_comparable(report) -> None:
     if st is not None and st.status is Status.UNKNOWN:
         run = report.candidate.run_dir if st.candidate_median is None else report.baseline.run_dir
         raise UserError(f"{run}: no GPU activity in any step window, so no step time to compare")
+
+
+def refuse_unfinished(runs) -> None:
+    """A verdict compares finished runs: one whose manifest says it did not finish is an input
+    error (its steps and losses stop early; alone, `report` shows it with a warning)."""
+    from tpscope.errors import UserError
+    from tpscope.text import printable
+
+    for run in runs:
+        m = run.manifest
+        if m is not None and not m.finished:
+            why = printable(m.stopped or "no reason recorded")
+            raise UserError(
+                f"{run.path}: the run did not finish ({why}); a verdict needs a finished run "
+                "(report it without --baseline to see what it holds)"
+            )
 
 
 def build(candidate: str | None, baseline: str | None, fail_on, loss_rtol: float | None = None):
@@ -201,6 +226,8 @@ def build(candidate: str | None, baseline: str | None, fail_on, loss_rtol: float
 
     base_run = read(baseline) if baseline is not None else None
     cand_run = read(candidate or default_run())
+    if base_run is not None:
+        refuse_unfinished([cand_run, base_run])
     cand = results(cand_run, base_run)
     base = results(base_run) if base_run is not None else None
     if base is not None and base.analysis.cpu_run != cand.analysis.cpu_run:

@@ -76,11 +76,14 @@ class LossAgreement:
     worst_rel: float  # |candidate - baseline| / |baseline| there (inf where not finite)
     first_step: int  # 1-based first step beyond rtol (0: none)
     agree: bool
+    baseline_steps: int = 0  # losses each run recorded: a run that recorded fewer does not agree
+    candidate_steps: int = 0
 
 
 def loss_agreement(baseline: list[float], candidate: list[float], rtol: float) -> LossAgreement:
     """Compare the runs step by step over the steps both have (a non-finite loss in either
-    disagrees unless both are the same non-finite value)."""
+    disagrees unless both are the same non-finite value); runs that recorded the loss of a
+    different number of steps do not agree (one stopped early: its missing steps are unchecked)."""
     n = min(len(baseline), len(candidate))
     rels = []
     for b, c in zip(baseline[:n], candidate[:n]):
@@ -99,5 +102,7 @@ def loss_agreement(baseline: list[float], candidate: list[float], rtol: float) -
         worst_step=worst + 1,
         worst_rel=worst_rel,
         first_step=first,
-        agree=n > 0 and first == 0,
+        agree=n > 0 and first == 0 and len(baseline) == len(candidate),
+        baseline_steps=len(baseline),
+        candidate_steps=len(candidate),
     )

@@ -29,6 +29,22 @@ class ManifestError(UserError):
     """A manifest that cannot be read: the message names the file and the field."""
 
 
+INT64_MAX = 2**63 - 1
+FLOAT_MAX = 1.7976931348623157e308  # sys.float_info.max
+
+
+def _in_range(v: object) -> bool:
+    """False for a number no float or 64-bit integer holds (JSON allows any integer), also inside
+    lists: a manifest number must survive becoming a float or an int64."""
+    if isinstance(v, list):
+        return all(_in_range(x) for x in v)
+    if isinstance(v, dict):
+        return all(_in_range(x) for x in v.values())
+    if isinstance(v, int) and not isinstance(v, bool):
+        return -INT64_MAX - 1 <= v <= INT64_MAX
+    return True
+
+
 def _number(v: object) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
@@ -159,6 +175,11 @@ def manifest_from_dict(raw: object, where: str) -> Manifest:
     for f in FIELDS:
         value = raw.get(f.name)
         test, what = KINDS[f.metadata["kind"]]
+        if value is not None and not _in_range(value):
+            raise ManifestError(
+                f"{where}: field {f.name} holds a number past the range of a float and of a "
+                f"64-bit integer ({_short(repr(value))})"
+            )
         if value is not None and not test(value):
             shown = repr(value)
             shown = shown if len(shown) <= 40 else shown[:37] + "..."
@@ -180,10 +201,23 @@ def read_manifest(folder: str | Path) -> Manifest | None:
     if not path.is_file():
         return None
     try:
-        raw = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        data = path.read_bytes()
+    except OSError as exc:
         raise ManifestError(f"{path}: not a readable manifest ({_one_line(exc)})") from None
-    return manifest_from_dict(raw, str(path))
+    return manifest_from_bytes(data, str(path))
+
+
+def manifest_from_bytes(data: bytes, where: str) -> Manifest:
+    """The typed manifest of a file's bytes; ManifestError naming `where` when it cannot be read."""
+    try:
+        raw = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise ManifestError(f"{where}: not a readable manifest ({_one_line(exc)})") from None
+    return manifest_from_dict(raw, where)
+
+
+def _short(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _one_line(exc: BaseException) -> str:

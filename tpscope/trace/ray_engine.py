@@ -13,6 +13,31 @@ from collections.abc import Callable, Sequence
 from tpscope.errors import UserError
 
 Progress = Callable[[int, int], None]  # (ranks done, ranks in all)
+RAY_CONNECT_TIMEOUT_S = 10.0  # a cluster's head answers a TCP connection at once
+
+
+def check_address(address: str | None, timeout_s: float = RAY_CONNECT_TIMEOUT_S) -> None:
+    """One line naming `address` when nothing accepts a connection at its host and port within
+    `timeout_s` (Ray alone retries such an address for minutes). `auto` and no address (a local
+    cluster) are left to Ray."""
+    import socket
+
+    if not address or address == "auto":
+        return
+    where = address.removeprefix("ray://").rstrip("/")
+    host, sep, port = where.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit():
+        return  # a form Ray reads itself (a host alone takes its default port)
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            pass
+    except (OSError, OverflowError, ValueError) as exc:
+        why = "timed out" if isinstance(exc, TimeoutError) else getattr(exc, "strerror", None)
+        raise UserError(
+            f"--address {address}: no Ray cluster answers at {host}:{port} "
+            f"({why or exc}; waited up to {timeout_s:g} s)"
+        ) from None
 
 
 def _ray():
@@ -38,6 +63,7 @@ def map_ray(
     shut down at the end.
     """
     ray = _ray()
+    check_address(address)
     started = not ray.is_initialized()
     if started:
         try:

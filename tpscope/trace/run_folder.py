@@ -12,7 +12,7 @@ import numpy as np
 from tpscope.errors import TraceError, UserError
 from tpscope.numbers import number
 from tpscope.runfolder.layout import MANIFEST_NAME, is_trace_name
-from tpscope.runfolder.manifest import Manifest
+from tpscope.runfolder.manifest import Manifest, manifest_from_bytes
 from tpscope.runfolder.manifest import read_manifest as read_typed_manifest
 from tpscope.trace import native, parallel, stream
 from tpscope.trace.assemble import assemble
@@ -119,13 +119,31 @@ def _is_regular_file(p: Path) -> bool:
 def read_manifest(folder: Path) -> tuple[Manifest | None, list[str]]:
     """The run folder's manifest (None without one) and a warning when the run did not finish;
     ManifestError (a UserError naming the file and field) when it cannot be read."""
-    manifest = read_typed_manifest(folder)
+    return _with_warning(read_typed_manifest(folder), str(folder / MANIFEST_NAME))
+
+
+def _with_warning(manifest: Manifest | None, where: str) -> tuple[Manifest | None, list[str]]:
     if manifest is None or manifest.finished:
         return manifest, []
     why = manifest.stopped or "no reason recorded"
-    return manifest, [
-        f"{folder / MANIFEST_NAME}: the run did not finish ({why}); its traces may miss steps"
-    ]
+    return manifest, [f"{where}: the run did not finish ({why}); its traces may miss steps"]
+
+
+def read_url_manifest(url: str) -> tuple[Manifest | None, list[str]]:
+    """`read_manifest` for an fsspec URL: the manifest in the folder it names, or beside the file."""
+    import fsspec
+
+    try:
+        fs, root = fsspec.core.url_to_fs(url)
+        folder = root if fs.isdir(root) else root.rstrip("/").rsplit("/", 1)[0]
+        path = f"{folder.rstrip('/')}/{MANIFEST_NAME}"
+        if not fs.isfile(path):
+            return None, []
+        data = fs.cat_file(path)
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{url}: its manifest cannot be read ({exc})") from None
+    where = fs.unstrip_protocol(path)
+    return _with_warning(manifest_from_bytes(data, where), where)
 
 
 def load_rank_file(
@@ -331,7 +349,7 @@ def load_run(
     if cache is None or isinstance(path, Url):
         results: list = [None] * len(jobs)
     else:
-        results = [cache.get_rank(f, i) for f, i, _ in jobs]
+        results = [cache.get_rank(f, i, expect=(PackedRank, RankTrace)) for f, i, _ in jobs]
     todo = [k for k, r in enumerate(results) if r is None]
     if engine == "ray":
         from tpscope.trace.ray_engine import map_ray
@@ -374,7 +392,7 @@ def reduce_ranks(path: Path | Url, files: list, results: list) -> Run:
         warnings.extend(h.warnings)
     ordered = RankList(by_rank[k] for k in sorted(by_rank))
     if isinstance(path, Url):
-        manifest, manifest_warnings = None, []
+        manifest, manifest_warnings = read_url_manifest(path)
     else:
         manifest, manifest_warnings = read_manifest(path if path.is_dir() else path.parent)
     warnings.extend(manifest_warnings)

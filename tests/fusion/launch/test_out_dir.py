@@ -57,3 +57,24 @@ def test_default_names_taken_in_the_same_second_never_collide(tmp_path):
         "20260101-120000-chunked",
         "20260101-120000-chunked-2",
     ]
+
+
+def test_another_node_never_writes_into_a_finished_run(tmp_path):
+    """A launcher of node rank > 0 holds no lock; it must still refuse a folder that holds an
+    earlier run no launcher is writing (node 0 would refuse it too), and join one node 0 holds."""
+    from tpscope.fusion.launch.out_dir import join_out_dir
+
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "tpscope_run.json").write_text('{"complete": true}')
+    with pytest.raises(UserError, match="folder exists and is not empty"):
+        join_out_dir(str(out), overwrite=False)
+    assert (out / "tpscope_run.json").read_text() == '{"complete": true}'
+    (out / "tpscope_run.json").unlink()
+    claim = claim_out_dir(str(out), overwrite=False)  # node 0 is writing: the other nodes join
+    (out / "rank0_trace.json").write_text("{}")
+    try:
+        assert join_out_dir(str(out), overwrite=False) == out
+    finally:
+        claim.release()
+    assert join_out_dir(str(tmp_path / "new"), overwrite=False).is_dir()

@@ -61,6 +61,24 @@ def test_multi_node_options_replace_standalone():
         Rendezvous(nnodes="2")
 
 
+@pytest.mark.parametrize(
+    "options, words",
+    [
+        ({"nnodes": "2:1", "rdzv_endpoint": "h:1"}, "--nnodes 2:1: MIN is larger than MAX"),
+        ({"node_rank": 1}, "--node-rank 1: the job has 1 node (ranks 0 to 0"),
+        ({"nnodes": "2", "node_rank": 2, "rdzv_endpoint": "h:1"}, "--node-rank 2: the job has"),
+        ({"nnodes": "2", "rdzv_endpoint": "h:x"}, "--rdzv-endpoint h:x: give HOST:PORT"),
+        ({"nnodes": "2", "rdzv_endpoint": ":1"}, "--rdzv-endpoint :1: give HOST:PORT"),
+        ({"nnodes": "2", "rdzv_endpoint": "h:70000"}, "--rdzv-endpoint h:70000: give HOST:PORT"),
+        ({"nnodes": "2", "rdzv_endpoint": "h:1", "rdzv_backend": "zk"}, "--rdzv-backend zk"),
+    ],
+)
+def test_launch_flags_are_checked_before_torchrun(options, words):
+    with pytest.raises(UserError) as err:
+        Rendezvous(**options)
+    assert words in str(err.value) and "\n" not in str(err.value)
+
+
 TINY = ["--device", "cpu", "--profile-steps", "1", *TINY_MODEL, "--timeout-s", "60"]
 
 
@@ -137,3 +155,72 @@ def test_a_stopped_run_stops_torchrun_and_every_worker_and_is_marked_incomplete(
     assert main(["analyze", str(out), "--json", "--no-cache"]) == 0
     warnings = json.loads(capsys.readouterr().out)["warnings"]
     assert any("the run did not finish (stopped by" in w for w in warnings), warnings
+
+
+def _run_with_rendezvous(out: Path, backend: str, port: int, *more: str):
+    started = time.monotonic()
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tpscope.cli",
+            "run",
+            *TINY,
+            "--steps",
+            "4",
+            "--nproc",
+            "1",
+            "--out",
+            str(out),
+            "--nnodes",
+            "2",
+            "--rdzv-endpoint",
+            f"127.0.0.1:{port}",
+            "--rdzv-backend",
+            backend,
+            *more,
+        ],  # fmt: skip
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        cwd=REPO,
+        text=True,
+        capture_output=True,
+        timeout=120,
+    )
+    return done, time.monotonic() - started
+
+
+def test_a_rendezvous_port_taken_by_another_program_is_one_line(tmp_path):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done, _ = _run_with_rendezvous(tmp_path / "run", "static", port)
+    assert done.returncode == 2, done.stderr[-3000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in done.stderr and done.stderr.count("\n") <= 2, done.stderr[-3000:]
+    assert last.startswith(f"tpscope run: error: rendezvous at 127.0.0.1:{port}: ") and (
+        "address already in use" in last
+    ), last
+    assert not (tmp_path / "run" / "tpscope_run.json").exists()  # no run began
+
+
+def test_a_rendezvous_that_never_answers_gives_up_naming_the_endpoint(tmp_path):
+    """A port that accepts connections and never speaks (a firewall's tarpit, another program):
+    torchrun alone waits for many minutes; the launcher gives up after --rdzv-timeout-s."""
+    import socket
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        port = silent.getsockname()[1]
+        done, took = _run_with_rendezvous(tmp_path / "run", "c10d", port, "--rdzv-timeout-s", "5")
+    assert done.returncode == 2, done.stderr[-3000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert last == (
+        f"tpscope run: error: rendezvous at 127.0.0.1:{port}: no answer within 5 s "
+        "(--rdzv-timeout-s); is every node's launcher started, and is the endpoint reachable "
+        "from this node?"
+    ), done.stderr[-3000:]
+    assert "Traceback" not in done.stderr and took < 60

@@ -178,6 +178,8 @@ def test_multi_node_options_are_checked_before_any_process_starts(tmp_path):
         (["--nnodes", "2"], "--rdzv-endpoint"),
         (["--nnodes", "two"], "--nnodes two"),
         (["--node-rank", "-1"], "--node-rank"),
+        (["--node-rank", "1"], "--node-rank 1: the job has 1 node"),
+        (["--nnodes", "2:1", "--rdzv-endpoint", "127.0.0.1:1"], "--nnodes 2:1: MIN is larger"),
     ):
         done = tpscope("run", "--out", str(tmp_path / "x"), *SMALL, *args)
         assert done.returncode == 2 and words in done.stderr, (args, done.stderr[-2000:])

@@ -10,6 +10,9 @@ import signal
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 LAUNCHER_PID_ENV = "TPSCOPE_LAUNCHER_PID"  # the supervisor's parent, to notice it died before prctl
 OUT_DIR_ENV = "TPSCOPE_RUN_OUT_DIR"  # the run folder the supervisor marks incomplete when stopped
+# the rendezvous endpoint and the seconds the supervisor waits for it before giving up in one line
+RDZV_ENDPOINT_ENV = "TPSCOPE_RDZV_ENDPOINT"
+RDZV_TIMEOUT_ENV = "TPSCOPE_RDZV_TIMEOUT_S"
 
 
 def die_with_parent(sig: signal.Signals) -> bool:

@@ -92,6 +92,40 @@ def claim_out_dir(out_dir: str, overwrite: bool) -> OutDirClaim:
     return claim
 
 
+def held_by_a_run(path: Path) -> bool:
+    """Whether a running `tpscope run` holds `path` (an flock on its lock file)."""
+    try:
+        fd = os.open(path / LOCK_NAME, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # drops a shared lock taken just now
+    return False
+
+
+def join_out_dir(out_dir: str, overwrite: bool) -> Path:
+    """The run folder as a launcher of node rank > 0 takes it: it holds no lock (node 0 does) and
+    clears nothing, but refuses, as node 0 would, a non-empty folder that no running launcher
+    holds (an earlier run's, whose traces would mix with this one's) unless `overwrite`."""
+    path = Path(out_dir)
+    check_out_folder(path)
+    if (
+        not overwrite
+        and path.is_dir()
+        and any(p.name != LOCK_NAME for p in path.iterdir())
+        and not held_by_a_run(path)
+    ):
+        raise UserError(
+            f"{path}: folder exists and is not empty (pass --overwrite to replace the run in it)"
+        )
+    make_folder(path)
+    return path
+
+
 def unique_out_dir(parent: str, stem: str) -> str:
     """`parent/stem`, or `stem-2`, `stem-3`, ...: the first name that this call creates (mkdir is
     atomic), so two runs started in the same second never share a folder."""

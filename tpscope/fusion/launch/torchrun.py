@@ -18,7 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tpscope.errors import UserError
-from tpscope.fusion.launch.lifetime import LAUNCHER_PID_ENV, OUT_DIR_ENV
+from tpscope.fusion.launch.lifetime import (
+    LAUNCHER_PID_ENV,
+    OUT_DIR_ENV,
+    RDZV_ENDPOINT_ENV,
+    RDZV_TIMEOUT_ENV,
+)
 from tpscope.fusion.launch.out_dir import mark_incomplete
 from tpscope.runfolder.regimes import DEFAULT_ENV, SAFETY_ENV, worker_env
 
@@ -50,6 +55,32 @@ def child_env(regime: str, environ: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
+RDZV_BACKENDS = ("", "c10d", "static", "etcd", "etcd-v2")  # "": torchrun's default
+DEFAULT_RDZV_PORT = 29400  # torchrun's, for an endpoint without one
+
+
+def endpoint_parts(endpoint: str) -> tuple[str, int] | None:
+    """(host, port) of `HOST[:PORT]` or `[IPV6][:PORT]`, as torchrun reads it; None when malformed."""
+    if endpoint.startswith("["):
+        host, sep, rest = endpoint[1:].partition("]")
+        if not sep or (rest and not rest.startswith(":")):
+            return None
+        port_text = rest[1:] if rest else ""
+    else:
+        host, sep, port_text = endpoint.rpartition(":")
+        if not sep:
+            host, port_text = endpoint, ""
+        elif ":" in host:  # a bare IPv6 address with no port
+            return None
+    if not host or any(c.isspace() for c in host):
+        return None
+    if not port_text:
+        return host, DEFAULT_RDZV_PORT
+    if not (port_text.isascii() and port_text.isdigit() and 1 <= int(port_text) <= 65535):
+        return None
+    return host, int(port_text)
+
+
 @dataclass(frozen=True, slots=True)
 class Rendezvous:
     """torchrun's multi-node options, passed through as the user gave them (docs/runtime.md).
@@ -63,6 +94,7 @@ class Rendezvous:
     rdzv_endpoint: str = ""
     rdzv_backend: str = ""
     rdzv_id: str = ""
+    rdzv_timeout_s: float = 300.0  # the launcher gives up when no worker started by then
 
     def __post_init__(self) -> None:
         counts = self.nnodes.split(":")
@@ -70,11 +102,32 @@ class Rendezvous:
             raise UserError(
                 f"--nnodes {self.nnodes}: give a node count N or a range MIN:MAX (torchrun's form)"
             )
+        if len(counts) == 2 and int(counts[0]) > int(counts[1]):
+            raise UserError(f"--nnodes {self.nnodes}: MIN is larger than MAX (give MIN:MAX)")
         if self.node_rank < 0:
             raise UserError(f"--node-rank must be >= 0, not {self.node_rank}")
+        if self.node_rank >= self.max_nodes:
+            n = self.max_nodes
+            raise UserError(
+                f"--node-rank {self.node_rank}: the job has {n} node{'s' if n > 1 else ''} "
+                f"(ranks 0 to {n - 1}; --nnodes {self.nnodes})"
+            )
         if self.multi_node and not self.rdzv_endpoint:
             raise UserError(
                 f"--nnodes {self.nnodes} needs --rdzv-endpoint HOST:PORT, a node every launcher reaches"
+            )
+        if self.rdzv_endpoint and endpoint_parts(self.rdzv_endpoint) is None:
+            raise UserError(
+                f"--rdzv-endpoint {self.rdzv_endpoint}: give HOST:PORT (a port 1 to 65535), "
+                "a node every launcher reaches"
+            )
+        if not (self.rdzv_timeout_s > 0 and self.rdzv_timeout_s != float("inf")):
+            raise UserError(
+                f"--rdzv-timeout-s must be a finite number > 0, not {self.rdzv_timeout_s}"
+            )
+        if self.rdzv_backend not in RDZV_BACKENDS:
+            raise UserError(
+                f"--rdzv-backend {self.rdzv_backend}: expected one of {', '.join(RDZV_BACKENDS[1:])}"
             )
 
     @property
@@ -84,6 +137,12 @@ class Rendezvous:
     @property
     def max_nodes(self) -> int:
         return int(self.nnodes.split(":")[-1])
+
+    def supervisor_env(self) -> dict[str, str]:
+        """What the supervisor needs to give up on a rendezvous in one line (multi-node only)."""
+        if not self.multi_node:
+            return {}
+        return {RDZV_ENDPOINT_ENV: self.rdzv_endpoint, RDZV_TIMEOUT_ENV: repr(self.rdzv_timeout_s)}
 
     def torchrun_args(self) -> list[str]:
         if not self.multi_node:
@@ -216,7 +275,14 @@ def launch(
     `extra_env`: variables for these workers only, over this process's environment. `out_dir`:
     the run folder, marked incomplete in its manifest when the run does not finish. `rdzv`: how
     this node joins the others."""
-    env = child_env(regime, {**os.environ, **(extra_env or {})})
+    env = {**child_env(regime, {**os.environ, **(extra_env or {})}), **rdzv.supervisor_env()}
+    if rdzv.multi_node:
+        print(
+            f"{prog}: joining the other nodes at {rdzv.rdzv_endpoint} (--nnodes {rdzv.nnodes}; "
+            f"giving up after {rdzv.rdzv_timeout_s:g} s, --rdzv-timeout-s)",
+            file=sys.stderr,
+            flush=True,
+        )
     with tempfile.TemporaryDirectory(prefix="tpscope-launch-") as tmp:
         report = os.path.join(tmp, "failures.json")
         rc, stop = run_supervised(
@@ -229,6 +295,10 @@ def launch(
                 failures = json.load(fh)
         except (OSError, ValueError):
             failures = []
+    if stop is None and isinstance(failures, dict) and failures.get("error"):
+        # no worker started (the rendezvous failed): the user's setup, one line, no run to mark
+        print(f"{prog}: error: {failures['error']}", file=sys.stderr, flush=True)
+        return 2
     if stop is not None:
         line = f"stopped by {stop.name}; torchrun and every worker were stopped"
         code = 128 + stop

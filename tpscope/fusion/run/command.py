@@ -72,6 +72,14 @@ def add_node_arguments(parser: argparse.ArgumentParser) -> None:
         default="",
         help="a name shared by the launchers of one job (default: torchrun's)",
     )
+    n.add_argument(
+        "--rdzv-timeout-s",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="give up, naming the endpoint, when the nodes have not met after S seconds "
+        "(default %(default)g)",
+    )
 
 
 def rendezvous_from_args(args: argparse.Namespace):
@@ -84,6 +92,7 @@ def rendezvous_from_args(args: argparse.Namespace):
         rdzv_endpoint=args.rdzv_endpoint,
         rdzv_backend=args.rdzv_backend,
         rdzv_id=args.rdzv_id,
+        rdzv_timeout_s=args.rdzv_timeout_s,
     )
 
 
@@ -169,11 +178,11 @@ def claim_run_dir(out_dir: str, overwrite: bool, rdzv):
     """The run folder of this node: node 0 holds it (launch.out_dir.claim_out_dir: checked, cleared with
     --overwrite, refused while another run holds it); the other nodes' ranks write into it beside
     node 0's (one folder with every rank when the nodes share it) and hold nothing (None)."""
-    from tpscope.fusion.launch.out_dir import claim_out_dir, prepare_out_dir
+    from tpscope.fusion.launch.out_dir import claim_out_dir, join_out_dir
 
     if rdzv.node_rank == 0:
         return claim_out_dir(out_dir, overwrite)
-    prepare_out_dir(out_dir, True, clear=False)
+    join_out_dir(out_dir, overwrite)
     return None
 
 
