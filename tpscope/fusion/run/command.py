@@ -20,7 +20,14 @@ from tpscope.fusion.run.config import DEFAULT_FUSION, RunConfig, config_to_json,
 from tpscope.fusion.run.options import add_field_options, flag_of_field, option_values
 from tpscope.runfolder.fusion_choice import CHUNKED_MODES, CUDA_ONLY_MODES, Mode
 
-NODE_OPTIONS = ("--nnodes", "--node-rank", "--rdzv-endpoint", "--rdzv-backend", "--rdzv-id")
+NODE_OPTIONS = (
+    "--nnodes",
+    "--node-rank",
+    "--rdzv-endpoint",
+    "--rdzv-backend",
+    "--rdzv-id",
+    "--rdzv-timeout-s",
+)
 """torchrun's multi-node options (launch.torchrun.Rendezvous's fields)."""
 
 
