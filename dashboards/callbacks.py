@@ -7,8 +7,9 @@ message, so one broken folder never stops the app from serving the others.
 from __future__ import annotations
 
 import functools
-import json
+import io
 import logging
+import zipfile
 from pathlib import Path
 
 from dash import ClientsideFunction, Input, Output, State, ctx, dcc, no_update
@@ -26,7 +27,7 @@ from tpscope.dashboards.timeline_data import (
 )
 
 from tpscope.errors import UserError
-from tpscope.export.chrome_trace import step_trace
+from tpscope.export.chrome_trace import rank_traces, trace_file_name, trace_text
 from tpscope.jsonable import plain
 from tpscope.numbers import size_text
 
@@ -341,11 +342,12 @@ def register_callbacks(app, store: RunStore) -> None:
     )
     @guarded(2)
     def to_perfetto(clicks, run_id, step, ranks):
-        """The chosen step on the chosen ranks as a Chrome/Kineto trace JSON (tpscope.export)."""
+        """The chosen step on the chosen ranks as Chrome/Kineto traces, one per rank, zipped as the
+        folder `tpscope export` writes (tpscope.export)."""
         if not clicks or step is None:
             raise PreventUpdate
         loaded = store.load(run_id)
-        trace = step_trace(
+        traces = rank_traces(
             loaded.run,
             store.activity_detail(run_id),
             step,
@@ -353,10 +355,15 @@ def register_callbacks(app, store: RunStore) -> None:
             loaded.doc.get("clock_offsets_us"),
             loaded.analysis.kernel_contention,
         )
-        name = f"{run_id}-step-{step}.json"
+        folder = f"{run_id}-export-step-{step}"
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as z:
+            for rank, t in traces.items():
+                z.writestr(f"{folder}/{trace_file_name(rank, t)}", trace_text(t))
         return (
-            dcc.send_string(json.dumps(trace, allow_nan=False, separators=(",", ":")), name),
-            f"Wrote {name}: open it at ui.perfetto.dev (Open trace file) or in chrome://tracing.",
+            dcc.send_bytes(buffer.getvalue(), f"{folder}.zip"),
+            f"Wrote {folder}.zip, one trace per rank: open a file at ui.perfetto.dev (Open trace "
+            "file) or in chrome://tracing, or the unzipped folder with HTA or tpscope.",
         )
 
     @app.callback(
