@@ -278,6 +278,8 @@ class RunStore:
         loaded = self.load(run_id)
         memo = self._memo(("hta", *loaded.key))
         with memo.lock:
+            if memo.value is None and loaded.doc.get("cpu_run"):
+                memo.value = HtaResult(error=HTA_CPU_RUN)
             if memo.value is None:
                 files = {r.rank: str(Path(r.path).resolve()) for r in loaded.run.ranks}
 
@@ -296,6 +298,12 @@ def _accepts_reference() -> bool:
         return "reference" in inspect.signature(analyze_run).parameters
     except (TypeError, ValueError):
         return False
+
+
+HTA_CPU_RUN = (
+    "HTA is not run on a CPU run: its breakdowns count GPU kernels and streams, and this run has "
+    "none (the Breakdown tab counts its CPU threads)"
+)
 
 
 def run_hta(trace_files: dict[int, str]) -> HtaResult:

@@ -578,7 +578,7 @@ def test_a_fused_run_opens_against_its_unfused_run(browser, tmp_path):
         (UNFUSED, nvlink, {"mode": "none", "regime": "nvlink"}),
     ):
         shutil.copytree(src, dst)
-        (dst / "tpscope_run.json").write_text(json.dumps({**common, **extra}))
+        (dst / "tpscope_run.jsonc").write_text(json.dumps({**common, **extra}))
     server = Served(create_app([unfused, fused, nvlink], use_cache=False))
     try:
         browser.get(server.url + "?run=fused")

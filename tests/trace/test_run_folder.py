@@ -203,7 +203,7 @@ def test_a_folder_of_runs_is_found_and_named_when_one_run_is_expected(tmp_path):
 def test_a_folder_of_a_run_stopped_before_its_traces_says_so(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
-    (run / "tpscope_run.json").write_text(
+    (run / "tpscope_run.jsonc").write_text(
         json.dumps({"complete": False, "stopped": "stopped by SIGTERM"})
     )
     with pytest.raises(UserError) as exc:

@@ -11,7 +11,7 @@ import numpy as np
 
 from tpscope.errors import TraceError, UserError
 from tpscope.numbers import number
-from tpscope.runfolder.layout import MANIFEST_NAME, is_trace_name
+from tpscope.runfolder.layout import is_trace_name, manifest_path
 from tpscope.runfolder.manifest import Manifest
 from tpscope.runfolder.manifest import read_manifest as read_typed_manifest
 from tpscope.trace import native, parallel, stream
@@ -124,7 +124,7 @@ def read_manifest(folder: Path) -> tuple[Manifest | None, list[str]]:
         return manifest, []
     why = manifest.stopped or "no reason recorded"
     return manifest, [
-        f"{folder / MANIFEST_NAME}: the run did not finish ({why}); its traces may miss steps"
+        f"{manifest_path(folder)}: the run did not finish ({why}); its traces may miss steps"
     ]
 
 
