@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from tpscope.jsonable import plain
+from tpscope.metrics.contention_rank import ranked_kernels
 from tpscope.numbers import number
 from tpscope.runfolder.manifest import Manifest
 
@@ -127,14 +128,12 @@ def collective_rows(doc: dict, step: int | None = None) -> list[dict]:
 
 
 def contention_rows(analysis: Any) -> list[dict]:
-    """Per compute-kernel signature with both medians: isolated and overlapped durations (§8)."""
-    rows = []
-    for k in getattr(analysis, "kernel_contention", None) or []:
-        row = plain(k)
-        if row.get("isolated_median_us") is None or row.get("overlapped_median_us") is None:
-            continue
-        rows.append(row)
-    return rows
+    """Per compute-kernel signature above the floor of significance: isolated and overlapped
+    durations and the tax per rank and step, the most tax first (metrics.md §8, "Ranking")."""
+    ranked, _under = ranked_kernels(
+        getattr(analysis, "kernel_contention", None) or [], len(getattr(analysis, "steps", ()))
+    )
+    return [plain(k) for k in ranked]
 
 
 def gemm_contention_rows(analysis: Any) -> list[dict]:
