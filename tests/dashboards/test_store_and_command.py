@@ -165,6 +165,11 @@ def test_tpscope_dash_serves_the_sample_runs_on_127_0_0_1(tmp_path):
         assert listening and all(a.ip == "127.0.0.1" and a.port == port for a in listening), (
             listening
         )
+        proc.terminate()
+        out = proc.communicate(timeout=20)[0].decode()
+        # our one line says where the page is; no "development server" warning, no Flask banner
+        assert f"serving 2 run folder(s) on http://127.0.0.1:{port}/" in out, out
+        assert "development server" not in out and "Serving Flask app" not in out, out
 
 
 def test_screenshot_script_makes_a_png(tmp_path):

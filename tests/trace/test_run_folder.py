@@ -51,7 +51,7 @@ def test_missing_rank_gives_a_warning(tmp_path):
     r.kernel("gemm", 0, 10)
     write_run(tmp_path / "run", [r])
     run = load_run(tmp_path / "run")
-    assert any("no trace for rank(s) [0]" in w for w in run.warnings)
+    assert any("no trace for 1 rank(s): 0" in w for w in run.warnings)
 
 
 def test_trace_without_rank_takes_its_place_in_the_folder(tmp_path):
@@ -153,7 +153,7 @@ def test_rank_beyond_the_world_size_is_a_warning(tmp_path):
         (folder / f"r{as_rank}.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode()))
     run = load_run(folder)
     assert any("rank(s) [5] beyond the world size 2" in w for w in run.warnings), run.warnings
-    assert any("no trace for rank(s) [1]" in w for w in run.warnings), run.warnings
+    assert any("no trace for 1 rank(s): 1" in w for w in run.warnings), run.warnings
 
 
 def test_a_wrapped_around_duration_is_dropped_with_a_warning(tmp_path):
@@ -243,3 +243,10 @@ def test_an_fsspec_url_reads_like_the_folder(tmp_path):
 def test_an_fsspec_url_with_no_traces_is_one_line():
     with pytest.raises(UserError, match="memory://tpscope-nothing-here: no such file or folder"):
         load_run("memory://tpscope-nothing-here")
+
+
+def test_missing_ranks_are_named_as_runs():
+    from tpscope.trace.run_folder import rank_ranges
+
+    assert rank_ranges([0, 1, 2, 5, 7, 8]) == "0-2, 5, 7-8"
+    assert rank_ranges(list(range(1, 300))) == "1-299" and rank_ranges([4]) == "4"

@@ -383,8 +383,8 @@ def render(report: Report) -> str:
         body += [
             "",
             f"Against the baseline (meaningful when it is the unfused run, metrics.md §9): Flux overlap "
-            f"efficiency {number(report.flux_overlap_efficiency, 'fraction')}, attained saving "
-            f"{number(report.attained_saving, 'fraction')}.",
+            f"efficiency {number(report.flux_overlap_efficiency, 'ratio')}, attained saving "
+            f"{number(report.attained_saving, 'ratio')}.",
         ]
     if report.contention:
         body += [

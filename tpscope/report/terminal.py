@@ -124,7 +124,7 @@ def critical_path_table(analysis: RunAnalysis) -> str:
     worst = max(analysis.critical_path, key=lambda p: p.host_us, default=None)
     if worst is not None and worst.host_ops_us:
         ops = ", ".join(f"{name} {fmt(us)}" for name, us in list(worst.host_ops_us.items())[:4])
-        out += f"\nhost time on the path of step {worst.step} by CPU op (us): {ops}"
+        out += f"\nhost time on the path of step {worst.step} by CPU op (µs): {ops}"
     return out
 
 
@@ -258,8 +258,8 @@ def summary_table(analysis: RunAnalysis) -> str:
     ]
     if s.flux_overlap_efficiency is not None or s.attained_saving is not None:
         rows += [
-            ["Flux overlap efficiency vs reference", fmt(s.flux_overlap_efficiency, "x")],
-            ["attained saving vs reference", fmt(s.attained_saving, "x")],
+            ["Flux overlap efficiency vs reference", fmt(s.flux_overlap_efficiency, "pct")],
+            ["attained saving vs reference", fmt(s.attained_saving, "pct")],
         ]
     return table(["summary", "value"], rows)
 
@@ -327,7 +327,7 @@ def render(analysis: RunAnalysis, extra_sections: Sequence[str] = ()) -> str:
             return f"rank {r}: {fmt(o)}" + (f" ± {fmt(res)}" if res is not None else "")
 
         parts.append(
-            "clock offsets (us, ± the residual, metrics.md §6): "
+            "clock offsets (µs, ± the residual, metrics.md §6): "
             + ", ".join(offset(r, o) for r, o in analysis.clock_offsets_us.items())
         )
     parts += [*extra_sections, summary_table(analysis)]

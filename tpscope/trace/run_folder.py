@@ -459,6 +459,18 @@ def _join_cycles(ranks: list[RankTrace | PackedRank]) -> list[RankTrace | Packed
     return out
 
 
+def rank_ranges(ranks: list[int]) -> str:
+    """Sorted rank numbers as runs: [0, 1, 2, 5, 7, 8] -> '0-2, 5, 7-8'."""
+    parts, start = [], None
+    for k, r in enumerate(ranks):
+        if start is None:
+            start = r
+        if k + 1 == len(ranks) or ranks[k + 1] != r + 1:
+            parts.append(f"{start}" if start == r else f"{start}-{r}")
+            start = None
+    return ", ".join(parts)
+
+
 def _consistency_warnings(ranks: tuple[RankHeader, ...]) -> list[str]:
     out: list[str] = []
     sizes = {r.world_size for r in ranks if r.world_size is not None}
@@ -473,7 +485,9 @@ def _consistency_warnings(ranks: tuple[RankHeader, ...]) -> list[str]:
                 "a file from another run, or a wrong distributedInfo"
             )
         if missing:
-            out.append(f"world size {size} but no trace for rank(s) {missing}")
+            out.append(
+                f"world size {size} but no trace for {len(missing)} rank(s): {rank_ranges(missing)}"
+            )
     steps = {r.rank: tuple(r.steps.step.tolist()) for r in ranks}
     if len(set(steps.values())) > 1:
         out.append(
