@@ -239,7 +239,7 @@ def _per_step(doc) -> dict:
 @pytest.mark.parametrize("run", [RUNS[0], CPU_RUN], ids=lambda p: p.name)
 def test_an_export_of_every_step_analyzes_as_the_run(run, tmp_path, capsys):
     out = tmp_path / "exported"
-    assert main(["export", str(run), "--all-steps", "-o", str(out)]) == 0
+    assert main(["export", str(run), "--all-steps", "--out", str(out)]) == 0
     assert "2 rank files" in capsys.readouterr().out
     files = sorted(out.iterdir())
     heads = [json.loads(p.read_text(encoding="utf-8")) for p in files]
@@ -311,13 +311,13 @@ def test_tpscope_export_writes_a_new_folder_and_never_overwrites(tmp_path, capsy
     for argv, message in (
         (["--step", "99"], "--step 99: the run's steps are"),
         (["--ranks", "7"], "--ranks '7'"),
-        (["-o", str(run)], "the run's own folder"),
-        (["-o", str(run / "sub")], "the run's own folder"),
-        (["-o", str(run.parent), "--overwrite"], "the run's own folder"),
-        (["-o", str(tmp_path / "notes")], "already exists; pass --overwrite"),
-        (["-o", str(tmp_path / "notes"), "--overwrite"], "holds mine.txt, not an output"),
-        (["-o", str(tmp_path / "notes" / "mine.txt")], "exists and is not a folder"),
-        (["-o", str(tmp_path / "notes" / "mine.txt" / "x")], "not a folder"),
+        (["--out", str(run)], "the run's own folder"),
+        (["--out", str(run / "sub")], "the run's own folder"),
+        (["--out", str(run.parent), "--overwrite"], "the run's own folder"),
+        (["--out", str(tmp_path / "notes")], "already exists; pass --overwrite"),
+        (["--out", str(tmp_path / "notes"), "--overwrite"], "holds mine.txt, not an output"),
+        (["--out", str(tmp_path / "notes" / "mine.txt")], "exists and is not a folder"),
+        (["--out", str(tmp_path / "notes" / "mine.txt" / "x")], "not a folder"),
     ):
         assert main(["export", str(run), *argv]) == 2, argv
         err = capsys.readouterr().err.strip()

@@ -1,4 +1,4 @@
-"""`tpscope export RUN_DIR [--step N] [--ranks 0,1] [-o DIR] [--overwrite]`: a step as traces for
+"""`tpscope export RUN_DIR [--step N] [--ranks 0,1] [--out DIR] [--overwrite]`: a step as traces for
 Perfetto and HTA, one file per rank in a new folder."""
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--all-steps", action="store_true", help="write the whole run, every step")
     p.add_argument("--ranks", metavar="R,R", help="ranks to write, comma-separated (default: all)")
     p.add_argument(
-        "-o",
         "--out",
         metavar="DIR",
         help="the folder to write, one trace file per rank (default: RUN_DIR-export-step-N beside "
