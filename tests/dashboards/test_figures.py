@@ -667,3 +667,36 @@ def test_the_timeline_marks_exposed_communication_as_the_analyzer_counts_it(run)
         assert got == pytest.approx(s["exposed_comm_us"], abs=0.01), (s["rank"], s["step"])
         fig = timeline.timeline_figure(data)
         assert (timeline.EXPOSED in {t.name for t in fig.data}) == (s["exposed_comm_us"] > 0)
+
+
+def test_the_page_opens_on_the_slowest_step_after_the_warm_up():
+    doc = {
+        "steps": [
+            {
+                "rank": 0,
+                "step": 1,
+                "step_time_us": 900.0,
+                "exposed_comm_us": 0.0,
+                "first_step": True,
+            },
+            {
+                "rank": 0,
+                "step": 2,
+                "step_time_us": 300.0,
+                "exposed_comm_us": 0.0,
+                "first_step": False,
+            },
+            {
+                "rank": 0,
+                "step": 3,
+                "step_time_us": 310.0,
+                "exposed_comm_us": 0.0,
+                "first_step": False,
+            },
+        ]
+    }
+    summaries = results.step_summaries(doc)
+    assert [s["step"] for s in summaries if s["slowest"]] == [3]
+    assert "warm-up" in results.step_label(summaries[0])
+    doc["first_step_included"] = True  # asked for: the first step counts like the others
+    assert [s["step"] for s in results.step_summaries(doc) if s["slowest"]] == [1]

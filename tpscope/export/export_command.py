@@ -63,10 +63,12 @@ def main(args: argparse.Namespace) -> int:
     steps = sorted({int(s["step"]) for s in doc["steps"]})
     step = None
     if not args.all_steps:
-        if args.step is None:
+        if args.step is None:  # the slowest after the first (a warm-up, metrics.md §3)
+            first = {int(x["step"]) for x in doc["steps"] if x.get("first_step")}
+            steady = [s for s in steps if s not in first or doc.get("first_step_included")]
             step = (
                 max(
-                    steps,
+                    steady or steps,
                     key=lambda s: max(x["step_time_us"] for x in doc["steps"] if x["step"] == s),
                 )
                 if steps
