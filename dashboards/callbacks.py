@@ -282,11 +282,14 @@ def register_callbacks(app, store: RunStore) -> None:
         step, each a link to its activities; per rank and step, where the time goes; the
         critical path's parts (metrics.md §4, §7)."""
         _only_on(tab, "overview")
-        got = store.ready(run_id) if run_id else None
-        if got is None or isinstance(got, Exception):
-            raise PreventUpdate  # the runs table says "reading…" or the run's error
+        if not run_id:
+            raise PreventUpdate
         if (shown or {}).get("run") == run_id and ctx.triggered_id == "overview-poll":
             raise PreventUpdate  # drawn already: a poll for other runs leaves it (and its clicks)
+        try:  # waits for the run as the step picker does: drawn the moment it is read
+            got = store.load(run_id)
+        except Exception:
+            raise PreventUpdate from None  # the runs table and the error line say why
         doc = got.doc
         found = findings(doc)[:FINDINGS_SHOWN]
         items = [
