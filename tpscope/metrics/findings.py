@@ -93,11 +93,11 @@ def findings(doc: dict, headroom: list[tuple[str, float]] | None = None) -> list
     steps = sorted({s["step"] for s in rows})
     slowest = _slowest_step(rows)
     out: list[Finding] = []
-    out += _exposed(doc, rows, step_us, slowest)
-    out += _collectives(doc, steps, step_us)
+    out += _exposed(doc, rows, slowest)
+    out += _collectives(doc, steps)
     out += _gemms(doc)
-    out += _late_rank(rows, step_us, slowest)
-    out += _path_parts(doc, step_us)
+    out += _late_rank(rows, slowest)
+    out += _path_parts(doc)
     kept = [f for f in out if f.cost_us is not None and f.cost_us >= MIN_SHARE * step_us]
     kept.sort(key=lambda f: -(f.cost_us or 0.0))
     for what, speedup in headroom or ():
@@ -114,7 +114,7 @@ def findings(doc: dict, headroom: list[tuple[str, float]] | None = None) -> list
     return kept
 
 
-def _exposed(doc, rows, step_us, slowest) -> list[Finding]:
+def _exposed(doc, rows, slowest) -> list[Finding]:
     exposed = _mean(s["exposed_comm_us"] for s in rows)
     if exposed <= 0:
         return []
@@ -157,7 +157,7 @@ def _exposed(doc, rows, step_us, slowest) -> list[Finding]:
     ]
 
 
-def _collectives(doc, steps, step_us) -> list[Finding]:
+def _collectives(doc, steps) -> list[Finding]:
     counted = set(steps)
     by_key: dict[str, list[dict]] = defaultdict(list)
     for c in doc.get("collectives") or []:
@@ -233,7 +233,7 @@ CAUSES = (
 """What a late rank does more than the others, per step: the field and its words."""
 
 
-def _late_rank(rows, step_us, slowest) -> list[Finding]:
+def _late_rank(rows, slowest) -> list[Finding]:
     by_rank: dict[int, list[dict]] = defaultdict(list)
     for s in rows:
         by_rank[int(s["rank"])].append(s)
@@ -270,7 +270,7 @@ def _late_rank(rows, step_us, slowest) -> list[Finding]:
     ]
 
 
-def _path_parts(doc, step_us) -> list[Finding]:
+def _path_parts(doc) -> list[Finding]:
     paths = _counted_paths(doc)
     if not paths:
         return []
