@@ -100,7 +100,7 @@ def stop_case(how: str, nproc: int, out: Path) -> bool:
     left = sorted(p for p in tree if alive(p))
     rc = proc.wait(timeout=30)
     try:
-        manifest = json.loads((out / "tpscope_run.json").read_text())
+        manifest = json.loads((out / "tpscope_run.jsonc").read_text())
     except (OSError, ValueError):
         manifest = {}
     ok = not left and took < 10 and manifest.get("complete") is False

@@ -295,7 +295,7 @@ def folder_tables(folder: Path) -> list[tuple[str, str]]:
     for path in sorted(folder.glob("*/sweep.json")):
         out += doc_tables(f"{path.parent.name}/sweep.json", json.loads(path.read_text()))
     manifests = {
-        p.parent.name: json.loads(p.read_text()) for p in sorted(folder.glob("*/tpscope_run.json"))
+        p.parent.name: json.loads(p.read_text()) for p in sorted(folder.glob("*/tpscope_run.jsonc"))
     }
     if manifests:
         out.append(("training runs (`tpscope run` folders)", manifests_table(manifests)))

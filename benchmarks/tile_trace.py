@@ -89,7 +89,7 @@ def tile_run(
     sources = sorted(
         p
         for p in src.iterdir()
-        if p.name.endswith((".json", ".json.gz")) and p.name != "tpscope_run.json"
+        if p.name.endswith((".json", ".json.gz")) and p.name != "tpscope_run.jsonc"
     )
     docs = [json.load(gzip.open(p) if p.name.endswith(".gz") else open(p)) for p in sources]
     n_ranks = ranks or len(docs)

@@ -7,12 +7,13 @@ message, so one broken folder never stops the app from serving the others.
 from __future__ import annotations
 
 import functools
-import html
-import json
+import html as html_text
+import io
 import logging
+import zipfile
 from pathlib import Path
 
-from dash import ClientsideFunction, Input, Output, State, ctx, dcc, no_update
+from dash import ALL, ClientsideFunction, Input, Output, State, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
 from tpscope.dashboards import focus, overlays, results, views
@@ -27,8 +28,9 @@ from tpscope.dashboards.timeline_data import (
     timeline_data,
 )
 from tpscope.errors import UserError
-from tpscope.export.chrome_trace import step_trace
+from tpscope.export.chrome_trace import rank_traces, trace_file_name, trace_text
 from tpscope.jsonable import plain
+from tpscope.metrics.findings import MIN_SHARE, findings
 from tpscope.numbers import size_text
 from tpscope.text import escape_figure
 
@@ -272,15 +274,108 @@ def register_callbacks(app, store: RunStore) -> None:
         return want
 
     @app.callback(
-        Output("overview-table", "rowData"),
+        Output("findings-title", "children"),
+        Output("overview-findings", "children"),
+        Output("findings-targets", "data"),
         Output("overview-graph", "figure"),
+        Output("overview-path-graph", "figure"),
+        Input("run-select", "value"),
+        Input("overview-poll", "n_intervals"),
+        Input("overview-poll", "disabled"),  # once more when the last run arrives
+        Input("tabs", "value"),
+        State("findings-targets", "data"),
+    )
+    @guarded(5, (3, 4))
+    def on_overview_run(run_id, _tick, _all_read, tab, shown):
+        """The chosen run at a glance: its findings in words, ranked by the time they cost per
+        step, each a link to its activities; per rank and step, where the time goes; the
+        critical path's parts (metrics.md §4, §7)."""
+        _only_on(tab, "overview")
+        if not run_id:
+            raise PreventUpdate
+        if (shown or {}).get("run") == run_id and ctx.triggered_id == "overview-poll":
+            raise PreventUpdate  # drawn already: a poll for other runs leaves it (and its clicks)
+        try:  # waits for the run as the step picker does: drawn the moment it is read
+            got = store.load(run_id)
+        except Exception:
+            raise PreventUpdate from None  # the runs table and the error line say why
+        doc = got.doc
+        found = findings(doc)[:FINDINGS_SHOWN]
+        items = [
+            html.Li(
+                [
+                    html.Button(
+                        f.title, id={"type": "finding", "index": k}, n_clicks=0, className="link"
+                    ),
+                    html.Span(" " + f.text, className="finding-text"),
+                ]
+            )
+            for k, f in enumerate(found)
+        ]
+        targets = {
+            "run": run_id,
+            "targets": [{"step": f.step, "sel": f.sel or None, "kind": f.kind} for f in found],
+        }
+        title = (
+            f"What matters in {run_id}, by time per step (click one to see its activities)"
+            if found
+            else f"{run_id}: no cost above {MIN_SHARE:.1%} of the step found"
+        )
+        return (
+            title,
+            items,
+            targets,
+            overview.stack_figure(results.step_rows(doc)),
+            overview.path_figure(breakdown.critical_path_figure(results.critical_path_rows(doc))),
+        )
+
+    @app.callback(
+        Output("want", "data", allow_duplicate=True),
+        Input({"type": "finding", "index": ALL}, "n_clicks"),
+        State("findings-targets", "data"),
+        State("run-select", "value"),
+        State("rank-select", "value"),
+        prevent_initial_call=True,
+    )
+    def open_finding(clicks, targets, run_id, ranks):
+        """A finding's activities on the Timeline: its step, its selection (a collective zoomed)."""
+        trigger = ctx.triggered_id
+        if not isinstance(trigger, dict) or not any(clicks or []):
+            raise PreventUpdate
+        k = int(trigger["index"])
+        targets = (targets or {}).get("targets") or []
+        if k >= len(targets) or k >= len(clicks) or not clicks[k]:
+            raise PreventUpdate
+        target = targets[k]
+        want = {"run": run_id, "tab": "timeline", "ranks": ranks}
+        if target.get("step") is not None:
+            want["step"] = int(target["step"])
+        sel = target.get("sel")
+        if sel:
+            want["sel"] = sel
+            if sel["kind"] == "collective" and want.get("step") is not None:
+                loaded = store.load(run_id)
+                window = focus.collective_window(
+                    loaded.run,
+                    store.activity_detail(run_id),
+                    want["step"],
+                    ranks or [],
+                    loaded.doc.get("clock_offsets_us") or {},
+                    str(sel["key"]),
+                )
+                if window is not None:
+                    want["zoom"] = window
+        return want
+
+    @app.callback(
+        Output("overview-table", "rowData"),
         Output("baseline-note", "children"),
         Output("overview-poll", "disabled"),
         Input("run-select", "value"),
         Input("baseline-select", "value"),
         Input("overview-poll", "n_intervals"),
     )
-    @guarded(4, (1,))
+    @guarded(3)
     def on_overview(run_id, baseline_id, _tick):
         """Every run's line as its analysis arrives (read one by one in the background); the page
         asks again while some are still being read."""
@@ -304,7 +399,7 @@ def register_callbacks(app, store: RunStore) -> None:
             and (not baseline_id or store.ready(baseline_id) is not None)
         )
         note = _baseline_note(store, run_id, baseline_id) if base_ready else ""
-        return rows, overview.ratios_figure(rows), note, pending == 0
+        return rows, note, pending == 0
 
     @app.callback(
         Output("timeline-graph", "figure"),
@@ -350,11 +445,12 @@ def register_callbacks(app, store: RunStore) -> None:
     )
     @guarded(2)
     def to_perfetto(clicks, run_id, step, ranks):
-        """The chosen step on the chosen ranks as a Chrome/Kineto trace JSON (tpscope.export)."""
+        """The chosen step on the chosen ranks as Chrome/Kineto traces, one per rank, zipped as the
+        folder `tpscope export` writes (tpscope.export)."""
         if not clicks or step is None:
             raise PreventUpdate
         loaded = store.load(run_id)
-        trace = step_trace(
+        traces = rank_traces(
             loaded.run,
             store.activity_detail(run_id),
             step,
@@ -362,10 +458,15 @@ def register_callbacks(app, store: RunStore) -> None:
             loaded.doc.get("clock_offsets_us"),
             loaded.analysis.kernel_contention,
         )
-        name = f"{run_id}-step-{step}.json"
+        folder = f"{run_id}-export-step-{step}"
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as z:
+            for rank, t in traces.items():
+                z.writestr(f"{folder}/{trace_file_name(rank, t)}", trace_text(t))
         return (
-            dcc.send_string(json.dumps(trace, allow_nan=False, separators=(",", ":")), name),
-            f"Wrote {name}: open it at ui.perfetto.dev (Open trace file) or in chrome://tracing.",
+            dcc.send_bytes(buffer.getvalue(), f"{folder}.zip"),
+            f"Wrote {folder}.zip, one trace per rank: open a file at ui.perfetto.dev (Open trace "
+            "file) or in chrome://tracing, or the unzipped folder with HTA or tpscope.",
         )
 
     @app.callback(
@@ -485,21 +586,27 @@ def register_callbacks(app, store: RunStore) -> None:
         Output("hta-temporal-graph", "figure"),
         Output("hta-idle-graph", "figure"),
         Output("hta-note", "children"),
+        Output("hta-status", "children", allow_duplicate=True),
         Input("run-select", "value"),
         Input("tabs", "value"),
+        prevent_initial_call="initial_duplicate",
     )
-    @guarded(3, (0, 1))
+    @guarded(4, (0, 1))
     def on_hta(run_id, tab):
+        """HTA's figures, or its one line; the status line ("HTA is parsing ...") cleared."""
         if tab != "hta":
             raise PreventUpdate  # HTA parses the traces again: only when its tab is open
         result = store.hta(run_id)
         if result.error:
-            return not_available(result.error), not_available(result.error), result.error
+            return not_available(result.error), not_available(result.error), result.error, ""
         note = (
             "Computed by Holistic Trace Analysis over the whole trace (every step, every stream), "
             "so its totals differ from tpscope's per-step windows."
         )
-        return hta.temporal_figure(result.temporal), hta.idle_figure(result.idle), note
+        return hta.temporal_figure(result.temporal), hta.idle_figure(result.idle), note, ""
+
+
+FINDINGS_SHOWN = 6  # the Overview's findings, largest cost first
 
 
 def _only_on(tab: str | None, name: str) -> None:
@@ -531,7 +638,7 @@ def _point(click: dict | None) -> dict:
 
 def _unescaped(value):
     if isinstance(value, str):
-        return html.unescape(value)
+        return html_text.unescape(value)
     if isinstance(value, list):
         return [_unescaped(v) for v in value]
     return value

@@ -102,5 +102,18 @@ def main(args: argparse.Namespace) -> int:
             f"tpscope dash: note: --host {args.host} lets anyone who can reach this port see these runs",
             file=sys.stderr,
         )
+    quiet_server()
     app.run(host=args.host, port=args.port, debug=False)
     return 0
+
+
+def quiet_server() -> None:
+    """Leave out Flask's and werkzeug's start-up lines, the red "development server" warning among
+    them: the line above says where the page is; the server serves one person on this machine
+    (127.0.0.1 unless --host says otherwise), the use werkzeug's server is made for."""
+    import logging
+
+    import flask.cli
+
+    flask.cli.show_server_banner = lambda *args, **kwargs: None
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)

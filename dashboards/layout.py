@@ -92,9 +92,18 @@ def _tab_children(name: str) -> list:
         # no spinner: a run still being read shows as "reading…" in its row until it arrives
         return [
             dcc.Interval(id="overview-poll", interval=700, disabled=False),
+            html.H4(id="findings-title", className="findings-title"),
+            html.Ol(id="overview-findings", className="findings"),
+            dcc.Store(id="findings-targets"),
+            html.Div(
+                [
+                    html.Div(_graph("overview-graph"), className="half"),
+                    html.Div(_graph("overview-path-graph"), className="half"),
+                ],
+                className="row",
+            ),
             _grid("overview-table", _overview_columns(), row_id="run"),
             html.Div(id="baseline-note", className="note"),
-            _graph("overview-graph"),
         ]
     if name == "timeline":
         return [

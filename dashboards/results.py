@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from tpscope.jsonable import plain
+from tpscope.metrics.contention_rank import ranked_kernels
 from tpscope.numbers import number
 from tpscope.runfolder.manifest import Manifest
 
@@ -127,14 +128,12 @@ def collective_rows(doc: dict, step: int | None = None) -> list[dict]:
 
 
 def contention_rows(analysis: Any) -> list[dict]:
-    """Per compute-kernel signature with both medians: isolated and overlapped durations (§8)."""
-    rows = []
-    for k in getattr(analysis, "kernel_contention", None) or []:
-        row = plain(k)
-        if row.get("isolated_median_us") is None or row.get("overlapped_median_us") is None:
-            continue
-        rows.append(row)
-    return rows
+    """Per compute-kernel signature above the floor of significance: isolated and overlapped
+    durations and the tax per rank and step, the most tax first (metrics.md §8, "Ranking")."""
+    ranked, _under = ranked_kernels(
+        getattr(analysis, "kernel_contention", None) or [], len(getattr(analysis, "steps", ()))
+    )
+    return [plain(k) for k in ranked]
 
 
 def gemm_contention_rows(analysis: Any) -> list[dict]:
@@ -180,7 +179,9 @@ def comm_contention_rows(analysis: Any) -> list[dict]:
 def step_summaries(doc: dict) -> list[dict]:
     """Per step over its ranks: `time_us`, the slowest rank's step time (the step ends when its
     last rank does), `exposed_ratio`, exposed communication over step time summed over the ranks
-    (metrics.md §4), and `slowest`, true for the step with the longest time."""
+    (metrics.md §4), `first`, true for the first profiled step (a warm-up the summary leaves out,
+    §3), and `slowest`, true for the step with the longest time among the others (the page opens
+    on it)."""
     by_step: dict[int, list[dict]] = {}
     for s in doc.get("steps") or []:
         by_step.setdefault(int(s["step"]), []).append(s)
@@ -195,11 +196,14 @@ def step_summaries(doc: dict) -> list[dict]:
                 "step": step,
                 "time_us": time_us,
                 "exposed_ratio": exposed / total if total > 0 else None,
+                "first": any(r.get("first_step") for r in rows)
+                and not doc.get("first_step_included"),
                 "slowest": False,
             }
         )
-    if out:
-        max(out, key=lambda r: r["time_us"])["slowest"] = True
+    steady = [r for r in out if not r["first"]] or out
+    if steady:
+        max(steady, key=lambda r: r["time_us"])["slowest"] = True
     return out
 
 
@@ -207,6 +211,8 @@ def step_label(summary: dict) -> str:
     """The step picker's text: `step 3 · 1,968.3 µs · 57.4% exposed`, the slowest marked."""
     exposed = summary["exposed_ratio"]
     text = f"step {summary['step']} · {number(summary['time_us'], 'us', with_unit=False)} µs · "
+    if summary.get("first"):
+        text = text.replace(" · ", " (first, warm-up) · ", 1)
     text += "exposed not available" if exposed is None else f"{number(exposed, 'ratio')} exposed"
     return text + (" · slowest" if summary["slowest"] else "")
 

@@ -298,6 +298,8 @@ class RunStore:
         loaded = self.load(run_id)
         memo = self._memo(("hta", *loaded.key))
         with memo.lock:
+            if memo.value is None and loaded.doc.get("cpu_run"):
+                memo.value = HtaResult(error=HTA_CPU_RUN)
             if memo.value is None:
                 files = {r.rank: str(Path(r.path).resolve()) for r in loaded.run.ranks}
 
@@ -334,6 +336,12 @@ def _is_run_and_analysis(value: object) -> bool:
         and isinstance(value[0], Run)
         and isinstance(value[1], RunAnalysis)
     )
+
+
+HTA_CPU_RUN = (
+    "HTA is not run on a CPU run: its breakdowns count GPU kernels and streams, and this run has "
+    "none (the Breakdown tab counts its CPU threads)"
+)
 
 
 def run_hta(trace_files: dict[int, str]) -> HtaResult:

@@ -17,6 +17,7 @@ import numpy as np
 
 from tpscope.dashboards.hover import activity_info
 from tpscope.export.lanes import lane_names
+from tpscope.metrics import intervals
 from tpscope.trace import ActivityClass, Run
 
 CLASS_NAMES = {
@@ -114,6 +115,7 @@ class TimelineData:
     thread_of: dict[tuple[int, int], int] = field(default_factory=dict)  # (rank, tid) -> y
     cpu_total: int = 0  # outermost CPU ops in the view on the thread rows
     cpu_aggregated: int = 0  # of those, merged into busy spans
+    exposed: Segments | None = None  # the parts of comm activities no compute on the rank hides
 
     @property
     def capped(self) -> bool:
@@ -238,6 +240,7 @@ def timeline_data(
     label_parts: list[tuple] = []
     launch_parts: list[tuple] = []
     cpu_parts: list[tuple] = []
+    exposed_parts: list[tuple] = []
     for r in run.ranks:
         if r.rank not in ranks:
             continue
@@ -276,6 +279,10 @@ def timeline_data(
             lut = np.array(
                 [lane_of.get((r.rank, k), -1) for k in range(len(r.lanes))], dtype=np.int64
             )
+            for k, es, ee in exposed_intervals(start, end, g.cls, g.lane, m):
+                exposed_parts.append(
+                    (np.maximum(es, vlo), np.minimum(ee, vhi), np.full(len(es), lut[k], np.int64))
+                )
             rows = np.flatnonzero(m)
             parts.append(
                 (
@@ -311,6 +318,19 @@ def timeline_data(
             )
             label_parts.append((a_start[lm], a_end[lm], label_y, text[a_name[lm]]))
     data = _assemble(step, t0, t1, vlo, vhi, lanes, lane_of, parts, label_parts, max_activities)
+    if exposed_parts:
+        es, ee, ey = (np.concatenate(c) for c in zip(*exposed_parts))
+        if data.capped:  # as the activities: parts less than a pixel apart drawn as one
+            es, ee, ey = _join_close(es, ee, ey, (vhi - vlo) / AGG_BINS)
+        data = replace(
+            data,
+            exposed=Segments(
+                (es - t0) / 1000.0,
+                (ee - t0) / 1000.0,
+                ey,
+                np.full(len(es), "exposed: no compute on this rank beside it", dtype=object),
+            ),
+        )
     if not launches:
         return data
     ops, cpu_total, cpu_aggregated = _thread_segments(
@@ -410,6 +430,39 @@ def _thread_segments(cpu_parts, t0, vlo, vhi, n_lanes, max_activities) -> tuple[
             ]
         )
     return seg, int(total), int(total - len(start))
+
+
+def _join_close(start, end, y, gap_ns: float):
+    """Intervals on each row joined where the gap between them is under `gap_ns` (vectorized)."""
+    order = np.lexsort((start, y))
+    start, end, y = start[order], end[order], y[order]
+    if not len(start):
+        return start, end, y
+    # rows laid end to end on one axis, far apart, so that one running maximum serves every row
+    lo = int(start.min())
+    room = int(end.max()) - lo + int(gap_ns) + 1
+    row = np.unique(y, return_inverse=True)[1].astype(np.int64) * room
+    reach = np.maximum.accumulate(end - lo + row)
+    new = np.ones(len(start), bool)
+    new[1:] = (y[1:] != y[:-1]) | (start[1:] - lo + row[1:] - reach[:-1] >= gap_ns)
+    first = np.flatnonzero(new)
+    return start[first], np.maximum.reduceat(end, first), y[first]
+
+
+def exposed_intervals(start, end, cls, lane, m) -> list[tuple[int, np.ndarray, np.ndarray]]:
+    """Per lane holding communication among the rows `m`: the parts of its comm activities that no
+    compute activity of the rank (any lane) overlaps, metrics.md §4's exposed communication, as
+    (lane, starts, ends) in the times given. One interval-algebra pass per comm lane."""
+    compute = m & (cls == ActivityClass.COMPUTE)
+    cover = intervals.union(start[compute], end[compute])
+    out = []
+    comm = m & (cls == ActivityClass.COMM)
+    for k in np.unique(lane[comm]).tolist():  # once per comm lane
+        mine = comm & (lane == k)
+        s, e = intervals.difference(intervals.union(start[mine], end[mine]), cover)
+        if len(s):
+            out.append((int(k), s, e))
+    return out
 
 
 def _assemble(

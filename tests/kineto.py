@@ -319,7 +319,7 @@ def write_run(
         suffix = ".pt.trace.json.gz" if gz else ".pt.trace.json"
         r.write(folder / f"rank{i}.{1000 + i}{suffix}", gz=gz, old_format=old_format)
     if manifest is not None:
-        (folder / "tpscope_run.json").write_text(json.dumps(manifest))
+        (folder / "tpscope_run.jsonc").write_text(json.dumps(manifest))
     return folder
 
 

@@ -92,7 +92,7 @@ def test_a_trace_file_analyzed_alone_sees_a_later_change_of_its_folders_manifest
         return json.loads(capsys.readouterr().out)["summary"]["tokens_per_s"]
 
     assert tokens_per_s() is None  # no manifest yet
-    manifest = run / "tpscope_run.json"
+    manifest = run / "tpscope_run.jsonc"
     manifest.write_text(json.dumps({"tokens_per_s": 1000.0}))
     assert tokens_per_s() == 1000.0
     manifest.write_text(json.dumps({"tokens_per_s": 2000.0}))

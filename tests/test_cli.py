@@ -140,3 +140,15 @@ def test_analyze_refuses_workers_below_one_instead_of_replacing_them(workers, ca
     assert main(["analyze", str(RUN), "--no-cache", "--workers", workers]) == 2
     err = capsys.readouterr().err
     assert err == f"tpscope analyze: error: --workers must be >= 1, not {workers}\n"
+
+
+@pytest.mark.parametrize("command", ["analyze", "export", "report", "dash"])
+def test_an_unknown_option_prints_the_subcommand_s_own_usage(command, capsys):
+    from tpscope.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main([command, "some-run", "--no-such-option"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"usage: tpscope {command} ")
+    assert "unrecognized arguments: --no-such-option" in err.splitlines()[-1]

@@ -42,7 +42,7 @@ def test_run_analyze_dash_report_on_cpu(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     doc = json.loads(done.stdout)
     assert doc["cpu_run"] is True and doc["ranks"] == [0, 1]
-    assert json.loads((chunked / "tpscope_run.json").read_text())["regime"] == "gloo"
+    assert json.loads((chunked / "tpscope_run.jsonc").read_text())["regime"] == "gloo"
     assert {s["step"] for s in doc["steps"]} == {2, 3}
     for s in doc["steps"]:
         assert s["compute_us"] > 0 and s["comm_us"] > 0 and s["step_time_us"] >= s["compute_us"]

@@ -8,8 +8,8 @@ from tpscope.numbers import number, size_text
 
 
 def test_each_unit_prints_by_its_rule():
-    assert number(1234.56) == "1,234.6 us" and number(1234.56, with_unit=False) == "1,234.6"
-    assert number(-3.25, "us", signed=False) == "-3.2 us" and number(3.25, signed=True) == "+3.2 us"
+    assert number(1234.56) == "1,234.6 µs" and number(1234.56, with_unit=False) == "1,234.6"
+    assert number(-3.25, "us", signed=False) == "-3.2 µs" and number(3.25, signed=True) == "+3.2 µs"
     assert (
         number(0.4567, "ratio") == "45.7%" and number(0.4567, "ratio", with_unit=False) == "45.7%"
     )

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tpscope.runfolder.layout import MANIFEST_NAME
+from tpscope.runfolder.layout import MANIFEST_NAME, manifest_path
 
 ENV_VAR = "TPSCOPE_CACHE_DIR"
 MAX_ENTRIES = 64  # oldest pickles beyond this are removed after each write
@@ -58,10 +58,10 @@ def folder_fingerprint(path: Path) -> str:
             parts.append(f"{entry.name}:{est.st_size}:{est.st_mtime_ns}")
     else:  # a trace file alone is analyzed with its folder's manifest: that is read too
         parts.append(f"{st.st_size}")
-        manifest = path.parent / MANIFEST_NAME
+        manifest = manifest_path(path.parent)
         try:
             mst = manifest.stat()
-            parts.append(f"{MANIFEST_NAME}:{mst.st_size}:{mst.st_mtime_ns}")
+            parts.append(f"{manifest.name}:{mst.st_size}:{mst.st_mtime_ns}")
         except OSError:
             parts.append(f"{MANIFEST_NAME}:absent")
     return "\n".join(parts)

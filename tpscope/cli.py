@@ -75,14 +75,16 @@ def build_parser() -> argparse.ArgumentParser:
             raise
         p = sub.add_parser(name, help=help_text, description=help_text, epilog=EXIT_CODES)
         module.add_arguments(p)
-        p.set_defaults(_main=module.main)
+        p.set_defaults(_main=module.main, _parser=p)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     pad_the_heap()  # numpy's big temporaries reuse freed pages (tpscope/allocator.py)
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # named by the subcommand's own usage, not the top level's
+        getattr(args, "_parser", parser).error(f"unrecognized arguments: {' '.join(extra)}")
     if not getattr(args, "_main", None):
         parser.print_help()
         return 2

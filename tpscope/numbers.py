@@ -13,7 +13,7 @@ MISSING = "-"
 # unit -> (scale, format spec, unit text). "ratio" prints as a percentage (signed: percentage
 # points); "count" is a whole number with thousands separators.
 _UNITS: dict[str, tuple[float, str, str]] = {
-    "us": (1.0, ",.1f", " us"),
+    "us": (1.0, ",.1f", " µs"),
     "ratio": (100.0, ".1f", "%"),
     "bytes": (1.0 / (1 << 30), ".2f", " GiB"),
     "tokens/s": (1.0, ",.0f", ""),

@@ -110,3 +110,44 @@ def make_folder(path: Path, option: str = "--out") -> None:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"{option} {path}: cannot be made ({exc.strerror or exc})") from None
+
+
+def replace_folder(
+    path: Path, files: dict[str, str], overwrite: bool, ours, option: str = "--out"
+) -> None:
+    """Write `files` ({name: text}) as the folder `path`, atomically: into a new folder beside it,
+    then renamed into place, so a reader never sees half an output. An existing `path` is replaced
+    only with `overwrite`, and only when it is empty or every file in it passes `ours(file)` (an
+    output of the same command): a folder holding anything else is never touched."""
+    import os
+    import shutil
+
+    check_out_folder(path.parent, option)
+    if path.exists() and not path.is_dir():
+        raise UserError(f"{option} {path}: exists and is not a folder")
+    held = sorted(path.iterdir()) if path.is_dir() else []
+    if held and not overwrite:
+        raise UserError(f"{option} {path}: already exists; pass --overwrite to replace it")
+    if held and not all(p.is_file() and ours(p) for p in held):
+        other = next(p for p in held if not (p.is_file() and ours(p)))
+        raise UserError(
+            f"{option} {path}: holds {other.name}, not an output of this command; "
+            "choose another folder"
+        )
+    make_folder(path.parent, option)
+    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
+    old = path.parent / f".{path.name}.old-{os.getpid()}"
+    try:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        for name, text in files.items():
+            (tmp / name).write_text(text, encoding="utf-8")
+        if path.exists():
+            path.rename(old)
+        tmp.rename(path)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if old.exists() and not path.exists():
+            old.rename(path)
+        raise UserError(f"{option} {path}: cannot be written ({exc.strerror or exc})") from None
+    shutil.rmtree(old, ignore_errors=True)

@@ -6,6 +6,8 @@ import plotly.graph_objects as go
 
 from tpscope.dashboards.figures.common import COLORS, base_layout, not_available
 
+from tpscope.metrics.contention_rank import FLOOR_TEXT, distinct_labels
+
 MAX_SIGNATURES = 30
 GEMM_CUSTOMDATA = ("rule", "source", "slowdown", "n_overlapped", "tax_us_per_step", "shape")
 """Per bar of the GEMM figure (every bar of a shape holds it); a signature bar holds at most five."""
@@ -27,14 +29,17 @@ def contention_figure(rows: list[dict]) -> go.Figure:
     """Grouped horizontal bars: median isolated and overlapped duration (µs) per signature."""
     if not rows:
         return not_available(
-            "contention per kernel signature: not available for this run "
-            "(needs ≥3 isolated and ≥3 overlapped instances, or a baseline)"
+            "contention per kernel signature: not available for this run (none above the floor: "
+            f"{FLOOR_TEXT.removeprefix('shown: ')})"
         )
-    rows = sorted(rows, key=lambda r: -(r["overlapped_median_us"] - r["isolated_median_us"]))[
-        :MAX_SIGNATURES
+    rows = sorted(rows, key=lambda r: -(r.get("tax_us_per_step") or 0.0))[:MAX_SIGNATURES]
+    # labels that tell the rows apart, the most tax first
+    labels = distinct_labels([r["signature"].split("|")[0] for r in rows], 48)
+    names = [
+        f"#{i + 1} {n}"
+        + (f" · {r['tax_us_per_step']:,.0f} µs/step" if r.get("tax_us_per_step") else "")
+        for i, (n, r) in enumerate(zip(labels, rows))
     ]
-    # unique labels
-    names = [f"#{i + 1} {short_signature(r['signature'], 56)}" for i, r in enumerate(rows)]
     fig = go.Figure()
     fig.add_bar(
         y=names,
@@ -67,7 +72,8 @@ def contention_figure(rows: list[dict]) -> go.Figure:
     )
     base_layout(
         fig,
-        title="Kernel duration isolated vs overlapped with communication (µs)",
+        title="Kernel duration isolated vs overlapped with communication (µs), most tax per step "
+        "first",
         height=140 + 40 * len(rows),
     )
     fig.update_layout(barmode="group", xaxis_title="µs", margin=dict(l=380))

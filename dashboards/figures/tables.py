@@ -3,6 +3,8 @@ shows, and the grid options every table shares."""
 
 from __future__ import annotations
 
+from tpscope.metrics.definitions import tooltip
+
 GRID_OPTIONS = {
     "domLayout": "autoHeight",  # every row in the page, as the rest of the dashboard
     "suppressColumnVirtualisation": True,  # every column rendered, off-screen ones too
@@ -47,6 +49,9 @@ def column(
     (never a made-up zero). Without, text; `natural`: sorted with the numbers in it read as numbers
     (`/2` before `/10`). `filtered`: a filter box under its header."""
     col: dict = {"field": key, "headerName": header}
+    help_text = tooltip(key)
+    if help_text:
+        col["headerTooltip"] = help_text  # the definition and its metrics.md section
     if specifier == BYTES:
         col.update(type="numericColumn", valueFormatter={"function": "formatBytes(params.value)"})
     elif specifier is not None:

@@ -21,6 +21,7 @@ MAX_LABEL_TEXTS = 300
 PLOT_PX = 1100  # the plot area's usual width: labels narrower on screen than their text get none
 CHAR_PX = 6.2  # width of one character at the label font size
 HOVER = "%{text}<br>start %{customdata[0]:,.2f} µs · dur %{customdata[1]:,.2f} µs<extra>%{fullData.name}</extra>"
+EXPOSED = "exposed comm"  # the trace of the comm parts no compute hides; "comm" is the rest
 WEBGL_FROM = 5_000  # segments in the view from which the classes are drawn with WebGL
 
 
@@ -91,7 +92,13 @@ def timeline_figure(
     webgl = data.drawn >= WEBGL_FROM
     for cls, seg in data.activities.items():
         if len(seg):
-            traces.append(_segments_trace(seg, cls, COLORS[cls], BAR_PX, webgl=webgl))
+            # communication drawn as hidden; its exposed parts (metrics.md §4) drawn over it
+            color = COLORS["hidden_comm"] if cls == "comm" else COLORS[cls]
+            traces.append(_segments_trace(seg, cls, color, BAR_PX, webgl=webgl))
+    if data.exposed is not None and len(data.exposed):
+        traces.append(
+            _segments_trace(data.exposed, EXPOSED, COLORS["exposed_comm"], BAR_PX, webgl=webgl)
+        )
     if data.launches is not None and len(data.launches):
         traces.append(
             _segments_trace(

@@ -31,7 +31,7 @@ def test_cpu_recipe_writes_a_result_folder(tmp_path):
     assert "## Commands" in readme and rec["steps"][1]["command"] in readme
     base = sweep["runs"][0]["tokens_per_s"]
     for r in sweep["runs"]:  # the README's sweep rows, recomputed from the runs' manifests
-        tps = json.loads((out / "sweep-cpu" / r["run"] / "tpscope_run.json").read_text())[
+        tps = json.loads((out / "sweep-cpu" / r["run"] / "tpscope_run.jsonc").read_text())[
             "tokens_per_s"
         ]
         assert f"| {r['run']} | {r['mode']} | {tps:,.0f} | {tps / base:.3f}× |" in readme

@@ -113,7 +113,7 @@ def test_folder_tables_finds_benches_sweeps_and_runs(tmp_path):
         json.dumps({"runs": [{"run": "00-none", "mode": "none", "tokens_per_s": 5.0}]})
     )
     (tmp_path / "run-a").mkdir()
-    (tmp_path / "run-a" / "tpscope_run.json").write_text(
+    (tmp_path / "run-a" / "tpscope_run.jsonc").write_text(
         json.dumps({"tp": 1, "mode": "none", "losses": [1.0]})
     )
     (tmp_path / "notes.json").write_text("[1, 2]")  # not a result: no table

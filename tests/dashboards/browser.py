@@ -135,9 +135,11 @@ def console(browser, expected: tuple[str, ...] = ()) -> list[dict]:
 
 
 def slowest_step(doc: dict) -> int:
-    """The step whose slowest rank took longest (from the analyzer JSON's per-rank rows)."""
+    """The step whose slowest rank took longest (from the analyzer JSON's per-rank rows), the
+    first profiled step (a warm-up) left out when there are others."""
     worst: dict[int, float] = {}
-    for s in doc["steps"]:
+    steady = [s for s in doc["steps"] if not s.get("first_step")] or doc["steps"]
+    for s in steady:
         worst[s["step"]] = max(worst.get(s["step"], 0.0), s["step_time_us"])
     return max(worst, key=worst.get)
 

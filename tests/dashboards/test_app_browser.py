@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import http.client
 import time
+from urllib.parse import unquote
 
 import numpy as np
 import pytest
 import requests
 from selenium.common.exceptions import TimeoutException
+from selenium.webdriver.common.by import By
 
 from tests.dashboards.browser import (
     choose,
@@ -87,7 +89,10 @@ def _segments(fig, name):
     return 0 if t is None else int(np.isnan(values(t["x"]).astype(float)).sum())
 
 
-def test_app_starts_on_sample_runs_and_overview_shows_summaries(page, expected, not_a_run):
+def test_app_starts_on_sample_runs_and_overview_shows_summaries(
+    page, expected, not_a_run, tmp_path
+):
+    shots = tmp_path
     rows = {r["run"]: r for r in table_rows(page, "overview-table")}
     assert set(rows) == {CHUNKED.name, UNFUSED.name, not_a_run.name}
     for run_id, exp in expected.items():
@@ -105,11 +110,44 @@ def test_app_starts_on_sample_runs_and_overview_shows_summaries(page, expected, 
         if not expected[CHUNKED.name]["doc"]["warnings"]
         else f"{len(expected[CHUNKED.name]['doc']['warnings'])} warning(s)"
     )
+    # the chosen run at a glance: per rank and step, the §4 partition as stacked bars
+    run_id = page.find_element(By.ID, "run-select").text.strip()
+    doc = expected[run_id]["doc"]
     fig = wait_figure(page, "overview-graph", lambda f: trace(f, "exposed comm") is not None)
-    bars = trace(fig, "exposed comm")
-    got = dict(zip(values(bars["x"]), values(bars["y"]).astype(float)))
-    for run_id, exp in expected.items():
-        assert got[run_id] == pytest.approx(exp["doc"]["summary"]["exposed_comm_ratio"])
+    for name, field in (("exposed comm", "exposed_comm_us"), ("hidden comm", "hidden_comm_us")):
+        bars = trace(fig, name)
+        got = dict(zip(values(bars["x"]), values(bars["y"]).astype(float)))
+        want = {f"rank {s['rank']} · step {s['step']}": s[field] for s in doc["steps"]}
+        assert got == pytest.approx(want)
+    path = wait_figure(page, "overview-path-graph", lambda f: len(f["data"]) > 0)
+    assert trace(path, "comm") is not None
+    # its findings in words, the exposed communication among them, with the JSON's mean over
+    # the ranks and the steps after the first
+    counted = [s for s in doc["steps"] if not s["first_step"]]
+    exposed = sum(s["exposed_comm_us"] for s in counted) / len(counted)
+    items = wait_until(page, lambda d: d.find_elements(By.CSS_SELECTOR, "#overview-findings li"))
+    texts = [i.text for i in items]
+    assert len(texts) >= 3, texts
+    assert any(f"Exposed communication: {exposed:,.0f} µs per step" in t for t in texts), texts
+    headers = page.execute_script(
+        "return Array.from(document.querySelectorAll('#overview-table .ag-header-cell'))"
+        ".map(h => [h.innerText, h.getAttribute('title') || ''])"
+    )
+    assert headers  # every header with a definition carries it (the grid's tooltip)
+    page.save_screenshot(str(shots / "overview.png"))
+    # one click from a collective's finding to its kernels on the Timeline
+    link = next(
+        a
+        for a in page.find_elements(By.CSS_SELECTOR, "#overview-findings li button")
+        if a.text.startswith("Collective ")
+    )
+    key = link.text.split()[1].rstrip(":")
+    link.click()
+    wait_until(
+        page, lambda d: "sel=collective" in unquote(d.current_url) and key in unquote(d.current_url)
+    )
+    wait_figure(page, "timeline-graph", lambda f: len(f["data"]) > 0)
+    page.save_screenshot(str(shots / "finding-on-timeline.png"))
 
 
 def test_baseline_gives_flux_efficiency_and_attained_saving(page, expected):
@@ -578,7 +616,7 @@ def test_a_fused_run_opens_against_its_unfused_run(browser, tmp_path):
         (UNFUSED, nvlink, {"mode": "none", "regime": "nvlink"}),
     ):
         shutil.copytree(src, dst)
-        (dst / "tpscope_run.json").write_text(json.dumps({**common, **extra}))
+        (dst / "tpscope_run.jsonc").write_text(json.dumps({**common, **extra}))
     server = Served(create_app([unfused, fused, nvlink], use_cache=False))
     try:
         browser.get(server.url + "?run=fused")

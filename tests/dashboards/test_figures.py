@@ -6,6 +6,7 @@ Traces are built here with tests/kineto.py, so every expected interval is known 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -28,6 +29,9 @@ from tpscope.metrics.per_activity import activity_detail
 from tpscope.trace import load_run
 
 AG = Collective("_allgather_base", in_nelems=1024, out_nelems=2048)
+_DATA = Path(__file__).resolve().parents[1] / "data"
+UNFUSED_RUN, CHUNKED_RUN = _DATA / "h200-nvlink-unfused", _DATA / "h200-shm-chunked4"
+CPU_RUN = _DATA / "cpu-gloo-tiny"
 
 
 def _rank(rank: int, shift: float = 0.0) -> RankTrace:
@@ -155,9 +159,8 @@ def test_a_100k_activity_step_merges_what_is_narrower_than_a_pixel_and_leaves_no
     assert counted == n
     assert "narrower than a pixel are merged" in timeline.timeline_note(d)
     by_name = {t.name: t for t in fig.data}
-    assert set(by_name) == {"compute", "comm"} and all(t.type == "scattergl" for t in fig.data) is (
-        d.drawn >= 5000
-    )
+    assert set(by_name) - {timeline.EXPOSED} == {"compute", "comm"}
+    assert all(t.type == "scattergl" for t in fig.data) is (d.drawn >= 5000)
     assert len(payload) < 2_000_000, len(payload)
     assert elapsed < 5.0, elapsed
     window = timeline_data(run, 1, [0], window_us=(0.0, 30_000.0))  # a zoom shows each it holds
@@ -323,8 +326,8 @@ def test_contention_rows_and_figures_from_the_analysis():
     kernels = [
         SimpleNamespace(
             signature="gemm|1,1,1",
-            n_isolated=3,
-            n_overlapped=4,
+            n_isolated=12,
+            n_overlapped=20,
             isolated_median_us=10.0,
             overlapped_median_us=12.0,
             slowdown=0.2,
@@ -340,11 +343,25 @@ def test_contention_rows_and_figures_from_the_analysis():
             baseline=None,
         ),
     ]
+    kernels.append(  # under the floor of significance: 3 samples alone
+        SimpleNamespace(
+            signature="sort",
+            n_isolated=3,
+            n_overlapped=30,
+            isolated_median_us=5.0,
+            overlapped_median_us=115.0,
+            slowdown=22.0,
+            baseline="own",
+        )
+    )
     analysis = SimpleNamespace(
-        kernel_contention=[dataclass_like(k) for k in kernels], comm_contention=[]
+        kernel_contention=[dataclass_like(k) for k in kernels],
+        comm_contention=[],
+        steps=[1, 2, 3, 4],  # rank-steps
     )
     rows = results.contention_rows(analysis)
     assert [r["signature"] for r in rows] == ["gemm|1,1,1"]  # no baseline: not drawn as a zero
+    assert rows[0]["tax_us_per_step"] == pytest.approx(20 * 2.0 / 4)
     fig = contention.contention_figure(rows)
     assert [t.x[0] for t in fig.data] == [10.0, 12.0]
     assert "not available" in contention.comm_contention_figure([]).layout.meta["not_available"]
@@ -400,6 +417,7 @@ def test_a_kernel_of_a_few_microseconds_does_not_fill_the_contention_axis():
         "n_isolated": 3,
         "n_overlapped": 3,
         "baseline": "own",
+        "tax_us_per_step": 0.3,
     }
     lo, hi = contention_figure([row]).layout.xaxis.range
     assert lo == 0 and 1.5 / hi <= 0.15  # the bar is the short bar it is
@@ -621,3 +639,64 @@ def test_a_million_cpu_ops_are_merged_per_pixel_on_their_thread_row(tmp_path):
     # each op
     assert list(zoom.thread_of) == [(0, 200)] and zoom.cpu_total == 5 and zoom.cpu_aggregated == 0
     np.testing.assert_allclose(zoom.launches.start_us, [130.0, 130.1, 130.2, 130.3, 130.4])
+
+
+def test_exposed_intervals_of_a_hand_made_lane():
+    from tpscope.dashboards.timeline_data import exposed_intervals
+
+    from tpscope.trace import ActivityClass
+
+    # compute [0, 10) and [20, 25) on lane 0; comm [5, 30) on lane 1: exposed [10, 20) and [25, 30)
+    start = np.array([0, 20, 5], np.int64)
+    end = np.array([10, 25, 30], np.int64)
+    cls = np.array([ActivityClass.COMPUTE, ActivityClass.COMPUTE, ActivityClass.COMM], np.int8)
+    lane = np.array([0, 0, 1])
+    ((k, s, e),) = exposed_intervals(start, end, cls, lane, np.ones(3, bool))
+    assert k == 1 and s.tolist() == [10, 25] and e.tolist() == [20, 30]
+
+
+@pytest.mark.parametrize("run", [UNFUSED_RUN, CHUNKED_RUN, CPU_RUN], ids=lambda p: p.name)
+def test_the_timeline_marks_exposed_communication_as_the_analyzer_counts_it(run):
+    """On one rank, the Timeline's exposed parts add up to the JSON's exposed_comm_us (§4)."""
+    loaded = load_run(run)
+    doc = as_json(analyze_run(loaded))
+    for s in doc["steps"]:
+        data = timeline_data(loaded, s["step"], [s["rank"]], offsets_us=doc["clock_offsets_us"])
+        ex = data.exposed
+        got = 0.0 if ex is None else float((ex.end_us - ex.start_us).sum())
+        assert got == pytest.approx(s["exposed_comm_us"], abs=0.01), (s["rank"], s["step"])
+        fig = timeline.timeline_figure(data)
+        assert (timeline.EXPOSED in {t.name for t in fig.data}) == (s["exposed_comm_us"] > 0)
+
+
+def test_the_page_opens_on_the_slowest_step_after_the_warm_up():
+    doc = {
+        "steps": [
+            {
+                "rank": 0,
+                "step": 1,
+                "step_time_us": 900.0,
+                "exposed_comm_us": 0.0,
+                "first_step": True,
+            },
+            {
+                "rank": 0,
+                "step": 2,
+                "step_time_us": 300.0,
+                "exposed_comm_us": 0.0,
+                "first_step": False,
+            },
+            {
+                "rank": 0,
+                "step": 3,
+                "step_time_us": 310.0,
+                "exposed_comm_us": 0.0,
+                "first_step": False,
+            },
+        ]
+    }
+    summaries = results.step_summaries(doc)
+    assert [s["step"] for s in summaries if s["slowest"]] == [3]
+    assert "warm-up" in results.step_label(summaries[0])
+    doc["first_step_included"] = True  # asked for: the first step counts like the others
+    assert [s["step"] for s in results.step_summaries(doc) if s["slowest"]] == [1]

@@ -165,6 +165,11 @@ def test_tpscope_dash_serves_the_sample_runs_on_127_0_0_1(tmp_path):
         assert listening and all(a.ip == "127.0.0.1" and a.port == port for a in listening), (
             listening
         )
+        proc.terminate()
+        out = proc.communicate(timeout=20)[0].decode()
+        # our one line says where the page is; no "development server" warning, no Flask banner
+        assert f"serving 2 run folder(s) on http://127.0.0.1:{port}/" in out, out
+        assert "development server" not in out and "Serving Flask app" not in out, out
 
 
 def test_screenshot_script_makes_a_png(tmp_path):
@@ -196,7 +201,7 @@ def _manifest_only(folder: Path, **fields) -> Path:
         "batch": 2,
         "mode": "none",
     }
-    (folder / "tpscope_run.json").write_text(json.dumps({**base, **fields}))
+    (folder / "tpscope_run.jsonc").write_text(json.dumps({**base, **fields}))
     return folder
 
 
@@ -259,11 +264,11 @@ def test_flux_efficiency_is_not_offered_between_runs_of_different_regimes(tmp_pa
         (UNFUSED, nvlink, {"mode": "none", "regime": "nvlink"}),
     ):
         shutil.copytree(src, dst)
-        (dst / "tpscope_run.json").write_text(json.dumps({**common, **extra}))
+        (dst / "tpscope_run.jsonc").write_text(json.dumps({**common, **extra}))
     store = RunStore([fused, nvlink])
     assert store.incomparable("fused", "nvlink-unfused") == "regime shm vs nvlink"
     assert store.suggested_baseline("fused") is None
-    (nvlink / "tpscope_run.json").write_text(
+    (nvlink / "tpscope_run.jsonc").write_text(
         json.dumps({**common, "mode": "none", "regime": "shm"})
     )
     assert store.incomparable("fused", "nvlink-unfused") is None
@@ -321,3 +326,20 @@ def test_host_names_bound_to_an_address_and_to_every_address():
     import socket
 
     assert socket.gethostname().lower() in everywhere and "0.0.0.0" not in everywhere
+
+
+def test_hta_gives_its_breakdowns_on_a_sample_run_and_one_line_on_a_cpu_run():
+    cpu = REPO / "tests" / "data" / "cpu-gloo-tiny"
+    store = RunStore([CHUNKED, cpu], cache=None)
+    result = store.hta(CHUNKED.name)
+    assert result.error is None
+    assert sorted(result.temporal["rank"].tolist()) == [r.rank for r in load_run(CHUNKED).ranks]
+    assert store.hta_cached(CHUNKED.name)  # the status line then says nothing more
+    on_cpu = store.hta(cpu.name)
+    assert on_cpu.error and len(on_cpu.error.splitlines()) == 1
+    assert "CPU run" in on_cpu.error and "Error" not in on_cpu.error
+    # without the rule, HTA itself fails on this run (why the line is given instead)
+    from tpscope.dashboards.store import run_hta
+
+    files = {r.rank: str(Path(r.path).resolve()) for r in load_run(cpu).ranks}
+    assert run_hta(files).error

@@ -350,7 +350,10 @@ def test_search_outlines_what_it_names_and_cpu_threads_show_on_demand(page, expe
 
 
 def test_open_in_perfetto_gives_the_step_as_a_trace(page, served, expected):
+    import base64
+    import io
     import json
+    import zipfile
 
     import requests
 
@@ -379,8 +382,13 @@ def test_open_in_perfetto_gives_the_step_as_a_trace(page, served, expected):
     r = requests.post(served.url + "_dash-update-component", json=body, timeout=30)
     assert r.status_code == 200, r.text[:300]
     out = r.json()["response"]
-    assert out["perfetto-download"]["data"]["filename"] == f"{run_id}-step-{step}.json"
-    trace = json.loads(out["perfetto-download"]["data"]["content"])
+    data = out["perfetto-download"]["data"]
+    assert data["filename"] == f"{run_id}-export-step-{step}.zip" and data["base64"]
+    with zipfile.ZipFile(io.BytesIO(base64.b64decode(data["content"]))) as z:
+        (name,) = z.namelist()  # rank 0 only, in the folder `tpscope export` writes
+        assert name.startswith(f"{run_id}-export-step-{step}/rank0.")
+        trace = json.loads(z.read(name))
+    assert trace["distributedInfo"]["rank"] == 0
     (r0,) = [x for x in run.ranks if x.rank == 0]
     m = r0.steps.step == step
     lo, hi = r0.steps.start_ns[m].min(), r0.steps.end_ns[m].max()

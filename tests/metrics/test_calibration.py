@@ -59,7 +59,7 @@ def test_round_trip_and_place(tmp_path):
     copy = tmp_path / "elsewhere" / "copy"
     shutil.copytree(run, copy)  # a copied folder (other path, other mtimes) keeps its calibration
     assert calibration_path(copy, cache_dir=tmp_path / "cache") == path
-    (copy / "tpscope_run.json").write_text("{}")  # not a trace file: no matter
+    (copy / "tpscope_run.jsonc").write_text("{}")  # not a trace file: no matter
     assert calibration_path(copy, cache_dir=tmp_path / "cache") == path
     other = write_run(tmp_path / "other", [RankTrace(0, world_size=1)])
     assert calibration_path(other, cache_dir=tmp_path / "cache") != path

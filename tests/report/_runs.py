@@ -16,14 +16,14 @@ SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 def real_unfused() -> Path:
     """The bundled unfused NVLink sample run (traces and manifest), else the corpus copy (traces only)."""
     sample = SAMPLES / "h200x2-nvlink-none"
-    return sample if (sample / "tpscope_run.json").is_file() else UNFUSED
+    return sample if (sample / "tpscope_run.jsonc").is_file() else UNFUSED
 
 
 def _events_files(folder: Path) -> list[Path]:
     return sorted(
         p
         for p in folder.iterdir()
-        if p.name.endswith((".json", ".json.gz")) and p.name != "tpscope_run.json"
+        if p.name.endswith((".json", ".json.gz")) and p.name != "tpscope_run.jsonc"
     )
 
 
@@ -51,24 +51,24 @@ def stretched_copy(src: Path, dst: Path, factor: float) -> Path:
                 e["dur"] = float(e["dur"]) * factor
         data = json.dumps(doc).encode()
         (dst / path.name).write_bytes(gzip.compress(data) if path.name.endswith(".gz") else data)
-    manifest = src / "tpscope_run.json"
+    manifest = src / "tpscope_run.jsonc"
     if manifest.is_file():
         m = json.loads(manifest.read_text())
         if m.get("step_times_ms"):
             m["step_times_ms"] = [t * factor for t in m["step_times_ms"]]
         if m.get("tokens_per_s"):
             m["tokens_per_s"] = m["tokens_per_s"] / factor
-        (dst / "tpscope_run.json").write_text(json.dumps(m))
+        (dst / "tpscope_run.jsonc").write_text(json.dumps(m))
     return dst
 
 
 def copy_run(src: Path, dst: Path, manifest: dict | None = None) -> Path:
-    """A copy of run `src`, with `manifest` written as its tpscope_run.json when given."""
+    """A copy of run `src`, with `manifest` written as its tpscope_run.jsonc when given."""
     shutil.copytree(src, dst)
     for p in dst.iterdir():
         p.chmod(0o644)
     if manifest is not None:
-        (dst / "tpscope_run.json").write_text(json.dumps(manifest))
+        (dst / "tpscope_run.jsonc").write_text(json.dumps(manifest))
     return dst
 
 
@@ -78,7 +78,7 @@ def manifest(
     tokens_per_step: int = 4096,
     timed_steps: list[int] | None = None,
 ) -> dict:
-    """The fields of tpscope_run.json that a report reads (tpscope.runfolder.manifest.Manifest's fields)."""
+    """The fields of tpscope_run.jsonc that a report reads (tpscope.runfolder.manifest.Manifest's fields)."""
     timed = timed_steps if timed_steps is not None else list(range(1, len(step_times_ms)))
     return {
         "schema_version": 1,

@@ -224,3 +224,12 @@ def test_a_candidate_beyond_a_ceiling_fails_even_when_the_change_is_small():
         bound=fo.bound("peak_memory_bytes"),
     )
     assert not ok.failed and ok.bound is not None
+
+
+def test_a_limit_shows_in_the_metric_s_unit_and_the_spec_stays_as_written():
+    from tpscope.report.compare import Threshold
+
+    t = Threshold("exposed_comm_ratio", 0.02, False, +1)
+    assert t.shown == "+2 pp" and t.text == "+0.02"  # next to "+34.3 pp", not "+0.02"
+    assert Threshold("step_time_us", 0.03, True, +1).shown == "+3%"
+    assert Threshold("step_time_us", 500.0, False, +1).shown == "+500 µs"

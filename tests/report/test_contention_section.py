@@ -16,9 +16,9 @@ def test_a_gemm_fifty_percent_slower_beside_an_all_gather(tmp_path):
     for rank in (0, 1):
         r = RankTrace(rank)
         r.gpu_annotation("ProfilerStep#1", 0, 400)
-        for i in range(3):  # alone: 10 µs each
+        for i in range(5):  # alone: 10 µs each (10 over both ranks: the floor's sample count)
             r.kernel("gemm", 10 + 20 * i, 10, grid=(4, 1, 1))
-        for i in range(3):  # beside an all-gather on another stream: 15 µs each
+        for i in range(5):  # beside an all-gather on another stream: 15 µs each
             start = 200 + 40 * i
             r.kernel("gemm", start, 15, grid=(4, 1, 1))
             r.kernel(
@@ -31,10 +31,10 @@ def test_a_gemm_fifty_percent_slower_beside_an_all_gather(tmp_path):
         ranks.append(r)
     analysis = analyze_run(load_run(write_run(tmp_path / "run", ranks)))
     (k,) = contended_kernels(analysis)
-    assert k.n_overlapped == 6 and k.isolated_median_us == pytest.approx(10.0)
+    assert k.n_overlapped == 10 and k.isolated_median_us == pytest.approx(10.0)
     assert k.overlapped_median_us == pytest.approx(15.0) and k.slowdown == pytest.approx(0.5)
-    # 3 overlapped runs per rank and step, each 5 µs longer than alone
-    assert k.tax_us_per_step == pytest.approx(15.0)
+    # 5 overlapped runs per rank and step, each 5 µs longer than alone
+    assert k.tax_us_per_step == pytest.approx(25.0)
     assert signature_text(k.signature).startswith("gemm")
 
 

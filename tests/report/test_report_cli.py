@@ -46,7 +46,7 @@ def test_ten_percent_slower_steps_fail_and_name_the_metric(capsys, slower):
     assert code == 1
     verdict = out.splitlines()[2]
     assert "REGRESSION" in verdict and "step_time +10.0%" in verdict
-    if (BASE / "tpscope_run.json").is_file():  # 1 / 1.1 of the tokens per second
+    if (BASE / "tpscope_run.jsonc").is_file():  # 1 / 1.1 of the tokens per second
         assert "tokens_per_s -9.1%" in verdict
     # ratios do not change when every time is stretched: they must not be blamed
     assert "exposed_comm_ratio" not in verdict
@@ -123,7 +123,7 @@ def test_out_writes_every_format_and_junit_reads_back(capsys, tmp_path, slower):
     assert cases["exposed_comm_ratio within +0.02"].is_passed
     doc = json.loads((out_dir / "report.json").read_text())
     if (
-        BASE / "tpscope_run.json"
+        BASE / "tpscope_run.jsonc"
     ).is_file():  # throughput falls with the slower steps; memory stays
         assert isinstance(cases["tokens_per_s within -3%"].result[0], Failure)
         assert cases["peak_memory within +5%"].is_passed
@@ -245,7 +245,7 @@ def test_nccl_settings_that_differ_are_listed_and_keep_the_runs_one_experiment(c
     assert "NCCL_P2P_PCI_CHUNKSIZE: unset → 524288" in out
     # a folder without a manifest says nothing of its settings: nothing to compare
     bare = copy_run(UNFUSED, tmp_path / "bare", None)
-    (bare / "tpscope_run.json").unlink(missing_ok=True)
+    (bare / "tpscope_run.jsonc").unlink(missing_ok=True)
     doc = json.loads(report(capsys, tuned, "--baseline", bare, "--format", "json")[1])
     assert not any(k.startswith("NCCL") for k, *_ in doc["config_changes"])
 

@@ -17,7 +17,7 @@ MARGIN = 0.05  # only pairs whose manifest step times differ by more than this h
 
 
 def _pairs() -> list[tuple[Path, Path]]:
-    runs = sorted(p for p in SAMPLES.glob("h200x2-*-*") if (p / "tpscope_run.json").is_file())
+    runs = sorted(p for p in SAMPLES.glob("h200x2-*-*") if (p / "tpscope_run.jsonc").is_file())
     out = []
     for unfused in (p for p in runs if p.name.endswith("-none") or p.name.endswith("-unfused")):
         regime = unfused.name.split("-")[1]
@@ -29,7 +29,7 @@ PAIRS = _pairs()
 
 
 def _manifest(run: Path) -> dict:
-    return json.loads((run / "tpscope_run.json").read_text())
+    return json.loads((run / "tpscope_run.jsonc").read_text())
 
 
 def _median_step_ms(run: Path) -> float:

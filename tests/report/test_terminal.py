@@ -34,7 +34,7 @@ def test_one_number_formatter_for_every_report():
     from tpscope.report.terminal import fmt
 
     assert number(None) == "-" and fmt(None) == "-"
-    assert number(1234.56) == "1,234.6 us" and fmt(1234.56) == "1,234.6"
+    assert number(1234.56) == "1,234.6 µs" and fmt(1234.56) == "1,234.6"
     assert number(0.4567, "ratio") == "45.7%" == fmt(0.4567, "pct")
     assert number(-0.012, "ratio", signed=True) == "-1.2 pp" == format_delta(-0.012, "ratio")
     assert number(0.1, "relative") == "+10.0%"

@@ -16,7 +16,8 @@ from tpscope.runfolder.layout import MANIFEST_NAME, RUN_ARTIFACTS, is_trace_name
         ("worker0_step_12.1694128201545.pt.trace.json.gz", True),
         ("eager_trace.json.gz", True),
         ("train.json", True),
-        ("tpscope_run.json", False),
+        ("tpscope_run.jsonc", False),
+        ("tpscope_run.json", False),  # the manifest's older name
         ("notes.txt", False),
         ("trace.json.gz.tmp", False),
     ],

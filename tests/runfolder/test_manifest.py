@@ -116,6 +116,24 @@ def test_unknown_fields_are_kept_and_written_back(tmp_path):
     assert read_manifest(tmp_path) == m
 
 
+def test_the_older_name_is_read_and_hta_reads_the_folder_as_its_ranks(tmp_path):
+    import shutil
+
+    from hta.common.trace_file import get_trace_files
+
+    (tmp_path / "tpscope_run.json").write_text(json.dumps({"mode": "ring"}))
+    assert read_manifest(tmp_path).mode == "ring"
+    (tmp_path / MANIFEST_NAME).write_text(json.dumps({"mode": "chunked"}))
+    assert read_manifest(tmp_path).mode == "chunked"  # the current name first
+    # a sample run folder as it is: HTA finds its two ranks' traces, not the manifest
+    sample = Path(__file__).resolve().parents[2] / "sample_traces" / "h200x2-shm-chunked"
+    run = tmp_path / "run"
+    shutil.copytree(sample, run)
+    files = get_trace_files(str(run))
+    assert sorted(files) == [0, 1]
+    assert all(Path(f).name.startswith(f"rank{r}.") for r, f in files.items())
+
+
 def test_a_newer_schema_and_a_broken_file_are_refused(tmp_path):
     with pytest.raises(ManifestError, match=f"schema_version {SCHEMA_VERSION + 1} is newer"):
         manifest_from_dict({"schema_version": SCHEMA_VERSION + 1}, "m.json")

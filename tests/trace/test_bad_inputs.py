@@ -142,7 +142,7 @@ def test_ranks_with_different_steps(tmp_path, capsys):
 def test_missing_rank(tmp_path, capsys):
     write(tmp_path / "run", "a.json", json.dumps(good_doc(0, 4)))
     write(tmp_path / "run", "b.json", json.dumps(good_doc(2, 4)))
-    expect_warning(tmp_path / "run", capsys, "no trace for rank(s) [1, 3]")
+    expect_warning(tmp_path / "run", capsys, "no trace for 2 rank(s): 1, 3")
 
 
 def test_rank_from_another_run(tmp_path, capsys):

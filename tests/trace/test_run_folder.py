@@ -51,7 +51,7 @@ def test_missing_rank_gives_a_warning(tmp_path):
     r.kernel("gemm", 0, 10)
     write_run(tmp_path / "run", [r])
     run = load_run(tmp_path / "run")
-    assert any("no trace for rank(s) [0]" in w for w in run.warnings)
+    assert any("no trace for 1 rank(s): 0" in w for w in run.warnings)
 
 
 def test_trace_without_rank_takes_its_place_in_the_folder(tmp_path):
@@ -153,7 +153,7 @@ def test_rank_beyond_the_world_size_is_a_warning(tmp_path):
         (folder / f"r{as_rank}.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode()))
     run = load_run(folder)
     assert any("rank(s) [5] beyond the world size 2" in w for w in run.warnings), run.warnings
-    assert any("no trace for rank(s) [1]" in w for w in run.warnings), run.warnings
+    assert any("no trace for 1 rank(s): 1" in w for w in run.warnings), run.warnings
 
 
 def test_a_wrapped_around_duration_is_dropped_with_a_warning(tmp_path):
@@ -203,7 +203,7 @@ def test_a_folder_of_runs_is_found_and_named_when_one_run_is_expected(tmp_path):
 def test_a_folder_of_a_run_stopped_before_its_traces_says_so(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
-    (run / "tpscope_run.json").write_text(
+    (run / "tpscope_run.jsonc").write_text(
         json.dumps({"complete": False, "stopped": "stopped by SIGTERM"})
     )
     with pytest.raises(UserError) as exc:
@@ -274,3 +274,10 @@ def test_a_url_reads_the_manifest_beside_the_traces(tmp_path):
             load_run("memory://tpscope-test-manifest")
     finally:
         fs.rm("/tpscope-test-manifest", recursive=True)
+
+
+def test_missing_ranks_are_named_as_runs():
+    from tpscope.trace.run_folder import rank_ranges
+
+    assert rank_ranges([0, 1, 2, 5, 7, 8]) == "0-2, 5, 7-8"
+    assert rank_ranges(list(range(1, 300))) == "1-299" and rank_ranges([4]) == "4"

@@ -1,12 +1,18 @@
-"""A step (or a whole run) of a run as one Chrome/Kineto trace JSON, with tpscope's findings as
-tracks beside the GPU streams, for Perfetto (ui.perfetto.dev) and chrome://tracing.
+"""A step (or a whole run) of a run as Chrome/Kineto trace JSON, one trace per rank as
+torch.profiler writes them (each with its `distributedInfo.rank`, so tpscope and HTA read the
+files back as the same ranks), with tpscope's findings as tracks beside the GPU streams, for
+Perfetto (ui.perfetto.dev), chrome://tracing and HTA.
 
-Every rank is a process (`rank R · GPU D`); its streams are threads named by role
-(`stream 7 · NCCL · group 0`, lanes.py); its activities are complete events (`ph: X`, the Kineto
-categories `kernel`, `gpu_memcpy`, `gpu_memset`, with Kineto's args). The CPU calls that launched
-them are `cuda_runtime` events on a `launch calls` thread, tied to their kernel by a flow
-(`ph: s` / `f`, category `ac2g`, as Kineto writes it). Three tracks per rank carry what tpscope
-computed, as `gpu_user_annotation` events (so tpscope and HTA read them back as annotations):
+Every rank is a process (`rank R · GPU D`, or `rank R · CPU` for a CPU run); its streams are
+threads named by role (`stream 7 · NCCL · group 0`; a CPU run's `thread 12 · compute`, lanes.py);
+its activities are complete events (`ph: X`, the Kineto categories `kernel`, `gpu_memcpy`,
+`gpu_memset` with Kineto's args; `cpu_op` for a CPU run). The CPU calls that launched them are
+`cuda_runtime` events on a `launch calls` thread, tied to their kernel by a flow (`ph: s` / `f`,
+category `ac2g`, as Kineto writes it; one id per flow). No two complete events on one thread
+overlap without one holding the other (Perfetto drops such events): an event that would is moved
+to a second thread of the same name, `(2)`. The profiler's step marks, `ProfilerStep#N`, are on a
+`steps` thread. Three tracks per rank carry what tpscope computed, as `gpu_user_annotation` events
+(so tpscope and HTA read them back as annotations):
 - `tpscope · critical path`: the step's critical path (metrics.md §7) where it runs on this rank,
   one event per segment named by its kind;
 - `tpscope · collective wait/transfer`: each matched collective kernel split into the time it
@@ -34,6 +40,8 @@ TRACKS = ("tpscope · critical path", "tpscope · collective wait/transfer", "tp
 """The added threads of each rank, in this order after its streams."""
 TRACK_TID = 1_000_000_000  # the added tracks' thread ids start here (streams are small numbers)
 LAUNCH_TID = TRACK_TID - 1  # the launch calls' thread
+STEPS_TID = TRACK_TID - 2  # the ProfilerStep marks' thread
+SPLIT_TID = 10_000_000_000  # a thread's second, third ... track: tid + k * SPLIT_TID
 ANNOTATION = "gpu_user_annotation"
 
 
@@ -80,15 +88,16 @@ def _meta(pid: int, tid: int | None, what: str, name: str, sort: int | None = No
     return out
 
 
-def step_trace(
+def rank_traces(
     run: Run,
     detail: ActivityDetail | None,
     step: int | None,
     ranks: list[int] | None = None,
     offsets_us: dict | None = None,
     kernel_contention=(),
-) -> dict:
-    """The trace JSON (a dict) of `step` (None: every step) on `ranks` (None: all)."""
+) -> dict[int, dict]:
+    """The trace JSON (a dict) of `step` (None: every step) per rank of `ranks` (None: all), on
+    one time base (every file's `baseTimeNanoseconds` is the same, so the ranks line up)."""
     offsets = {int(k): int(round(v * 1000)) for k, v in (offsets_us or {}).items() if v is not None}
     ranks = sorted(r.rank for r in run.ranks) if ranks is None else sorted(ranks)
     isolated = {
@@ -96,63 +105,122 @@ def step_trace(
         for k in kernel_contention or ()
         if getattr(k, "isolated_median_us", None)
     }
-    events: list[dict] = []
+    per_rank: dict[int, list[dict]] = {}
     for r in run.ranks:  # once per rank
         if r.rank not in ranks:
             continue
-        off = offsets.get(r.rank, 0)
-        window = _window(r, step)
-        if window is None:
-            continue
-        lo, hi = window
-        g = r.gpu
-        rows = np.flatnonzero((g.start_ns < hi) & (g.end_ns > lo))
-        device = int(r.lanes[0][0]) if len(r.lanes) else 0
-        pid = r.rank
-        events += _meta(pid, None, "process_name", f"rank {r.rank} · GPU {device}", sort=r.rank)
-        events += [
-            {
-                "ph": "M",
-                "pid": pid,
-                "name": "process_labels",
-                "args": {"labels": f"clock offset {off} ns"},
-            }
-        ]
-        names = lane_names(r)
-        streams = r.lanes[:, 1].astype(np.int64) if len(r.lanes) else np.zeros(0, np.int64)
-        for k, label in enumerate(names):
-            events += _meta(pid, int(streams[k]), "thread_name", label, sort=k)
-        events += _gpu_events(r, rows, pid, streams, off)
-        events += _launches(r, rows, pid, streams, off)
-        marker_tid = int(streams[g.lane[rows[0]]]) if len(rows) else 0
-        for s in [step] if step is not None else sorted(set(r.steps.step.tolist())):
-            m = r.steps.step == s
-            if m.any():
-                s_lo, s_hi = int(r.steps.start_ns[m].min()), int(r.steps.end_ns[m].max())
-                events += _complete(
-                    [f"ProfilerStep#{s}"],
-                    ANNOTATION,
-                    pid,
-                    [marker_tid],
-                    [s_lo - off],
-                    [s_hi - off],
-                    [{"step": int(s)}],
-                )
-        for i, track in enumerate(TRACKS):
-            events += _meta(pid, TRACK_TID + i, "thread_name", track, sort=len(names) + 1 + i)
-        if detail is not None:
-            events += _path_events(run, detail, step, r.rank, pid)
-            events += _wait_events(run, detail, step, r.rank, pid)
-        events += _contention_events(r, rows, pid, off, isolated)
-    base = _to_us(events)
+        events = _rank_events(run, r, detail, step, offsets.get(r.rank, 0), isolated)
+        if events:
+            per_rank[r.rank] = _split_overlaps(events)
+    base = _to_us([e for events in per_rank.values() for e in events])
+    world = len(run.ranks)
+    sizes = {r.world_size for r in run.ranks.headers if r.world_size}
+    if sizes:
+        world = max(max(sizes), world)
     return {
-        "schemaVersion": 1,
-        "displayTimeUnit": "ns",
-        "traceName": f"tpscope step {step}",
-        "baseTimeNanoseconds": base,
-        "distributedInfo": {"rank": ranks[0] if ranks else 0, "world_size": len(run.ranks)},
-        "traceEvents": events,
+        rank: {
+            "distributedInfo": {"rank": rank, "world_size": world},  # first: HTA looks for it
+            "schemaVersion": 1,
+            "displayTimeUnit": "ns",
+            "traceName": f"tpscope export, {_what(step)}, rank {rank}",
+            "baseTimeNanoseconds": base,
+            "traceEvents": events,
+        }
+        for rank, events in per_rank.items()
     }
+
+
+def _what(step: int | None) -> str:
+    return "every step" if step is None else f"step {step}"
+
+
+def _rank_events(run, r, detail, step, off, isolated) -> list[dict]:
+    window = _window(r, step)
+    if window is None:
+        return []
+    lo, hi = window
+    g = r.gpu
+    rows = np.flatnonzero((g.start_ns < hi) & (g.end_ns > lo))
+    cpu = bool(getattr(r, "cpu_run", False))
+    device = int(r.lanes[0][0]) if len(r.lanes) else 0
+    pid = r.rank
+    where = "CPU" if cpu else f"GPU {device}"
+    events = _meta(pid, None, "process_name", f"rank {r.rank} · {where}", sort=r.rank)
+    events.append(
+        {
+            "ph": "M",
+            "pid": pid,
+            "name": "process_labels",
+            "args": {"labels": f"clock offset {off} ns"},
+        }
+    )
+    names = lane_names(r)
+    streams = r.lanes[:, 1].astype(np.int64) if len(r.lanes) else np.zeros(0, np.int64)
+    for k, label in enumerate(names):
+        events += _meta(pid, int(streams[k]), "thread_name", label, sort=k)
+    events += _gpu_events(r, rows, pid, streams, off, cpu)
+    if not cpu:
+        events += _launches(r, rows, pid, streams, off)
+    marker_stream = int(streams[g.lane[rows[0]]]) if len(rows) else 0
+    events += _meta(pid, STEPS_TID, "thread_name", "steps", sort=-2)
+    for s in [step] if step is not None else sorted(set(r.steps.step.tolist())):
+        m = r.steps.step == s
+        if m.any():
+            s_lo, s_hi = int(r.steps.start_ns[m].min()), int(r.steps.end_ns[m].max())
+            args = {"step": int(s)}
+            if not cpu:  # the stream the profiler puts it on, as Kineto's args name it
+                args.update({"device": device, "stream": marker_stream})
+            events += _complete(
+                [f"ProfilerStep#{s}"],
+                "user_annotation" if cpu else ANNOTATION,
+                pid,
+                [STEPS_TID],
+                [s_lo - off],
+                [s_hi - off],
+                [args],
+            )
+    for i, track in enumerate(TRACKS):
+        events += _meta(pid, TRACK_TID + i, "thread_name", track, sort=len(names) + 1 + i)
+    if detail is not None:
+        events += _path_events(run, detail, step, r.rank, pid)
+        events += _wait_events(run, detail, step, r.rank, pid)
+    events += _contention_events(r, rows, pid, off, isolated)
+    return events
+
+
+def _split_overlaps(events: list[dict]) -> list[dict]:
+    """Move each complete event that overlaps another on its thread without one holding the other
+    to the thread's next track (tid + k * SPLIT_TID, named as the thread with ` (k+1)`), the first
+    one where it nests or stands alone. Times are still integer ns here."""
+    names = {
+        (e["pid"], e["tid"]): e["args"]["name"]
+        for e in events
+        if e["ph"] == "M" and e["name"] == "thread_name"
+    }
+    timed = [e for e in events if e["ph"] == "X"]
+    timed.sort(key=lambda e: (e["pid"], e["tid"], e["ts"], -e["dur"]))
+    open_ends: dict[tuple, list[list[int]]] = {}  # (pid, tid) -> per track, the stack of open ends
+    added: dict[tuple, int] = {}
+    for e in timed:  # once per event written, not in the analyzer's path
+        key = (e["pid"], e["tid"])
+        tracks = open_ends.setdefault(key, [])
+        start, end = e["ts"], e["ts"] + e["dur"]
+        for k, stack in enumerate(tracks + [[]]):
+            while stack and stack[-1] <= start:
+                stack.pop()
+            if not stack or end <= stack[-1]:
+                stack.append(end)
+                if k == len(tracks):
+                    tracks.append(stack)
+                if k:
+                    e["tid"] = key[1] + k * SPLIT_TID
+                    added[(key[0], e["tid"])] = k
+                break
+    out = list(events)
+    for (pid, tid), k in sorted(added.items()):
+        base = (pid, tid - k * SPLIT_TID)
+        out += _meta(pid, tid, "thread_name", f"{names.get(base, f'thread {base[1]}')} ({k + 1})")
+    return out
 
 
 def _window(r, step: int | None) -> tuple[int, int] | None:
@@ -167,7 +235,7 @@ def _window(r, step: int | None) -> tuple[int, int] | None:
     return int(r.steps.start_ns[m].min()), int(r.steps.end_ns[m].max())
 
 
-def _gpu_events(r, rows, pid, streams, off) -> list[dict]:
+def _gpu_events(r, rows, pid, streams, off, cpu: bool = False) -> list[dict]:
     g = r.gpu
     symbols = np.asarray(r.symbols, dtype=object)
     cats = np.array(
@@ -175,12 +243,16 @@ def _gpu_events(r, rows, pid, streams, off) -> list[dict]:
     )
     args = []
     for i in rows.tolist():  # one dict per event written
-        a = {
-            "device": int(r.lanes[g.lane[i]][0]),
-            "stream": int(streams[g.lane[i]]),
-            "correlation": int(g.correlation[i]),
-            "External id": int(g.external_id[i]),
-        }
+        a = (
+            _cpu_args(r, i)
+            if cpu
+            else {
+                "device": int(r.lanes[g.lane[i]][0]),
+                "stream": int(streams[g.lane[i]]),
+                "correlation": int(g.correlation[i]),
+                "External id": int(g.external_id[i]),
+            }
+        )
         if g.coll_name_id[i] >= 0:
             a.update(
                 {
@@ -204,15 +276,32 @@ def _gpu_events(r, rows, pid, streams, off) -> list[dict]:
         g.end_ns[rows] - off,
         args,
     )
-    for e, cat in zip(events, cats[g.kind[rows]]):
-        e["cat"] = cat
+    for e, cat, c in zip(events, cats[g.kind[rows]], g.cls[rows].tolist()):
+        # a CPU run's collectives are the ranges gloo records (`user_annotation`), its compute ops
+        e["cat"] = ("user_annotation" if c == ActivityClass.COMM else "cpu_op") if cpu else cat
     return events
+
+
+def _cpu_args(r, i: int) -> dict:
+    """A CPU run's activity's args, as the profiler writes them: its inputs' dims and type."""
+    import json
+
+    g = r.gpu
+    a = {"External id": int(g.external_id[i])}
+    if g.dims_id[i] >= 0:
+        try:
+            a["Input Dims"] = json.loads(r.symbols[g.dims_id[i]])
+        except ValueError:
+            pass
+    if g.dtype_id[i] >= 0:
+        a["Input type"] = [r.symbols[g.dtype_id[i]]]
+    return a
 
 
 def _launches(r, rows, pid, streams, off) -> list[dict]:
     """The launch call of each GPU activity that has one, and a flow from it to the activity."""
     g = r.gpu
-    rows = rows[g.launch_start_ns[rows] >= 0]
+    rows = rows[(g.launch_start_ns[rows] >= 0) & (g.correlation[rows] >= 0)]
     if not len(rows):
         return []
     events = _meta(pid, LAUNCH_TID, "thread_name", "launch calls (CPU)", sort=-1)
@@ -227,10 +316,8 @@ def _launches(r, rows, pid, streams, off) -> list[dict]:
         [{"correlation": int(c)} for c in g.correlation[rows].tolist()],
     )
     ts_launch, ts_gpu = (g.launch_start_ns[rows] - off).tolist(), (g.start_ns[rows] - off).tolist()
-    for c, a, b, t in zip(
-        g.correlation[rows].tolist(), ts_launch, ts_gpu, streams[g.lane[rows]].tolist()
-    ):
-        flow = {"cat": "ac2g", "name": "ac2g", "id": int(c) * 1000 + pid, "pid": pid}
+    for n, (a, b, t) in enumerate(zip(ts_launch, ts_gpu, streams[g.lane[rows]].tolist())):
+        flow = {"cat": "ac2g", "name": "ac2g", "id": n + 1, "pid": pid}  # one id per flow
         events.append({**flow, "ph": "s", "tid": LAUNCH_TID, "ts": int(a)})
         events.append({**flow, "ph": "f", "bp": "e", "tid": int(t), "ts": int(b)})
     return events
@@ -349,3 +436,16 @@ def _contention_events(r, rows, pid, off, isolated: dict) -> list[dict]:
         g.end_ns[rows] - off,
         args,
     )
+
+
+def trace_text(trace: dict) -> str:
+    """One rank's trace as JSON text: UTF-8 names as they are, `"rank": R` spaced as the profiler
+    writes it (HTA finds a file's rank by that spelling)."""
+    import json
+
+    return json.dumps(trace, allow_nan=False, ensure_ascii=False)
+
+
+def trace_file_name(rank: int, trace: dict) -> str:
+    """`rank{R}.{BASE_NS}.pt.trace.json`: the profiler's `WORKER.TIMESTAMP.pt.trace.json`."""
+    return f"rank{rank}.{int(trace['baseTimeNanoseconds'])}.pt.trace.json"

@@ -1,10 +1,10 @@
-"""`tpscope export RUN_DIR [--step N] [--ranks 0,1] [-o FILE]`: a step as a trace for Perfetto."""
+"""`tpscope export RUN_DIR [--step N] [--ranks 0,1] [--out DIR] [--overwrite]`: a step as traces for
+Perfetto and HTA, one file per rank in a new folder."""
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
+import re
 from pathlib import Path
 
 
@@ -18,10 +18,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--all-steps", action="store_true", help="write the whole run, every step")
     p.add_argument("--ranks", metavar="R,R", help="ranks to write, comma-separated (default: all)")
     p.add_argument(
-        "-o",
         "--out",
-        metavar="FILE",
-        help="where to write the JSON (default: RUN_DIR-step-N.json beside the folder; - for stdout)",
+        metavar="DIR",
+        help="the folder to write, one trace file per rank (default: RUN_DIR-export-step-N beside "
+        "the run folder)",
+    )
+    p.add_argument(
+        "--overwrite", action="store_true", help="replace --out when it holds an earlier export"
     )
 
 
@@ -42,14 +45,17 @@ def _ranks(text: str | None, known: list[int]) -> list[int]:
 
 def main(args: argparse.Namespace) -> int:
     from tpscope.errors import UserError
-    from tpscope.export.chrome_trace import step_trace
+    from tpscope.export.chrome_trace import rank_traces, trace_file_name, trace_text
     from tpscope.metrics import analyze_run, as_json
     from tpscope.metrics.per_activity import activity_detail
+    from tpscope.outputs import replace_folder
     from tpscope.trace import load_run
 
     path = Path(args.run_dir)
     if not path.exists():
         raise UserError(f"{path}: no such file or folder")
+    if args.out:
+        _refuse_the_run(Path(args.out), path)
     run = load_run(path)
     analysis = analyze_run(run)
     doc = as_json(analysis)
@@ -57,10 +63,12 @@ def main(args: argparse.Namespace) -> int:
     steps = sorted({int(s["step"]) for s in doc["steps"]})
     step = None
     if not args.all_steps:
-        if args.step is None:
+        if args.step is None:  # the slowest after the first (a warm-up, metrics.md §3)
+            first = {int(x["step"]) for x in doc["steps"] if x.get("first_step")}
+            steady = [s for s in steps if s not in first or doc.get("first_step_included")]
             step = (
                 max(
-                    steps,
+                    steady or steps,
                     key=lambda s: max(x["step_time_us"] for x in doc["steps"] if x["step"] == s),
                 )
                 if steps
@@ -72,7 +80,7 @@ def main(args: argparse.Namespace) -> int:
             )
         else:
             step = args.step
-    trace = step_trace(
+    traces = rank_traces(
         run,
         activity_detail(run),
         step,
@@ -80,25 +88,56 @@ def main(args: argparse.Namespace) -> int:
         doc.get("clock_offsets_us"),
         analysis.kernel_contention,
     )
-    text = json.dumps(trace, allow_nan=False, separators=(",", ":"))
-    if args.out == "-":
-        sys.stdout.write(text)
-        return 0
-    out = (
-        Path(args.out)
-        if args.out
-        else path.resolve().parent / f"{path.resolve().name}-{_suffix(step)}.json"
-    )
-    try:
-        out.write_text(text)
-    except OSError as exc:
-        raise UserError(f"-o {out}: cannot write ({exc.strerror or exc})") from None
-    n = sum(1 for e in trace["traceEvents"] if e["ph"] == "X")
+    if not traces:
+        raise UserError(f"{path}: {_suffix(step)} has no activity on ranks {_list(ranks)}")
+    out = Path(args.out) if args.out else default_out(path, step)
+    _refuse_the_run(out, path)
+    files = {trace_file_name(r, t): trace_text(t) for r, t in traces.items()}
+    replace_folder(out, files, args.overwrite, is_export_file, "--out")
+    n = sum(1 for t in traces.values() for e in t["traceEvents"] if e["ph"] == "X")
     print(
-        f"tpscope export: {out} ({n:,} events, {_suffix(step)}, ranks {', '.join(map(str, ranks))}); "
-        "open it at https://ui.perfetto.dev or chrome://tracing"
+        f"tpscope export: {out} ({len(files)} rank files, {n:,} events, {_suffix(step)}, "
+        f"ranks {_list(list(traces))}); open a file at https://ui.perfetto.dev or "
+        "chrome://tracing, or the folder with HTA or tpscope"
     )
     return 0
+
+
+def _list(ranks) -> str:
+    return ", ".join(map(str, ranks))
+
+
+def default_out(path: Path, step: int | None) -> Path:
+    """A new folder beside the run folder (a file's run folder is the one holding it), never in it."""
+    root = path.resolve() if path.is_dir() else path.resolve().parent
+    return root.parent / f"{root.name}-export-{_suffix(step)}"
+
+
+def _refuse_the_run(out: Path, path: Path) -> None:
+    """--out may not be the run's folder, inside it, or a folder holding it."""
+    from tpscope.errors import UserError
+
+    root = path.resolve() if path.is_dir() else path.resolve().parent
+    target = out.resolve()
+    if target == root or root in target.parents or target in root.parents:
+        raise UserError(
+            f"--out {out}: the run's own folder, inside it or holding it; choose a folder beside it"
+        )
+
+
+EXPORT_NAME = re.compile(r"^rank\d+\.\d+\.pt\.trace\.json$")
+
+
+def is_export_file(p: Path) -> bool:
+    """A file an earlier `tpscope export` wrote (its name, and its header naming tpscope)."""
+    if not EXPORT_NAME.match(p.name):
+        return False
+    try:
+        with p.open("rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    return b'"traceName": "tpscope export' in head
 
 
 def _suffix(step: int | None) -> str:

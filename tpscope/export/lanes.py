@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from tpscope.trace import ActivityClass, RankTrace
+from tpscope.trace.tables import CPU_LANE_DEVICE
 
 ROLE_OF_CLASS = {
     ActivityClass.COMPUTE: "compute",
@@ -56,7 +57,16 @@ def _groups(r: RankTrace, lane: int) -> list[str]:
     return names[:MAX_GROUPS] + (["…"] if len(names) > MAX_GROUPS else [])
 
 
+CPU_COMM = "collectives"  # a CPU run's communication (gloo's), in place of NCCL
+
+
 def lane_names(r: RankTrace) -> list[str]:
-    """Per lane: `stream 7 · NCCL · group 0` (the stream number as the trace gives it, then its role)."""
+    """Per lane: `stream 7 · NCCL · group 0` (the stream number as the trace gives it, then its
+    role); a CPU run's lanes are its threads, `thread 12 · compute` (metrics.md §1)."""
     roles = lane_roles(r)
-    return [f"stream {int(s)} · {role}" for (_d, s), role in zip(r.lanes.tolist(), roles)]
+    return [
+        f"thread {int(s)} · {role.replace('NCCL', CPU_COMM)}"
+        if d == CPU_LANE_DEVICE
+        else f"stream {int(s)} · {role}"
+        for (d, s), role in zip(r.lanes.tolist(), roles)
+    ]

@@ -10,6 +10,8 @@ import numpy as np
 from tpscope.metrics import RunAnalysis
 from tpscope.metrics.across_runs import compare as flux_compare
 from tpscope.metrics.across_runs import run_times
+from tpscope.metrics.contention_rank import ranked_kernels
+from tpscope.metrics.findings import Finding, findings
 from tpscope.metrics.kernel_stats import KernelTime
 from tpscope.report.collective_table import CollectiveDelta, collective_deltas, collective_stats
 from tpscope.report.compare import (
@@ -120,25 +122,21 @@ class ContendedKernel:
 
 
 def contended_kernels(analysis: RunAnalysis, top_n: int = 5) -> tuple[ContendedKernel, ...]:
-    """The signatures whose slowdown costs the most time per rank and step, most first."""
-    n_rank_steps = max(len(analysis.steps), 1)
-    out = [
+    """The signatures whose slowdown costs the most time per rank and step, most first, above
+    the floor of significance (metrics.md §8, "Ranking")."""
+    ranked, _under = ranked_kernels(getattr(analysis, "kernel_contention", []), len(analysis.steps))
+    return tuple(
         ContendedKernel(
             k.signature,
             k.n_overlapped,
-            float(k.isolated_median_us),
-            float(k.overlapped_median_us),
-            float(k.slowdown),
-            k.n_overlapped * (k.overlapped_median_us - k.isolated_median_us) / n_rank_steps,
+            k.isolated_median_us,
+            k.overlapped_median_us,
+            k.slowdown,
+            k.tax_us_per_step,
         )
-        for k in getattr(analysis, "kernel_contention", [])
-        if k.slowdown is not None
-        and k.isolated_median_us is not None
-        and k.overlapped_median_us is not None
-    ]
-    return tuple(
-        sorted((k for k in out if k.tax_us_per_step > 0), key=lambda k: -k.tax_us_per_step)[:top_n]
-    )
+        for k in ranked
+        if k.tax_us_per_step > 0
+    )[:top_n]
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +160,7 @@ class Report:
     gemm: GemmView | None = None  # the candidate's GEMM budget, taxed shapes and layers (§8)
     loss: LossCheck | None = None  # the loss curves (None: the candidate records no losses)
     headroom: str | None = None  # the candidate's what-if upper bound (metrics.md §11)
+    findings: tuple[Finding, ...] = ()  # the candidate's costs per step, largest first
 
     @property
     def exit_code(self) -> int:
@@ -326,6 +325,13 @@ class RunResults:
     kernel_names: dict = field(default_factory=dict)
 
 
+def run_findings(analysis) -> tuple[Finding, ...]:
+    """The run's findings (tpscope.metrics.findings), from its JSON document as `analyze` gives it."""
+    from tpscope.metrics import as_json
+
+    return tuple(findings(as_json(analysis)))
+
+
 def build_report(
     candidate: RunResults,
     fail_on: FailOn,
@@ -361,6 +367,7 @@ def build_report(
             contention=contended_kernels(candidate.analysis),
             gemm=gemm_view(candidate.analysis),
             loss=losses,
+            findings=run_findings(candidate.analysis),
         )
     bs = run_samples(baseline.analysis)
     binfo = run_info(baseline.analysis, bs)
@@ -395,6 +402,7 @@ def build_report(
         contention=contended_kernels(c_an),
         gemm=gemm_view(c_an),
         loss=losses,
+        findings=run_findings(c_an),
     )
 
 

@@ -63,6 +63,20 @@ class Threshold:
         sign = "+" if self.worse_if > 0 else "-"
         return f"{sign}{self.limit * 100:g}%" if self.relative else f"{sign}{self.limit:g}"
 
+    @property
+    def shown(self) -> str:
+        """The limit as a person reads it next to a change: in the metric's unit."""
+        sign = "+" if self.worse_if > 0 else "-"
+        if self.relative:
+            return f"{sign}{self.limit * 100:g}%"
+        try:  # in the metric's unit, as its changes print: a ratio's in percentage points
+            unit = metric_def(self.metric).unit
+        except KeyError:
+            unit = ""
+        if unit == "ratio":
+            return f"{sign}{self.limit * 100:g} pp"
+        return f"{sign}{self.limit:g}" + (" µs" if unit == "us" else "")
+
 
 @dataclass(frozen=True, slots=True)
 class Bound:
@@ -397,7 +411,7 @@ def _failure_text(c: MetricComparison) -> str:
     short = metric_def(c.metric).short
     parts = []
     if c.past_threshold:
-        parts.append(f"{short} {_delta_text(c)} (limit {c.threshold.text})")
+        parts.append(f"{short} {_delta_text(c)} (limit {c.threshold.shown})")
     if c.bound_violated:
         parts.append(
             f"{short} {format_value(c.candidate_median, metric_def(c.metric).unit)} "

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from tpscope.metrics import RunAnalysis
 from tpscope.metrics.contention import GemmBudget, GemmContention, TaxPart
+from tpscope.metrics.contention_rank import distinct_labels
 from tpscope.numbers import number
 
 TOP = 8
@@ -81,18 +82,21 @@ def shape_rows(view: GemmView) -> tuple[list[str], list[list[str]]]:
     )
 
 
+NAME_CHARS = 60  # a kernel's name cut here, longer where two rows would read the same
+
+
 def part_rows(parts: tuple[TaxPart, ...], what: str) -> tuple[list[str], list[list[str]]]:
     return (
         [what, "GEMM µs/step", "alone µs/step", "tax µs/step", "fewer SMs", "interference"],
         [
             [
-                p.name,
+                name,
                 number(p.gemm_us, "count"),
                 number(p.baseline_us, "count"),
                 number(p.tax_us, "count"),
                 number(p.sm_us, "count"),
                 number(p.interference_us, "count"),
             ]
-            for p in parts
+            for name, p in zip(distinct_labels([p.name for p in parts], NAME_CHARS), parts)
         ],
     )

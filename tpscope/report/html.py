@@ -294,8 +294,8 @@ def render(report: Report) -> str:
     if report.flux_overlap_efficiency is not None or report.attained_saving is not None:
         parts.append(
             "<p>Against the baseline (meaningful when it is the unfused run): Flux overlap efficiency "
-            f"{number(report.flux_overlap_efficiency, 'fraction')}, attained saving "
-            f"{number(report.attained_saving, 'fraction')}.</p>"
+            f"{number(report.flux_overlap_efficiency, 'ratio')}, attained saving "
+            f"{number(report.attained_saving, 'ratio')}.</p>"
         )
     warnings = [*(report.baseline.warnings if report.baseline else ()), *report.candidate.warnings]
     if warnings:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tpscope.metrics.contention_rank import FLOOR_TEXT, distinct_labels
 from tpscope.numbers import number
 from tpscope.report.build import KernelDelta, Report, RunInfo
 from tpscope.report.collective_table import CollectiveDelta
@@ -18,6 +19,7 @@ STATUS_MARK = {
     Status.UNKNOWN: "❔ unknown",
 }
 NAME_CHARS = 90
+FINDINGS_SHOWN = 6
 
 
 def cell(text: str) -> str:
@@ -203,12 +205,12 @@ def collective_rows(
     return headers, rows
 
 
-def signature_text(signature: str) -> str:
+def signature_text(signature: str, limit: int = 48) -> str:
     """A kernel signature (name|grid|block|dims, metrics.md §8) short enough for a table: the name's
     start and the input dims, which tell one GEMM shape from another."""
     name, *rest = signature.split("|")
     dims = next((r for r in rest if r.startswith("dims=")), "")
-    return f"{short_name(name, 48)} {dims}".strip()
+    return f"{short_name(name, limit)} {dims}".strip()
 
 
 def contention_rows(report: Report) -> tuple[list[str], list[list[str]]]:
@@ -224,14 +226,17 @@ def contention_rows(report: Report) -> tuple[list[str], list[list[str]]]:
         ],
         [
             [
-                signature_text(k.signature),
+                label,
                 str(k.n_overlapped),
                 _us(k.isolated_median_us),
                 _us(k.overlapped_median_us),
                 f"{k.slowdown * 100:+.0f}%",
                 _us(k.tax_us_per_step),
             ]
-            for k in report.contention
+            for label, k in zip(
+                distinct_labels([signature_text(k.signature, 400) for k in report.contention], 60),
+                report.contention,
+            )
         ],
     )
 
@@ -307,6 +312,19 @@ def loss_lines(report: Report) -> list[str]:
     return lines
 
 
+def finding_lines(report: Report) -> list[str]:
+    """What matters in the candidate, by time per step (tpscope.metrics.findings)."""
+    if not report.findings:
+        return []
+    who = "this run" if report.baseline is None else "the candidate"
+    lines = ["", f"### What matters in {who}, by time per step", ""]
+    lines += [
+        f"{k}. **{md_text(f.title)}.** {md_text(f.text)}"
+        for k, f in enumerate(report.findings[:FINDINGS_SHOWN], 1)
+    ]
+    return lines
+
+
 def render(report: Report) -> str:
     """The whole Markdown document."""
     alone = report.baseline is None
@@ -350,8 +368,8 @@ def render(report: Report) -> str:
         ]
         if report.headroom:
             head += ["", f"What-if (candidate): {md_text(report.headroom)}."]
-    body = [
-        *loss_lines(report),
+    body = [*finding_lines(report), *loss_lines(report)]
+    body += [
         "",
         f"### Kernels {'by GPU time' if alone else 'that regressed most'}, by shape (µs per rank and step)",
         "",
@@ -375,8 +393,8 @@ def render(report: Report) -> str:
         body += [
             "",
             f"Against the baseline (meaningful when it is the unfused run, metrics.md §9): Flux overlap "
-            f"efficiency {number(report.flux_overlap_efficiency, 'fraction')}, attained saving "
-            f"{number(report.attained_saving, 'fraction')}.",
+            f"efficiency {number(report.flux_overlap_efficiency, 'ratio')}, attained saving "
+            f"{number(report.attained_saving, 'ratio')}.",
         ]
     if report.contention:
         body += [
@@ -386,7 +404,7 @@ def render(report: Report) -> str:
             name_table(*contention_rows(report), "", limit=160),
             "",
             "Median durations of one kernel signature alone and beside communication on another "
-            "stream; the cost is what the slowdown adds per rank and step.",
+            f"stream; the cost is what the slowdown adds per rank and step; {FLOOR_TEXT}.",
         ]
     if report.gemm is not None:
         body += [

@@ -128,9 +128,9 @@ def trace_samples(analysis: RunAnalysis) -> tuple[tuple[int, ...], dict[str, np.
 
 
 def manifest_samples(manifest: Manifest | None) -> tuple[dict[str, np.ndarray], dict[str, str]]:
-    """tokens/s per timed step and peak memory, from `tpscope_run.json` (metrics.md §9)."""
+    """tokens/s per timed step and peak memory, from `tpscope_run.jsonc` (metrics.md §9)."""
     if manifest is None:
-        why = "no tpscope_run.json manifest in the run folder"
+        why = "no tpscope_run.jsonc manifest in the run folder"
         return {}, {"tokens_per_s": why, "peak_memory_bytes": why}
     values: dict[str, np.ndarray] = {}
     missing: dict[str, str] = {}

@@ -6,6 +6,7 @@ import io
 from collections.abc import Sequence
 
 from tpscope.metrics import RunAnalysis
+from tpscope.metrics.contention_rank import FLOOR_TEXT, distinct_labels, ranked_kernels
 from tpscope.numbers import number
 from tpscope.text import printable
 
@@ -123,7 +124,7 @@ def critical_path_table(analysis: RunAnalysis) -> str:
     worst = max(analysis.critical_path, key=lambda p: p.host_us, default=None)
     if worst is not None and worst.host_ops_us:
         ops = ", ".join(f"{name} {fmt(us)}" for name, us in list(worst.host_ops_us.items())[:4])
-        out += f"\nhost time on the path of step {worst.step} by CPU op or user range (us): {ops}"
+        out += f"\nhost time on the path of step {worst.step} by CPU op or user range (µs): {ops}"
     return out
 
 
@@ -180,19 +181,23 @@ def _signature_label(signature: str, name_width: int = 32, dims_width: int = 48)
 
 
 def contention_table(analysis: RunAnalysis, top: int = 5) -> str:
-    """Kernel signatures slowed most beside communication, and collectives beside compute (§8)."""
-    kernels = [k for k in analysis.kernel_contention if k.slowdown is not None][:top]
+    """Kernel signatures whose slowdown beside communication costs most per rank and step, above
+    the floor of significance, and collectives beside compute (§8, "Ranking")."""
+    kernels, under = ranked_kernels(analysis.kernel_contention, len(analysis.steps))
+    kernels = kernels[:top]
+    labels = distinct_labels([_signature_label(k.signature, 200, 200) for k in kernels], 60)
     rows = [
         [
-            _signature_label(k.signature),
+            label,
             str(k.n_isolated),
             str(k.n_overlapped),
             fmt(k.isolated_median_us),
             fmt(k.overlapped_median_us),
             fmt(k.slowdown, "pct"),
+            fmt(k.tax_us_per_step),
             k.baseline or "-",
         ]
-        for k in kernels
+        for label, k in zip(labels, kernels)
     ]
     rows += [
         [
@@ -202,13 +207,24 @@ def contention_table(analysis: RunAnalysis, top: int = 5) -> str:
             fmt(c.isolated_transfer_us),
             fmt(c.overlapped_transfer_us),
             fmt(c.slowdown, "pct"),
+            "-",
             "own",
         ]
         for c in analysis.comm_contention
         if c.slowdown is not None
     ]
-    headers = ["kernel / collective", "n_iso", "n_ovl", "iso_us", "ovl_us", "slowdown", "baseline"]
-    return table(headers, rows, "Contention: isolated versus overlapped medians (metrics.md §8)")
+    headers = [
+        "kernel / collective",
+        "n_iso",
+        "n_ovl",
+        "iso_us",
+        "ovl_us",
+        "slowdown",
+        "tax_us/step",
+        "baseline",
+    ]
+    out = table(headers, rows, "Contention: isolated versus overlapped medians (metrics.md §8)")
+    return out + f"\n{FLOOR_TEXT}" + (f" ({under} signature(s) under it left out)" if under else "")
 
 
 def gemm_contention_tables(analysis: RunAnalysis) -> str | None:
@@ -242,10 +258,36 @@ def summary_table(analysis: RunAnalysis) -> str:
     ]
     if s.flux_overlap_efficiency is not None or s.attained_saving is not None:
         rows += [
-            ["Flux overlap efficiency vs reference", fmt(s.flux_overlap_efficiency, "x")],
-            ["attained saving vs reference", fmt(s.attained_saving, "x")],
+            ["Flux overlap efficiency vs reference", fmt(s.flux_overlap_efficiency, "pct")],
+            ["attained saving vs reference", fmt(s.attained_saving, "pct")],
         ]
     return table(["summary", "value"], rows)
+
+
+FINDINGS_SHOWN = 6
+WRAP = 110
+
+
+def findings_section(analysis: RunAnalysis) -> str:
+    """What matters in the run, by time per step, in words (tpscope.metrics.findings)."""
+    import textwrap
+
+    from tpscope.metrics import as_json
+    from tpscope.metrics.findings import findings
+
+    found = findings(as_json(analysis))[:FINDINGS_SHOWN]
+    if not found:
+        return ""
+    lines = ["What matters in this run, by time per step (the first profiled step left out)"]
+    for k, f in enumerate(found, 1):
+        lines.append(
+            textwrap.fill(
+                f"{k}. {f.title}. {f.text}",
+                WRAP,
+                subsequent_indent="   ",
+            )
+        )
+    return "\n".join(lines)
 
 
 def render(analysis: RunAnalysis, extra_sections: Sequence[str] = ()) -> str:
@@ -258,7 +300,11 @@ def render(analysis: RunAnalysis, extra_sections: Sequence[str] = ()) -> str:
             "communication, the self time of CPU ops the compute, each CPU thread a lane "
             "(metrics.md §1)"
         )
-    parts = [head, step_table(analysis)]
+    parts = [head]
+    found = findings_section(analysis)
+    if found:
+        parts.append(found)
+    parts.append(step_table(analysis))
     if any(s.first_step for s in analysis.steps):
         parts[-1] += "\n* the first profiled step: shown, left out of the summary" + (
             " (included: --include-first-step)" if analysis.first_step_included else ""
@@ -282,7 +328,7 @@ def render(analysis: RunAnalysis, extra_sections: Sequence[str] = ()) -> str:
             return f"rank {r}: {fmt(o)}" + (f" ± {fmt(res)}" if res is not None else "")
 
         parts.append(
-            "clock offsets (us, ± the residual, metrics.md §6): "
+            "clock offsets (µs, ± the residual, metrics.md §6): "
             + ", ".join(offset(r, o) for r, o in analysis.clock_offsets_us.items())
         )
     parts += [*extra_sections, summary_table(analysis)]

@@ -1,4 +1,4 @@
-"""The run folder's manifest, `tpscope_run.json`, as one typed value (docs/runtime.md, "The run
+"""The run folder's manifest, `tpscope_run.jsonc`, as one typed value (docs/runtime.md, "The run
 folder").
 
 `Manifest` names every field, its type and its order in the file; the table of what each field
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tpscope.errors import UserError
-from tpscope.runfolder.layout import MANIFEST_NAME
+from tpscope.runfolder.layout import MANIFEST_NAME, manifest_path
 
 SCHEMA_VERSION = 1
 """The manifest format this version writes; it reads this one and every older one."""
@@ -87,7 +87,7 @@ def _f(kind: str) -> Any:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Manifest:
-    """Every field of `tpscope_run.json`, in the order the runtime writes them (None: unknown)."""
+    """Every field of `tpscope_run.jsonc`, in the order the runtime writes them (None: unknown)."""
 
     schema_version: int | None = _f("count")
     tpscope_version: str | None = _f("text")
@@ -197,7 +197,7 @@ def manifest_from_dict(raw: object, where: str) -> Manifest:
 
 def read_manifest(folder: str | Path) -> Manifest | None:
     """The manifest of a run folder, None when it has none; ManifestError when it cannot be read."""
-    path = Path(folder) / MANIFEST_NAME
+    path = manifest_path(folder)
     if not path.is_file():
         return None
     try:
@@ -225,9 +225,9 @@ def _one_line(exc: BaseException) -> str:
 
 
 def write_manifest(out_dir: str | Path, manifest: Manifest) -> Path:
-    """Write `tpscope_run.json` (atomically: a reader never sees half a file)."""
+    """Write `tpscope_run.jsonc` (atomically: a reader never sees half a file)."""
     path = Path(out_dir) / MANIFEST_NAME
-    tmp = path.with_suffix(".json.tmp")
+    tmp = path.with_suffix(".jsonc.tmp")
     tmp.write_text(json.dumps(manifest.to_dict(), indent=2) + "\n")
     tmp.replace(path)
     return path

@@ -11,7 +11,12 @@ import numpy as np
 
 from tpscope.errors import TraceError, UserError
 from tpscope.numbers import number
-from tpscope.runfolder.layout import MANIFEST_NAME, is_trace_name
+from tpscope.runfolder.layout import (
+    MANIFEST_NAME,
+    OLDER_MANIFEST_NAMES,
+    is_trace_name,
+    manifest_path,
+)
 from tpscope.runfolder.manifest import Manifest, manifest_from_bytes
 from tpscope.runfolder.manifest import read_manifest as read_typed_manifest
 from tpscope.trace import native, parallel, stream
@@ -119,7 +124,7 @@ def _is_regular_file(p: Path) -> bool:
 def read_manifest(folder: Path) -> tuple[Manifest | None, list[str]]:
     """The run folder's manifest (None without one) and a warning when the run did not finish;
     ManifestError (a UserError naming the file and field) when it cannot be read."""
-    return _with_warning(read_typed_manifest(folder), str(folder / MANIFEST_NAME))
+    return _with_warning(read_typed_manifest(folder), str(manifest_path(folder)))
 
 
 def _with_warning(manifest: Manifest | None, where: str) -> tuple[Manifest | None, list[str]]:
@@ -130,14 +135,18 @@ def _with_warning(manifest: Manifest | None, where: str) -> tuple[Manifest | Non
 
 
 def read_url_manifest(url: str) -> tuple[Manifest | None, list[str]]:
-    """`read_manifest` for an fsspec URL: the manifest in the folder it names, or beside the file."""
+    """`read_manifest` for an fsspec URL: the manifest in the folder it names, or beside the file
+    (its name, else an older name that exists)."""
     import fsspec
 
     try:
         fs, root = fsspec.core.url_to_fs(url)
         folder = root if fs.isdir(root) else root.rstrip("/").rsplit("/", 1)[0]
-        path = f"{folder.rstrip('/')}/{MANIFEST_NAME}"
-        if not fs.isfile(path):
+        for name in (MANIFEST_NAME, *OLDER_MANIFEST_NAMES):
+            path = f"{folder.rstrip('/')}/{name}"
+            if fs.isfile(path):
+                break
+        else:
             return None, []
         data = fs.cat_file(path)
     except (OSError, ValueError) as exc:
@@ -477,6 +486,18 @@ def _join_cycles(ranks: list[RankTrace | PackedRank]) -> list[RankTrace | Packed
     return out
 
 
+def rank_ranges(ranks: list[int]) -> str:
+    """Sorted rank numbers as runs: [0, 1, 2, 5, 7, 8] -> '0-2, 5, 7-8'."""
+    parts, start = [], None
+    for k, r in enumerate(ranks):
+        if start is None:
+            start = r
+        if k + 1 == len(ranks) or ranks[k + 1] != r + 1:
+            parts.append(f"{start}" if start == r else f"{start}-{r}")
+            start = None
+    return ", ".join(parts)
+
+
 def _consistency_warnings(ranks: tuple[RankHeader, ...]) -> list[str]:
     out: list[str] = []
     sizes = {r.world_size for r in ranks if r.world_size is not None}
@@ -491,7 +512,9 @@ def _consistency_warnings(ranks: tuple[RankHeader, ...]) -> list[str]:
                 "a file from another run, or a wrong distributedInfo"
             )
         if missing:
-            out.append(f"world size {size} but no trace for rank(s) {missing}")
+            out.append(
+                f"world size {size} but no trace for {len(missing)} rank(s): {rank_ranges(missing)}"
+            )
     steps = {r.rank: tuple(r.steps.step.tolist()) for r in ranks}
     if len(set(steps.values())) > 1:
         out.append(

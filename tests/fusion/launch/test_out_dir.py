@@ -18,7 +18,7 @@ def test_out_folder_is_refused_unless_overwrite(tmp_path):
     assert run.is_dir()
     prepare_out_dir(str(run), overwrite=False)  # empty: fine
     (run / "rank0.1.pt.trace.json.gz").write_bytes(b"x")
-    (run / "tpscope_run.json").write_text("{}")
+    (run / "tpscope_run.jsonc").write_text("{}")
     (run / "notes.txt").write_text("mine")
     with pytest.raises(UserError, match="not empty .*--overwrite"):
         prepare_out_dir(str(run), overwrite=False)

@@ -111,7 +111,7 @@ def test_two_runs_started_together_into_one_folder_one_runs_the_other_refuses(tm
     assert codes == [0, 2], [(rc, err[-500:]) for rc, _, err in done]
     refused = next(err for rc, _, err in done if rc == 2)
     assert refused.count("\n") == 1 and f"--out {out}: another tpscope run (pid " in refused
-    manifest = json.loads((out / "tpscope_run.json").read_text())
+    manifest = json.loads((out / "tpscope_run.jsonc").read_text())
     assert manifest["complete"] is True and len(manifest["step_times_ms"]) == 4
 
 
@@ -147,7 +147,7 @@ def test_a_stopped_run_stops_torchrun_and_every_worker_and_is_marked_incomplete(
             f"tpscope run: error: stopped by {how}; torchrun and every worker "
             f"were stopped ({out} is marked incomplete)"
         )
-    manifest = json.loads((out / "tpscope_run.json").read_text())
+    manifest = json.loads((out / "tpscope_run.jsonc").read_text())
     assert (
         manifest["complete"] is False and how.replace("SIGKILL", "SIGTERM") in manifest["stopped"]
     )

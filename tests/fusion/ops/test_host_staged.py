@@ -134,7 +134,7 @@ def test_cpu_run_end_to_end(tmp_path):
         timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    manifest = json.loads((out / "tpscope_run.json").read_text())
+    manifest = json.loads((out / "tpscope_run.jsonc").read_text())
     assert manifest["mode"] == "host_staged" and manifest["complete"]
     assert {v["mode"] for v in manifest["fusion_by_layer"].values()} == {"host_staged"}
     traces = sorted(out.glob("rank*.pt.trace.json.gz"))

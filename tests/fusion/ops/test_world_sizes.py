@@ -59,7 +59,7 @@ def test_run_at_world_size(tmp_path, world, mode, chunks):
         )
         assert any(n.startswith("gloo:") for n in names), "the collectives are in the trace"
     assert sorted(ranks) == list(range(world))
-    manifest = json.loads((out / "tpscope_run.json").read_text())
+    manifest = json.loads((out / "tpscope_run.jsonc").read_text())
     assert manifest["tp"] == world and manifest["world_size"] == world and manifest["mode"] == mode
     assert manifest["backend"] == "gloo" and manifest["profiler"]["profiled_steps"] == [2]
     assert len(manifest["step_times_ms"]) == 3

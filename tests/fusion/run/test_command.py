@@ -51,7 +51,7 @@ def _check_run_folder(out: Path, world: int, mode: str) -> dict:
         ]
         assert shapes, "collectives carry their shapes (record_shapes)"
     assert ranks == set(range(world))
-    manifest = json.loads((out / "tpscope_run.json").read_text())
+    manifest = json.loads((out / "tpscope_run.jsonc").read_text())
     assert manifest["tp"] == world and manifest["mode"] == mode and manifest["device"] == "cpu"
     assert len(manifest["step_times_ms"]) == 4 and manifest["tokens_per_s"] > 0
     assert manifest["profiler"]["profiled_steps"] == [2]

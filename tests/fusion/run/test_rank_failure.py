@@ -166,7 +166,7 @@ def test_a_killed_rank_ends_the_run_at_once_with_one_line(tmp_path):
             f"tpscope run: error: rank 1 (pid {victim.pid}) died with signal 9 (SIGKILL); "
             f"the other ranks were stopped ({tmp_path / 'run'} is marked incomplete)"
         ), last
-        assert json.loads((tmp_path / "run" / "tpscope_run.json").read_text())["complete"] is False
+        assert json.loads((tmp_path / "run" / "tpscope_run.jsonc").read_text())["complete"] is False
         assert took < 15 + 30, f"{took:.1f} s from the kill to the exit"  # measured ~1 s on 2 cores
         print(f"killed rank -> exit in {took:.2f} s")
     finally:

@@ -139,7 +139,7 @@ def test_cpu_sweep_end_to_end(tmp_path):
     assert [r["run"] for r in doc["runs"]] == ["00-none", "01-ring-k2-NCCL_P2P_PCI_CHUNKSIZE131072"]
     # the variant's NCCL setting reached its workers only, over the runtime's default
     recorded = [
-        json.loads((out / r["run"] / "tpscope_run.json").read_text())["nccl_env"]
+        json.loads((out / r["run"] / "tpscope_run.jsonc").read_text())["nccl_env"]
         for r in doc["runs"]
     ]
     assert [e["NCCL_P2P_PCI_CHUNKSIZE"] for e in recorded] == ["524288", "131072"]
@@ -196,7 +196,7 @@ def test_a_failed_variant_is_reported_and_the_sweep_goes_on(tmp_path, monkeypatc
             "comm_ctas": cfg["comm_ctas"],
             "bwd_overlap": cfg["bwd_overlap"],
         }
-        Path(cfg["out_dir"], "tpscope_run.json").write_text(json.dumps(manifest))
+        Path(cfg["out_dir"], "tpscope_run.jsonc").write_text(json.dumps(manifest))
         return 0
 
     monkeypatch.setattr(launch_mod, "launch", fake_launch)
@@ -257,7 +257,7 @@ def test_a_signal_that_stops_a_variant_stops_the_sweep(tmp_path, monkeypatch):
             "peak_memory_bytes": 1,
             "fusion_by_layer": {},
         }
-        Path(cfg["out_dir"], "tpscope_run.json").write_text(json.dumps(manifest))
+        Path(cfg["out_dir"], "tpscope_run.jsonc").write_text(json.dumps(manifest))
         return 0
 
     monkeypatch.setattr(launch_mod, "launch", fake_launch)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tpscope.errors import UserError
 from tpscope.outputs import check_out_folder, make_folder
-from tpscope.runfolder.layout import LOCK_NAME, MANIFEST_NAME, RUN_ARTIFACTS
+from tpscope.runfolder.layout import LOCK_NAME, RUN_ARTIFACTS, manifest_path
 from tpscope.runfolder.manifest import ManifestError, incomplete, manifest_from_dict, write_manifest
 
 
@@ -143,7 +143,7 @@ def unique_out_dir(parent: str, stem: str) -> str:
 def mark_incomplete(out_dir: str | Path, reason: str, command: list[str] | None = None) -> None:
     """Record in the run folder's manifest that the run did not finish: `complete: false` and why.
     A manifest of a finished run is left as it is; else a minimal one is written (atomically)."""
-    path = Path(out_dir) / MANIFEST_NAME
+    path = manifest_path(out_dir)
     try:
         manifest = manifest_from_dict(json.loads(path.read_text()), str(path))
     except (OSError, ValueError, ManifestError):

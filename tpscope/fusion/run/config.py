@@ -31,7 +31,7 @@ class RunConfig:
     """One `tpscope run`: what to train, how to fuse it, where to write the run folder."""
 
     out_dir: str = field(metadata={"cli": {"flag": "--out", "unset": "runs/<time>-<mode>"}})
-    """The run folder (traces and tpscope_run.json)."""
+    """The run folder (traces and tpscope_run.jsonc)."""
     fusion: FusionChoice = DEFAULT_FUSION
     """How every layer's ops are fused; with `auto`, the options (SM margin, CTA cap, backward
     overlap) every candidate of the probe takes, its mode `none`."""
