@@ -5,7 +5,6 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from tpscope.dashboards.figures.common import COLORS, base_layout, not_available
-
 from tpscope.metrics.contention_rank import FLOOR_TEXT, distinct_labels
 
 MAX_SIGNATURES = 30

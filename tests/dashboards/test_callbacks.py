@@ -4,8 +4,8 @@ reads labels and hovers as HTML), and a click reads those names back as the data
 from __future__ import annotations
 
 import plotly.graph_objects as go
-from tpscope.dashboards.callbacks import _point, guarded
 
+from tpscope.dashboards.callbacks import _point, guarded
 from tpscope.errors import UserError
 
 LINK = '<a href="https://evil.example/">gemm</a>'

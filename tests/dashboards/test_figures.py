@@ -643,7 +643,6 @@ def test_a_million_cpu_ops_are_merged_per_pixel_on_their_thread_row(tmp_path):
 
 def test_exposed_intervals_of_a_hand_made_lane():
     from tpscope.dashboards.timeline_data import exposed_intervals
-
     from tpscope.trace import ActivityClass
 
     # compute [0, 10) and [20, 25) on lane 0; comm [5, 30) on lane 1: exposed [10, 20) and [25, 30)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tpscope.dashboards.timeline_data import timeline_data
 
 from tests.kineto import RankTrace, write_run
+from tpscope.dashboards.timeline_data import timeline_data
 from tpscope.trace import load_run
 
 
