@@ -8,8 +8,8 @@ import threading
 import plotly.graph_objects as go
 from dash import Input, Output, dcc, html
 from dash.exceptions import PreventUpdate
-from tpscope.dashboards.figures.common import COLORS, base_layout, not_available
 
+from tpscope.dashboards.figures.common import COLORS, base_layout, not_available
 from tpscope.errors import UserError
 
 DEFAULT_CHANGES = "hide=all comm=0.5"

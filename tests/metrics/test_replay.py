@@ -139,7 +139,9 @@ def test_identity_names_what_an_incomplete_graph_carries(tmp_path):
 @pytest.mark.parametrize("run_dir", CPU_JOBS, ids=lambda p: p.name)
 def test_comm_and_hide_on_cpu_jobs(run_dir):
     """comm=0.5 and hide=all on gloo jobs: each predicts a step no longer than measured, hide=all
-    no longer than comm=0.5, and the collectives' exposed time shrinks."""
+    no longer than comm=0.5, and the communication on the critical path (§7's walk over the
+    replayed times) shrinks with them. What hide=all leaves there is blocking waits for a rank
+    that issued its collective later (the ranks still meet): none on ddp, fsdp2 and pipeline."""
     w = predict(
         prepare(load_run(run_dir, workers=1)),
         [parse_change("comm=0.5"), parse_change("hide=all")],
@@ -147,14 +149,17 @@ def test_comm_and_hide_on_cpu_jobs(run_dir):
     half, hide = w.changes[0], w.changes[1]
     assert hide.predicted_step_us <= half.predicted_step_us * 1.0001
     assert half.predicted_step_us <= w.measured_step_us * 1.0001
-    assert hide.path["comm_us"] == 0
-    assert half.path["comm_us"] < w.measured_path["comm_us"]
+    assert hide.path["comm_us"] < half.path["comm_us"] < w.measured_path["comm_us"]
+    if run_dir.name in ("ddp", "fsdp2", "pipeline"):
+        assert hide.path["comm_us"] == 0
 
 
 def test_pipeline_job_gains_from_hiding_its_sends():
     """The 2-stage pipeline's stages wait for each other's send/recv: hiding them shortens the
-    step (the graph links the stages through the matched point-to-point transfers)."""
+    step (the graph links the stages through the matched point-to-point transfers, each side
+    arriving when its thread issued it): 84.2 ms against 90.2 ms measured. The rest stays: the
+    threads' time inside `c10d::send` / `c10d::recv_` is their host time (metrics.md §1)."""
     w = predict(
         prepare(load_run(DATA / "foreign-cpu" / "pipeline", workers=1)), [parse_change("hide=all")]
     )
-    assert w.changes[0].predicted_step_us < 0.9 * w.measured_step_us
+    assert w.changes[0].predicted_step_us < 0.95 * w.measured_step_us

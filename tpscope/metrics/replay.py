@@ -28,6 +28,7 @@ from tpscope.metrics import intervals as iv
 from tpscope.metrics.activities import NS_PER_US, RunActivities
 from tpscope.metrics.collectives import CollectiveMatch, CollectiveTiming
 from tpscope.metrics.critical_path import PathGraph
+from tpscope.metrics.replay_cpu_run import cpu_run_edges
 from tpscope.trace import ActivityClass
 
 LATENCY_CAP_NS = 10_000  # §7's tolerance: a longer gap after the binding edge was a hold
@@ -57,6 +58,9 @@ class ReplayGraph:
     carried_ns: np.ndarray  # time an inferred or unexplained hold carried in the trace
     instance: np.ndarray  # matched collective instance, -1
     transfer_ns: np.ndarray  # a matched collective's transfer part (§5)
+    issue_off_ns: np.ndarray  # a CPU run's collective: its start after its thread issued it
+    wait_for: np.ndarray  # a CPU run's blocking wait: the collective it waited for (global), -1
+    wait_lag_ns: np.ndarray  # its return after that collective's end
     step: np.ndarray
     rank_pos: np.ndarray
     is_comm: np.ndarray
@@ -77,13 +81,9 @@ class ReplayGraph:
         return len(self.start_ns)
 
 
-def running_on_other_lane(
-    lane: np.ndarray, start: np.ndarray, end: np.ndarray, running: bool = True
-) -> np.ndarray:
+def running_on_other_lane(lane: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Per activity of one rank: the activity of another lane running when it started (the latest
-    started of those whose span holds its start), else -1 (what held the GPU: §7's `resource`).
-    `running=False`: the latest started on another lane, running or not (a CPU thread that
-    waited for another thread's event)."""
+    started of those whose span holds its start), else -1 (what held the GPU: §7's `resource`)."""
     out = np.full(len(lane), -1, np.int64)
     best = np.full(len(lane), np.iinfo(np.int64).min, np.int64)
     lanes = np.unique(lane).tolist()
@@ -93,11 +93,8 @@ def running_on_other_lane(
         starts = start[order]
         mine = np.flatnonzero(lane != other)
         j = np.searchsorted(starts, start[mine], side="left") - 1  # started strictly before
-        ok = j >= 0
         cand = order[np.maximum(j, 0)]
-        if running:
-            ok &= end[cand] > start[mine]
-        ok &= start[cand] > best[mine]
+        ok = (j >= 0) & (end[cand] > start[mine]) & (start[cand] > best[mine])
         out[mine[ok]] = cand[ok]
         best[mine[ok]] = start[cand[ok]]
     return out
@@ -154,9 +151,8 @@ def _rank_part(graph: PathGraph, pos: int, cpu_base: int) -> dict:
     kind[by_other] = HELD
     carried[by_other] = gap[by_other]
     cpu_run = graph.ranks[pos].cpu_run  # activities are CPU ops, lanes their threads
-    running = running_on_other_lane(
-        np.asarray(graph.acts.lane[g.base : g.base + n]), s, e, running=not cpu_run
-    )
+    lane = np.asarray(graph.acts.lane[g.base : g.base + n])
+    running = running_on_other_lane(lane, s, e)
     by_running = long & ~by_other & (running >= 0)
     run_pred = np.full(n, -1, np.int64)
     run_pred[by_running] = running[by_running] + g.base
@@ -166,12 +162,8 @@ def _rank_part(graph: PathGraph, pos: int, cpu_base: int) -> dict:
     kind[by_running] = HELD
     carried[by_running] = gap[by_running]
     lost = long & ~by_other & ~by_running
-    if cpu_run:  # a gap on a thread that no other thread explains is that thread's host work
-        lost &= kind != STREAM
-        host = long & ~by_other & ~by_running & (kind == STREAM)
-        latency[host] = gap[host]
-        kind[host] = HOST  # the thread's own work between two ops: a duration, not a latency
     kind[lost] = UNEXPLAINED
+    stream_pred = np.where(lane_prev >= 0, lane_prev + g.base, -1)
     carried[lost] = gap[lost]
     latency[lost] = gap[lost]  # kept after its ready time: whatever held it is assumed to stay
     base = g.base
@@ -201,10 +193,32 @@ def _rank_part(graph: PathGraph, pos: int, cpu_base: int) -> dict:
     thread_off = np.where(thread_wait, cs - ce[pw], 0)
     waited = np.asarray(cpu.waited_for, np.int64)
     lag = np.where(waited >= 0, ce - np.maximum(cs, e[np.maximum(waited, 0)]), 0)
+    part = dict(
+        issue_off_ns=np.zeros(n, np.int64),
+        wait_for=np.full(n, -1, np.int64),
+        wait_lag_ns=np.zeros(n, np.int64),
+    )
+    if cpu_run:  # metrics.md §11, CPU runs: the threads' own edges replace the GPU's
+        run = cpu_run_edges(g, graph.ranks[pos], lane, lane_prev, int(graph.offsets_ns[pos]))
+        kind = np.where(run.pop("first"), FIRST, np.where(run.pop("binds"), HELD, HOST))
+        for k in ("stream_pred", "held_pred", "run_pred", "wait_for"):
+            run[k] = np.where(run[k] >= 0, run[k] + base, -1)
+        stream_pred, held, run_pred = (
+            run.pop("stream_pred"),
+            run.pop("held_pred"),
+            run.pop("run_pred"),
+        )
+        run_off, latency, carried = (
+            run.pop("run_off_ns"),
+            run.pop("latency_ns"),
+            run.pop("carried_ns"),
+        )
+        part.update(run)
     return dict(
+        **part,
         start_ns=s,
         end_ns=e,
-        stream_pred=np.where(lane_prev >= 0, lane_prev + base, -1),
+        stream_pred=stream_pred,
         event_pred=np.where(event_pred >= 0, event_pred + base, -1),
         held_pred=held,
         run_pred=run_pred,
@@ -242,12 +256,26 @@ def replay_graph(
     member = np.flatnonzero(instance >= 0)
     # a member that ended before the last member started cannot have waited for it: matched
     # inconsistently (or clocks disagree), it is replayed as an unmatched kernel
-    early = cat["end_ns"][member] < np.asarray(timing.arrival_ns)[instance[member]]
+    # a member arrives when it started, or (CPU runs) when its thread issued it
+    arrive = cat["start_ns"] - cat["issue_off_ns"]
+    arrival = np.full(int(match.n_instances), np.iinfo(np.int64).min, np.int64)
+    np.maximum.at(arrival, instance[member], arrive[member])
+    early = cat["end_ns"][member] < arrival[instance[member]]
     instance[member[early]] = -1
+    transfer = np.asarray(timing.transfer_ns, np.int64).copy()
+    member = np.flatnonzero(instance >= 0)
+    arrival[:] = np.iinfo(np.int64).min
+    np.maximum.at(arrival, instance[member], arrive[member])
+    # a CPU run's collective: its transfer after the last member issued it, not after the last
+    # range began
+    issued = np.zeros(len(arrival), bool)
+    issued[instance[member[cat["issue_off_ns"][member] > 0]]] = True
+    m = member[issued[instance[member]]]
+    transfer[m] = cat["end_ns"][m] - np.maximum(cat["start_ns"][m], arrival[instance[m]])
     return ReplayGraph(
         dur_ns=cat["end_ns"] - cat["start_ns"],
         instance=instance,
-        transfer_ns=np.asarray(timing.transfer_ns, np.int64),
+        transfer_ns=transfer,
         step=np.asarray(acts.step, np.int64),
         rank_pos=np.asarray(acts.rank_pos, np.int64),
         is_comm=acts.cls == ActivityClass.COMM,
@@ -283,7 +311,8 @@ def simulate(
     transfer = (rg.transfer_ns if transfer_ns is None else transfer_ns).tolist()
     n, m = len(rg.start_ns), len(rg.cpu_start_ns)
     # visit order: CPU ends, then CPU starts, then GPU starts, by measured time
-    keys = np.concatenate([rg.cpu_end_ns, rg.cpu_start_ns, rg.start_ns])
+    # a CPU run's collective at the point its thread issued it: its members' arrivals
+    keys = np.concatenate([rg.cpu_end_ns, rg.cpu_start_ns, rg.start_ns - rg.issue_off_ns])
     prio = np.concatenate([np.zeros(m, np.int8), np.ones(m, np.int8), np.full(n, 2, np.int8)])
     order = np.lexsort((prio, keys)).tolist()
     INF = None
@@ -301,6 +330,8 @@ def simulate(
     lc, loff, lat = rg.launch_call.tolist(), rg.launch_off_ns.tolist(), rg.latency_ns.tolist()
     kind = rg.ready_kind.tolist()
     rp, roff = rg.run_pred.tolist(), rg.run_off_ns.tolist()
+    ioff = rg.issue_off_ns.tolist()
+    wf, wlag = rg.wait_for.tolist(), rg.wait_lag_ns.tolist()
     mst, men = rg.start_ns.tolist(), rg.end_ns.tolist()
     cprev, cgap = rg.cpu_prev.tolist(), rg.cpu_gap_ns.tolist()
     cwait, clag = rg.cpu_waited.tolist(), rg.cpu_lag_ns.tolist()
@@ -314,6 +345,11 @@ def simulate(
         v = en[a]
         if v is not None:
             return v
+        w = wf[a]
+        if w >= 0 and st[a] is not None:  # a blocking wait: after the collective it waited for
+            v = end_of(w)
+            v = en[a] = (st[a] if st[a] > v else v) + wlag[a]
+            return v
         i = inst[a]
         if i >= 0 and st[a] is not None:
             arr = arrival[i]
@@ -322,7 +358,7 @@ def simulate(
                 if any(x is None for x in starts):
                     violations += 1
                     return men[a]
-                arr = arrival[i] = max(starts)
+                arr = arrival[i] = max(x - ioff[b] for x, b in zip(starts, members[i]))
             v = en[a] = max(st[a], arr) + transfer[a]
             return v
         violations += 1
@@ -399,7 +435,7 @@ def simulate(
                     v = cs + loff[a]
                     ready = v if ready is None or v > ready else ready
                 st[a] = ready + lat[a]
-            if inst[a] < 0:
+            if inst[a] < 0 and wf[a] < 0:
                 en[a] = st[a] + dur[a]
     for a in range(n):
         if en[a] is None:
