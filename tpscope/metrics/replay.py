@@ -20,6 +20,7 @@ rewrite `dur_ns`, `transfer_ns` and the extra predecessors before `simulate`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -29,7 +30,8 @@ from tpscope.metrics.activities import NS_PER_US, RunActivities
 from tpscope.metrics.collectives import CollectiveMatch, CollectiveTiming
 from tpscope.metrics.critical_path import PathGraph
 from tpscope.metrics.replay_cpu_run import cpu_run_edges
-from tpscope.trace import ActivityClass
+from tpscope.trace import ActivityClass, RankTrace
+from tpscope.trace.steps import partition
 
 LATENCY_CAP_NS = 10_000  # §7's tolerance: a longer gap after the binding edge was a hold
 BLOCKED_GAP_NS = 1_000_000  # a CPU thread idle this long between runtime calls was blocked
@@ -76,6 +78,7 @@ class ReplayGraph:
     cpu_waited: np.ndarray  # the GPU row a blocking sync waited for, -1
     cpu_lag_ns: np.ndarray  # return latency after it
     cpu_base: np.ndarray
+    window_edges: np.ndarray  # `window_edges`: per (rank, step) its §3 window's measured edges
 
     def __len__(self) -> int:
         return len(self.start_ns)
@@ -281,6 +284,7 @@ def replay_graph(
         is_comm=acts.cls == ActivityClass.COMM,
         n_instances=int(match.n_instances),
         cpu_base=np.asarray(cpu_base, np.int64),
+        window_edges=window_edges(acts, graph.ranks, graph.offsets_ns),
         **cat,
     )
 
@@ -464,18 +468,63 @@ class StepTimes:
         return float(np.mean(vals)) if vals else None
 
 
-def step_times(step: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> StepTimes:
-    """metrics.md §11: a step's time is the latest end minus the earliest start of its activities
-    over all ranks (the span the critical path of §7 covers)."""
-    has = step >= 0
+def window_edges(
+    acts: RunActivities, ranks: Sequence[RankTrace], offsets_ns: np.ndarray
+) -> np.ndarray:
+    """Per (rank, step) with activities: rank position, step, how far its measured §3 window
+    begins before its first activity (`head`) and ends after its last (`tail`; a CPU run's window
+    ends where its `ProfilerStep#N` range ends), as rows of an (n, 4) int64 array."""
+    rows = []
+    for pos in range(len(acts.rank_bounds) - 1):  # a loop over ranks
+        lo_r, hi_r = int(acts.rank_bounds[pos]), int(acts.rank_bounds[pos + 1])
+        stp = acts.step[lo_r:hi_r]
+        has = stp >= 0
+        w = ranks[pos].steps
+        if not has.any() or len(w) == 0:
+            continue
+        steps, inv = np.unique(stp[has], return_inverse=True)
+        shift = int(offsets_ns[pos])
+        lo = np.full(len(steps), np.iinfo(np.int64).max, np.int64)
+        hi = np.full(len(steps), np.iinfo(np.int64).min, np.int64)
+        np.minimum.at(lo, inv, (acts.start_ns[lo_r:hi_r] - shift)[has])
+        np.maximum.at(hi, inv, (acts.end_ns[lo_r:hi_r] - shift)[has])
+        k = np.searchsorted(w.step, steps)
+        ok = (k < len(w.step)) & (w.step[np.minimum(k, len(w.step) - 1)] == steps)
+        k = np.minimum(k, len(w.step) - 1)
+        head = np.where(ok, lo - (w.start_ns[k] - shift), 0)
+        tail = np.where(ok, (w.end_ns[k] - shift) - hi, 0)
+        rows.append(np.stack([np.full(len(steps), pos), steps, head, tail], axis=1))
+    return np.concatenate(rows) if rows else np.zeros((0, 4), np.int64)
+
+
+def step_times(rg: ReplayGraph, start_ns: np.ndarray, end_ns: np.ndarray) -> StepTimes:
+    """metrics.md §11: a step's time is its period, by §3's window rule on each rank: its window
+    ends at the end of its last activity (plus the measured `tail` of `window_edges`) and begins
+    where the previous step's ends (the first profiled step, and a step whose predecessor was not
+    profiled, at its first activity less the measured `head`); over ranks, the longest."""
+    has = rg.step >= 0
     if not has.any():
         return StepTimes([], [])
-    uniq, inv = np.unique(step[has], return_inverse=True)
-    lo = np.full(len(uniq), np.iinfo(np.int64).max, np.int64)
-    hi = np.full(len(uniq), np.iinfo(np.int64).min, np.int64)
-    np.minimum.at(lo, inv, start_ns[has])
-    np.maximum.at(hi, inv, end_ns[has])
-    return StepTimes(uniq.tolist(), ((hi - lo) / NS_PER_US).tolist())
+    uniq = np.unique(rg.step[has])
+    out = np.zeros(len(uniq), np.int64)
+    edges = rg.window_edges
+    for pos in np.unique(rg.rank_pos[has]).tolist():  # a loop over ranks
+        mine = has & (rg.rank_pos == pos)
+        steps, inv = np.unique(rg.step[mine], return_inverse=True)
+        lo = np.full(len(steps), np.iinfo(np.int64).max, np.int64)
+        hi = np.full(len(steps), np.iinfo(np.int64).min, np.int64)
+        np.minimum.at(lo, inv, start_ns[mine])
+        np.maximum.at(hi, inv, end_ns[mine])
+        e = edges[edges[:, 0] == pos]  # by step
+        if len(e):
+            j = np.minimum(np.searchsorted(e[:, 1], steps), len(e) - 1)
+            ok = e[j, 1] == steps
+            lo = lo - np.where(ok, e[j, 2], 0)
+            hi = hi + np.where(ok, e[j, 3], 0)
+        w_lo, w_hi = partition(steps, lo, hi)
+        k = np.searchsorted(uniq, steps)
+        out[k] = np.maximum(out[k], w_hi - w_lo)
+    return StepTimes(uniq.tolist(), (out / NS_PER_US).tolist())
 
 
 def median_latencies(rg: ReplayGraph) -> ReplayGraph:
