@@ -36,8 +36,8 @@ from tpscope.trace.steps import partition
 LATENCY_CAP_NS = 10_000  # §7's tolerance: a longer gap after the binding edge was a hold
 BLOCKED_GAP_NS = 1_000_000  # a CPU thread idle this long between runtime calls was blocked
 # why a GPU activity started when it did (metrics.md §11)
-READY = ("first", "stream", "event", "launch", "held", "unexplained", "host")
-FIRST, STREAM, EVENT, LAUNCH, HELD, UNEXPLAINED, HOST = range(len(READY))
+READY = ("first", "stream", "event", "launch", "held", "unexplained", "host", "thread")
+FIRST, STREAM, EVENT, LAUNCH, HELD, UNEXPLAINED, HOST, THREAD = range(len(READY))
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,7 +203,7 @@ def _rank_part(graph: PathGraph, pos: int, cpu_base: int) -> dict:
     )
     if cpu_run:  # metrics.md §11, CPU runs: the threads' own edges replace the GPU's
         run = cpu_run_edges(g, graph.ranks[pos], lane, lane_prev, int(graph.offsets_ns[pos]))
-        kind = np.where(run.pop("first"), FIRST, np.where(run.pop("binds"), HELD, HOST))
+        kind = np.where(run.pop("first"), FIRST, np.where(run.pop("binds"), THREAD, HOST))
         for k in ("stream_pred", "held_pred", "run_pred", "wait_for"):
             run[k] = np.where(run[k] >= 0, run[k] + base, -1)
         stream_pred, held, run_pred = (
@@ -547,8 +547,9 @@ def median_latencies(rg: ReplayGraph) -> ReplayGraph:
 def carried_by_kind(rg: ReplayGraph) -> dict[str, float]:
     """µs per rank and step during which an inferred edge set when something started: the union,
     per rank, of the gaps before activities whose start a `held` edge set, of the gaps no edge
-    explains (`unexplained`, not replayed), and of the CPU threads' waits for another thread
-    (`thread`), summed over ranks and divided by ranks × steps (metrics.md §11)."""
+    explains (`unexplained`, not replayed), and of the CPU threads' waits for another thread or
+    (CPU runs) a collective (`thread`), summed over ranks and divided by ranks × steps (metrics.md
+    §11)."""
     steps = np.unique(rg.step[rg.step >= 0])
     n_ranks = len(rg.cpu_base)
     denom = max(len(steps), 1) * max(n_ranks, 1)
@@ -563,13 +564,19 @@ def carried_by_kind(rg: ReplayGraph) -> dict[str, float]:
             rg.rank_pos,
         ),
         ("thread", rg.cpu_start_ns, rg.cpu_thread_carried_ns, cpu_rank),
+        (
+            "thread",  # a CPU run's thread that waited for another thread or a collective
+            rg.start_ns,
+            np.where(rg.ready_kind == THREAD, rg.carried_ns, 0),
+            rg.rank_pos,
+        ),
     ):
         total = 0
         for pos in range(n_ranks):  # a loop over ranks
             sel = (rank == pos) & (gaps > 0)
             lo, hi = iv.union(starts[sel] - gaps[sel], starts[sel])
             total += int((hi - lo).sum())
-        out[name] = total / NS_PER_US / denom
+        out[name] = out.get(name, 0.0) + total / NS_PER_US / denom
     return out
 
 
