@@ -162,9 +162,8 @@ def test_comm_and_hide_on_cpu_jobs(run_dir):
 def test_pipeline_job_gains_from_hiding_its_sends():
     """The 2-stage pipeline's stages wait for each other's send/recv: hiding them shortens the
     step (the graph links the stages through the matched point-to-point transfers, each side
-    arriving when its thread issued it): 84.2 ms against 90.2 ms measured. The rest stays: the
-    threads' time inside `c10d::send` / `c10d::recv_` is their host time (metrics.md §1)."""
+    arriving when its thread issued it): 74.9 ms against 84.3 ms measured."""
     w = predict(
         prepare(load_run(DATA / "foreign-cpu" / "pipeline", workers=1)), [parse_change("hide=all")]
     )
-    assert w.changes[0].predicted_step_us < 0.95 * w.measured_step_us
+    assert w.changes[0].predicted_step_us < 0.9 * w.measured_step_us
