@@ -15,13 +15,8 @@ from tpscope.metrics.collectives import collective_timing, match_collectives
 from tpscope.metrics.contention import comm_overlap_fraction
 from tpscope.metrics.critical_path import PathGraph, critical_paths, path_graph
 from tpscope.metrics.gemm import GemmFinder, Samples
-from tpscope.metrics.replay import (
-    carried_by_kind,
-    median_latencies,
-    replay_graph,
-    simulate,
-    step_times,
-)
+from tpscope.metrics.replay import replay_graph, simulate
+from tpscope.metrics.replay_measures import carried_by_kind, median_latencies, step_times
 from tpscope.metrics.whatif_changes import (
     ASSUMED_SLOWDOWN,
     KINDS,
