@@ -4,8 +4,8 @@
 Every rank's GPU activities and CPU runtime calls are nodes. A GPU activity starts when its stream
 predecessor, the producer of a recorded stream wait and its launch call are done, plus the latency
 its binding edge carried in the trace (at most `LATENCY_CAP_NS`); an activity that started later
-than that was held back: by the other-stream activity that ended just before it or that was
-running when it started (`held`, an inferred edge), else by nothing the trace records
+than that was held back: by §7's `resource` holder, else the other-stream activity that ended
+just before it or that was running when it started (`held`, an inferred edge), else by nothing the trace records
 (`unexplained`: its delay is kept after its ready time, and the time it carries is reported). A
 matched collective's transfer starts when the last rank arrives. A CPU call starts its measured
 host gap after the previous call on its thread ends (or when another thread woke it: `thread`,
@@ -148,7 +148,16 @@ def _rank_part(graph: PathGraph, pos: int, cpu_base: int) -> dict:
     held = np.full(n, -1, np.int64)
     e_other = np.where(other >= 0, e[np.maximum(other, 0)], neg)
     long = (kind != FIRST) & (gap > LATENCY_CAP_NS)
-    by_other = long & (other >= 0) & (e_other > ready) & (s - e_other <= LATENCY_CAP_NS)
+    # §7's `resource` holder: what held the GPU when it could not start
+    holder = np.asarray(g.holder, np.int64) if g.holder is not None else np.full(n, -1, np.int64)
+    e_hold = np.where(holder >= 0, e[np.maximum(holder, 0)], neg)
+    by_holder = long & (holder >= 0) & (e_hold > ready)
+    held[by_holder] = holder[by_holder] + g.base
+    latency[by_holder] = (s - e_hold)[by_holder]
+    kind[by_holder] = HELD
+    carried[by_holder] = gap[by_holder]
+    by_other = long & ~by_holder & (other >= 0) & (e_other > ready)
+    by_other &= s - e_other <= LATENCY_CAP_NS
     held[by_other] = other[by_other] + g.base
     latency[by_other] = (s - e_other)[by_other]
     kind[by_other] = HELD
@@ -156,7 +165,7 @@ def _rank_part(graph: PathGraph, pos: int, cpu_base: int) -> dict:
     cpu_run = graph.ranks[pos].cpu_run  # activities are CPU ops, lanes their threads
     lane = np.asarray(graph.acts.lane[g.base : g.base + n])
     running = running_on_other_lane(lane, s, e)
-    by_running = long & ~by_other & (running >= 0)
+    by_running = long & ~by_holder & ~by_other & (running >= 0)
     run_pred = np.full(n, -1, np.int64)
     run_pred[by_running] = running[by_running] + g.base
     run_off = np.zeros(n, np.int64)
@@ -164,7 +173,7 @@ def _rank_part(graph: PathGraph, pos: int, cpu_base: int) -> dict:
     latency[by_running] = 0
     kind[by_running] = HELD
     carried[by_running] = gap[by_running]
-    lost = long & ~by_other & ~by_running
+    lost = long & ~by_holder & ~by_other & ~by_running
     kind[lost] = UNEXPLAINED
     stream_pred = np.where(lane_prev >= 0, lane_prev + g.base, -1)
     carried[lost] = gap[lost]
