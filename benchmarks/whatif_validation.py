@@ -9,8 +9,8 @@ Three ways to time the GEMMs beside a transfer: `loo` takes the contention (and 
 transfers' α-β fit, and its isolated chunk GEMMs) from the OTHER fused run of the regime whose
 transfers are of the same kind (SM or copy engine), else the assumed slowdown; `assumed` uses no
 fused run at all; `own` takes them from the predicted run itself (a ceiling of the model, not a
-prediction). The measured step time is the analyzer's critical-path span of each steady step
-(metrics.md §7), a computation independent of the replay.
+prediction). The measured step time is the analyzer's step time of each steady step (metrics.md
+§3: the longest rank's period), a computation independent of the replay.
 """
 
 from __future__ import annotations
@@ -52,9 +52,13 @@ def inputs(path: Path):
 
 @cache
 def measured_step_us(path: Path) -> float:
-    """The mean critical-path span of the steady steps (§7), from the run's own trace."""
-    paths = analyze_run(load_run(path, workers=1)).critical_path
-    return float(np.mean([p.span_us for p in paths if not p.first_step]))
+    """The mean step time of the steady steps (§3: per step the longest rank's period), from the
+    run's own trace."""
+    by_step: dict[int, float] = {}
+    for s in analyze_run(load_run(path, workers=1)).steps:
+        if not s.first_step:
+            by_step[s.step] = max(by_step.get(s.step, 0.0), s.step_time_us)
+    return float(np.mean(list(by_step.values())))
 
 
 def changes_for(path: Path) -> list[str]:

@@ -1,5 +1,5 @@
 """docs/metrics.md §11's validation table: each fused sample run predicted from its regime's
-unfused run, against the step time measured in its own trace (§7's span, an independent
+unfused run, against the step time measured in its own trace (§3's step time, an independent
 computation), and shm-none from nvlink-none through the shm link's α-β fit."""
 
 from __future__ import annotations

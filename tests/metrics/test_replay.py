@@ -1,5 +1,5 @@
 """metrics.md §11: the replay on hand-built traces whose replayed times are known by hand, and the
-identity on every sample run, corpus job and CPU job against the analyzer's own step spans (§7)."""
+identity on every sample run, corpus job and CPU job against the analyzer's own step times (§3)."""
 
 from __future__ import annotations
 
@@ -97,21 +97,26 @@ def test_a_shorter_transfer_moves_the_host_and_the_launch_after_a_sync(tmp_path)
     assert w.inferred_us_per_step == {"held": 0.0, "unexplained": 0.0, "thread": 0.0}
 
 
-def _spans(run_dir: Path) -> dict[int, float]:
-    """The analyzer's measured step spans (§7's span_us: latest end minus earliest start)."""
-    return {p.step: p.span_us for p in analyze_run(load_run(run_dir, workers=1)).critical_path}
+def _step_times(run_dir: Path) -> dict[int, float]:
+    """The analyzer's measured step times (§3's windows: each rank's period), per step the
+    longest over ranks."""
+    out: dict[int, float] = {}
+    for s in analyze_run(load_run(run_dir, workers=1)).steps:
+        out[s.step] = max(out.get(s.step, 0.0), s.step_time_us)
+    return out
 
 
 @pytest.mark.parametrize("run_dir", SAMPLES + CORPUS + CPU_JOBS, ids=lambda p: p.name)
 def test_identity_within_one_percent(run_dir):
-    """Replaying the unchanged graph gives each step's measured span within 1%."""
+    """Replaying the unchanged graph gives each step's measured time (its period, §3) within
+    1%."""
     inp = prepare(load_run(run_dir, workers=1))
     t0 = time.perf_counter()
     w = predict(inp, [])
     elapsed = time.perf_counter() - t0
-    spans = _spans(run_dir)
+    measured = _step_times(run_dir)
     for step, replayed in zip(w.steps, w.replayed_steps_us):
-        assert replayed == pytest.approx(spans[step], rel=0.01), step
+        assert replayed == pytest.approx(measured[step], rel=0.01), step
     assert w.out_of_order == 0
     # the graph, not each activity's own gap, gives the time: each edge kind at its median
     # latency per rank still replays the mean step within 1%
@@ -139,7 +144,9 @@ def test_identity_names_what_an_incomplete_graph_carries(tmp_path):
 @pytest.mark.parametrize("run_dir", CPU_JOBS, ids=lambda p: p.name)
 def test_comm_and_hide_on_cpu_jobs(run_dir):
     """comm=0.5 and hide=all on gloo jobs: each predicts a step no longer than measured, hide=all
-    no longer than comm=0.5, and the collectives' exposed time shrinks."""
+    no longer than comm=0.5, and the communication on the critical path (§7's walk over the
+    replayed times) shrinks with them. What hide=all leaves there is blocking waits for a rank
+    that issued its collective later (the ranks still meet): none on ddp, fsdp2 and pipeline."""
     w = predict(
         prepare(load_run(run_dir, workers=1)),
         [parse_change("comm=0.5"), parse_change("hide=all")],
@@ -147,13 +154,15 @@ def test_comm_and_hide_on_cpu_jobs(run_dir):
     half, hide = w.changes[0], w.changes[1]
     assert hide.predicted_step_us <= half.predicted_step_us * 1.0001
     assert half.predicted_step_us <= w.measured_step_us * 1.0001
-    assert hide.path["comm_us"] == 0
-    assert half.path["comm_us"] < w.measured_path["comm_us"]
+    assert hide.path["comm_us"] < half.path["comm_us"] < w.measured_path["comm_us"]
+    if run_dir.name in ("ddp", "fsdp2", "pipeline"):
+        assert hide.path["comm_us"] == 0
 
 
 def test_pipeline_job_gains_from_hiding_its_sends():
     """The 2-stage pipeline's stages wait for each other's send/recv: hiding them shortens the
-    step (the graph links the stages through the matched point-to-point transfers)."""
+    step (the graph links the stages through the matched point-to-point transfers, each side
+    arriving when its thread issued it): 74.9 ms against 84.3 ms measured."""
     w = predict(
         prepare(load_run(DATA / "foreign-cpu" / "pipeline", workers=1)), [parse_change("hide=all")]
     )

@@ -4,37 +4,40 @@
 Every rank's GPU activities and CPU runtime calls are nodes. A GPU activity starts when its stream
 predecessor, the producer of a recorded stream wait and its launch call are done, plus the latency
 its binding edge carried in the trace (at most `LATENCY_CAP_NS`); an activity that started later
-than that was held back: by the other-stream activity that ended just before it or that was
-running when it started (`held`, an inferred edge), else by nothing the trace records
+than that was held back: by §7's `resource` holder, else the other-stream activity that ended
+just before it or that was running when it started (`held`, an inferred edge), else by nothing the trace records
 (`unexplained`: its delay is kept after its ready time, and the time it carries is reported). A
 matched collective's transfer starts when the last rank arrives. A CPU call starts its measured
 host gap after the previous call on its thread ends (or when another thread woke it: `thread`,
 inferred); a blocking synchronization ends its measured return latency after the activity it
-waited for.
+waited for. A CPU run's activities follow their threads and §7's `thread` edges
+(tpscope/metrics/replay_cpu_run.py).
 
 Nodes are visited once, in the order of their measured times (a topological order of every edge
-whose measured times are consistent); a collective's end is resolved when first needed, once every
-member has started. The graph and the durations are arrays; changes (tpscope/metrics/whatif_changes.py)
+whose measured times are consistent; a CPU run's collective at the point its thread issued it); a
+collective's end is resolved when first needed, once every member has arrived. What is read off a
+replay (step times, the inferred time) is in tpscope/metrics/replay_measures.py. The graph and the durations are arrays; changes (tpscope/metrics/whatif_changes.py)
 rewrite `dur_ns`, `transfer_ns` and the extra predecessors before `simulate`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
-from tpscope.metrics import intervals as iv
-from tpscope.metrics.activities import NS_PER_US, RunActivities
+from tpscope.metrics.activities import RunActivities
 from tpscope.metrics.collectives import CollectiveMatch, CollectiveTiming
 from tpscope.metrics.critical_path import PathGraph
-from tpscope.trace import ActivityClass
+from tpscope.metrics.replay_cpu_run import cpu_run_edges
+from tpscope.trace import ActivityClass, RankTrace
 
 LATENCY_CAP_NS = 10_000  # §7's tolerance: a longer gap after the binding edge was a hold
 BLOCKED_GAP_NS = 1_000_000  # a CPU thread idle this long between runtime calls was blocked
 # why a GPU activity started when it did (metrics.md §11)
-READY = ("first", "stream", "event", "launch", "held", "unexplained", "host")
-FIRST, STREAM, EVENT, LAUNCH, HELD, UNEXPLAINED, HOST = range(len(READY))
+READY = ("first", "stream", "event", "launch", "held", "unexplained", "host", "thread")
+FIRST, STREAM, EVENT, LAUNCH, HELD, UNEXPLAINED, HOST, THREAD = range(len(READY))
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +60,9 @@ class ReplayGraph:
     carried_ns: np.ndarray  # time an inferred or unexplained hold carried in the trace
     instance: np.ndarray  # matched collective instance, -1
     transfer_ns: np.ndarray  # a matched collective's transfer part (§5)
+    issue_off_ns: np.ndarray  # a CPU run's collective: its start after its thread issued it
+    wait_for: np.ndarray  # a CPU run's blocking wait: the collective it waited for (global), -1
+    wait_lag_ns: np.ndarray  # its return after that collective's end
     step: np.ndarray
     rank_pos: np.ndarray
     is_comm: np.ndarray
@@ -72,18 +78,15 @@ class ReplayGraph:
     cpu_waited: np.ndarray  # the GPU row a blocking sync waited for, -1
     cpu_lag_ns: np.ndarray  # return latency after it
     cpu_base: np.ndarray
+    window_edges: np.ndarray  # `window_edges`: per (rank, step) its §3 window's measured edges
 
     def __len__(self) -> int:
         return len(self.start_ns)
 
 
-def running_on_other_lane(
-    lane: np.ndarray, start: np.ndarray, end: np.ndarray, running: bool = True
-) -> np.ndarray:
+def running_on_other_lane(lane: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Per activity of one rank: the activity of another lane running when it started (the latest
-    started of those whose span holds its start), else -1 (what held the GPU: §7's `resource`).
-    `running=False`: the latest started on another lane, running or not (a CPU thread that
-    waited for another thread's event)."""
+    started of those whose span holds its start), else -1 (what held the GPU: §7's `resource`)."""
     out = np.full(len(lane), -1, np.int64)
     best = np.full(len(lane), np.iinfo(np.int64).min, np.int64)
     lanes = np.unique(lane).tolist()
@@ -93,11 +96,8 @@ def running_on_other_lane(
         starts = start[order]
         mine = np.flatnonzero(lane != other)
         j = np.searchsorted(starts, start[mine], side="left") - 1  # started strictly before
-        ok = j >= 0
         cand = order[np.maximum(j, 0)]
-        if running:
-            ok &= end[cand] > start[mine]
-        ok &= start[cand] > best[mine]
+        ok = (j >= 0) & (end[cand] > start[mine]) & (start[cand] > best[mine])
         out[mine[ok]] = cand[ok]
         best[mine[ok]] = start[cand[ok]]
     return out
@@ -148,16 +148,24 @@ def _rank_part(graph: PathGraph, pos: int, cpu_base: int) -> dict:
     held = np.full(n, -1, np.int64)
     e_other = np.where(other >= 0, e[np.maximum(other, 0)], neg)
     long = (kind != FIRST) & (gap > LATENCY_CAP_NS)
-    by_other = long & (other >= 0) & (e_other > ready) & (s - e_other <= LATENCY_CAP_NS)
+    # §7's `resource` holder: what held the GPU when it could not start
+    holder = np.asarray(g.holder, np.int64) if g.holder is not None else np.full(n, -1, np.int64)
+    e_hold = np.where(holder >= 0, e[np.maximum(holder, 0)], neg)
+    by_holder = long & (holder >= 0) & (e_hold > ready)
+    held[by_holder] = holder[by_holder] + g.base
+    latency[by_holder] = (s - e_hold)[by_holder]
+    kind[by_holder] = HELD
+    carried[by_holder] = gap[by_holder]
+    by_other = long & ~by_holder & (other >= 0) & (e_other > ready)
+    by_other &= s - e_other <= LATENCY_CAP_NS
     held[by_other] = other[by_other] + g.base
     latency[by_other] = (s - e_other)[by_other]
     kind[by_other] = HELD
     carried[by_other] = gap[by_other]
     cpu_run = graph.ranks[pos].cpu_run  # activities are CPU ops, lanes their threads
-    running = running_on_other_lane(
-        np.asarray(graph.acts.lane[g.base : g.base + n]), s, e, running=not cpu_run
-    )
-    by_running = long & ~by_other & (running >= 0)
+    lane = np.asarray(graph.acts.lane[g.base : g.base + n])
+    running = running_on_other_lane(lane, s, e)
+    by_running = long & ~by_holder & ~by_other & (running >= 0)
     run_pred = np.full(n, -1, np.int64)
     run_pred[by_running] = running[by_running] + g.base
     run_off = np.zeros(n, np.int64)
@@ -165,13 +173,9 @@ def _rank_part(graph: PathGraph, pos: int, cpu_base: int) -> dict:
     latency[by_running] = 0
     kind[by_running] = HELD
     carried[by_running] = gap[by_running]
-    lost = long & ~by_other & ~by_running
-    if cpu_run:  # a gap on a thread that no other thread explains is that thread's host work
-        lost &= kind != STREAM
-        host = long & ~by_other & ~by_running & (kind == STREAM)
-        latency[host] = gap[host]
-        kind[host] = HOST  # the thread's own work between two ops: a duration, not a latency
+    lost = long & ~by_holder & ~by_other & ~by_running
     kind[lost] = UNEXPLAINED
+    stream_pred = np.where(lane_prev >= 0, lane_prev + g.base, -1)
     carried[lost] = gap[lost]
     latency[lost] = gap[lost]  # kept after its ready time: whatever held it is assumed to stay
     base = g.base
@@ -201,10 +205,32 @@ def _rank_part(graph: PathGraph, pos: int, cpu_base: int) -> dict:
     thread_off = np.where(thread_wait, cs - ce[pw], 0)
     waited = np.asarray(cpu.waited_for, np.int64)
     lag = np.where(waited >= 0, ce - np.maximum(cs, e[np.maximum(waited, 0)]), 0)
+    part = dict(
+        issue_off_ns=np.zeros(n, np.int64),
+        wait_for=np.full(n, -1, np.int64),
+        wait_lag_ns=np.zeros(n, np.int64),
+    )
+    if cpu_run:  # metrics.md §11, CPU runs: the threads' own edges replace the GPU's
+        run = cpu_run_edges(g, graph.ranks[pos], lane, lane_prev, int(graph.offsets_ns[pos]))
+        kind = np.where(run.pop("first"), FIRST, np.where(run.pop("binds"), THREAD, HOST))
+        for k in ("stream_pred", "held_pred", "run_pred", "wait_for"):
+            run[k] = np.where(run[k] >= 0, run[k] + base, -1)
+        stream_pred, held, run_pred = (
+            run.pop("stream_pred"),
+            run.pop("held_pred"),
+            run.pop("run_pred"),
+        )
+        run_off, latency, carried = (
+            run.pop("run_off_ns"),
+            run.pop("latency_ns"),
+            run.pop("carried_ns"),
+        )
+        part.update(run)
     return dict(
+        **part,
         start_ns=s,
         end_ns=e,
-        stream_pred=np.where(lane_prev >= 0, lane_prev + base, -1),
+        stream_pred=stream_pred,
         event_pred=np.where(event_pred >= 0, event_pred + base, -1),
         held_pred=held,
         run_pred=run_pred,
@@ -242,17 +268,32 @@ def replay_graph(
     member = np.flatnonzero(instance >= 0)
     # a member that ended before the last member started cannot have waited for it: matched
     # inconsistently (or clocks disagree), it is replayed as an unmatched kernel
-    early = cat["end_ns"][member] < np.asarray(timing.arrival_ns)[instance[member]]
+    # a member arrives when it started, or (CPU runs) when its thread issued it
+    arrive = cat["start_ns"] - cat["issue_off_ns"]
+    arrival = np.full(int(match.n_instances), np.iinfo(np.int64).min, np.int64)
+    np.maximum.at(arrival, instance[member], arrive[member])
+    early = cat["end_ns"][member] < arrival[instance[member]]
     instance[member[early]] = -1
+    transfer = np.asarray(timing.transfer_ns, np.int64).copy()
+    member = np.flatnonzero(instance >= 0)
+    arrival[:] = np.iinfo(np.int64).min
+    np.maximum.at(arrival, instance[member], arrive[member])
+    # a CPU run's collective: its transfer after the last member issued it, not after the last
+    # range began
+    issued = np.zeros(len(arrival), bool)
+    issued[instance[member[cat["issue_off_ns"][member] > 0]]] = True
+    m = member[issued[instance[member]]]
+    transfer[m] = cat["end_ns"][m] - np.maximum(cat["start_ns"][m], arrival[instance[m]])
     return ReplayGraph(
         dur_ns=cat["end_ns"] - cat["start_ns"],
         instance=instance,
-        transfer_ns=np.asarray(timing.transfer_ns, np.int64),
+        transfer_ns=transfer,
         step=np.asarray(acts.step, np.int64),
         rank_pos=np.asarray(acts.rank_pos, np.int64),
         is_comm=acts.cls == ActivityClass.COMM,
         n_instances=int(match.n_instances),
         cpu_base=np.asarray(cpu_base, np.int64),
+        window_edges=window_edges(acts, graph.ranks, graph.offsets_ns),
         **cat,
     )
 
@@ -283,7 +324,8 @@ def simulate(
     transfer = (rg.transfer_ns if transfer_ns is None else transfer_ns).tolist()
     n, m = len(rg.start_ns), len(rg.cpu_start_ns)
     # visit order: CPU ends, then CPU starts, then GPU starts, by measured time
-    keys = np.concatenate([rg.cpu_end_ns, rg.cpu_start_ns, rg.start_ns])
+    # a CPU run's collective at the point its thread issued it: its members' arrivals
+    keys = np.concatenate([rg.cpu_end_ns, rg.cpu_start_ns, rg.start_ns - rg.issue_off_ns])
     prio = np.concatenate([np.zeros(m, np.int8), np.ones(m, np.int8), np.full(n, 2, np.int8)])
     order = np.lexsort((prio, keys)).tolist()
     INF = None
@@ -301,6 +343,8 @@ def simulate(
     lc, loff, lat = rg.launch_call.tolist(), rg.launch_off_ns.tolist(), rg.latency_ns.tolist()
     kind = rg.ready_kind.tolist()
     rp, roff = rg.run_pred.tolist(), rg.run_off_ns.tolist()
+    ioff = rg.issue_off_ns.tolist()
+    wf, wlag = rg.wait_for.tolist(), rg.wait_lag_ns.tolist()
     mst, men = rg.start_ns.tolist(), rg.end_ns.tolist()
     cprev, cgap = rg.cpu_prev.tolist(), rg.cpu_gap_ns.tolist()
     cwait, clag = rg.cpu_waited.tolist(), rg.cpu_lag_ns.tolist()
@@ -314,6 +358,11 @@ def simulate(
         v = en[a]
         if v is not None:
             return v
+        w = wf[a]
+        if w >= 0 and st[a] is not None:  # a blocking wait: after the collective it waited for
+            v = end_of(w)
+            v = en[a] = (st[a] if st[a] > v else v) + wlag[a]
+            return v
         i = inst[a]
         if i >= 0 and st[a] is not None:
             arr = arrival[i]
@@ -322,7 +371,7 @@ def simulate(
                 if any(x is None for x in starts):
                     violations += 1
                     return men[a]
-                arr = arrival[i] = max(starts)
+                arr = arrival[i] = max(x - ioff[b] for x, b in zip(starts, members[i]))
             v = en[a] = max(st[a], arr) + transfer[a]
             return v
         violations += 1
@@ -399,7 +448,7 @@ def simulate(
                     v = cs + loff[a]
                     ready = v if ready is None or v > ready else ready
                 st[a] = ready + lat[a]
-            if inst[a] < 0:
+            if inst[a] < 0 and wf[a] < 0:
                 en[a] = st[a] + dur[a]
     for a in range(n):
         if en[a] is None:
@@ -415,88 +464,40 @@ def simulate(
     )
 
 
-@dataclass(frozen=True, slots=True)
-class StepTimes:
-    """Per step number: the span over every rank of its activities, in µs."""
-
-    steps: list[int]
-    step_us: list[float]
-
-    def mean_us(self, first_step: bool = False) -> float | None:
-        """The mean over steps, the first profiled step left out when there are several (§3)."""
-        vals = self.step_us[1:] if len(self.step_us) > 1 and not first_step else self.step_us
-        return float(np.mean(vals)) if vals else None
-
-
-def step_times(step: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> StepTimes:
-    """metrics.md §11: a step's time is the latest end minus the earliest start of its activities
-    over all ranks (the span the critical path of §7 covers)."""
-    has = step >= 0
-    if not has.any():
-        return StepTimes([], [])
-    uniq, inv = np.unique(step[has], return_inverse=True)
-    lo = np.full(len(uniq), np.iinfo(np.int64).max, np.int64)
-    hi = np.full(len(uniq), np.iinfo(np.int64).min, np.int64)
-    np.minimum.at(lo, inv, start_ns[has])
-    np.maximum.at(hi, inv, end_ns[has])
-    return StepTimes(uniq.tolist(), ((hi - lo) / NS_PER_US).tolist())
-
-
-def median_latencies(rg: ReplayGraph) -> ReplayGraph:
-    """The graph with every `stream`, `event` and `launch` latency replaced by its rank's median
-    for that edge kind: a replay that copies no activity's own gap (metrics.md §11's check that
-    the identity comes from the graph)."""
-    lat = rg.latency_ns.copy()
-    for k in (STREAM, EVENT, LAUNCH):
-        # a negative gap is an op nested in the one before it on its thread: kept
-        sel = (rg.ready_kind == k) & (lat >= 0)
-        if not sel.any():
+def window_edges(
+    acts: RunActivities, ranks: Sequence[RankTrace], offsets_ns: np.ndarray
+) -> np.ndarray:
+    """Per (rank, step) with activities: rank position, step, how far its measured §3 window
+    begins before its first activity (`head`) and ends after its last (`tail`; a CPU run's window
+    ends where its `ProfilerStep#N` range ends), as rows of an (n, 4) int64 array."""
+    rows = []
+    for pos in range(len(acts.rank_bounds) - 1):  # a loop over ranks
+        lo_r, hi_r = int(acts.rank_bounds[pos]), int(acts.rank_bounds[pos + 1])
+        stp = acts.step[lo_r:hi_r]
+        has = stp >= 0
+        w = ranks[pos].steps
+        if not has.any() or len(w) == 0:
             continue
-        pos = rg.rank_pos[sel]
-        for p in np.unique(pos).tolist():  # a loop over ranks
-            rows = np.flatnonzero(sel)[pos == p]
-            lat[rows] = int(np.median(lat[rows]))
-    return replace(rg, latency_ns=lat)
-
-
-def carried_by_kind(rg: ReplayGraph) -> dict[str, float]:
-    """µs per rank and step during which an inferred edge set when something started: the union,
-    per rank, of the gaps before activities whose start a `held` edge set, of the gaps no edge
-    explains (`unexplained`, not replayed), and of the CPU threads' waits for another thread
-    (`thread`), summed over ranks and divided by ranks × steps (metrics.md §11)."""
-    steps = np.unique(rg.step[rg.step >= 0])
-    n_ranks = len(rg.cpu_base)
-    denom = max(len(steps), 1) * max(n_ranks, 1)
-    out = {}
-    cpu_rank = np.searchsorted(rg.cpu_base, np.arange(len(rg.cpu_start_ns)), side="right") - 1
-    for name, starts, gaps, rank in (
-        (READY[HELD], rg.start_ns, np.where(rg.ready_kind == HELD, rg.carried_ns, 0), rg.rank_pos),
-        (
-            READY[UNEXPLAINED],
-            rg.start_ns,
-            np.where(rg.ready_kind == UNEXPLAINED, rg.carried_ns, 0),
-            rg.rank_pos,
-        ),
-        ("thread", rg.cpu_start_ns, rg.cpu_thread_carried_ns, cpu_rank),
-    ):
-        total = 0
-        for pos in range(n_ranks):  # a loop over ranks
-            sel = (rank == pos) & (gaps > 0)
-            lo, hi = iv.union(starts[sel] - gaps[sel], starts[sel])
-            total += int((hi - lo).sum())
-        out[name] = total / NS_PER_US / denom
-    return out
+        steps, inv = np.unique(stp[has], return_inverse=True)
+        shift = int(offsets_ns[pos])
+        lo = np.full(len(steps), np.iinfo(np.int64).max, np.int64)
+        hi = np.full(len(steps), np.iinfo(np.int64).min, np.int64)
+        np.minimum.at(lo, inv, (acts.start_ns[lo_r:hi_r] - shift)[has])
+        np.maximum.at(hi, inv, (acts.end_ns[lo_r:hi_r] - shift)[has])
+        k = np.searchsorted(w.step, steps)
+        ok = (k < len(w.step)) & (w.step[np.minimum(k, len(w.step) - 1)] == steps)
+        k = np.minimum(k, len(w.step) - 1)
+        head = np.where(ok, lo - (w.start_ns[k] - shift), 0)
+        tail = np.where(ok, (w.end_ns[k] - shift) - hi, 0)
+        rows.append(np.stack([np.full(len(steps), pos), steps, head, tail], axis=1))
+    return np.concatenate(rows) if rows else np.zeros((0, 4), np.int64)
 
 
 __all__ = [
     "READY",
     "ReplayGraph",
     "Replayed",
-    "StepTimes",
-    "carried_by_kind",
-    "median_latencies",
     "replay_graph",
-    "replace",
     "simulate",
-    "step_times",
+    "window_edges",
 ]

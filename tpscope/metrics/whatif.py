@@ -15,13 +15,8 @@ from tpscope.metrics.collectives import collective_timing, match_collectives
 from tpscope.metrics.contention import comm_overlap_fraction
 from tpscope.metrics.critical_path import PathGraph, critical_paths, path_graph
 from tpscope.metrics.gemm import GemmFinder, Samples
-from tpscope.metrics.replay import (
-    carried_by_kind,
-    median_latencies,
-    replay_graph,
-    simulate,
-    step_times,
-)
+from tpscope.metrics.replay import replay_graph, simulate
+from tpscope.metrics.replay_measures import carried_by_kind, median_latencies, step_times
 from tpscope.metrics.whatif_changes import (
     ASSUMED_SLOWDOWN,
     KINDS,
@@ -231,12 +226,12 @@ def predict(
     t0 = time.perf_counter()
     ident = simulate(rg)
     replay_ms = (time.perf_counter() - t0) * 1000
-    meas = step_times(rg.step, rg.start_ns, rg.end_ns)
-    rep = step_times(rg.step, ident.start_ns, ident.end_ns)
+    meas = step_times(rg, rg.start_ns, rg.end_ns)
+    rep = step_times(rg, ident.start_ns, ident.end_ns)
     m_mean, r_mean = _mean(meas.step_us), _mean(rep.step_us)
     errs = [abs(b - a) / a for a, b in zip(meas.step_us, rep.step_us) if a > 0]
     med = simulate(median_latencies(rg))
-    med_steps = step_times(rg.step, med.start_ns, med.end_ns).step_us
+    med_steps = step_times(rg, med.start_ns, med.end_ns).step_us
     med_mean = _mean(med_steps)
     carried = carried_by_kind(rg)
     pools = [inp.samples, extra_samples or {}, calibration or {}]
@@ -253,7 +248,7 @@ def predict(
         for c in sorted(group, key=lambda c: ORDER.index(c.kind)):
             _apply(inp, d, c, contention, base_ns, times, links)
         r = simulate(rg, d.dur_ns, d.transfer_ns)
-        st = step_times(rg.step, r.start_ns, r.end_ns)
+        st = step_times(rg, r.start_ns, r.end_ns)
         mean = _mean(st.step_us)
         preds.append(
             Prediction(

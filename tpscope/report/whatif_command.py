@@ -43,7 +43,7 @@ def whatif_folder(
     workers: int | None = None,
 ):
     """The WhatIf of `run_dir` under the changes `texts` (a bad one: UserError naming it)."""
-    from tpscope.metrics.calibration import calibration_path, read_calibration
+    from tpscope.calibrate.read import calibration_path, read_calibration
     from tpscope.metrics.whatif import (
         ContentionSource,
         measured_contention,
