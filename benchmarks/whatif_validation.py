@@ -34,6 +34,7 @@ from tpscope.metrics.whatif import (  # noqa: E402
     transfer_kind,
 )
 from tpscope.metrics.whatif_changes import parse_change  # noqa: E402
+from tpscope.runfolder.layout import manifest_path
 from tpscope.trace import load_run  # noqa: E402
 
 SAMPLES = ROOT / "sample_traces"
@@ -63,7 +64,7 @@ def measured_step_us(path: Path) -> float:
 
 def changes_for(path: Path) -> list[str]:
     """One fuse= change per (mode, chunks) of the run's manifest, naming its layers."""
-    doc = json.loads((path / "tpscope_run.json").read_text())
+    doc = json.loads(manifest_path(path).read_text())
     by: dict[tuple, list[str]] = {}
     for layer, v in doc["fusion_by_layer"].items():
         if v["mode"] != "none":

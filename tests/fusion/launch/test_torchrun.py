@@ -20,6 +20,7 @@ from tpscope.fusion.launch.torchrun import (
     inside_torchrun,
     torchrun_command,
 )
+from tpscope.runfolder.layout import MANIFEST_NAME
 
 
 def test_child_env_sets_regime_and_safety():
@@ -203,7 +204,7 @@ def test_a_rendezvous_port_taken_by_another_program_is_one_line(tmp_path):
     assert last.startswith(f"tpscope run: error: rendezvous at 127.0.0.1:{port}: ") and (
         "address already in use" in last
     ), last
-    assert not (tmp_path / "run" / "tpscope_run.json").exists()  # no run began
+    assert not (tmp_path / "run" / MANIFEST_NAME).exists()  # no run began
 
 
 def test_a_rendezvous_that_never_answers_gives_up_naming_the_endpoint(tmp_path):
