@@ -34,7 +34,7 @@ from tpscope.metrics.whatif import (  # noqa: E402
     transfer_kind,
 )
 from tpscope.metrics.whatif_changes import parse_change  # noqa: E402
-from tpscope.runfolder.layout import manifest_path
+from tpscope.runfolder.layout import manifest_path  # noqa: E402
 from tpscope.trace import load_run  # noqa: E402
 
 SAMPLES = ROOT / "sample_traces"
