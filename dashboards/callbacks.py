@@ -30,7 +30,7 @@ from tpscope.dashboards.timeline_data import (
 from tpscope.errors import UserError
 from tpscope.export.chrome_trace import rank_traces, trace_file_name, trace_text
 from tpscope.jsonable import plain
-from tpscope.metrics.findings import MIN_SHARE, findings
+from tpscope.metrics.findings import MIN_SHARE, findings, headroom_finding
 from tpscope.numbers import size_text
 from tpscope.text import escape_figure
 
@@ -301,6 +301,9 @@ def register_callbacks(app, store: RunStore) -> None:
             raise PreventUpdate from None  # the runs table and the error line say why
         doc = got.doc
         found = findings(doc)[:FINDINGS_SHOWN]
+        room = store.headroom(run_id)  # the what-if bound (metrics.md §11), listed last
+        if room is not None:
+            found.append(headroom_finding(room.what, room.speedup))
         items = [
             html.Li(
                 [

@@ -177,6 +177,22 @@ class RunStore:
                 log.exception("reading %s", entry.path)
             return UserError(error_line(exc, entry.path))
 
+    def headroom(self, run_id: object):
+        """The run's what-if headroom (tpscope.metrics.headroom), replayed once per version of the
+        folder; None for a run without communication, or one the replay cannot take."""
+        loaded = self.load(run_id)
+        memo = self._memo(("headroom", loaded.entry.run_id, loaded.version))
+        with memo.lock:
+            if memo.value is None:
+                from tpscope.metrics.headroom import headroom
+
+                try:
+                    memo.value = (headroom(loaded.run),)
+                except Exception:  # the bound is an extra: the Overview shows the rest
+                    log.exception("what-if headroom of %s", loaded.entry.path)
+                    memo.value = (None,)
+        return memo.value[0]
+
     def ready(self, run_id: object) -> LoadedRun | Exception | None:
         """The run if it has been read (or why it could not be), None while it is still unread:
         never waits and never reads."""

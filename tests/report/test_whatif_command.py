@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from tests.test_cli import tpscope
@@ -41,6 +42,13 @@ def test_report_says_the_headroom_of_hiding_communication(tmp_path):
     done = tpscope("report", str(run))
     assert done.returncode == 0, done.stderr
     assert "What-if: hiding all communication: at most 1.60x" in done.stdout
+    # the same bound is the last of the findings, in the report and in analyze's terminal output
+    assert "**Headroom: hiding all communication: at most 1.60x.**" in done.stdout
+    done = tpscope("analyze", str(run))
+    assert done.returncode == 0, done.stderr
+    found = done.stdout.split("What matters in this run")[1].split("\n\n")[0]
+    numbered = re.findall(r"^\d+\. (.*)$", found, flags=re.M)
+    assert numbered[-1].startswith("Headroom: hiding all communication: at most 1.60x")
 
 
 def test_contention_from_a_fused_run_and_from_an_unfused_one():

@@ -83,7 +83,7 @@ def findings(doc: dict, headroom: list[tuple[str, float]] | None = None) -> list
     """The run's findings, largest cost per step first (the headroom lines, bounds, last).
 
     `headroom`: (what is hidden, the largest speedup it gives) pairs from a what-if replay, when
-    one was run (metrics.md §10's `whatif`); each becomes a line."""
+    one was run (metrics.md §11); each becomes a line."""
     rows = counted_steps(doc)
     if not rows:
         return []
@@ -100,18 +100,21 @@ def findings(doc: dict, headroom: list[tuple[str, float]] | None = None) -> list
     out += _path_parts(doc)
     kept = [f for f in out if f.cost_us is not None and f.cost_us >= MIN_SHARE * step_us]
     kept.sort(key=lambda f: -(f.cost_us or 0.0))
-    for what, speedup in headroom or ():
-        kept.append(
-            Finding(
-                "headroom",
-                f"Headroom: {what}: at most {speedup:.2f}x",
-                f"Replaying the run with {what} gives a step at most {speedup:.2f}x faster "
-                "(an upper bound: the replay keeps every other dependency).",
-                None,
-                "",
-            )
-        )
+    kept += [headroom_finding(what, speedup) for what, speedup in headroom or ()]
     return kept
+
+
+def headroom_finding(what: str, speedup: float) -> Finding:
+    """A what-if replay's upper bound as a finding (metrics.md §11): it costs nothing per step and
+    is listed after the costs."""
+    return Finding(
+        "headroom",
+        f"Headroom: hiding {what}: at most {speedup:.2f}x",
+        f"Replaying the run with {what} taking no time gives a step at most {speedup:.2f}x "
+        "faster (an upper bound: the replay keeps every other dependency; tpscope whatif, §11).",
+        None,
+        "",
+    )
 
 
 def _exposed(doc, rows, slowest) -> list[Finding]:

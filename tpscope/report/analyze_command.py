@@ -217,10 +217,24 @@ def main(args: argparse.Namespace) -> int:
         from tpscope.report import terminal
 
         analysis = analyze_folder(run_dir, reference, args.workers, **options)
-        print(terminal.render(analysis))
+        print(terminal.render(analysis, headroom=_headroom(run_dir, args.workers, options)))
         print()
         print(terminal.next_steps(str(run_dir)))
     return 0
+
+
+def _headroom(run_dir, workers: int | None, options: dict):
+    """The run's what-if headroom (metrics.md §11) for the terminal's findings: the run read again
+    (from the per-rank cache when it holds it) and its graph replayed without its TP transfers."""
+    from tpscope.metrics.headroom import headroom
+    from tpscope.progress import working
+    from tpscope.trace import load_run
+
+    if options.get("engine") == "ray":
+        return None  # a cluster's run is not read twice
+    with working(f"tpscope: replaying {run_dir} (what-if headroom)"):
+        cache = _cache_and_kind(run_dir, None, options["use_cache"], options["align"], False)[0]
+        return headroom(load_run(run_dir, workers=workers, cache=cache))
 
 
 def _write(text: str, out: Path | None) -> None:

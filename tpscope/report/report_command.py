@@ -240,7 +240,16 @@ def build(candidate: str | None, baseline: str | None, fail_on, loss_rtol: float
         )
     import dataclasses
 
+    from tpscope.metrics.findings import headroom_finding
+    from tpscope.metrics.headroom import headroom
     from tpscope.report.whatif_command import headroom_line
 
     report = build_report(cand, fail_on, base, loss_rtol)
-    return dataclasses.replace(report, headroom=headroom_line(cand_run))
+    room = headroom(cand_run)
+    if room is None:
+        return report
+    return dataclasses.replace(
+        report,
+        headroom=headroom_line(room),
+        findings=(*report.findings, headroom_finding(room.what, room.speedup)),
+    )

@@ -268,14 +268,17 @@ FINDINGS_SHOWN = 6
 WRAP = 110
 
 
-def findings_section(analysis: RunAnalysis) -> str:
-    """What matters in the run, by time per step, in words (tpscope.metrics.findings)."""
+def findings_section(analysis: RunAnalysis, headroom=None) -> str:
+    """What matters in the run, by time per step, in words (tpscope.metrics.findings), with the
+    what-if headroom (a tpscope.metrics.headroom.Headroom) last when one is given."""
     import textwrap
 
     from tpscope.metrics import as_json
-    from tpscope.metrics.findings import findings
+    from tpscope.metrics.findings import findings, headroom_finding
 
     found = findings(as_json(analysis))[:FINDINGS_SHOWN]
+    if headroom is not None:
+        found.append(headroom_finding(headroom.what, headroom.speedup))
     if not found:
         return ""
     lines = ["What matters in this run, by time per step (the first profiled step left out)"]
@@ -290,8 +293,8 @@ def findings_section(analysis: RunAnalysis) -> str:
     return "\n".join(lines)
 
 
-def render(analysis: RunAnalysis, extra_sections: Sequence[str] = ()) -> str:
-    """The whole terminal report."""
+def render(analysis: RunAnalysis, extra_sections: Sequence[str] = (), headroom=None) -> str:
+    """The whole terminal report (`headroom`: the run's what-if bound, tpscope.metrics.headroom)."""
     rules = sorted(set(analysis.step_rule.values()))
     head = f"run: {analysis.run_dir}   ranks: {analysis.ranks}   steps from: {', '.join(rules) or '-'} (metrics.md §3)"
     if analysis.cpu_run:
@@ -301,7 +304,7 @@ def render(analysis: RunAnalysis, extra_sections: Sequence[str] = ()) -> str:
             "(metrics.md §1)"
         )
     parts = [head]
-    found = findings_section(analysis)
+    found = findings_section(analysis, headroom)
     if found:
         parts.append(found)
     parts.append(step_table(analysis))

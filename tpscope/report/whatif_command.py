@@ -108,28 +108,11 @@ def as_json(w) -> dict:
     return plain(w)
 
 
-def headroom_line(run) -> str | None:
-    """`report`'s line (metrics.md §11): the step-time ratio if every transfer of the run's TP
-    collectives (the kinds of the AG-GEMM / GEMM-RS pairs found) took no time, else of every
-    collective; None for a run without communication or steps."""
-    from tpscope.metrics.whatif import predict, prepare
-    from tpscope.metrics.whatif_changes import ChangeError, parse_change
-
-    inp = prepare(run)
-    kinds = sorted({"all_gather" if k == "ag_gemm" else "reduce_scatter" for k in inp.pairs.kind})
-    texts, what = (
-        ([f"hide={k}" for k in kinds], "all TP communication")
-        if kinds
-        else (["hide=all"], "all communication")
-    )
-    try:
-        w = predict(inp, [parse_change(t) for t in texts])
-    except ChangeError:
-        return None
-    speedup = w.changes[-1].speedup
-    if speedup is None:
+def headroom_line(h) -> str | None:
+    """`report`'s line for a `tpscope.metrics.headroom.Headroom` (metrics.md §11); None for none."""
+    if h is None:
         return None
     return (
-        f"hiding {what}: at most {speedup:.2f}x (tpscope whatif {' '.join(texts)}; the replayed "
-        f"graph, metrics.md §11)"
+        f"hiding {h.what}: at most {h.speedup:.2f}x (tpscope whatif {' '.join(h.changes)}; the "
+        "replayed graph, metrics.md §11)"
     )
