@@ -49,6 +49,7 @@ static int buf_reserve(Buf *b, size_t extra) {
 }
 
 static int buf_put(Buf *b, const void *src, size_t n) {
+    if (n == 0) return 1; /* b->data may still be NULL, which memcpy may not be given */
     if (!buf_reserve(b, n)) return 0;
     memcpy(b->data + b->len, src, n);
     b->len += n;
@@ -124,7 +125,7 @@ static int32_t sym_id(Symbols *t, const char *s, size_t n) {
         if (t->hashes[j] == h) {
             size_t id = (size_t)t->slots[j] - 1;
             size_t a = sym_start(t, id), b = sym_start(t, id + 1);
-            if (b - a == n && memcmp(t->text.data + a, s, n) == 0) return (int32_t)id;
+            if (b - a == n && (n == 0 || memcmp(t->text.data + a, s, n) == 0)) return (int32_t)id;
         }
         j = (j + 1) & (t->nslots - 1);
     }

@@ -8,6 +8,7 @@ local to one `RawColumns`; `merge` remaps them. Joins, classes, lanes and steps 
 
 from __future__ import annotations
 
+import re
 import zlib
 from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
@@ -65,6 +66,7 @@ COLLECTIVE_COLUMNS = (
     "peer",
 )
 _EMPTY_ARGS = Args()
+_LANE_DIGITS = re.compile(r"\s*[+-]?[0-9]{1,18}\s*")
 _NAMED_LANE_BASE = 1 << 40  # lanes named by strings (old traces) get ids far from real streams
 
 
@@ -100,10 +102,12 @@ def _positions(distinct: list, items: list) -> np.ndarray:
 def tid_column(events: list[Event]) -> np.ndarray:
     """The events' `tid` as int64: integers in C, string tids through `lane_number`."""
     values = _values(events, "tid")
-    try:
-        return np.array([MISSING if v is None else v for v in values], dtype=np.int64)
-    except (TypeError, ValueError, OverflowError):
-        return int_column([lane_number(v) for v in values])
+    if str not in set(map(type, values)):  # numpy would parse strings its own way
+        try:
+            return np.array([MISSING if v is None else v for v in values], dtype=np.int64)
+        except (TypeError, ValueError, OverflowError):
+            pass
+    return int_column([lane_number(v) for v in values])
 
 
 def _args(events: list[Event]) -> list[Args]:
@@ -115,10 +119,9 @@ def lane_number(v: int | str | None) -> int:
     if isinstance(v, int) and not isinstance(v, bool):
         return v
     if isinstance(v, str):
-        digits = v.strip()
-        # decimal digits only: "²" is a digit that int() refuses
-        if digits.removeprefix("-").isdecimal() and len(digits) < 18:
-            return int(digits)
+        # a sign and at most 18 ASCII digits (int64 holds them all); "1_000", "²" or "٣" are names
+        if _LANE_DIGITS.fullmatch(v):
+            return int(v)
         return _NAMED_LANE_BASE + zlib.crc32(v.encode("utf-8", "replace"))
     return MISSING
 
@@ -360,6 +363,45 @@ def extract(events: list[Event], base_ns: int = 0) -> RawColumns:
     return RawColumns(
         symbols=x.symbols.symbols, groups=groups, dropped=x.dropped, hostnames=hostnames
     )
+
+
+# deeper raw arguments are refused whichever reader read them: Python's json and msgspec give up
+# near 1,000 levels (a RecursionError), and no trace nests past a few
+MAX_ARGUMENT_DEPTH = 100
+
+
+RAW_ARGUMENT_COLUMNS = ("dims_id", "types_id", "strides_id")
+
+
+def arguments_too_deep(raw: RawColumns, limit: int = MAX_ARGUMENT_DEPTH) -> bool:
+    """Whether a raw argument's JSON text (`Input Dims`...) nests deeper than `limit`."""
+    ids = [cols[c] for cols in raw.groups.values() for c in RAW_ARGUMENT_COLUMNS if c in cols]
+    used = np.unique(np.concatenate(ids)) if ids else np.zeros(0, np.int64)
+    return too_deep([raw.symbols[i] for i in used.tolist() if i >= 0], limit)
+
+
+def too_deep(symbols: list[str], limit: int = MAX_ARGUMENT_DEPTH) -> bool:
+    """Whether a text nests lists or objects deeper than `limit` (brackets inside strings are
+    not counted)."""
+    for text in symbols:
+        if text.count("[") + text.count("{") <= limit:
+            continue  # cannot be deeper (most symbols end here)
+        depth, in_string, escaped = 0, False, False
+        for c in text:
+            if in_string:
+                escaped, in_string = (
+                    (not escaped and c == "\\"),
+                    in_string and (escaped or c != '"'),
+                )
+            elif c == '"':
+                in_string = True
+            elif c in "[{":
+                depth += 1
+                if depth > limit:
+                    return True
+            elif c in "]}":
+                depth -= 1
+    return False
 
 
 def merge(parts: list[RawColumns]) -> RawColumns:

@@ -19,7 +19,7 @@ from tpscope.trace.assemble import assemble
 from tpscope.trace.columns import MISSING
 from tpscope.trace.compact import PackedRank, RankHeader, compact_rank, header_of, pack
 from tpscope.trace.decode import base_time_ns, decode_trace, gunzip, read_bytes
-from tpscope.trace.extract import extract, merge
+from tpscope.trace.extract import arguments_too_deep, extract, merge
 from tpscope.trace.ranks import RankList
 from tpscope.trace.tables import RankTrace
 
@@ -203,6 +203,8 @@ def _read_raw(path: Path | str, workers: int, chunk_bytes: int = stream.CHUNK_BY
             raise TraceError(path, "no trace events (empty traceEvents)")
         raw = extract(trace.traceEvents, base_time_ns(path, trace))
         trace.traceEvents = []
+    if arguments_too_deep(raw):
+        raise TraceError(path, "JSON nested too deeply to be a Kineto trace (in an argument)")
     return trace, raw, warnings
 
 
