@@ -180,7 +180,8 @@ def main() -> None:
     a = p.parse_args()
 
     from tpscope.metrics import analyze_run, as_json
-    from tpscope.trace import parallel, run_folder
+    from tpscope.trace import run_folder
+    from tpscope.trace.read import parallel
     from tpscope.trace.compact import PackedRank
 
     t0 = time.perf_counter()

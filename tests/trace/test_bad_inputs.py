@@ -442,7 +442,7 @@ def test_a_number_as_a_thread_name_loses_no_other_argument(tmp_path, capsys):
 @pytest.mark.parametrize("reader", ["c", "msgspec"])
 def test_a_lone_surrogate_escape_is_replaced_with_a_warning(tmp_path, capsys, monkeypatch, reader):
     if reader == "msgspec":
-        from tpscope.trace import stream
+        from tpscope.trace.read import stream
 
         monkeypatch.setattr(stream, "extract_text", lambda *a, **k: None)
     doc = good_doc()

@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tpscope.trace import native
-from tpscope.trace.decode import EVENTS_DECODER
-from tpscope.trace.extract import SYMBOL_COLUMNS, extract
+from tpscope.trace.read import native
+from tpscope.trace.read.decode import EVENTS_DECODER
+from tpscope.trace.read.extract import SYMBOL_COLUMNS, extract
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 FUZZ_EXAMPLES = int(os.environ.get("TPSCOPE_FUZZ_EXAMPLES", 300))
@@ -248,7 +248,7 @@ def test_the_analysis_is_the_same_with_either_reader(monkeypatch, capsys):
     # symbols are numbered differently by the two readers; no output may depend on that (this
     # run's contention tables once came out in another order)
     from tpscope.cli import main
-    from tpscope.trace import stream
+    from tpscope.trace.read import stream
 
     run = str(ROOT / "sample_traces" / "h200x2-nvlink-copy_engine")
     outputs = []

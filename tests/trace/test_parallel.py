@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tpscope.trace import load_run, parallel
+from tpscope.trace import load_run
+from tpscope.trace.read import parallel
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 
@@ -44,7 +45,7 @@ def assert_same_ranks(a, b):
 def _symbol_columns(raw):
     """Every column of raw columns, symbol ids replaced by their strings (parts number their
     symbols in another order)."""
-    from tpscope.trace.extract import SYMBOL_COLUMNS
+    from tpscope.trace.read.extract import SYMBOL_COLUMNS
 
     out = {}
     for group, cols in raw.groups.items():
@@ -84,7 +85,7 @@ def _forks(monkeypatch):
 @pytest.mark.parametrize("indent", [None, 1])
 @pytest.mark.parametrize("chunk_bytes", [333, 1 << 20])
 def test_parts_hold_every_event(ends, indent, chunk_bytes, monkeypatch):
-    from tpscope.trace.extract import extract
+    from tpscope.trace.read.extract import extract
 
     doc = json.load(gzip.open(next((DATA / "h200-shm-chunked4").glob("rank0*"))))
     doc["traceName"] = "after the events"
@@ -188,8 +189,8 @@ def test_a_cut_inside_an_event_falls_back_to_one_piece(tmp_path, monkeypatch):
 
 
 def test_a_part_decoded_a_piece_at_a_time_equals_the_part_decoded_whole():
-    from tpscope.trace.extract import SYMBOL_COLUMNS, extract
-    from tpscope.trace.stream import decode_span
+    from tpscope.trace.read.extract import SYMBOL_COLUMNS, extract
+    from tpscope.trace.read.stream import decode_span
 
     doc = json.load(gzip.open(next((DATA / "h200-shm-chunked4").glob("rank0*"))))
     buf = json.dumps(doc, indent=1).encode()
@@ -209,6 +210,6 @@ def test_a_part_decoded_a_piece_at_a_time_equals_the_part_decoded_whole():
 
 
 def json_events(text: bytes):
-    from tpscope.trace.decode import EVENTS_DECODER
+    from tpscope.trace.read.decode import EVENTS_DECODER
 
     return EVENTS_DECODER.decode(b"[" + text + b"]")

@@ -12,9 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tpscope.trace import run_folder, stream
-from tpscope.trace.decode import EVENTS_DECODER, TRACE_DECODER
-from tpscope.trace.extract import SYMBOL_COLUMNS, extract
+from tpscope.trace import run_folder
+from tpscope.trace.read import stream
+from tpscope.trace.read.decode import EVENTS_DECODER, TRACE_DECODER
+from tpscope.trace.read.extract import SYMBOL_COLUMNS, extract
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "data"
@@ -116,7 +117,7 @@ def _doc(n: int, tail: dict | None = None) -> dict:
 
 
 def test_threads_give_the_columns_of_one_thread(monkeypatch):
-    from tpscope.trace import native
+    from tpscope.trace.read import native
 
     spans = []
     real = native._spans

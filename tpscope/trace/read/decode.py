@@ -17,7 +17,7 @@ from pathlib import Path
 import msgspec
 
 from tpscope.errors import TraceError
-from tpscope.trace.schema import Args, Event, TraceFile
+from tpscope.trace.read.schema import Args, Event, TraceFile
 
 _GZIP_MAGIC = b"\x1f\x8b"
 try:  # ISA-L's inflate is about 1.5x zlib's on Kineto traces (docs/benchmarks.md)

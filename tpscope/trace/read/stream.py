@@ -25,11 +25,11 @@ from typing import BinaryIO
 
 import msgspec
 
-from tpscope.trace.decode import _GZIP_MAGIC, EVENTS_DECODER, TRACE_DECODER, _IsalError
-from tpscope.trace.extract import RawColumns, extract, merge
-from tpscope.trace.native import available as native_available
-from tpscope.trace.native import extract_text
-from tpscope.trace.schema import TraceFile
+from tpscope.trace.read.decode import _GZIP_MAGIC, EVENTS_DECODER, TRACE_DECODER, _IsalError
+from tpscope.trace.read.extract import RawColumns, extract, merge
+from tpscope.trace.read.native import available as native_available
+from tpscope.trace.read.native import extract_text
+from tpscope.trace.read.schema import TraceFile
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ import numpy as np
 
 from tpscope.trace.classify import GPU_CATEGORIES
 from tpscope.trace.columns import MISSING, SymbolTable, float_column, int_column, us_to_ns
-from tpscope.trace.schema import Args, Event
+from tpscope.trace.read.schema import Args, Event
 
 # lower-case trace category -> event group. Older traces spell them "Kernel", "Runtime", "Memcpy".
 GROUP_OF_CATEGORY: dict[str, str] = {

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from tpscope.trace.columns import MISSING, as_int
-from tpscope.trace.extract import (
+from tpscope.trace.read.extract import (
     HOSTNAME_EVENTS,
     KIND_OF_CATEGORY,
     RawColumns,
