@@ -181,8 +181,8 @@ def main() -> None:
 
     from tpscope.metrics import analyze_run, as_json
     from tpscope.trace import run_folder
-    from tpscope.trace.read import parallel
     from tpscope.trace.compact import PackedRank
+    from tpscope.trace.read import parallel
 
     t0 = time.perf_counter()
     folder = a.folder / f"{a.source.name}-r{a.ranks}-e{a.events}"

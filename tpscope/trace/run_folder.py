@@ -14,13 +14,13 @@ from tpscope.numbers import number
 from tpscope.runfolder.layout import MANIFEST_NAME, is_trace_name
 from tpscope.runfolder.manifest import Manifest
 from tpscope.runfolder.manifest import read_manifest as read_typed_manifest
-from tpscope.trace.read import native, parallel, stream
 from tpscope.trace.assemble import assemble
 from tpscope.trace.columns import MISSING
 from tpscope.trace.compact import PackedRank, RankHeader, compact_rank, header_of, pack
+from tpscope.trace.ranks import RankList
+from tpscope.trace.read import native, parallel, stream
 from tpscope.trace.read.decode import base_time_ns, decode_trace, gunzip, read_bytes
 from tpscope.trace.read.extract import arguments_too_deep, extract, merge
-from tpscope.trace.ranks import RankList
 from tpscope.trace.tables import RankTrace
 
 # join keys within one file

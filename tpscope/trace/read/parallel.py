@@ -29,7 +29,13 @@ from tpscope.trace.read.decode import _GZIP_MAGIC, TRACE_DECODER
 from tpscope.trace.read.extract import merge
 from tpscope.trace.read.native import EVENT_BOUNDARY
 from tpscope.trace.read.schema import TraceFile
-from tpscope.trace.read.stream import _READ_ERRORS, CHUNK_BYTES, DecodedParts, decode_span, open_text
+from tpscope.trace.read.stream import (
+    _READ_ERRORS,
+    CHUNK_BYTES,
+    DecodedParts,
+    decode_span,
+    open_text,
+)
 
 # below this, starting a process costs more than it saves (docs/benchmarks.md)
 SPLIT_MIN_BYTES = 64 << 20
