@@ -17,6 +17,7 @@ import numpy as np
 
 from tpscope.trace.classify import GPU_CATEGORIES
 from tpscope.trace.columns import MISSING, SymbolTable, float_column, int_column, us_to_ns
+from tpscope.trace.read.fields import plain_columns
 from tpscope.trace.read.schema import Args, Event
 
 # lower-case trace category -> event group. Older traces spell them "Kernel", "Runtime", "Memcpy".
@@ -253,6 +254,11 @@ class _Extractor:
         return out
 
 
+def plain(args: list[Args], group: str) -> dict[str, np.ndarray]:
+    """The table's plain argument columns of one group (fields.py), -1 where absent."""
+    return {c: int_column(_values(args, c)) for c in plain_columns(group)}
+
+
 def ranks_text(ranks: str | list | None) -> str | None:
     """`Process Group Ranks` ('[0, 1]' or [0, 1]) as '0,1'; None when absent or empty ('[]' on `wait`)."""
     if ranks is None:
@@ -297,11 +303,11 @@ def extract(events: list[Event], base_ns: int = 0) -> RawColumns:
         kind=np.fromiter(
             map(kind_of.__getitem__, _values(gpu, "cat")), dtype=np.int8, count=len(gpu)
         ),
-        correlation=int_column(_values(args, "correlation")),
         grid=_launch_dims(_values(args, "grid")),
         block=_launch_dims(_values(args, "block")),
         **x.lanes(gpu, args),
         **x.collectives(args),
+        **plain(args, "gpu"),
     )
     groups["gpu"] = cols
 
@@ -310,8 +316,7 @@ def extract(events: list[Event], base_ns: int = 0) -> RawColumns:
     cols.update(
         name_id=x.names(launch),
         tid=tid_column(launch),
-        correlation=int_column(_values(args, "correlation")),
-        external_id=int_column(_values(args, "external_id")),
+        **plain(args, "launch"),
     )
     groups["launch"] = cols
 
@@ -322,7 +327,7 @@ def extract(events: list[Event], base_ns: int = 0) -> RawColumns:
     cols.update(
         name_id=x.names(ops),
         tid=tid_column(ops),
-        external_id=int_column(_values(args, "external_id")),
+        **plain(args, "cpu_op"),
         dims_id=x.raw_ids(args, "input_dims"),
         types_id=x.raw_ids(args, "input_type"),
         strides_id=x.raw_ids(args, "input_strides"),
@@ -333,6 +338,7 @@ def extract(events: list[Event], base_ns: int = 0) -> RawColumns:
     for group in ("cpu_range", "gpu_range"):
         evs, cols = x.timed(group, _select(events, rows[group]))
         cols["name_id"] = x.names(evs)
+        cols.update(plain(_args(evs), group))
         if group == "cpu_range":
             cols["tid"] = tid_column(evs)
             # a CPU run's gloo collectives are CPU ranges: their tensor shapes and types give
@@ -348,9 +354,7 @@ def extract(events: list[Event], base_ns: int = 0) -> RawColumns:
     args = _args(sync)
     cols.update(
         name_id=x.names(sync),
-        wait_on_stream=int_column([a.wait_on_stream for a in args]),
-        wait_on_event_corr=int_column([a.wait_on_event_corr for a in args]),
-        correlation=int_column([a.correlation for a in args]),
+        **plain(args, "sync"),
         **x.lanes(sync, args),
     )
     groups["sync"] = cols

@@ -30,6 +30,7 @@ from tpscope.trace.read.extract import (
     start_end_ns,
     usable_times,
 )
+from tpscope.trace.read.fields import plain_args, plain_columns
 
 try:
     from tpscope.trace import _event_columns
@@ -46,12 +47,13 @@ _DTYPES = {
         np.int32,
     ),
     **dict.fromkeys(
-        "pid tid device stream correlation external_id wait_on_stream wait_on_event_corr coll_row"
-        " seq in_nelems out_nelems group_size peer launch_row grid block".split(),
+        "pid tid device stream coll_row seq in_nelems out_nelems group_size peer launch_row grid"
+        " block".split(),
         np.int64,
     ),
     **dict.fromkeys(("ts", "dur"), np.float64),
     **dict.fromkeys(("has_device", "has_stream"), np.bool_),
+    **dict.fromkeys((a.attr for a in plain_args()), np.int64),
 }
 
 
@@ -177,35 +179,24 @@ class _Columns:
             r, out = self._timed(group, rows[group], dropped)
             out["name_id"] = self.sym(self.cols["name"][r])
             c = self.cols
+            for column in plain_columns(group):  # the table's plain arguments (fields.py)
+                out[column] = c[column][r]
             if group == "gpu":
                 out["kind"] = self._by_symbol(
                     c["cat"][r], lambda s: KIND_OF_CATEGORY[s.lower()], np.int8
                 )
-                out["correlation"] = c["correlation"][r]
                 out["grid"], out["block"] = self._launch_dims(r)
                 out.update(self._lanes_of(r))
                 out.update(self._collectives(r))
-            elif group == "launch":
+            elif group in ("launch", "cpu_op", "cpu_range"):
                 out["tid"] = self.lane("tid")[r]
-                out["correlation"] = c["correlation"][r]
-                out["external_id"] = c["external_id"][r]
-            elif group == "cpu_op":
-                out["tid"] = self.lane("tid")[r]
-                out["external_id"] = c["external_id"][r]
-                out["dims_id"] = c["dims"][r]
-                out["types_id"] = c["types"][r]
-                out["strides_id"] = c["strides"][r]
-                out.update(self._collectives(r))
-            elif group == "cpu_range":
-                out["tid"] = self.lane("tid")[r]
-                out["dims_id"] = c["dims"][r]
-                out["types_id"] = c["types"][r]
-            elif group == "gpu_range":
-                out.update(self._lanes_of(r))
-            else:  # sync
-                out["wait_on_stream"] = c["wait_on_stream"][r]
-                out["wait_on_event_corr"] = c["wait_on_event_corr"][r]
-                out["correlation"] = c["correlation"][r]
+                if group != "launch":
+                    out["dims_id"] = c["dims"][r]
+                    out["types_id"] = c["types"][r]
+                if group == "cpu_op":
+                    out["strides_id"] = c["strides"][r]
+                    out.update(self._collectives(r))
+            else:  # gpu_range, sync
                 out.update(self._lanes_of(r))
             groups[group] = out
         return RawColumns(

@@ -8,42 +8,43 @@ from __future__ import annotations
 
 import msgspec
 
+from tpscope.trace.read.fields import ARGS, Arg
+
 Number = int | float
 
 
-class Args(msgspec.Struct, gc=False):
-    """The `args` of an event: only the keys some metric uses."""
+# the Python type of each kind of argument (fields.KINDS)
+TYPE_OF_KIND = {
+    "int": int | None,
+    "str": str | None,
+    "int_or_str": int | str | None,
+    "raw": msgspec.Raw,
+    "dims": list[int] | None,
+    "ranks": str | list[int] | None,
+}
 
-    device: int | str | None = None
-    stream: int | str | None = None
-    correlation: int | None = None
-    external_id: int | None = msgspec.field(name="External id", default=None)
-    collective: str | None = msgspec.field(name="Collective name", default=None)
-    in_nelems: int | None = msgspec.field(name="In msg nelems", default=None)
-    out_nelems: int | None = msgspec.field(name="Out msg nelems", default=None)
-    dtype: str | None = None
-    pg_name: str | None = msgspec.field(name="Process Group Name", default=None)
-    group_size: int | None = msgspec.field(name="Group size", default=None)
-    seq: int | None = msgspec.field(name="Seq", default=None)
-    pg_ranks: str | list[int] | None = msgspec.field(name="Process Group Ranks", default=None)
-    pg_desc: str | None = msgspec.field(name="Process Group Description", default=None)
-    # recv: the group-local peer
-    src_rank: int | None = msgspec.field(name="Src Rank", default=None)
-    # send: the group-local peer
-    dst_rank: int | None = msgspec.field(name="Dst Rank", default=None)
-    grid: list[int] | None = None
-    block: list[int] | None = None
-    input_dims: msgspec.Raw = msgspec.field(name="Input Dims", default=msgspec.Raw())
-    # GEMM dtype (§8)
-    input_type: msgspec.Raw = msgspec.field(name="Input type", default=msgspec.Raw())
-    # GEMM layout
-    input_strides: msgspec.Raw = msgspec.field(name="Input Strides", default=msgspec.Raw())
-    # cuda_sync events (cudaStreamWaitEvent and friends)
-    wait_on_stream: int | None = None
-    wait_on_event_corr: int | None = msgspec.field(
-        name="wait_on_cuda_event_record_corr_id", default=None
+
+def args_struct(args: tuple[Arg, ...] = ARGS) -> type[msgspec.Struct]:
+    """The `args` of an event as a msgspec struct: only the keys of the table (fields.py)."""
+    return msgspec.defstruct(
+        "Args",
+        [
+            (
+                a.attr,
+                TYPE_OF_KIND[a.kind],
+                msgspec.field(
+                    name=a.key if a.key != a.attr else None,
+                    default=msgspec.Raw() if a.kind == "raw" else None,
+                ),
+            )
+            for a in args
+        ],
+        gc=False,
+        module=__name__,
     )
-    name: str | None = None  # metadata events: process_name / thread_name / hostname
+
+
+Args = args_struct()
 
 
 class Event(msgspec.Struct, gc=False):
@@ -56,7 +57,7 @@ class Event(msgspec.Struct, gc=False):
     tid: int | str | None = None
     ts: Number | None = None
     dur: Number | None = None
-    args: Args | None = None
+    args: Args | None = None  # type: ignore[valid-type]
 
 
 class DistributedInfo(msgspec.Struct, gc=False):
