@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tpscope.trace import load_run
-from tpscope.trace.read import parallel
+from tpscope.trace.read import parallel, strategy
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 
@@ -105,15 +105,16 @@ def test_parts_hold_every_event(ends, indent, chunk_bytes, monkeypatch):
     assert got.header.baseTimeNanoseconds == doc["baseTimeNanoseconds"]
 
 
-def test_no_cut_without_trace_events_or_room_between_events(monkeypatch):
+def test_no_cut_without_trace_events_and_compact_text_cut_by_the_same_rule(monkeypatch):
     forks = _forks(monkeypatch)
     assert parallel._in_parts(io.BytesIO(b'{"a": [{"b": 1}, {"c": 2}]}'), [5]) is None
-    compact = json.dumps(
-        {"traceEvents": [{"ph": "X", "ts": k, "dur": 1} for k in range(3)]}, separators=(",", ":")
-    )
-    got = parallel._in_parts(io.BytesIO(compact.encode()), [20])  # no blank: no cut ...
-    assert forks == [] and got is not None  # ... the parent reads it all
-    assert got.raw.dropped == {}
+    assert forks == []
+    events = [{"ph": "X", "cat": "kernel", "name": "k", "ts": k, "dur": 1} for k in range(3)]
+    compact = json.dumps({"traceEvents": events}, separators=(",", ":")).encode()
+    got = parallel._in_parts(io.BytesIO(compact), [20])  # no blank between events: cut too
+    assert len(forks) == 1 and compact[forks[0][1]] == ord(",")
+    assert got is not None and got.raw.dropped == {}
+    assert got.raw.groups["gpu"]["start_ns"].tolist() == [0, 1000, 2000]
 
 
 def test_part_ends_let_every_part_finish_together():
@@ -140,9 +141,8 @@ def test_gzip_text_size_is_read_from_its_trailer(tmp_path):
 
 @pytest.mark.parametrize("run", ["h200-shm-chunked4", "h200-nvlink-unfused"])
 def test_file_in_parts_equals_one_piece(run, tmp_path, monkeypatch):
-    monkeypatch.setattr(parallel, "SPLIT_MIN_BYTES", 0)
-    # processes share a big file where the C reader is not built (with it, threads do)
-    monkeypatch.setattr("tpscope.trace.run_folder.native.available", lambda: False)
+    monkeypatch.setattr(strategy, "SPLIT_MIN_BYTES", 0)
+    monkeypatch.setattr(strategy, "THREADS_MIN_BYTES", 0)
     for path in (DATA / run).glob("*.json.gz"):
         (tmp_path / path.name).write_bytes(path.read_bytes())
     used = []
@@ -163,7 +163,8 @@ def test_many_files_over_a_pool_equal_one_process():
 
 
 def test_a_cut_inside_an_event_falls_back_to_one_piece(tmp_path, monkeypatch):
-    monkeypatch.setattr(parallel, "SPLIT_MIN_BYTES", 0)
+    monkeypatch.setattr(strategy, "SPLIT_MIN_BYTES", 0)
+    monkeypatch.setattr(strategy, "THREADS_MIN_BYTES", 0)
     # one kernel whose args hold a long list of objects: the cut lands inside it
     doc = {
         "distributedInfo": {"rank": 0},

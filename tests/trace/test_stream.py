@@ -117,11 +117,11 @@ def _doc(n: int, tail: dict | None = None) -> dict:
 
 
 def test_threads_give_the_columns_of_one_thread(monkeypatch):
-    from tpscope.trace.read import native
+    from tpscope.trace.read import cut
 
     spans = []
-    real = native._spans
-    monkeypatch.setattr(native, "_spans", lambda *a: spans.append(real(*a)) or spans[-1])
+    real = cut.spans
+    monkeypatch.setattr(cut, "spans", lambda *a: spans.append(real(*a)) or spans[-1])
     text = gzip.compress(json.dumps(_doc(20_000), indent=1).encode())  # 7 MB of JSON
     one = stream.decode_streaming(io.BytesIO(text), 4 << 20)
     assert spans == []

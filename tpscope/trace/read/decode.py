@@ -19,7 +19,7 @@ import msgspec
 from tpscope.errors import TraceError
 from tpscope.trace.read.schema import Args, Event, TraceFile
 
-_GZIP_MAGIC = b"\x1f\x8b"
+GZIP_MAGIC = b"\x1f\x8b"
 try:  # ISA-L's inflate is about 1.5x zlib's on Kineto traces (docs/benchmarks.md)
     from isal import igzip as _igzip
     from isal.isal_zlib import error as _IsalError
@@ -28,6 +28,8 @@ try:  # ISA-L's inflate is about 1.5x zlib's on Kineto traces (docs/benchmarks.m
 except ImportError:  # pragma: no cover - isal is a dependency; zlib keeps working without it
     _gunzip = gzip.decompress
     _IsalError = zlib.error
+# what a broken gzip stream raises, whichever inflater reads it
+GZIP_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error, _IsalError)
 TRACE_DECODER = msgspec.json.Decoder(TraceFile)  # a whole file into the structs of schema.py
 EVENTS_DECODER = msgspec.json.Decoder(list[Event])  # a bare array of events
 
@@ -55,11 +57,11 @@ def read_bytes(path: Path) -> bytes:
 
 def gunzip(path: object, raw: bytes) -> bytes:
     """`raw` gunzipped when it is gzip (by its magic number), else as it is."""
-    if raw[:2] != _GZIP_MAGIC:
+    if raw[:2] != GZIP_MAGIC:
         return raw
     try:
         return _gunzip(raw)
-    except (EOFError, gzip.BadGzipFile, zlib.error, _IsalError) as exc:
+    except GZIP_ERRORS as exc:
         raise TraceError(path, f"broken gzip data (truncated or corrupt: {exc})") from None
 
 

@@ -11,12 +11,12 @@ The caller then decodes with msgspec. docs/benchmarks.md gives the speeds.
 
 from __future__ import annotations
 
-import re
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from tpscope.trace.columns import MISSING, as_int
+from tpscope.trace.read import cut
 from tpscope.trace.read.extract import (
     HOSTNAME_EVENTS,
     KIND_OF_CATEGORY,
@@ -74,7 +74,7 @@ def extract_text(
     does not hold the GIL) and merged."""
     if _event_columns is None:
         return None
-    spans = _spans(text, lo, hi, threads) if threads > 1 and hi - lo > 2 * chunk_bytes else []
+    spans = cut.spans(text, lo, hi, threads) if threads > 1 and hi - lo > 2 * chunk_bytes else []
     if len(spans) > 1:
         with ThreadPoolExecutor(len(spans)) as pool:
             parts = list(pool.map(lambda s: _scan(text, s[0], s[1], chunk_bytes), spans))
@@ -94,24 +94,6 @@ def _scan(text, lo: int, hi: int, chunk_bytes: int) -> RawColumns | None:
     for k in ("grid", "block"):
         cols[k] = cols[k].reshape(-1, 3)
     return _Columns(symbols, cols).raw_columns()
-
-
-# "}", blanks, ",", blanks, "{": where one event ends and the next begins (a match inside an event
-# gives a run that is not valid JSON, which the reader reports)
-EVENT_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
-
-
-def _spans(text, lo: int, hi: int, n: int) -> list[tuple[int, int]]:
-    """`text[lo:hi]` cut at the first event boundary after each n-th of its length."""
-    spans, start = [], lo
-    for k in range(1, n):
-        m = EVENT_BOUNDARY.search(text, max(start, lo + (hi - lo) * k // n), hi)
-        if m is None:
-            break
-        comma = m.start() + text[m.start() : m.end()].index(b",")
-        spans.append((start, comma))
-        start = comma + 1
-    return [*spans, (start, hi)]
 
 
 class _Columns:
