@@ -79,18 +79,23 @@ SAMPLE_S = 0.1  # reading a process's smaps holds its memory map's lock: sampled
 
 
 def measure(
-    body: str, env: dict | None = None, timeout: float = 1800, sample_memory: bool = True
+    body: str,
+    env: dict | None = None,
+    timeout: float = 1800,
+    sample_memory: bool = True,
+    prefix: list[str] | None = None,
 ) -> dict:
     """Run `body` in a fresh interpreter; its wall time, the CPU time of its process tree (user +
     system, the reaped children included) and the peak PSS of the tree, sampled every SAMPLE_S.
     Without `sample_memory`, no sampling (peak None): on 2 cores the sampler takes CPU time from
-    a program that keeps both busy, so timed runs are not sampled."""
+    a program that keeps both busy, so timed runs are not sampled. `prefix` runs the interpreter
+    through a command (`taskset -c 0,1`)."""
     import psutil
 
     code = MEASURE.format(body=body)
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-c", code],
+            [*(prefix or []), sys.executable, "-c", code],
             stdout=out,
             stderr=err,
             text=True,
