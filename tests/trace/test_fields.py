@@ -47,7 +47,12 @@ import importlib, json, sys
 import numpy as np
 import tpscope.trace.read.fields as f
 
-f.ARGS = (*f.ARGS, f.Arg("Sequence number", "sequence_number", "int", ("cpu_op", "launch")))
+PLANTED_ARGS = (
+    f.Arg("Sequence number", "sequence_number", "int", ("cpu_op", "launch")),
+    f.Arg("Concrete Inputs", "concrete_inputs", "raw", ("cpu_op",), "concrete_id"),
+)
+
+f.ARGS = (*f.ARGS, *PLANTED_ARGS)
 from tpscope.trace.read import schema, decode, extract, native, stream
 for m in (schema, decode, extract, native, stream):
     importlib.reload(m)
@@ -64,6 +69,7 @@ for name, raw in (("c", c), ("msgspec", m)):
     if raw is not None:
         out[name] = {g: raw.groups[g]["sequence_number"].tolist() for g in ("cpu_op", "launch")}
         out[name]["gpu"] = "sequence_number" in raw.groups["gpu"]
+        out[name]["concrete"] = [raw.symbols[i] for i in raw.groups["cpu_op"]["concrete_id"]]
 print(json.dumps(out))
 """
 
@@ -71,7 +77,7 @@ print(json.dumps(out))
 def test_a_field_planted_in_the_table_reaches_the_columns(tmp_path):
     events = [
         {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 2,
-         "args": {"Sequence number": 41, "External id": 1}},
+         "args": {"Sequence number": 41, "External id": 1, "Concrete Inputs": ["", "2"]}},
         {"ph": "X", "cat": "cpu_op", "name": "aten::add", "ts": 4, "dur": 2, "args": {}},
         {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 2, "dur": 1,
          "args": {"Sequence number": 7, "correlation": 3}},
@@ -79,9 +85,9 @@ def test_a_field_planted_in_the_table_reaches_the_columns(tmp_path):
          "args": {"Sequence number": 9, "correlation": 3}},
     ]  # fmt: skip
     trace = tmp_path / "events.json"
-    trace.write_text(json.dumps(events, indent=1))
+    trace.write_text(json.dumps(events))
     # the expected columns, from the raw JSON: per group in trace order, -1 where absent
-    expected = {"cpu_op": [41, -1], "launch": [7], "gpu": False}
+    expected = {"cpu_op": [41, -1], "launch": [7], "gpu": False, "concrete": ['["", "2"]', ""]}
     script = tmp_path / "planted.py"
     script.write_text(textwrap.dedent(PLANTED))
     # the C reader built in a folder of its own, with the header of the planted table
@@ -91,9 +97,8 @@ def test_a_field_planted_in_the_table_reaches_the_columns(tmp_path):
         (ROOT / "tpscope" / "trace" / "_event_columns.c").read_text()
     )
     header = subprocess.run(
-        [sys.executable, "-c", f"import tpscope.trace.read.fields as f; f.ARGS = (*f.ARGS, "
-         "f.Arg('Sequence number', 'sequence_number', 'int', ('cpu_op', 'launch'))); "
-         f"f.write_header(__import__('pathlib').Path({str(build)!r}) / '_event_fields.h')"],
+        [sys.executable, "-c", PLANTED.split("from tpscope.trace.read import")[0]
+         + f"f.write_header(__import__('pathlib').Path({str(build)!r}) / '_event_fields.h')"],
         cwd=ROOT, check=True, timeout=120,
     )  # fmt: skip
     assert header.returncode == 0

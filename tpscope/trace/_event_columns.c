@@ -161,7 +161,6 @@ enum {
     C_DEVICE, C_STREAM,            /* int64 */
     C_HAS_DEVICE, C_HAS_STREAM,    /* int8: the key holds a non-null value */
     C_DEVICE_SYM, C_STREAM_SYM,    /* int32: a string device / stream's symbol id, else -1 */
-    C_DIMS, C_TYPES, C_STRIDES,    /* int32 symbol ids of the raw text, "" when absent */
     C_COLL_NAME,                   /* int32 symbol id, -1 for null or absent */
     C_ARG_NAME,                    /* int32 symbol id of args.name, -1 for null or absent */
     /* Sparse columns: one value per event whose "Collective name" is a string */
@@ -171,19 +170,23 @@ enum {
     /* Sparse: events with a grid or a block (int64 row, then 3 int64 each, -1 when absent) */
     L_ROW, L_GRID, L_BLOCK,
     N_FIXED,
-    /* the plain arguments' dense int64 columns, -1 for null or absent: PLAIN_NAMES */
-    N_COLUMNS = N_FIXED + N_PLAIN
+    /* the plain arguments' dense int64 columns, -1 for null or absent: PLAIN_NAMES; then the raw
+     * arguments' int32 symbol ids of their text, "" when absent: RAW_NAMES */
+    N_COLUMNS = N_FIXED + N_PLAIN + N_RAW
 };
 
 static const char *COLUMN_NAMES[N_FIXED] = {
     "ph", "cat", "name", "pid", "tid", "pid_sym", "tid_sym", "ts", "dur",
-    "device", "stream", "has_device", "has_stream", "device_sym", "stream_sym", "dims", "types",
-    "strides", "coll_name", "arg_name",
+    "device", "stream", "has_device", "has_stream", "device_sym", "stream_sym", "coll_name",
+    "arg_name",
     "coll_row", "pg_name", "dtype", "pg_ranks", "pg_desc", "seq", "in_nelems", "out_nelems",
     "group_size", "peer", "launch_row", "grid", "block",
 };
 
-static const char *column_name(int c) { return c < N_FIXED ? COLUMN_NAMES[c] : PLAIN_NAMES[c - N_FIXED]; }
+static const char *column_name(int c) {
+    if (c < N_FIXED) return COLUMN_NAMES[c];
+    return c < N_FIXED + N_PLAIN ? PLAIN_NAMES[c - N_FIXED] : RAW_NAMES[c - N_FIXED - N_PLAIN];
+}
 
 typedef struct {
     Buf col[N_COLUMNS];
@@ -350,7 +353,7 @@ static int read_args(Scan *s, yyjson_val *args, const char *text, size_t hi, con
         ints[k] = MISSING;
         syms[k] = -1;
     }
-    syms[A_INPUT_DIMS] = syms[A_INPUT_TYPE] = syms[A_INPUT_STRIDES] = s->empty_id;
+    for (int k = 0; k < N_RAW; k++) syms[RAW_ARGS[k]] = s->empty_id;
     if (args && !yyjson_is_null(args)) {
         if (!yyjson_is_obj(args)) return OTHER;
         yyjson_obj_iter it;
@@ -405,9 +408,7 @@ static int read_args(Scan *s, yyjson_val *args, const char *text, size_t hi, con
     PUT(s, C_DEVICE_SYM, syms[A_DEVICE]);
     PUT(s, C_STREAM_SYM, syms[A_STREAM]);
     for (int k = 0; k < N_PLAIN; k++) PUT(s, N_FIXED + k, ints[PLAIN_ARGS[k]]);
-    PUT(s, C_DIMS, syms[A_INPUT_DIMS]);
-    PUT(s, C_TYPES, syms[A_INPUT_TYPE]);
-    PUT(s, C_STRIDES, syms[A_INPUT_STRIDES]);
+    for (int k = 0; k < N_RAW; k++) PUT(s, N_FIXED + N_PLAIN + k, syms[RAW_ARGS[k]]);
     PUT(s, C_COLL_NAME, syms[A_COLLECTIVE]);
     PUT(s, C_ARG_NAME, syms[A_NAME]);
     if (syms[A_COLLECTIVE] >= 0) {

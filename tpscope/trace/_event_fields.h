@@ -105,5 +105,9 @@ static const signed char KEYS_OF_LEN[MAX_KEY_LEN + 1][4] = {
 #define N_PLAIN 4
 static const int PLAIN_ARGS[N_PLAIN + 1] = {A_CORRELATION, A_EXTERNAL_ID, A_WAIT_ON_STREAM, A_WAIT_ON_EVENT_CORR, -1};
 static const char *PLAIN_NAMES[N_PLAIN + 1] = {"correlation", "external_id", "wait_on_stream", "wait_on_event_corr", 0};
+/* The raw arguments kept as dense int32 columns of symbol ids (their text) */
+#define N_RAW 3
+static const int RAW_ARGS[N_RAW + 1] = {A_INPUT_DIMS, A_INPUT_TYPE, A_INPUT_STRIDES, -1};
+static const char *RAW_NAMES[N_RAW + 1] = {"dims_id", "types_id", "strides_id", 0};
 
 #endif

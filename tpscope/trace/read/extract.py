@@ -17,7 +17,7 @@ import numpy as np
 
 from tpscope.trace.classify import GPU_CATEGORIES
 from tpscope.trace.columns import MISSING, SymbolTable, float_column, int_column, us_to_ns
-from tpscope.trace.read.fields import plain_columns
+from tpscope.trace.read.fields import plain_columns, raw_args, raw_columns
 from tpscope.trace.read.schema import Args, Event
 
 # lower-case trace category -> event group. Older traces spell them "Kernel", "Runtime", "Memcpy".
@@ -44,14 +44,12 @@ KIND_OF_CATEGORY = {
 SYMBOL_COLUMNS = frozenset(
     {
         "name_id",
-        "dims_id",
-        "types_id",
-        "strides_id",
         "coll_name_id",
         "pg_name_id",
         "dtype_id",
         "pg_ranks_id",
         "pg_desc_id",
+        *(a.column_name for a in raw_args()),  # the raw arguments' text (fields.py)
     }
 )
 COLLECTIVE_COLUMNS = (
@@ -328,9 +326,7 @@ def extract(events: list[Event], base_ns: int = 0) -> RawColumns:
         name_id=x.names(ops),
         tid=tid_column(ops),
         **plain(args, "cpu_op"),
-        dims_id=x.raw_ids(args, "input_dims"),
-        types_id=x.raw_ids(args, "input_type"),
-        strides_id=x.raw_ids(args, "input_strides"),
+        **{a.column_name: x.raw_ids(args, a.attr) for a in raw_columns("cpu_op")},
         **x.collectives(args),
     )
     groups["cpu_op"] = cols
@@ -344,8 +340,7 @@ def extract(events: list[Event], base_ns: int = 0) -> RawColumns:
             # a CPU run's gloo collectives are CPU ranges: their tensor shapes and types give
             # the collective's size (trace.cpu_activities)
             args = _args(evs)
-            cols["dims_id"] = x.raw_ids(args, "input_dims")
-            cols["types_id"] = x.raw_ids(args, "input_type")
+            cols.update({a.column_name: x.raw_ids(args, a.attr) for a in raw_columns(group)})
         else:
             cols.update(x.lanes(evs, _args(evs)))
         groups[group] = cols
@@ -374,7 +369,7 @@ def extract(events: list[Event], base_ns: int = 0) -> RawColumns:
 MAX_ARGUMENT_DEPTH = 100
 
 
-RAW_ARGUMENT_COLUMNS = ("dims_id", "types_id", "strides_id")
+RAW_ARGUMENT_COLUMNS = tuple(a.column_name for a in raw_args())
 
 
 def arguments_too_deep(raw: RawColumns, limit: int = MAX_ARGUMENT_DEPTH) -> bool:

@@ -3,10 +3,11 @@ msgspec schema (`schema.Args`), the C reader's key table (`tpscope/trace/_event_
 by `write_header`, checked by a test) and, for the plain arguments, the columns of each event group
 (`extract.py` with msgspec, `native.py` with the C reader).
 
-A plain argument (an integer, `PLAIN_KINDS`) given `groups` becomes a column of that name in each
-of those groups, -1 where absent: adding one is one row here (and `python3 -m
-tpscope.trace.read.fields` to write the header again). The other kinds are read by rules of their
-own: lanes (device, stream), launch dimensions, collective metadata, raw JSON text.
+A plain argument (an integer, `PLAIN_KINDS`) given `groups` becomes an int64 column in each of
+those groups, -1 where absent; a raw one (its exact JSON text, as `Input Dims`) a column of symbol
+ids, "" where absent. Adding one is one row here (and `python3 -m tpscope.trace.read.fields` to
+write the header again). The other kinds are read by rules of their own: lanes (device, stream),
+launch dimensions, collective metadata.
 """
 
 from __future__ import annotations
@@ -34,7 +35,12 @@ class Arg:
     key: str  # as the trace spells it
     attr: str  # the schema's attribute; the column's name for a plain argument
     kind: str  # a key of KINDS
-    groups: tuple[str, ...] = ()  # plain arguments: the event groups that get a column of it
+    groups: tuple[str, ...] = ()  # plain and raw arguments: the event groups with its column
+    column: str = ""  # the column's name (default: `attr`; a raw argument's holds symbol ids)
+
+    @property
+    def column_name(self) -> str:
+        return self.column or self.attr
 
 
 ARGS: tuple[Arg, ...] = (
@@ -55,9 +61,9 @@ ARGS: tuple[Arg, ...] = (
     Arg("Dst Rank", "dst_rank", "int"),  # send: the group-local peer
     Arg("grid", "grid", "dims"),
     Arg("block", "block", "dims"),
-    Arg("Input Dims", "input_dims", "raw"),
-    Arg("Input type", "input_type", "raw"),  # GEMM dtype (metrics.md §8)
-    Arg("Input Strides", "input_strides", "raw"),  # GEMM layout
+    Arg("Input Dims", "input_dims", "raw", ("cpu_op", "cpu_range"), "dims_id"),
+    Arg("Input type", "input_type", "raw", ("cpu_op", "cpu_range"), "types_id"),  # GEMM dtype
+    Arg("Input Strides", "input_strides", "raw", ("cpu_op",), "strides_id"),  # GEMM layout
     # cuda_sync events (cudaStreamWaitEvent and friends)
     Arg("wait_on_stream", "wait_on_stream", "int", ("sync",)),
     Arg("wait_on_cuda_event_record_corr_id", "wait_on_event_corr", "int", ("sync",)),
@@ -75,7 +81,17 @@ def plain_args(args: tuple[Arg, ...] | None = None) -> list[Arg]:
 
 def plain_columns(group: str, args: tuple[Arg, ...] | None = None) -> list[str]:
     """The plain argument columns of one event group, in table order."""
-    return [a.attr for a in plain_args(args) if group in a.groups]
+    return [a.column_name for a in plain_args(args) if group in a.groups]
+
+
+def raw_args(args: tuple[Arg, ...] | None = None) -> list[Arg]:
+    """The arguments kept as their JSON text (a column of symbol ids, "" where absent)."""
+    return [a for a in (ARGS if args is None else args) if a.kind == "raw" and a.groups]
+
+
+def raw_columns(group: str, args: tuple[Arg, ...] | None = None) -> list[Arg]:
+    """The raw arguments with a column in one event group, in table order."""
+    return [a for a in raw_args(args) if group in a.groups]
 
 
 HEADER = Path(__file__).resolve().parent.parent / "_event_fields.h"
@@ -90,6 +106,7 @@ def header_text(args: tuple[Arg, ...] | None = None) -> str:
     per_len = [[k for k, key in enumerate(keys) if len(key) == n] for n in range(max_len + 1)]
     width = max(map(len, per_len)) + 1  # room for the -1 that ends each list
     plain = plain_args(args)
+    raw = raw_args(args)
     lines = [
         "/* Generated from tpscope/trace/read/fields.py by `python3 -m tpscope.trace.read.fields`:",
         " * do not edit (tests/trace/test_fields.py checks that it is current). */",
@@ -129,7 +146,15 @@ def header_text(args: tuple[Arg, ...] | None = None) -> str:
         + "".join(f"A_{a.attr.upper()}, " for a in plain)
         + "-1};",
         "static const char *PLAIN_NAMES[N_PLAIN + 1] = {"
-        + "".join(f'"{a.attr}", ' for a in plain)
+        + "".join(f'"{a.column_name}", ' for a in plain)
+        + "0};",
+        "/* The raw arguments kept as dense int32 columns of symbol ids (their text) */",
+        f"#define N_RAW {len(raw)}",
+        "static const int RAW_ARGS[N_RAW + 1] = {"
+        + "".join(f"A_{a.attr.upper()}, " for a in raw)
+        + "-1};",
+        "static const char *RAW_NAMES[N_RAW + 1] = {"
+        + "".join(f'"{a.column_name}", ' for a in raw)
         + "0};",
         "",
         "#endif",

@@ -30,7 +30,7 @@ from tpscope.trace.read.extract import (
     start_end_ns,
     usable_times,
 )
-from tpscope.trace.read.fields import plain_args, plain_columns
+from tpscope.trace.read.fields import plain_args, plain_columns, raw_args, raw_columns
 
 try:
     from tpscope.trace import _event_columns
@@ -42,7 +42,7 @@ NATIVE_CHUNK_BYTES = 1 << 20
 
 _DTYPES = {
     **dict.fromkeys(
-        "ph cat name pid_sym tid_sym device_sym stream_sym dims types strides coll_name arg_name"
+        "ph cat name pid_sym tid_sym device_sym stream_sym coll_name arg_name"
         " pg_name dtype pg_ranks pg_desc".split(),
         np.int32,
     ),
@@ -53,7 +53,8 @@ _DTYPES = {
     ),
     **dict.fromkeys(("ts", "dur"), np.float64),
     **dict.fromkeys(("has_device", "has_stream"), np.bool_),
-    **dict.fromkeys((a.attr for a in plain_args()), np.int64),
+    **dict.fromkeys((a.column_name for a in plain_args()), np.int64),
+    **dict.fromkeys((a.column_name for a in raw_args()), np.int32),
 }
 
 
@@ -163,6 +164,8 @@ class _Columns:
             c = self.cols
             for column in plain_columns(group):  # the table's plain arguments (fields.py)
                 out[column] = c[column][r]
+            for a in raw_columns(group):  # and its raw ones
+                out[a.column_name] = c[a.column_name][r]
             if group == "gpu":
                 out["kind"] = self._by_symbol(
                     c["cat"][r], lambda s: KIND_OF_CATEGORY[s.lower()], np.int8
@@ -172,11 +175,7 @@ class _Columns:
                 out.update(self._collectives(r))
             elif group in ("launch", "cpu_op", "cpu_range"):
                 out["tid"] = self.lane("tid")[r]
-                if group != "launch":
-                    out["dims_id"] = c["dims"][r]
-                    out["types_id"] = c["types"][r]
                 if group == "cpu_op":
-                    out["strides_id"] = c["strides"][r]
                     out.update(self._collectives(r))
             else:  # gpu_range, sync
                 out.update(self._lanes_of(r))
