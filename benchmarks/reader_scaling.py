@@ -5,7 +5,7 @@
 Each source run's first rank is tiled to `--events` events (`tile_trace.py`). Per tile, in rounds
 (one of each per round, so that all see the machine's load of the moment): `tpscope analyze
 --json --no-cache` with every core, with `--workers 1`, on two cores (`taskset`, `--workers 2`),
-and with every core but the file streamed (threads) instead of read in forked parts
+and with every core or two but the file streamed (threads) instead of read in forked parts
 (`read/strategy.py` forced); HTA (`TraceAnalysis` + `get_comm_comp_overlap`) in the first
 `--hta-rounds` rounds. Then one more run of tpscope (every core) and of HTA sampled for peak
 memory (`analyzer_speed.measure`). Medians are reported; every run is kept in the JSON.
@@ -56,6 +56,10 @@ def variants(run: str, cores: int) -> dict[str, tuple[str, list[str]]]:
         "one_worker": (TPSCOPE.format(run=run, extra=["--workers", "1"], stream=False), []),
         "two_cores": (TPSCOPE.format(run=run, extra=["--workers", "2"], stream=False), two),
         f"all_{cores}_cores_streamed": (TPSCOPE.format(run=run, extra=[], stream=True), []),
+        "two_cores_streamed": (
+            TPSCOPE.format(run=run, extra=["--workers", "2"], stream=True),
+            two,
+        ),
     }
 
 
