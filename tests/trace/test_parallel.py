@@ -143,6 +143,7 @@ def test_gzip_text_size_is_read_from_its_trailer(tmp_path):
 def test_file_in_parts_equals_one_piece(run, tmp_path, monkeypatch):
     monkeypatch.setattr(strategy, "SPLIT_MIN_BYTES", 0)
     monkeypatch.setattr(strategy, "THREADS_MIN_BYTES", 0)
+    monkeypatch.setattr(strategy, "PARTS_MIN_WORKERS", 2)
     for path in (DATA / run).glob("*.json.gz"):
         (tmp_path / path.name).write_bytes(path.read_bytes())
     used = []
@@ -165,6 +166,7 @@ def test_many_files_over_a_pool_equal_one_process():
 def test_a_cut_inside_an_event_falls_back_to_one_piece(tmp_path, monkeypatch):
     monkeypatch.setattr(strategy, "SPLIT_MIN_BYTES", 0)
     monkeypatch.setattr(strategy, "THREADS_MIN_BYTES", 0)
+    monkeypatch.setattr(strategy, "PARTS_MIN_WORKERS", 2)
     # one kernel whose args hold a long list of objects: the cut lands inside it
     doc = {
         "distributedInfo": {"rank": 0},
