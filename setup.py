@@ -12,6 +12,7 @@ setup(
             "tpscope.trace._event_columns",
             sources=["tpscope/trace/_event_columns.c", "third_party/yyjson/yyjson.c"],
             include_dirs=["third_party/yyjson"],
+            depends=["tpscope/trace/_event_fields.h"],  # generated from trace/read/fields.py
             optional=True,
         )
     ]

@@ -2,6 +2,10 @@
 
     python3 benchmarks/analyzer_speed.py --out benchmarks/results/analyzer_speed.json
 
+`--sources A,B,C` tiles each of several runs (the first rank of each) to every size: the sample
+runs of this repository and a foreign trace (`tests/data/real/...`) read differently (arguments per
+event, layout), and each should be measured.
+
 Traces are made by tiling a real sample run in time (`tile_trace.py`: real names and
 arguments, a handful of steps). Every measurement runs in a fresh process that reports its wall
 time, its CPU time and peak resident memory (its own and its worker processes'); the numbers are printed as a
@@ -75,18 +79,23 @@ SAMPLE_S = 0.1  # reading a process's smaps holds its memory map's lock: sampled
 
 
 def measure(
-    body: str, env: dict | None = None, timeout: float = 1800, sample_memory: bool = True
+    body: str,
+    env: dict | None = None,
+    timeout: float = 1800,
+    sample_memory: bool = True,
+    prefix: list[str] | None = None,
 ) -> dict:
     """Run `body` in a fresh interpreter; its wall time, the CPU time of its process tree (user +
     system, the reaped children included) and the peak PSS of the tree, sampled every SAMPLE_S.
     Without `sample_memory`, no sampling (peak None): on 2 cores the sampler takes CPU time from
-    a program that keeps both busy, so timed runs are not sampled."""
+    a program that keeps both busy, so timed runs are not sampled. `prefix` runs the interpreter
+    through a command (`taskset -c 0,1`)."""
     import psutil
 
     code = MEASURE.format(body=body)
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-c", code],
+            [*(prefix or []), sys.executable, "-c", code],
             stdout=out,
             stderr=err,
             text=True,
@@ -139,11 +148,33 @@ def count_events(folder: Path) -> int:
     return total
 
 
+def _first_rank(src: Path, folder: Path) -> Path:
+    """A folder holding only the first trace file of `src` (a rank of a real run, whatever the
+    others are)."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    first = sorted(
+        p
+        for p in src.iterdir()
+        if p.name.endswith((".json", ".json.gz")) and p.name != "tpscope_run.json"
+    )[0]
+    (folder / first.name).symlink_to(first.resolve())
+    return folder
+
+
+def _shown(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--source", type=Path, default=ROOT / "sample_traces" / "h200x2-shm-chunked")
+    p.add_argument(
+        "--sources",
+        default=str(ROOT / "sample_traces" / "h200x2-shm-chunked"),
+        help="run folders to tile, comma-separated (each: its first rank, at every --sizes)",
+    )
     p.add_argument(
         "--sizes", default="100000,300000,1000000,3000000", help="events per rank, one rank"
     )
@@ -169,14 +200,17 @@ def main() -> None:
     env = {"TPSCOPE_CACHE_DIR": str(cache)}
     rows = []
     try:
-        for size in [int(s) for s in a.sizes.split(",")]:
+        sources = [Path(x) for x in a.sources.split(",")]
+        source = sources[0]
+        for src, size in [(x, int(s)) for x in sources for s in a.sizes.split(",")]:
             run = work / f"r1-{size}"
-            tile_run(a.source, run, size, ranks=1)
+            tile_run(_first_rank(src, work / "first-rank"), run, size, ranks=1)
             events = count_events(run)
             load_before = os.getloadavg()[0]
             mb = sum(f.stat().st_size for f in run.iterdir()) / 2**20
             row = {
-                "case": f"1 rank, {events:,} events",
+                "case": f"{src.name}: 1 rank, {events:,} events",
+                "source": _shown(src),
                 "ranks": 1,
                 "events": events,
                 "gz_mb": round(mb, 1),
@@ -203,7 +237,7 @@ def main() -> None:
         n_ranks, per_rank = (int(x) for x in a.multi.split("x"))
         if not a.multi_skip:
             run = work / f"r{n_ranks}"
-            tile_run(a.source, run, per_rank, ranks=n_ranks)
+            tile_run(source, run, per_rank, ranks=n_ranks)
             events = count_events(run)
             row = {
                 "case": f"{n_ranks} ranks, {events:,} events",
@@ -220,7 +254,7 @@ def main() -> None:
             shutil.rmtree(run)
         if a.pool_ranks:
             run = work / f"r{a.pool_ranks}"
-            tile_run(a.source, run, 20_000, ranks=a.pool_ranks)
+            tile_run(source, run, 20_000, ranks=a.pool_ranks)
             events = count_events(run)
             row = {
                 "case": f"{a.pool_ranks} ranks, {events:,} events",
@@ -279,9 +313,7 @@ def main() -> None:
                 "msgspec": msgspec.__version__,
                 "hta": getattr(hta, "__version__", "traceinsight 0.6.1"),
             },
-            "source": str(a.source.relative_to(ROOT))
-            if a.source.is_relative_to(ROOT)
-            else str(a.source),
+            "source": ",".join(_shown(x) for x in sources),
             "rows": rows,
         }
         a.out.parent.mkdir(parents=True, exist_ok=True)

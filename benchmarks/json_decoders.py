@@ -1,4 +1,4 @@
-"""Which JSON decoder reads Kineto traces fastest (the choice behind tpscope/trace/decode.py).
+"""Which JSON decoder reads Kineto traces fastest (the choice behind tpscope/trace/read/decode.py).
 
     python3 benchmarks/json_decoders.py sample_traces/h200x2-shm-chunked --events 1000000
 
@@ -7,8 +7,8 @@ untyped (to dicts), and msgspec typed into tpscope's structs (`schema.py`), whic
 field tpscope does not read. Prints the median of 3 runs with Python's garbage collector on (as a
 program runs) and off, and the peak memory each adds.
 
-Then, from the same text to columns (the median of 3): tpscope's C reader (`trace/native.py`,
-yyjson; one thread, then two), msgspec typed plus tpscope's extraction (`trace/extract.py`, what
+Then, from the same text to columns (the median of 3): tpscope's C reader (`trace/read/native.py`,
+yyjson; one thread, then two), msgspec typed plus tpscope's extraction (`trace/read/extract.py`, what
 is used where the C reader is not built), and, when they are installed, the columnar JSON readers of polars
 (`read_json` with a schema of the fields tpscope reads) and pyarrow (`pyarrow.json.read_json`,
 which reads one object after another, so the array's separating commas are made newlines
@@ -38,7 +38,7 @@ def main() -> None:
     import orjson
     from tile_trace import tile_run
 
-    from tpscope.trace.schema import TraceFile
+    from tpscope.trace.read.schema import TraceFile
 
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -88,8 +88,8 @@ def to_columns(data: bytes) -> None:
     import io
     import re
 
-    from tpscope.trace.decode import EVENTS_DECODER
-    from tpscope.trace.extract import extract
+    from tpscope.trace.read.decode import EVENTS_DECODER
+    from tpscope.trace.read.extract import extract
 
     start = data.index(b"[", data.index(b'"traceEvents"'))
     end = data.rindex(b"]")
@@ -98,7 +98,7 @@ def to_columns(data: bytes) -> None:
     def tpscope_columns():
         return extract(EVENTS_DECODER.decode(array), 0)
 
-    from tpscope.trace import native
+    from tpscope.trace.read import native
 
     readers = {
         "tpscope's C reader (yyjson), one thread": lambda: native.extract_text(

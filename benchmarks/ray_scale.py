@@ -180,8 +180,9 @@ def main() -> None:
     a = p.parse_args()
 
     from tpscope.metrics import analyze_run, as_json
-    from tpscope.trace import parallel, run_folder
+    from tpscope.trace import run_folder
     from tpscope.trace.compact import PackedRank
+    from tpscope.trace.read import parallel
 
     t0 = time.perf_counter()
     folder = a.folder / f"{a.source.name}-r{a.ranks}-e{a.events}"

@@ -23,7 +23,8 @@ from pathlib import Path
 CHILD = r"""
 import gzip, json, pickle, resource, sys, time
 from pathlib import Path
-from tpscope.trace import run_folder, stream
+from tpscope.trace import run_folder
+from tpscope.trace.read import stream
 mode, path = sys.argv[1], Path(sys.argv[2])
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 if mode == "one_piece":

@@ -82,3 +82,30 @@ def test_a_planted_import_breaks_its_contract(tmp_path, module, planted, contrac
     contracts = (ROOT / "pyproject.toml").read_text().count("[[tool.importlinter.contracts]]")
     assert f"{contract} BROKEN" in text, done.stdout[-3000:]
     assert f"{contracts - 1} kept, 1 broken" in text, done.stdout[-3000:]
+
+
+def test_no_private_name_is_imported_across_the_trace_modules():
+    """A module of tpscope.trace uses another's public names only (its private ones may change
+    with it); the C extension is a module of its own name, imported by its one reader."""
+    import ast
+
+    found = []
+    for path in sorted((ROOT / "tpscope" / "trace").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tpscope"):
+                for alias in node.names:
+                    if alias.name.startswith("_") and alias.name != "_event_columns":
+                        found.append(f"{path.relative_to(ROOT)}: {node.module}.{alias.name}")
+            elif isinstance(node, ast.Attribute) and node.attr.startswith("_"):
+                # module._name: a private name reached through an imported module
+                value = node.value
+                if isinstance(value, ast.Name) and value.id in _TRACE_MODULES:
+                    if node.attr != "_event_columns":
+                        found.append(f"{path.relative_to(ROOT)}: {value.id}.{node.attr}")
+    assert found == []
+
+
+_TRACE_MODULES = {
+    p.stem for p in (ROOT / "tpscope" / "trace").rglob("*.py") if not p.stem.startswith("_")
+}

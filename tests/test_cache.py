@@ -50,6 +50,10 @@ def test_analyze_twice_reads_the_cache(tmp_path, capsys, monkeypatch):
     assert main(["analyze", str(run), "--json"]) == 0
     first = capsys.readouterr().out
     assert len(list((tmp_path / "cache").glob("analysis-*.pkl"))) == 1
+    # the terminal report once: it replays the run for its what-if headroom, cached beside it
+    assert main(["analyze", str(run)]) == 0
+    capsys.readouterr()
+    assert len(list((tmp_path / "cache").glob("headroom-analysis-*.pkl"))) == 1
     import tpscope.trace
 
     def refuse(*args, **kwargs):

@@ -22,7 +22,7 @@ def test_wheel_contains_every_package(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     for module in (
         "tpscope/cli.py",
-        "tpscope/trace/extract.py",
+        "tpscope/trace/read/extract.py",
         "tpscope/metrics/analysis.py",
         "tpscope/report/report_command.py",
         "tpscope/fusion/ops/api.py",

@@ -69,8 +69,8 @@ def folder_fingerprint(path: Path) -> str:
 
 # the packages whose code makes cached results: their Python sources, and the C reader's source and
 # built extension in tpscope/trace
-_CODE_FOLDERS = ("trace", "metrics", "runfolder")  # runfolder: the manifest, the Flux formulas
-_CODE_FILES = ("*.py", "*.c", "*.so", "*.pyd")
+_CODE_FOLDERS = ("trace", "trace/read", "metrics", "runfolder")  # runfolder: the manifest
+_CODE_FILES = ("*.py", "*.c", "*.h", "*.so", "*.pyd")
 # single modules the results use: the GEMM rules metrics.md §8 reads, how the warnings print their
 # numbers, and the JSON writer (the text of `tpscope analyze --json` is cached too)
 _CODE_MODULES = ("gemm_shapes", "numbers", "jsonable")
@@ -86,7 +86,7 @@ def code_fingerprint() -> str:
     for name in _CODE_FOLDERS:
         for f in sorted(p for pattern in _CODE_FILES for p in (root / name).glob(pattern)):
             st = f.stat()
-            parts.append(f"tpscope.{name}.{f.name}:{st.st_size}:{st.st_mtime_ns}")
+            parts.append(f"tpscope.{name.replace('/', '.')}.{f.name}:{st.st_size}:{st.st_mtime_ns}")
     for name in _CODE_MODULES:
         f = root / f"{name}.py"
         parts.append(f"tpscope.{name}:{f.stat().st_size}:{f.stat().st_mtime_ns}")

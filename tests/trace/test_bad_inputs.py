@@ -411,3 +411,71 @@ def test_fuzz_decoder_mutations_give_a_result_or_one_line(tmp_path, data, gz):
         from tpscope.metrics import analyze_run, as_json
 
         json.dumps(as_json(analyze_run(run)))
+
+
+def _analysis(target: Path, capsys, *extra: str) -> dict:
+    code = main(["analyze", str(target), "--json", "--no-cache", *extra])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_a_number_as_a_thread_name_loses_no_other_argument(tmp_path, capsys):
+    # one metadata event of an odd type sends the file to the tolerant decoder; every other
+    # event must read as the typed decoder reads it (GEMMs need their ops' Input type)
+    for variant in ("plain", "odd"):
+        for path in sorted(REAL.glob("*.json.gz")):
+            doc = json.load(gzip.open(path))
+            if variant == "odd":
+                doc["traceEvents"].append(
+                    {"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": 5}}
+                )
+            write(tmp_path / variant, path.name, gzip.compress(json.dumps(doc).encode()))
+    plain = _analysis(tmp_path / "plain", capsys)
+    odd = _analysis(tmp_path / "odd", capsys)
+    assert plain["gemm_budget"]["rank_steps"] > 0 and plain["gemm_budget"]["gemm_us"] > 0
+    assert any("tolerant decoder" in w for w in odd["warnings"])
+    for key in plain.keys() - {"run_dir", "warnings"}:
+        assert odd[key] == plain[key], key
+
+
+@pytest.mark.parametrize("reader", ["c", "msgspec"])
+def test_a_lone_surrogate_escape_is_replaced_with_a_warning(tmp_path, capsys, monkeypatch, reader):
+    if reader == "msgspec":
+        from tpscope.trace.read import stream
+
+        monkeypatch.setattr(stream, "extract_text", lambda *a, **k: None)
+    doc = good_doc()
+    text = json.dumps(doc)
+    assert text.count('"gemm"') == 1
+    # a lone high surrogate, a lone low one, a valid pair, and an escaped backslash before "ud800"
+    text = text.replace('"gemm"', '"ge\\ud800mm\\udc00 \\ud83d\\ude00 \\\\ud800"')
+    write(tmp_path / "run", "r.json", text)
+    found = expect_warning(tmp_path / "run", capsys, "surrogate")
+    kernels = load_run(tmp_path / "run").ranks[0]
+    names = {kernels.symbols[i] for i in kernels.gpu.name_id.tolist()}
+    assert "ge\ufffdmm\ufffd \U0001f600 \\ud800" in names, names
+    assert found["steps"][0]["hidden_comm_us"] == 30
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+@pytest.mark.parametrize("depth", [300, 1_200])
+def test_an_argument_nested_deeply_is_refused_in_one_line(tmp_path, depth, workers):
+    # Input Dims are kept as their JSON text and parsed later (GEMM shapes): refused on reading,
+    # whichever reader read them
+    r = RankTrace(0, world_size=1)
+    r.gpu_annotation("ProfilerStep#1", 0, 100)
+    deep: list = []
+    for _ in range(depth):
+        deep = [deep]
+    r.kernel("gemm", 0, 50, input_dims=[[64, 64], deep], cpu_op="aten::mm")
+    write(tmp_path / "run", "r.json", json.dumps(r.document()))
+    done = subprocess.run(
+        [sys.executable, "-m", "tpscope.cli", "analyze", str(tmp_path / "run"), "--no-cache"]
+        + ["--workers", workers],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "nested too deeply" in done.stderr, done.stderr

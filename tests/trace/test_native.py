@@ -2,7 +2,13 @@
 the same raw columns, or a refusal (None) wherever msgspec could read the text differently."""
 
 import gzip
+import importlib.util
 import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
 from pathlib import Path
 
 import msgspec
@@ -11,11 +17,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tpscope.trace import native
-from tpscope.trace.decode import EVENTS_DECODER
-from tpscope.trace.extract import SYMBOL_COLUMNS, extract
+from tpscope.trace.read import native
+from tpscope.trace.read.decode import EVENTS_DECODER
+from tpscope.trace.read.extract import SYMBOL_COLUMNS, extract
 
 ROOT = Path(__file__).resolve().parent.parent.parent
+FUZZ_EXAMPLES = int(os.environ.get("TPSCOPE_FUZZ_EXAMPLES", 300))
+# another build of the C reader to test (the sanitized one of test_the_fuzz_tests_pass_sanitized)
+SANITIZED_BUILD = os.environ.get("TPSCOPE_TEST_NATIVE_BUILD")
+if SANITIZED_BUILD:
+    _spec = importlib.util.spec_from_file_location("tpscope.trace._event_columns", SANITIZED_BUILD)
+    native._event_columns = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(native._event_columns)
 TRACES = [  # every Kineto trace of the test data (not the execution trace) and of the samples
     p
     for p in sorted((ROOT / "tests" / "data").glob("**/*.json.gz"))
@@ -205,7 +218,7 @@ def to_text(events, indent) -> bytes:
     return json.dumps([present(e) for e in events], indent=indent).encode()
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     events=st.lists(event_strategy(odd=False), max_size=12),
     indent=st.sampled_from([None, 1]),
@@ -220,7 +233,7 @@ def test_random_well_typed_events_read_the_same(events, indent, chunk):
     assert_same(ref, got)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(events=st.lists(event_strategy(odd=True), max_size=8), indent=st.sampled_from([None, 1]))
 def test_random_events_of_any_type_read_the_same_or_are_refused(events, indent):
     text = to_text(events, indent)
@@ -235,7 +248,7 @@ def test_the_analysis_is_the_same_with_either_reader(monkeypatch, capsys):
     # symbols are numbered differently by the two readers; no output may depend on that (this
     # run's contention tables once came out in another order)
     from tpscope.cli import main
-    from tpscope.trace import stream
+    from tpscope.trace.read import stream
 
     run = str(ROOT / "sample_traces" / "h200x2-nvlink-copy_engine")
     outputs = []
@@ -245,3 +258,72 @@ def test_the_analysis_is_the_same_with_either_reader(monkeypatch, capsys):
         outputs.append(capsys.readouterr().out)
     assert json.loads(outputs[0])["comm_contention"]  # the tables are there to compare
     assert outputs[0] == outputs[1]
+
+
+def test_lane_strings_read_the_same_by_both_readers():
+    # a sign and up to 18 ASCII digits are a number; anything else names a lane
+    tids = ["+5", "-3", " 7", "1_000", "123456789012345678", "1234567890123456789", "٣", "x"]
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": t, "ts": k, "dur": 1}
+        for k, t in enumerate(tids)
+    ]
+    ref, got = both(json.dumps(events).encode())
+    assert ref is not None and got is not None
+    assert_same(ref, got)
+    numbers = ref.groups["cpu_op"]["tid"].tolist()
+    assert numbers[:3] == [5, -3, 7] and numbers[4] == 123456789012345678
+    named = numbers[3:4] + numbers[5:]
+    assert all(n >= 1 << 40 and n not in (1000, 1234567890123456789, 3) for n in named)
+    assert len(set(named)) == len(named)
+
+
+def _sanitizer_runtime(name: str) -> str:
+    """The path of gcc's `name` (libasan.so): .ci/test installs it where it is missing."""
+    found = subprocess.run(
+        ["gcc", f"-print-file-name={name}"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert os.path.isabs(found), f"{name} is not installed (apt-get install libgcc-N-dev)"
+    return found
+
+
+# the C reader built with AddressSanitizer and UndefinedBehaviorSanitizer, and this file's tests
+# of it (the random ones among them) run against that build, in a process of its own
+SANITIZED_TESTS = "random or refuses or lane or raw_arguments or nested or small_chunks"
+
+
+@pytest.mark.skipif(bool(SANITIZED_BUILD), reason="this is the sanitized run itself")
+def test_the_fuzz_tests_pass_sanitized(tmp_path):
+    assert shutil.which("gcc"), "the C reader's tests need gcc (CI has it)"
+    asan = _sanitizer_runtime("libasan.so")
+    _sanitizer_runtime("libubsan.so")
+    build = tmp_path / ("_event_columns" + sysconfig.get_config_var("EXT_SUFFIX"))
+    subprocess.run(
+        ["gcc", "-shared", "-fPIC", "-O1", "-g", "-fno-omit-frame-pointer",
+         "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
+         f"-I{ROOT / 'third_party' / 'yyjson'}", f"-I{sysconfig.get_paths()['include']}",
+         str(ROOT / "tpscope" / "trace" / "_event_columns.c"),
+         str(ROOT / "third_party" / "yyjson" / "yyjson.c"), "-o", str(build)],
+        check=True,
+        timeout=300,
+    )  # fmt: skip
+    env = {
+        **os.environ,
+        "TPSCOPE_TEST_NATIVE_BUILD": str(build),
+        "TPSCOPE_FUZZ_EXAMPLES": "100",  # a sanitized run is several times slower
+        "LD_PRELOAD": asan,  # ASan's runtime must come first
+        "ASAN_OPTIONS": "detect_leaks=0",  # Python itself keeps memory to the end
+        "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__,
+         "-k", SANITIZED_TESTS],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )  # fmt: skip
+    report = done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.returncode == 0, report
+    assert "runtime error" not in report and "AddressSanitizer" not in report, report
+    assert " passed" in done.stdout and "deselected" in done.stdout, report

@@ -177,7 +177,7 @@ def test_a_range_that_only_resembles_a_transfer_range_changes_nothing(tmp_path):
 
 
 def test_lane_numbers_of_string_pids_and_tids():
-    from tpscope.trace.extract import lane_number
+    from tpscope.trace.read.extract import lane_number
 
     assert [lane_number(v) for v in (7, " 12 ", "-3", None)] == [7, 12, -3, -1]
     # not decimal numbers: named lanes, hashed far from real ones ("²" is a digit int() refuses)

@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tpscope.trace import load_run, parallel
+from tpscope.trace import load_run
+from tpscope.trace.read import parallel, strategy
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 
@@ -44,7 +45,7 @@ def assert_same_ranks(a, b):
 def _symbol_columns(raw):
     """Every column of raw columns, symbol ids replaced by their strings (parts number their
     symbols in another order)."""
-    from tpscope.trace.extract import SYMBOL_COLUMNS
+    from tpscope.trace.read.extract import SYMBOL_COLUMNS
 
     out = {}
     for group, cols in raw.groups.items():
@@ -84,7 +85,7 @@ def _forks(monkeypatch):
 @pytest.mark.parametrize("indent", [None, 1])
 @pytest.mark.parametrize("chunk_bytes", [333, 1 << 20])
 def test_parts_hold_every_event(ends, indent, chunk_bytes, monkeypatch):
-    from tpscope.trace.extract import extract
+    from tpscope.trace.read.extract import extract
 
     doc = json.load(gzip.open(next((DATA / "h200-shm-chunked4").glob("rank0*"))))
     doc["traceName"] = "after the events"
@@ -104,15 +105,16 @@ def test_parts_hold_every_event(ends, indent, chunk_bytes, monkeypatch):
     assert got.header.baseTimeNanoseconds == doc["baseTimeNanoseconds"]
 
 
-def test_no_cut_without_trace_events_or_room_between_events(monkeypatch):
+def test_no_cut_without_trace_events_and_compact_text_cut_by_the_same_rule(monkeypatch):
     forks = _forks(monkeypatch)
     assert parallel._in_parts(io.BytesIO(b'{"a": [{"b": 1}, {"c": 2}]}'), [5]) is None
-    compact = json.dumps(
-        {"traceEvents": [{"ph": "X", "ts": k, "dur": 1} for k in range(3)]}, separators=(",", ":")
-    )
-    got = parallel._in_parts(io.BytesIO(compact.encode()), [20])  # no blank: no cut ...
-    assert forks == [] and got is not None  # ... the parent reads it all
-    assert got.raw.dropped == {}
+    assert forks == []
+    events = [{"ph": "X", "cat": "kernel", "name": "k", "ts": k, "dur": 1} for k in range(3)]
+    compact = json.dumps({"traceEvents": events}, separators=(",", ":")).encode()
+    got = parallel._in_parts(io.BytesIO(compact), [20])  # no blank between events: cut too
+    assert len(forks) == 1 and compact[forks[0][1]] == ord(",")
+    assert got is not None and got.raw.dropped == {}
+    assert got.raw.groups["gpu"]["start_ns"].tolist() == [0, 1000, 2000]
 
 
 def test_part_ends_let_every_part_finish_together():
@@ -139,9 +141,9 @@ def test_gzip_text_size_is_read_from_its_trailer(tmp_path):
 
 @pytest.mark.parametrize("run", ["h200-shm-chunked4", "h200-nvlink-unfused"])
 def test_file_in_parts_equals_one_piece(run, tmp_path, monkeypatch):
-    monkeypatch.setattr(parallel, "SPLIT_MIN_BYTES", 0)
-    # processes share a big file where the C reader is not built (with it, threads do)
-    monkeypatch.setattr("tpscope.trace.run_folder.native.available", lambda: False)
+    monkeypatch.setattr(strategy, "SPLIT_MIN_BYTES", 0)
+    monkeypatch.setattr(strategy, "THREADS_MIN_BYTES", 0)
+    monkeypatch.setattr(strategy, "PARTS_MIN_WORKERS", 2)
     for path in (DATA / run).glob("*.json.gz"):
         (tmp_path / path.name).write_bytes(path.read_bytes())
     used = []
@@ -162,7 +164,9 @@ def test_many_files_over_a_pool_equal_one_process():
 
 
 def test_a_cut_inside_an_event_falls_back_to_one_piece(tmp_path, monkeypatch):
-    monkeypatch.setattr(parallel, "SPLIT_MIN_BYTES", 0)
+    monkeypatch.setattr(strategy, "SPLIT_MIN_BYTES", 0)
+    monkeypatch.setattr(strategy, "THREADS_MIN_BYTES", 0)
+    monkeypatch.setattr(strategy, "PARTS_MIN_WORKERS", 2)
     # one kernel whose args hold a long list of objects: the cut lands inside it
     doc = {
         "distributedInfo": {"rank": 0},
@@ -188,8 +192,8 @@ def test_a_cut_inside_an_event_falls_back_to_one_piece(tmp_path, monkeypatch):
 
 
 def test_a_part_decoded_a_piece_at_a_time_equals_the_part_decoded_whole():
-    from tpscope.trace.extract import SYMBOL_COLUMNS, extract
-    from tpscope.trace.stream import decode_span
+    from tpscope.trace.read.extract import SYMBOL_COLUMNS, extract
+    from tpscope.trace.read.stream import decode_span
 
     doc = json.load(gzip.open(next((DATA / "h200-shm-chunked4").glob("rank0*"))))
     buf = json.dumps(doc, indent=1).encode()
@@ -209,6 +213,6 @@ def test_a_part_decoded_a_piece_at_a_time_equals_the_part_decoded_whole():
 
 
 def json_events(text: bytes):
-    from tpscope.trace.decode import EVENTS_DECODER
+    from tpscope.trace.read.decode import EVENTS_DECODER
 
     return EVENTS_DECODER.decode(b"[" + text + b"]")

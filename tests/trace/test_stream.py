@@ -1,4 +1,4 @@
-"""The streaming decode (trace/stream.py) against the one-piece reader, and its memory bound."""
+"""The streaming decode (trace/read/stream.py) against the one-piece reader, and its memory bound."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tpscope.trace import run_folder, stream
-from tpscope.trace.decode import EVENTS_DECODER, TRACE_DECODER
-from tpscope.trace.extract import SYMBOL_COLUMNS, extract
+from tpscope.trace import run_folder
+from tpscope.trace.read import stream
+from tpscope.trace.read.decode import EVENTS_DECODER, TRACE_DECODER
+from tpscope.trace.read.extract import SYMBOL_COLUMNS, extract
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "data"
@@ -116,11 +117,11 @@ def _doc(n: int, tail: dict | None = None) -> dict:
 
 
 def test_threads_give_the_columns_of_one_thread(monkeypatch):
-    from tpscope.trace import native
+    from tpscope.trace.read import cut
 
     spans = []
-    real = native._spans
-    monkeypatch.setattr(native, "_spans", lambda *a: spans.append(real(*a)) or spans[-1])
+    real = cut.spans
+    monkeypatch.setattr(cut, "spans", lambda *a: spans.append(real(*a)) or spans[-1])
     text = gzip.compress(json.dumps(_doc(20_000), indent=1).encode())  # 7 MB of JSON
     one = stream.decode_streaming(io.BytesIO(text), 4 << 20)
     assert spans == []

@@ -232,9 +232,20 @@ def _headroom(run_dir, workers: int | None, options: dict):
 
     if options.get("engine") == "ray":
         return None  # a cluster's run is not read twice
-    with working(f"tpscope: replaying {run_dir} (what-if headroom)"):
-        cache = _cache_and_kind(run_dir, None, options["use_cache"], options["align"], False)[0]
-        return headroom(load_run(run_dir, workers=workers, cache=cache))
+    cache, kind = _cache_and_kind(run_dir, None, options["use_cache"], options["align"], False)
+
+    def compute() -> tuple:
+        with working(f"tpscope: replaying {run_dir} (what-if headroom)"):
+            return (headroom(load_run(run_dir, workers=workers, cache=cache)),)
+
+    if cache is None:
+        return compute()[0]
+    # cached beside the analysis (a 1-tuple, so that "no headroom" is a value too)
+    return cache.get_or_compute(f"headroom-{kind}", run_dir, compute, expect=_one_tuple)[0]
+
+
+def _one_tuple(value: object) -> bool:
+    return isinstance(value, tuple) and len(value) == 1
 
 
 def _write(text: str, out: Path | None) -> None:

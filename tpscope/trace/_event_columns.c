@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "yyjson.h"
+#include "_event_fields.h" /* the argument keys: generated from tpscope/trace/read/fields.py */
 
 #define MISSING (-1)
 
@@ -49,6 +50,7 @@ static int buf_reserve(Buf *b, size_t extra) {
 }
 
 static int buf_put(Buf *b, const void *src, size_t n) {
+    if (n == 0) return 1; /* b->data may still be NULL, which memcpy may not be given */
     if (!buf_reserve(b, n)) return 0;
     memcpy(b->data + b->len, src, n);
     b->len += n;
@@ -124,7 +126,7 @@ static int32_t sym_id(Symbols *t, const char *s, size_t n) {
         if (t->hashes[j] == h) {
             size_t id = (size_t)t->slots[j] - 1;
             size_t a = sym_start(t, id), b = sym_start(t, id + 1);
-            if (b - a == n && memcmp(t->text.data + a, s, n) == 0) return (int32_t)id;
+            if (b - a == n && (n == 0 || memcmp(t->text.data + a, s, n) == 0)) return (int32_t)id;
         }
         j = (j + 1) & (t->nslots - 1);
     }
@@ -150,16 +152,15 @@ static void sym_free(Symbols *t) {
 
 /* ---- the columns -------------------------------------------------------------------------- */
 
-/* Dense columns: one value per event. */
+/* Dense columns: one value per event; then the plain arguments' (_event_fields.h). */
 enum {
     C_PH, C_CAT, C_NAME,           /* int32 symbol ids, -1 for null or absent */
     C_PID, C_TID,                  /* int64: the integer, -1 when null/absent or a string */
     C_PID_SYM, C_TID_SYM,          /* int32: the string's symbol id, else -1 */
     C_TS, C_DUR,                   /* float64, NaN when null or absent */
-    C_DEVICE, C_STREAM, C_CORRELATION, C_EXTERNAL_ID, C_WAIT_STREAM, C_WAIT_CORR, /* int64 */
+    C_DEVICE, C_STREAM,            /* int64 */
     C_HAS_DEVICE, C_HAS_STREAM,    /* int8: the key holds a non-null value */
     C_DEVICE_SYM, C_STREAM_SYM,    /* int32: a string device / stream's symbol id, else -1 */
-    C_DIMS, C_TYPES, C_STRIDES, C_CONCRETE, /* int32 ids of the raw text, "" when absent */
     C_COLL_NAME,                   /* int32 symbol id, -1 for null or absent */
     C_ARG_NAME,                    /* int32 symbol id of args.name, -1 for null or absent */
     /* Sparse columns: one value per event whose "Collective name" is a string */
@@ -168,16 +169,24 @@ enum {
     S_SEQ, S_IN, S_OUT, S_GROUP_SIZE, S_PEER,  /* int64, -1 for null */
     /* Sparse: events with a grid or a block (int64 row, then 3 int64 each, -1 when absent) */
     L_ROW, L_GRID, L_BLOCK,
-    N_COLUMNS
+    N_FIXED,
+    /* the plain arguments' dense int64 columns, -1 for null or absent: PLAIN_NAMES; then the raw
+     * arguments' int32 symbol ids of their text, "" when absent: RAW_NAMES */
+    N_COLUMNS = N_FIXED + N_PLAIN + N_RAW
 };
 
-static const char *COLUMN_NAMES[N_COLUMNS] = {
+static const char *COLUMN_NAMES[N_FIXED] = {
     "ph", "cat", "name", "pid", "tid", "pid_sym", "tid_sym", "ts", "dur",
-    "device", "stream", "correlation", "external_id", "wait_on_stream", "wait_on_event_corr",
-    "has_device", "has_stream", "device_sym", "stream_sym", "dims", "types", "strides", "concrete", "coll_name", "arg_name",
+    "device", "stream", "has_device", "has_stream", "device_sym", "stream_sym", "coll_name",
+    "arg_name",
     "coll_row", "pg_name", "dtype", "pg_ranks", "pg_desc", "seq", "in_nelems", "out_nelems",
     "group_size", "peer", "launch_row", "grid", "block",
 };
+
+static const char *column_name(int c) {
+    if (c < N_FIXED) return COLUMN_NAMES[c];
+    return c < N_FIXED + N_PLAIN ? PLAIN_NAMES[c - N_FIXED] : RAW_NAMES[c - N_FIXED - N_PLAIN];
+}
 
 typedef struct {
     Buf col[N_COLUMNS];
@@ -310,62 +319,6 @@ static int key_is(yyjson_val *key, const char *name, size_t n) {
 }
 #define KEY(k, lit) key_is(k, lit, sizeof(lit) - 1)
 
-/* Bits of the argument keys seen, so that a duplicated key is caught. */
-enum {
-    A_DEVICE, A_STREAM, A_CORRELATION, A_EXTERNAL_ID, A_COLLECTIVE, A_IN, A_OUT, A_DTYPE,
-    A_PG_NAME, A_GROUP_SIZE, A_SEQ, A_PG_RANKS, A_PG_DESC, A_SRC, A_DST, A_GRID, A_BLOCK,
-    A_DIMS, A_TYPES, A_STRIDES, A_CONCRETE, A_WAIT_STREAM, A_WAIT_CORR, A_NAME
-};
-
-/* The argument keys read, as data: name, bit, kind (0 int, 1 str, 2 int | str: device and
- * stream, 3 raw text, 4 grid / block, 5 Process Group Ranks). */
-typedef struct {
-    const char *name;
-    size_t len;
-    int bit, kind;
-} ArgKey;
-#define ARG(lit, bit, kind) {lit, sizeof(lit) - 1, bit, kind}
-static const ArgKey ARG_KEYS[] = {
-    ARG("device", A_DEVICE, 2),
-    ARG("stream", A_STREAM, 2),
-    ARG("correlation", A_CORRELATION, 0),
-    ARG("External id", A_EXTERNAL_ID, 0),
-    ARG("Collective name", A_COLLECTIVE, 1),
-    ARG("In msg nelems", A_IN, 0),
-    ARG("Out msg nelems", A_OUT, 0),
-    ARG("dtype", A_DTYPE, 1),
-    ARG("Process Group Name", A_PG_NAME, 1),
-    ARG("Group size", A_GROUP_SIZE, 0),
-    ARG("Seq", A_SEQ, 0),
-    ARG("Process Group Ranks", A_PG_RANKS, 5),
-    ARG("Process Group Description", A_PG_DESC, 1),
-    ARG("Src Rank", A_SRC, 0),
-    ARG("Dst Rank", A_DST, 0),
-    ARG("grid", A_GRID, 4),
-    ARG("block", A_BLOCK, 4),
-    ARG("Input Dims", A_DIMS, 3),
-    ARG("Input type", A_TYPES, 3),
-    ARG("Input Strides", A_STRIDES, 3),
-    ARG("Concrete Inputs", A_CONCRETE, 3),
-    ARG("wait_on_stream", A_WAIT_STREAM, 0),
-    ARG("wait_on_cuda_event_record_corr_id", A_WAIT_CORR, 0),
-    ARG("name", A_NAME, 1),
-};
-#define N_ARG_KEYS (sizeof ARG_KEYS / sizeof ARG_KEYS[0])
-#define MAX_KEY_LEN 40
-
-/* Per key length, the ARG_KEYS of that length (-1 ends the list), filled at import. */
-static signed char KEYS_OF_LEN[MAX_KEY_LEN + 1][4];
-
-static void index_arg_keys(void) {
-    memset(KEYS_OF_LEN, -1, sizeof KEYS_OF_LEN);
-    for (size_t k = 0; k < N_ARG_KEYS; k++) {
-        signed char *slot = KEYS_OF_LEN[ARG_KEYS[k].len];
-        while (*slot >= 0) slot++;
-        *slot = (signed char)k;
-    }
-}
-
 static int arg_key(yyjson_val *key, int *bit, int *kind) {
     size_t n = yyjson_get_len(key);
     if (n > MAX_KEY_LEN) return 0;
@@ -392,15 +345,15 @@ static int arg_key(yyjson_val *key, int *bit, int *kind) {
 
 static int read_args(Scan *s, yyjson_val *args, const char *text, size_t hi, const char *copy,
                      ptrdiff_t shift) {
-    int64_t ints[A_NAME + 1];
-    int32_t syms[A_NAME + 1];
+    int64_t ints[N_ARG_KEYS];
+    int32_t syms[N_ARG_KEYS];
     int64_t grid[3] = {MISSING, MISSING, MISSING}, block[3] = {MISSING, MISSING, MISSING};
-    uint32_t seen = 0, present = 0; /* keys met, keys with a non-null value */
-    for (int k = 0; k <= A_NAME; k++) {
+    uint64_t seen = 0, present = 0; /* bits of the keys met, of keys with a non-null value */
+    for (int k = 0; k < N_ARG_KEYS; k++) {
         ints[k] = MISSING;
         syms[k] = -1;
     }
-    syms[A_DIMS] = syms[A_TYPES] = syms[A_STRIDES] = syms[A_CONCRETE] = s->empty_id;
+    for (int k = 0; k < N_RAW; k++) syms[RAW_ARGS[k]] = s->empty_id;
     if (args && !yyjson_is_null(args)) {
         if (!yyjson_is_obj(args)) return OTHER;
         yyjson_obj_iter it;
@@ -410,31 +363,31 @@ static int read_args(Scan *s, yyjson_val *args, const char *text, size_t hi, con
             yyjson_val *v = yyjson_obj_iter_get_val(key);
             int a, kind;
             if (!arg_key(key, &a, &kind)) continue;
-            if (seen & (1u << a)) return OTHER;
-            seen |= 1u << a;
+            if (seen & (1ull << a)) return OTHER;
+            seen |= 1ull << a;
             int res;
             switch (kind) {
             case 0:
                 res = read_int(v, &ints[a]);
                 CHECK_INT(res);
-                if (res == 1) present |= 1u << a;
+                if (res == 1) present |= 1ull << a;
                 break;
             case 2: /* an integer, or a string (ROCm's "0x0") that Python turns into one */
                 if (yyjson_is_str(v)) {
                     syms[a] = read_str(s, v);
                     CHECK_SYM(syms[a]);
-                    present |= 1u << a;
+                    present |= 1ull << a;
                     break;
                 }
                 res = read_int(v, &ints[a]);
                 CHECK_INT(res);
-                if (res == 1) present |= 1u << a;
+                if (res == 1) present |= 1ull << a;
                 break;
             case 1:
             case 5:
                 syms[a] = kind == 1 ? read_str(s, v) : read_ranks(s, v);
                 CHECK_SYM(syms[a]);
-                if (syms[a] >= 0) present |= 1u << a;
+                if (syms[a] >= 0) present |= 1ull << a;
                 break;
             case 3:
                 syms[a] = raw_text(s, text, hi, copy, shift, key);
@@ -443,7 +396,7 @@ static int read_args(Scan *s, yyjson_val *args, const char *text, size_t hi, con
             case 4:
                 res = read_dims(v, a == A_GRID ? grid : block);
                 CHECK_INT(res);
-                if (res == 1) present |= 1u << a;
+                if (res == 1) present |= 1ull << a;
                 break;
             }
         }
@@ -454,14 +407,8 @@ static int read_args(Scan *s, yyjson_val *args, const char *text, size_t hi, con
     PUT(s, C_HAS_STREAM, (int8_t)((present >> A_STREAM) & 1));
     PUT(s, C_DEVICE_SYM, syms[A_DEVICE]);
     PUT(s, C_STREAM_SYM, syms[A_STREAM]);
-    PUT(s, C_CORRELATION, ints[A_CORRELATION]);
-    PUT(s, C_EXTERNAL_ID, ints[A_EXTERNAL_ID]);
-    PUT(s, C_WAIT_STREAM, ints[A_WAIT_STREAM]);
-    PUT(s, C_WAIT_CORR, ints[A_WAIT_CORR]);
-    PUT(s, C_DIMS, syms[A_DIMS]);
-    PUT(s, C_TYPES, syms[A_TYPES]);
-    PUT(s, C_STRIDES, syms[A_STRIDES]);
-    PUT(s, C_CONCRETE, syms[A_CONCRETE]);
+    for (int k = 0; k < N_PLAIN; k++) PUT(s, N_FIXED + k, ints[PLAIN_ARGS[k]]);
+    for (int k = 0; k < N_RAW; k++) PUT(s, N_FIXED + N_PLAIN + k, syms[RAW_ARGS[k]]);
     PUT(s, C_COLL_NAME, syms[A_COLLECTIVE]);
     PUT(s, C_ARG_NAME, syms[A_NAME]);
     if (syms[A_COLLECTIVE] >= 0) {
@@ -471,10 +418,10 @@ static int read_args(Scan *s, yyjson_val *args, const char *text, size_t hi, con
         PUT(s, S_PG_RANKS, syms[A_PG_RANKS]);
         PUT(s, S_PG_DESC, syms[A_PG_DESC]);
         PUT(s, S_SEQ, ints[A_SEQ]);
-        PUT(s, S_IN, ints[A_IN]);
-        PUT(s, S_OUT, ints[A_OUT]);
+        PUT(s, S_IN, ints[A_IN_NELEMS]);
+        PUT(s, S_OUT, ints[A_OUT_NELEMS]);
         PUT(s, S_GROUP_SIZE, ints[A_GROUP_SIZE]);
-        PUT(s, S_PEER, (present >> A_DST) & 1 ? ints[A_DST] : ints[A_SRC]);
+        PUT(s, S_PEER, (present >> A_DST_RANK) & 1 ? ints[A_DST_RANK] : ints[A_SRC_RANK]);
     }
     if ((present >> A_GRID) & 1 || (present >> A_BLOCK) & 1) {
         PUT(s, L_ROW, s->rows);
@@ -605,8 +552,8 @@ static int scan_text(Scan *s, const char *text, size_t lo, size_t hi, size_t chu
     int res = 1;
     /* room for the events a text this long usually holds (Kineto's are 150-400 bytes) */
     size_t rows = (hi - lo) / 128 + 16;
-    for (int c = 0; c < S_ROW; c++)
-        if (!buf_reserve(&s->col[c], rows * 8)) return NOMEM;
+    for (int c = 0; c < N_COLUMNS; c++)
+        if ((c < S_ROW || c >= N_FIXED) && !buf_reserve(&s->col[c], rows * 8)) return NOMEM;
     while (res == 1) {
         while (lo < hi && is_blank(text[lo])) lo++;
         if (lo >= hi) break;
@@ -710,7 +657,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     }
     for (int c = 0; c < N_COLUMNS; c++) {
         PyObject *column = column_of(&s.col[c]);
-        if (!column || PyDict_SetItemString(columns, COLUMN_NAMES[c], column) < 0) {
+        if (!column || PyDict_SetItemString(columns, column_name(c), column) < 0) {
             Py_XDECREF(column);
             goto done;
         }
@@ -737,7 +684,6 @@ static struct PyModuleDef MODULE = {
 };
 
 PyMODINIT_FUNC PyInit__event_columns(void) {
-    index_arg_keys();
     if (PyType_Ready(&COLUMN_TYPE) < 0) return NULL;
     return PyModule_Create(&MODULE);
 }

@@ -16,8 +16,8 @@ import numpy as np
 from tpscope.trace.classify import ActivityClass, ActivityKind, classify, is_transfer_range
 from tpscope.trace.columns import MISSING, SymbolTable, containing, lookup, unique_rows
 from tpscope.trace.cpu_activities import cpu_activities, has_cpu_activity
-from tpscope.trace.extract import COLLECTIVE_COLUMNS, RawColumns
-from tpscope.trace.schema import TraceFile
+from tpscope.trace.read.extract import COLLECTIVE_COLUMNS, RawColumns
+from tpscope.trace.read.schema import TraceFile
 from tpscope.trace.steps import launch_steps, step_windows
 from tpscope.trace.tables import (
     CPU_LANE_DEVICE,

@@ -17,7 +17,7 @@ import numpy as np
 
 from tpscope.trace.classify import ActivityClass
 from tpscope.trace.columns import MISSING, SymbolTable, containing
-from tpscope.trace.extract import RawColumns
+from tpscope.trace.read.extract import RawColumns
 
 # metrics.md §1: what a CPU-side event is, by the start of its name; first match wins.
 COMM_RANGE_PREFIXES = ("gloo:",)  # CPU ranges that are one collective (gloo's worker threads)

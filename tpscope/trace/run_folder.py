@@ -19,13 +19,13 @@ from tpscope.runfolder.layout import (
 )
 from tpscope.runfolder.manifest import Manifest, manifest_from_bytes
 from tpscope.runfolder.manifest import read_manifest as read_typed_manifest
-from tpscope.trace import native, parallel, stream
 from tpscope.trace.assemble import assemble
 from tpscope.trace.columns import MISSING
 from tpscope.trace.compact import PackedRank, RankHeader, compact_rank, header_of, pack
-from tpscope.trace.decode import base_time_ns, decode_trace, gunzip, read_bytes
-from tpscope.trace.extract import extract, merge
 from tpscope.trace.ranks import RankList
+from tpscope.trace.read import native, parallel, strategy, stream
+from tpscope.trace.read.decode import base_time_ns, decode_trace, gunzip, read_bytes
+from tpscope.trace.read.extract import arguments_too_deep, extract, merge
 from tpscope.trace.tables import RankTrace
 
 # join keys within one file
@@ -211,12 +211,18 @@ def _rank_of(path: Path, trace, fallback_rank: int | None, warnings: list[str]) 
 def _read_raw(path: Path | str, workers: int, chunk_bytes: int = stream.CHUNK_BYTES):
     """(header, raw columns with absolute times, warnings) of one trace file."""
     parts = data = None
-    # without the C reader, a big file's parts are decoded by msgspec in forked processes;
-    # with it, threads share the work in this process (stream.decode_streaming)
-    if workers > 1 and parallel.can_fork() and not is_url(path) and not native.available():
-        parts = parallel.read_in_parts(path, workers)
+    local = not is_url(path)
+    plan = strategy.choose(
+        parallel.text_size(path) if local and workers > 1 else None,
+        workers,
+        native.available(),
+        parallel.can_fork(),
+        local,
+    )
+    if plan.how == "parts":
+        parts = parallel.read_in_parts(path, plan.workers)
     if parts is None:
-        parts = _stream_file(path, chunk_bytes, workers)
+        parts = _stream_file(path, chunk_bytes, plan.threads)
     if parts is not None:
         trace, raw, warnings = parts.header, parts.raw, []
         raw.shift_times(base_time_ns(path, trace))
@@ -230,6 +236,8 @@ def _read_raw(path: Path | str, workers: int, chunk_bytes: int = stream.CHUNK_BY
             raise TraceError(path, "no trace events (empty traceEvents)")
         raw = extract(trace.traceEvents, base_time_ns(path, trace))
         trace.traceEvents = []
+    if arguments_too_deep(raw):
+        raise TraceError(path, "JSON nested too deeply to be a Kineto trace (in an argument)")
     return trace, raw, warnings
 
 

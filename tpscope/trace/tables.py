@@ -87,7 +87,7 @@ class CpuCalls:
     start_ns: np.ndarray
     end_ns: np.ndarray
     name_id: np.ndarray  # int32
-    tid: np.ndarray  # int64 CPU thread (string tids hashed, trace.extract.lane_number)
+    tid: np.ndarray  # int64 CPU thread (string tids hashed, trace.read.extract.lane_number)
     external_id: np.ndarray  # int64, -1 when absent
     correlation: np.ndarray  # int64 (runtime calls), -1 for CPU ops
 

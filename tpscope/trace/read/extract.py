@@ -8,6 +8,7 @@ local to one `RawColumns`; `merge` remaps them. Joins, classes, lanes and steps 
 
 from __future__ import annotations
 
+import re
 import zlib
 from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
@@ -16,7 +17,8 @@ import numpy as np
 
 from tpscope.trace.classify import GPU_CATEGORIES
 from tpscope.trace.columns import MISSING, SymbolTable, float_column, int_column, us_to_ns
-from tpscope.trace.schema import Args, Event
+from tpscope.trace.read.fields import plain_columns, raw_args, raw_columns
+from tpscope.trace.read.schema import Args, Event
 
 # lower-case trace category -> event group. Older traces spell them "Kernel", "Runtime", "Memcpy".
 GROUP_OF_CATEGORY: dict[str, str] = {
@@ -42,15 +44,12 @@ KIND_OF_CATEGORY = {
 SYMBOL_COLUMNS = frozenset(
     {
         "name_id",
-        "dims_id",
-        "types_id",
-        "strides_id",
-        "concrete_id",
         "coll_name_id",
         "pg_name_id",
         "dtype_id",
         "pg_ranks_id",
         "pg_desc_id",
+        *(a.column_name for a in raw_args()),  # the raw arguments' text (fields.py)
     }
 )
 COLLECTIVE_COLUMNS = (
@@ -66,6 +65,7 @@ COLLECTIVE_COLUMNS = (
     "peer",
 )
 _EMPTY_ARGS = Args()
+_LANE_DIGITS = re.compile(r"\s*[+-]?[0-9]{1,18}\s*")
 _NAMED_LANE_BASE = 1 << 40  # lanes named by strings (old traces) get ids far from real streams
 
 
@@ -101,10 +101,12 @@ def _positions(distinct: list, items: list) -> np.ndarray:
 def tid_column(events: list[Event]) -> np.ndarray:
     """The events' `tid` as int64: integers in C, string tids through `lane_number`."""
     values = _values(events, "tid")
-    try:
-        return np.array([MISSING if v is None else v for v in values], dtype=np.int64)
-    except (TypeError, ValueError, OverflowError):
-        return int_column([lane_number(v) for v in values])
+    if str not in set(map(type, values)):  # numpy would parse strings its own way
+        try:
+            return np.array([MISSING if v is None else v for v in values], dtype=np.int64)
+        except (TypeError, ValueError, OverflowError):
+            pass
+    return int_column([lane_number(v) for v in values])
 
 
 def _args(events: list[Event]) -> list[Args]:
@@ -116,10 +118,9 @@ def lane_number(v: int | str | None) -> int:
     if isinstance(v, int) and not isinstance(v, bool):
         return v
     if isinstance(v, str):
-        digits = v.strip()
-        # decimal digits only: "²" is a digit that int() refuses
-        if digits.removeprefix("-").isdecimal() and len(digits) < 18:
-            return int(digits)
+        # a sign and at most 18 ASCII digits (int64 holds them all); "1_000", "²" or "٣" are names
+        if _LANE_DIGITS.fullmatch(v):
+            return int(v)
         return _NAMED_LANE_BASE + zlib.crc32(v.encode("utf-8", "replace"))
     return MISSING
 
@@ -251,6 +252,11 @@ class _Extractor:
         return out
 
 
+def plain(args: list[Args], group: str) -> dict[str, np.ndarray]:
+    """The table's plain argument columns of one group (fields.py), -1 where absent."""
+    return {c: int_column(_values(args, c)) for c in plain_columns(group)}
+
+
 def ranks_text(ranks: str | list | None) -> str | None:
     """`Process Group Ranks` ('[0, 1]' or [0, 1]) as '0,1'; None when absent or empty ('[]' on `wait`)."""
     if ranks is None:
@@ -295,11 +301,11 @@ def extract(events: list[Event], base_ns: int = 0) -> RawColumns:
         kind=np.fromiter(
             map(kind_of.__getitem__, _values(gpu, "cat")), dtype=np.int8, count=len(gpu)
         ),
-        correlation=int_column(_values(args, "correlation")),
         grid=_launch_dims(_values(args, "grid")),
         block=_launch_dims(_values(args, "block")),
         **x.lanes(gpu, args),
         **x.collectives(args),
+        **plain(args, "gpu"),
     )
     groups["gpu"] = cols
 
@@ -308,8 +314,7 @@ def extract(events: list[Event], base_ns: int = 0) -> RawColumns:
     cols.update(
         name_id=x.names(launch),
         tid=tid_column(launch),
-        correlation=int_column(_values(args, "correlation")),
-        external_id=int_column(_values(args, "external_id")),
+        **plain(args, "launch"),
     )
     groups["launch"] = cols
 
@@ -320,11 +325,8 @@ def extract(events: list[Event], base_ns: int = 0) -> RawColumns:
     cols.update(
         name_id=x.names(ops),
         tid=tid_column(ops),
-        external_id=int_column(_values(args, "external_id")),
-        dims_id=x.raw_ids(args, "input_dims"),
-        types_id=x.raw_ids(args, "input_type"),
-        strides_id=x.raw_ids(args, "input_strides"),
-        concrete_id=x.raw_ids(args, "concrete_inputs"),
+        **plain(args, "cpu_op"),
+        **{a.column_name: x.raw_ids(args, a.attr) for a in raw_columns("cpu_op")},
         **x.collectives(args),
     )
     groups["cpu_op"] = cols
@@ -332,13 +334,13 @@ def extract(events: list[Event], base_ns: int = 0) -> RawColumns:
     for group in ("cpu_range", "gpu_range"):
         evs, cols = x.timed(group, _select(events, rows[group]))
         cols["name_id"] = x.names(evs)
+        cols.update(plain(_args(evs), group))
         if group == "cpu_range":
             cols["tid"] = tid_column(evs)
             # a CPU run's gloo collectives are CPU ranges: their tensor shapes and types give
             # the collective's size (trace.cpu_activities)
             args = _args(evs)
-            cols["dims_id"] = x.raw_ids(args, "input_dims")
-            cols["types_id"] = x.raw_ids(args, "input_type")
+            cols.update({a.column_name: x.raw_ids(args, a.attr) for a in raw_columns(group)})
         else:
             cols.update(x.lanes(evs, _args(evs)))
         groups[group] = cols
@@ -347,9 +349,7 @@ def extract(events: list[Event], base_ns: int = 0) -> RawColumns:
     args = _args(sync)
     cols.update(
         name_id=x.names(sync),
-        wait_on_stream=int_column([a.wait_on_stream for a in args]),
-        wait_on_event_corr=int_column([a.wait_on_event_corr for a in args]),
-        correlation=int_column([a.correlation for a in args]),
+        **plain(args, "sync"),
         **x.lanes(sync, args),
     )
     groups["sync"] = cols
@@ -362,6 +362,45 @@ def extract(events: list[Event], base_ns: int = 0) -> RawColumns:
     return RawColumns(
         symbols=x.symbols.symbols, groups=groups, dropped=x.dropped, hostnames=hostnames
     )
+
+
+# deeper raw arguments are refused whichever reader read them: Python's json and msgspec give up
+# near 1,000 levels (a RecursionError), and no trace nests past a few
+MAX_ARGUMENT_DEPTH = 100
+
+
+RAW_ARGUMENT_COLUMNS = tuple(a.column_name for a in raw_args())
+
+
+def arguments_too_deep(raw: RawColumns, limit: int = MAX_ARGUMENT_DEPTH) -> bool:
+    """Whether a raw argument's JSON text (`Input Dims`...) nests deeper than `limit`."""
+    ids = [cols[c] for cols in raw.groups.values() for c in RAW_ARGUMENT_COLUMNS if c in cols]
+    used = np.unique(np.concatenate(ids)) if ids else np.zeros(0, np.int64)
+    return too_deep([raw.symbols[i] for i in used.tolist() if i >= 0], limit)
+
+
+def too_deep(symbols: list[str], limit: int = MAX_ARGUMENT_DEPTH) -> bool:
+    """Whether a text nests lists or objects deeper than `limit` (brackets inside strings are
+    not counted)."""
+    for text in symbols:
+        if text.count("[") + text.count("{") <= limit:
+            continue  # cannot be deeper (most symbols end here)
+        depth, in_string, escaped = 0, False, False
+        for c in text:
+            if in_string:
+                escaped, in_string = (
+                    (not escaped and c == "\\"),
+                    in_string and (escaped or c != '"'),
+                )
+            elif c == '"':
+                in_string = True
+            elif c in "[{":
+                depth += 1
+                if depth > limit:
+                    return True
+            elif c in "]}":
+                depth -= 1
+    return False
 
 
 def merge(parts: list[RawColumns]) -> RawColumns:

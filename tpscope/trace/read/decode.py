@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,9 +17,9 @@ from pathlib import Path
 import msgspec
 
 from tpscope.errors import TraceError
-from tpscope.trace.schema import Event, TraceFile
+from tpscope.trace.read.schema import Args, Event, TraceFile
 
-_GZIP_MAGIC = b"\x1f\x8b"
+GZIP_MAGIC = b"\x1f\x8b"
 try:  # ISA-L's inflate is about 1.5x zlib's on Kineto traces (docs/benchmarks.md)
     from isal import igzip as _igzip
     from isal.isal_zlib import error as _IsalError
@@ -27,6 +28,8 @@ try:  # ISA-L's inflate is about 1.5x zlib's on Kineto traces (docs/benchmarks.m
 except ImportError:  # pragma: no cover - isal is a dependency; zlib keeps working without it
     _gunzip = gzip.decompress
     _IsalError = zlib.error
+# what a broken gzip stream raises, whichever inflater reads it
+GZIP_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error, _IsalError)
 TRACE_DECODER = msgspec.json.Decoder(TraceFile)  # a whole file into the structs of schema.py
 EVENTS_DECODER = msgspec.json.Decoder(list[Event])  # a bare array of events
 
@@ -54,11 +57,11 @@ def read_bytes(path: Path) -> bytes:
 
 def gunzip(path: object, raw: bytes) -> bytes:
     """`raw` gunzipped when it is gzip (by its magic number), else as it is."""
-    if raw[:2] != _GZIP_MAGIC:
+    if raw[:2] != GZIP_MAGIC:
         return raw
     try:
         return _gunzip(raw)
-    except (EOFError, gzip.BadGzipFile, zlib.error, _IsalError) as exc:
+    except GZIP_ERRORS as exc:
         raise TraceError(path, f"broken gzip data (truncated or corrupt: {exc})") from None
 
 
@@ -115,6 +118,11 @@ def _decode(path: Path, data: bytes | None) -> DecodedTrace:
         decoded = _decode(path, fixed)
         note = f"{path}: invalid UTF-8 bytes replaced by U+FFFD"
         return DecodedTrace(decoded.trace, (note, *decoded.warnings))
+    fixed = replace_lone_surrogates(data)
+    if fixed is not data:
+        decoded = _decode(path, fixed)
+        note = f"{path}: lone UTF-16 surrogate escapes replaced by U+FFFD"
+        return DecodedTrace(decoded.trace, (note, *decoded.warnings))
     if b"NaN" in data or b"Infinity" in data:
         try:
             doc = json.loads(data)
@@ -125,6 +133,31 @@ def _decode(path: Path, data: bytes | None) -> DecodedTrace:
     raise TraceError(path, f"not valid JSON ({first_error})")
 
 
+# an escaped backslash, a valid surrogate pair, or a lone surrogate escape (valid JSON that no
+# UTF-8 text can hold), matched left to right: in "\\\\ud800" the backslash is escaped
+_ESCAPES = re.compile(
+    rb"(\\\\)|(\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})|(\\u[dD][89a-fA-F][0-9a-fA-F]{2})"
+)
+
+
+def replace_lone_surrogates(data: bytes) -> bytes:
+    """`data` with each lone UTF-16 surrogate escape (`\\ud800`) written as `\\ufffd`; `data`
+    itself (the same object) when it has none."""
+    if b"\\u" not in data:
+        return data
+    found = False
+
+    def fix(m: re.Match) -> bytes:
+        nonlocal found
+        if m.group(3) is None:
+            return m.group(0)
+        found = True
+        return rb"\ufffd"
+
+    fixed = _ESCAPES.sub(fix, data)
+    return fixed if found else data
+
+
 def _untyped(path: Path, data: bytes) -> object:
     try:
         return msgspec.json.decode(data)
@@ -132,14 +165,21 @@ def _untyped(path: Path, data: bytes) -> object:
         raise TraceError(path, f"not valid JSON ({exc})") from None
 
 
-_RAW_ARG_KEYS = ("Input Dims", "Concrete Inputs")
+# the arguments the schema keeps as their JSON text (msgspec.Raw), by their names in the trace
+_RAW_ARG_KEYS = tuple(f.encode_name for f in msgspec.structs.fields(Args) if f.type is msgspec.Raw)
 
 
 def _with_raw(obj: dict, keys: tuple[str, ...]) -> dict:
     """The fields that the schema keeps as undecoded JSON (msgspec.Raw), encoded back."""
     if not any(k in obj for k in keys):
         return obj
-    return {k: (msgspec.Raw(msgspec.json.encode(v)) if k in keys else v) for k, v in obj.items()}
+    # written back as Kineto and Python's json write them (", " between items), as the typed
+    # decoder keeps the text
+    return {k: (msgspec.Raw(_json_text(v)) if k in keys else v) for k, v in obj.items()}
+
+
+def _json_text(value: object) -> bytes:
+    return json.dumps(value, ensure_ascii=False).encode()
 
 
 def _decode_tolerant(path: Path, doc: object, note: str = "unusual field types") -> DecodedTrace:

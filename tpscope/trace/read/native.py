@@ -11,13 +11,13 @@ The caller then decodes with msgspec. docs/benchmarks.md gives the speeds.
 
 from __future__ import annotations
 
-import re
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from tpscope.trace.columns import MISSING, as_int
-from tpscope.trace.extract import (
+from tpscope.trace.read import cut
+from tpscope.trace.read.extract import (
     HOSTNAME_EVENTS,
     KIND_OF_CATEGORY,
     RawColumns,
@@ -30,6 +30,7 @@ from tpscope.trace.extract import (
     start_end_ns,
     usable_times,
 )
+from tpscope.trace.read.fields import plain_args, plain_columns, raw_args, raw_columns
 
 try:
     from tpscope.trace import _event_columns
@@ -41,18 +42,19 @@ NATIVE_CHUNK_BYTES = 1 << 20
 
 _DTYPES = {
     **dict.fromkeys(
-        "ph cat name pid_sym tid_sym device_sym stream_sym dims types strides concrete coll_name"
-        " arg_name"
+        "ph cat name pid_sym tid_sym device_sym stream_sym coll_name arg_name"
         " pg_name dtype pg_ranks pg_desc".split(),
         np.int32,
     ),
     **dict.fromkeys(
-        "pid tid device stream correlation external_id wait_on_stream wait_on_event_corr coll_row"
-        " seq in_nelems out_nelems group_size peer launch_row grid block".split(),
+        "pid tid device stream coll_row seq in_nelems out_nelems group_size peer launch_row grid"
+        " block".split(),
         np.int64,
     ),
     **dict.fromkeys(("ts", "dur"), np.float64),
     **dict.fromkeys(("has_device", "has_stream"), np.bool_),
+    **dict.fromkeys((a.column_name for a in plain_args()), np.int64),
+    **dict.fromkeys((a.column_name for a in raw_args()), np.int32),
 }
 
 
@@ -73,7 +75,7 @@ def extract_text(
     does not hold the GIL) and merged."""
     if _event_columns is None:
         return None
-    spans = _spans(text, lo, hi, threads) if threads > 1 and hi - lo > 2 * chunk_bytes else []
+    spans = cut.spans(text, lo, hi, threads) if threads > 1 and hi - lo > 2 * chunk_bytes else []
     if len(spans) > 1:
         with ThreadPoolExecutor(len(spans)) as pool:
             parts = list(pool.map(lambda s: _scan(text, s[0], s[1], chunk_bytes), spans))
@@ -93,24 +95,6 @@ def _scan(text, lo: int, hi: int, chunk_bytes: int) -> RawColumns | None:
     for k in ("grid", "block"):
         cols[k] = cols[k].reshape(-1, 3)
     return _Columns(symbols, cols).raw_columns()
-
-
-# "}", blanks, ",", blanks, "{": where one event ends and the next begins (a match inside an event
-# gives a run that is not valid JSON, which the reader reports)
-EVENT_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
-
-
-def _spans(text, lo: int, hi: int, n: int) -> list[tuple[int, int]]:
-    """`text[lo:hi]` cut at the first event boundary after each n-th of its length."""
-    spans, start = [], lo
-    for k in range(1, n):
-        m = EVENT_BOUNDARY.search(text, max(start, lo + (hi - lo) * k // n), hi)
-        if m is None:
-            break
-        comma = m.start() + text[m.start() : m.end()].index(b",")
-        spans.append((start, comma))
-        start = comma + 1
-    return [*spans, (start, hi)]
 
 
 class _Columns:
@@ -178,36 +162,22 @@ class _Columns:
             r, out = self._timed(group, rows[group], dropped)
             out["name_id"] = self.sym(self.cols["name"][r])
             c = self.cols
+            for column in plain_columns(group):  # the table's plain arguments (fields.py)
+                out[column] = c[column][r]
+            for a in raw_columns(group):  # and its raw ones
+                out[a.column_name] = c[a.column_name][r]
             if group == "gpu":
                 out["kind"] = self._by_symbol(
                     c["cat"][r], lambda s: KIND_OF_CATEGORY[s.lower()], np.int8
                 )
-                out["correlation"] = c["correlation"][r]
                 out["grid"], out["block"] = self._launch_dims(r)
                 out.update(self._lanes_of(r))
                 out.update(self._collectives(r))
-            elif group == "launch":
+            elif group in ("launch", "cpu_op", "cpu_range"):
                 out["tid"] = self.lane("tid")[r]
-                out["correlation"] = c["correlation"][r]
-                out["external_id"] = c["external_id"][r]
-            elif group == "cpu_op":
-                out["tid"] = self.lane("tid")[r]
-                out["external_id"] = c["external_id"][r]
-                out["dims_id"] = c["dims"][r]
-                out["types_id"] = c["types"][r]
-                out["strides_id"] = c["strides"][r]
-                out["concrete_id"] = c["concrete"][r]
-                out.update(self._collectives(r))
-            elif group == "cpu_range":
-                out["tid"] = self.lane("tid")[r]
-                out["dims_id"] = c["dims"][r]
-                out["types_id"] = c["types"][r]
-            elif group == "gpu_range":
-                out.update(self._lanes_of(r))
-            else:  # sync
-                out["wait_on_stream"] = c["wait_on_stream"][r]
-                out["wait_on_event_corr"] = c["wait_on_event_corr"][r]
-                out["correlation"] = c["correlation"][r]
+                if group == "cpu_op":
+                    out.update(self._collectives(r))
+            else:  # gpu_range, sync
                 out.update(self._lanes_of(r))
             groups[group] = out
         return RawColumns(

@@ -1,9 +1,8 @@
 """One trace file decoded in a single streaming pass, its memory bounded by the chunk, not the file.
 
 The (gunzipped) text is read `chunk_bytes` at a time. Inside the `traceEvents` array each chunk
-is cut after its last event boundary (`}`, `,`, a blank, `{`, as Kineto and Python's json write
-them), the whole events before the cut are decoded with msgspec and extracted (`extract.py`),
-and only their raw columns are kept; the events are freed before the next chunk is read. The
+is cut after its last event boundary (`cut.py`), the whole events before the cut are decoded
+(the C reader, else msgspec and `extract.py`), and only their raw columns are kept; the events are freed before the next chunk is read. The
 parts are merged at the end (`extract.merge`), exactly as the parts of `parallel.py` are.
 
 The keys around the array (`distributedInfo`, `baseTimeNanoseconds`, ...) are decoded from the
@@ -19,17 +18,17 @@ import gzip
 import queue
 import re
 import threading
-import zlib
 from dataclasses import dataclass
 from typing import BinaryIO
 
 import msgspec
 
-from tpscope.trace.decode import _GZIP_MAGIC, EVENTS_DECODER, TRACE_DECODER, _IsalError
-from tpscope.trace.extract import RawColumns, extract, merge
-from tpscope.trace.native import available as native_available
-from tpscope.trace.native import extract_text
-from tpscope.trace.schema import TraceFile
+from tpscope.trace.read import cut
+from tpscope.trace.read.decode import EVENTS_DECODER, GZIP_ERRORS, GZIP_MAGIC, TRACE_DECODER
+from tpscope.trace.read.extract import RawColumns, extract, merge
+from tpscope.trace.read.native import available as native_available
+from tpscope.trace.read.native import extract_text
+from tpscope.trace.read.schema import TraceFile
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,13 +47,9 @@ except ImportError:  # pragma: no cover - isal is a dependency
 
 CHUNK_BYTES = 16 << 20  # text per part: peak memory ~ a few times this (docs/benchmarks.md)
 _KEY = b'"traceEvents"'
-# "}", ",", "{" with a blank between, as Kineto and json write them; a match inside a string or a
-# nested object gives a part that is not valid JSON, which the decoder reports
-_BOUNDARY = re.compile(rb"\}\s+,\s*\{|\},\s+\{")
-_TAIL_SEARCH = 1 << 20
 _ARRAY_END = re.compile(rb"\}\s*\]")
 _END_TRIES = 8
-_READ_ERRORS = (OSError, EOFError, gzip.BadGzipFile, zlib.error, _IsalError)
+READ_ERRORS = (OSError, *GZIP_ERRORS)
 # text this reader gives up on: the one-piece reader says why (RecursionError: nested too deeply)
 _NOT_DECODED = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
 
@@ -65,26 +60,7 @@ def open_text(fh: BinaryIO) -> BinaryIO:
     if not head:
         head = fh.read(2)
         fh.seek(0)
-    return _gzip_module.GzipFile(fileobj=fh, mode="rb") if head == _GZIP_MAGIC else fh
-
-
-def _last_cut(buf: bytearray, lo: int) -> int:
-    """Index of the comma of the last event boundary in `buf[lo:]`, or -1."""
-    return _last_boundary(buf, lo, len(buf))
-
-
-def _last_boundary(buf: bytes | bytearray, lo: int, hi: int) -> int:
-    """Index of the comma of the last event boundary in `buf[lo:hi]`, or -1 (the last MiB is
-    searched first)."""
-    for start in (max(lo, hi - _TAIL_SEARCH), lo):
-        last = None
-        for last in _BOUNDARY.finditer(buf, start, hi):  # noqa: B007 - the last match is wanted
-            pass
-        if last is not None:
-            return buf.index(b",", last.start())
-        if start == lo:
-            break
-    return -1
+    return _gzip_module.GzipFile(fileobj=fh, mode="rb") if head == GZIP_MAGIC else fh
 
 
 def decode_span(
@@ -93,10 +69,13 @@ def decode_span(
     """Extract the events `buf[lo:hi]` (whole events separated by commas, a part cut by
     `parallel.read_in_parts`) about `chunk_bytes` of text at a time, so that only one piece's events
     exist at once; None when a piece is not valid JSON (a cut inside an event)."""
+    native = extract_text(buf, lo, hi)  # the C reader, where it is built, cuts its own chunks
+    if native is not None:
+        return native
     parts: list[RawColumns] = []
     with memoryview(buf) as view:
         while lo < hi:
-            stop = _last_boundary(buf, lo, lo + chunk_bytes) if hi - lo > chunk_bytes else -1
+            stop = cut.last_cut(buf, lo, lo + chunk_bytes) if hi - lo > chunk_bytes else -1
             stop = hi if stop < 0 else stop
             try:
                 events = EVENTS_DECODER.decode(b"[" + view[lo:stop] + b"]")
@@ -149,7 +128,7 @@ def decode_streaming(
     ahead = _ReadAhead(text, chunk_bytes) if threads > 1 and native_available() else None
     try:
         return _decode(ahead or text, chunk_bytes, threads if ahead else 1)
-    except (*_NOT_DECODED, *_READ_ERRORS):
+    except (*_NOT_DECODED, *READ_ERRORS):
         return None
     finally:
         if ahead is not None:
@@ -229,22 +208,27 @@ def _decode(text: BinaryIO, chunk_bytes: int, threads: int = 1) -> DecodedParts 
     prefix = bytes(buf[:key])
     del buf[:start]  # buf[0] is "[": every part is decoded in place as buf[0:cut] + "]"
     parts: list[RawColumns] = []
+    tried = 0  # buf[:tried + 1] holds no cut that gives valid JSON
     while True:
         data = text.read(chunk_bytes)
         if not data:
             break
         buf += data
-        cut = _last_cut(buf, 1)
-        if cut < 0:
+        at = cut.last_cut(buf, tried + 1, len(buf))
+        if at < 0:
             continue
-        buf[cut] = ord("]")
+        buf[at] = ord("]")
         try:
-            parts.append(_decode_part(buf, cut + 1, threads))
-        except msgspec.DecodeError:  # the cut may lie past the array, in the keys after it
-            buf[cut] = ord(",")
-            break
-        buf[cut] = ord("[")
-        del buf[:cut]
+            parts.append(_decode_part(buf, at + 1, threads))
+        except msgspec.DecodeError:
+            # a cut inside an event (a nested "}, {"), or past the array in the keys after it:
+            # no cut before it; the chunk grows to the next one (or to the end of the text)
+            buf[at] = ord(",")
+            tried = at
+            continue
+        buf[at] = ord("[")
+        del buf[:at]
+        tried = 0
     end, last = _array_end(buf, threads)
     if end < 0:
         return None

@@ -25,14 +25,18 @@ from concurrent.futures import ProcessPoolExecutor
 import msgspec
 import numpy as np
 
-from tpscope.trace.decode import _GZIP_MAGIC, TRACE_DECODER
-from tpscope.trace.extract import merge
-from tpscope.trace.native import EVENT_BOUNDARY
-from tpscope.trace.schema import TraceFile
-from tpscope.trace.stream import _READ_ERRORS, CHUNK_BYTES, DecodedParts, decode_span, open_text
+from tpscope.trace.read import cut
+from tpscope.trace.read.decode import GZIP_MAGIC, TRACE_DECODER
+from tpscope.trace.read.extract import merge
+from tpscope.trace.read.schema import TraceFile
+from tpscope.trace.read.stream import (
+    CHUNK_BYTES,
+    READ_ERRORS,
+    DecodedParts,
+    decode_span,
+    open_text,
+)
 
-# below this, starting a process costs more than it saves (docs/benchmarks.md)
-SPLIT_MIN_BYTES = 64 << 20
 # gunzipping a byte of trace text is taken to cost this share of decoding and extracting it
 # (docs/benchmarks.md): it sets how much longer the earlier parts of a gzip file are
 GUNZIP_SHARE = 0.2
@@ -54,16 +58,6 @@ def _array_start(buf: bytes | bytearray) -> int:
     """Index of the `[` that opens the `traceEvents` array, -1 when not (yet) seen."""
     key = buf.find(b'"traceEvents"')
     return buf.find(b"[", key) if key >= 0 else -1
-
-
-def _comma_after(buf: bytes | bytearray, pos: int, end: int) -> int:
-    """Index of the comma of the first event boundary with a blank in `buf[pos:end]`, or -1.
-    A boundary found in a prefix of the text is the one the whole text gives (its match ends
-    at its `{`)."""
-    m = EVENT_BOUNDARY.search(buf, pos, end)
-    while m is not None and m.end() - m.start() < 4:  # "}", ",", a blank, "{"
-        m = EVENT_BOUNDARY.search(buf, m.end(), end)
-    return -1 if m is None else m.start() + 1
 
 
 def part_ends(size: int, parts: int, gunzip_share: float = GUNZIP_SHARE) -> list[int]:
@@ -109,18 +103,27 @@ def _child(conn, buf: bytes, lo: int, hi: int) -> None:
         os._exit(0)  # skip freeing half a million events: the process ends here
 
 
+def text_size(path) -> int | None:
+    """The length of a file's (gunzipped) text; None when it cannot be opened."""
+    try:
+        with open(path, "rb") as fh:
+            return _text_size(fh)[0]
+    except OSError:
+        return None
+
+
 def read_in_parts(path, workers: int) -> DecodedParts | None:
-    """Read a trace file of at least `SPLIT_MIN_BYTES` of text in `workers` processes, each part
-    forked as soon as its text is read (gunzipped on the way when it is gzip); None when the file
-    is smaller, cannot be read, or cannot be cut cleanly (the caller reads it another way)."""
+    """Read a trace file in `workers` processes, each part forked as soon as its text is read
+    (gunzipped on the way when it is gzip); None when it cannot be read or cut cleanly (the
+    caller reads it another way). `strategy.choose` decides when this pays."""
     try:
         with open(path, "rb") as fh:
             size, gzipped = _text_size(fh)
-            if size < SPLIT_MIN_BYTES or workers < 2:
+            if workers < 2:
                 return None
             ends = part_ends(size, workers, GUNZIP_SHARE if gzipped else 0.0)
             return _in_parts(open_text(fh), ends)
-    except _READ_ERRORS:
+    except READ_ERRORS:
         return None
 
 
@@ -130,7 +133,7 @@ def _text_size(fh) -> tuple[int, bool]:
     never what they hold)."""
     size = fh.seek(0, os.SEEK_END)
     fh.seek(0)
-    gzipped = fh.read(2) == _GZIP_MAGIC and size >= 18
+    gzipped = fh.read(2) == GZIP_MAGIC and size >= 18
     if gzipped:
         fh.seek(-4, os.SEEK_END)
         text = int.from_bytes(fh.read(4), "little")
@@ -144,9 +147,9 @@ def _text_size(fh) -> tuple[int, bool]:
 def _in_parts(text, ends: list[int], chunk_bytes: int = CHUNK_BYTES) -> DecodedParts | None:
     """Read `text` `chunk_bytes` at a time; fork one process per part as soon as the event
     boundary after its end (`ends`) is read; the parent decodes the last part once all is read.
-    A boundary with a blank is needed to cut (Kineto writes `},\n  {`, Python's json `}, {`);
-    where there is none, the parent decodes the rest itself. A cut inside an event (a nested
-    `}, {`) gives invalid JSON, which the decoder reports, so it is never silently wrong."""
+    Parts end at event boundaries (`cut.py`); where there is none, the parent decodes the rest
+    itself. A cut inside an event (a nested `}, {`) gives invalid JSON, which the decoder
+    reports, so it is never silently wrong."""
     ctx = multiprocessing.get_context("fork")
     buf = bytearray()
     start = -1
@@ -159,7 +162,7 @@ def _in_parts(text, ends: list[int], chunk_bytes: int = CHUNK_BYTES) -> DecodedP
             if start < 0 and (start := _array_start(buf)) >= 0:
                 commas.append(start)
             while start >= 0 and len(commas) <= len(ends):
-                comma = _comma_after(buf, max(commas[-1] + 1, ends[len(commas) - 1]), len(buf))
+                comma = cut.first_cut(buf, max(commas[-1] + 1, ends[len(commas) - 1]), len(buf))
                 if comma < 0:
                     break  # the boundary is not read yet
                 recv, send = ctx.Pipe(duplex=False)
