@@ -180,7 +180,9 @@ def test_collective_late_on_a_sparse_side_stream_goes_through_the_compute_that_r
     """Step 2: stream 7 computes [0, 1000] and [1000, 2000]; the collective on stream 14, launched at
     the step's start, starts at 2030; its stream's previous kernel is step 1's. No cross-stream
     kernel ends within 10 µs of it, yet it was held: the path goes through the compute, and the
-    30 µs after it are idle, not 2,030 µs of host."""
+    30 µs after it are idle, not 2,030 µs of host. The step's period (metrics.md §3) begins where
+    step 1's work ended, at -500: the 500 µs until gemm_a starts are the CPU's, which launched it
+    at -4 (its call ending at -2)."""
     r = RankTrace(0, world_size=1)
     r.cpu_annotation("ProfilerStep#1", -800, 790)
     r.cpu_annotation("ProfilerStep#2", -5, 2200)
@@ -190,13 +192,15 @@ def test_collective_late_on_a_sparse_side_stream_goes_through_the_compute_that_r
     r.kernel("ncclDevKernel_AllReduce", 2030, 70, stream=14, launch_us=(10, 2))
     p = _path(tmp_path, [r], step=2)
     assert (p.length_us, p.compute_us, p.comm_us, p.idle_us, p.host_us) == pytest.approx(
-        (2100, 2000, 70, 30, 0)
+        (2600, 2000, 70, 30, 500)
     )
     assert _table(p) == [
-        (0.0, 1000.0, "compute", "stream", False, 0, "rank 0 gpu 0 stream 7", "gemm_a"),
-        (1000.0, 1000.0, "compute", "event", True, 0, "rank 0 gpu 0 stream 7", "gemm_b"),
+        (0.0, 498.0, "host", "cpu", False, 0, "rank 0 cpu thread 100", "aten::mm"),
+        (498.0, 2.0, "host", "launch", False, 0, "rank 0 gpu 0 stream 7", "gemm_a"),
+        (500.0, 1000.0, "compute", "stream", False, 0, "rank 0 gpu 0 stream 7", "gemm_a"),
+        (1500.0, 1000.0, "compute", "event", True, 0, "rank 0 gpu 0 stream 7", "gemm_b"),
         (
-            2000.0,
+            2500.0,
             30.0,
             "idle",
             "event",
@@ -206,7 +210,7 @@ def test_collective_late_on_a_sparse_side_stream_goes_through_the_compute_that_r
             "ncclDevKernel_AllReduce",
         ),
         (
-            2030.0,
+            2530.0,
             70.0,
             "comm",
             "end",

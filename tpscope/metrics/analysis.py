@@ -235,7 +235,7 @@ def _cross_rank(
         "collectives": collective_instances(acts, match, timing, exposed_ns(acts, compute)),
         "offsets_us": clocks.as_us(acts.rank_ids),
         "residual_us": clocks.residual_us(acts.rank_ids),
-        "paths": critical_paths(acts, graph),
+        "paths": critical_paths(acts, graph, [h.steps for h in run.ranks.headers]),
         "contention": found,
         "warnings": list(match.warnings) + list(clocks.warnings),
     }

@@ -1021,8 +1021,15 @@ def _host_ops(seg: PathSegments, dur: np.ndarray, graph: PathGraph) -> dict[str,
     return {n: total[n] / NS_PER_US for n in ranked if total[n] > 0}
 
 
-def step_walks(acts: RunActivities, graph: PathGraph) -> list[tuple[int, int, int, PathSegments]]:
-    """(step, floor, top, segments) of every step number present on any rank."""
+def step_walks(
+    acts: RunActivities, graph: PathGraph, windows: list | None = None
+) -> list[tuple[int, int, int, PathSegments]]:
+    """(step, floor, top, segments) of every step number present on any rank.
+
+    With `windows` (each rank's StepWindows, by rank position: metrics.md §3's partition), a
+    step's path runs over the union of its ranks' windows, aligned: from the earliest window start
+    to the latest window end, so that a step's path covers its period, as its step time does, and
+    never the previous step's work. Without, from the step's earliest activity start."""
     steps = np.unique(acts.step[acts.step >= 0]) if len(acts) else np.zeros(0, np.int64)
     out = []
     for step in steps.tolist():  # one scan per step number, never a copy of every row
@@ -1030,14 +1037,30 @@ def step_walks(acts: RunActivities, graph: PathGraph) -> list[tuple[int, int, in
         shift = graph.offsets_ns[acts.rank_pos[rows]]
         start, end = acts.start_ns[rows] - shift, acts.end_ns[rows] - shift  # aligned
         floor, top = int(start.min()), int(end.max())
+        if windows is not None:  # §3: the step's period, not the span of the work it launched
+            floor = min(_window_floor(step, windows, graph.offsets_ns), top)
         last = int(rows[np.argmax(end)])
         out.append((int(step), floor, top, walk_step(graph, last, floor, len(rows))))
     return out
 
 
-def critical_paths(acts: RunActivities, graph: PathGraph) -> list[CriticalPath]:
-    """One CriticalPath per step number present on any rank; the first profiled step is marked."""
-    walks = step_walks(acts, graph)
+def _window_floor(step: int, windows: list, offsets_ns: np.ndarray) -> int:
+    """The earliest aligned start of `step`'s window over the ranks that have it (§3)."""
+    starts = [
+        int(w.start_ns[k]) - int(offsets_ns[pos])
+        for pos, w in enumerate(windows)
+        if w is not None
+        for k in np.flatnonzero(w.step == step)[:1].tolist()
+    ]
+    return min(starts) if starts else np.iinfo(np.int64).max  # (then the top: an empty path)
+
+
+def critical_paths(
+    acts: RunActivities, graph: PathGraph, windows: list | None = None
+) -> list[CriticalPath]:
+    """One CriticalPath per step number present on any rank; the first profiled step is marked.
+    `windows`: each rank's step windows (metrics.md §3), as `step_walks` takes them."""
+    walks = step_walks(acts, graph, windows)
     first = walks[0][0] if len(walks) > 1 else None
     return [
         summarize_path(seg, acts, graph, step, floor, top - floor, step == first)
