@@ -54,9 +54,9 @@ def analyses():
 
 @pytest.mark.parametrize("loop", LOOPS)
 def test_each_step_lasts_its_period(analyses, loop):
-    """After the first profiled step, every step's time is within 2% of the CUDA-event period of
-    that step; on the prefetch loop the spans of launched work grow (the CPU runs ahead) while the
-    period stays at about 11.6 ms."""
+    """After the first profiled step, every step's time and its critical path's length are within
+    2% of the CUDA-event period of that step; on the prefetch loop the spans of launched work grow
+    (the CPU runs ahead) while the period stays at about 11.6 ms."""
     recorded = json.loads((PERIODS / f"{loop}_step_times.json").read_text())
     period_ms = recorded["period_ms"]
     steps = [s for s in analyses[loop].steps if s.rank == 0]
@@ -67,6 +67,8 @@ def test_each_step_lasts_its_period(analyses, loop):
         if s.step == first:
             continue
         assert s.step_time_us / 1e3 == pytest.approx(period_ms[s.step], rel=0.02), s.step
+        (path,) = [p for p in analyses[loop].critical_path if p.step == s.step]
+        assert path.length_us / 1e3 == pytest.approx(period_ms[s.step], rel=0.02), s.step
         checked += 1
     assert checked >= 2
 
