@@ -1038,14 +1038,15 @@ def step_walks(
         start, end = acts.start_ns[rows] - shift, acts.end_ns[rows] - shift  # aligned
         floor, top = int(start.min()), int(end.max())
         if windows is not None:  # §3: the step's period, not the span of the work it launched
-            floor = min(_window_floor(step, windows, graph.offsets_ns), top)
+            floor = min(window_floor(step, windows, graph.offsets_ns), top)
         last = int(rows[np.argmax(end)])
         out.append((int(step), floor, top, walk_step(graph, last, floor, len(rows))))
     return out
 
 
-def _window_floor(step: int, windows: list, offsets_ns: np.ndarray) -> int:
-    """The earliest aligned start of `step`'s window over the ranks that have it (§3)."""
+def window_floor(step: int, windows: list, offsets_ns: np.ndarray) -> int:
+    """The earliest aligned start of `step`'s window over the ranks that have it (§3): where the
+    walk of its path stops."""
     starts = [
         int(w.start_ns[k]) - int(offsets_ns[pos])
         for pos, w in enumerate(windows)

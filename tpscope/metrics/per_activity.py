@@ -22,6 +22,7 @@ from tpscope.metrics.critical_path import (
     PathSegments,
     path_graph,
     walk_step,
+    window_floor,
 )
 from tpscope.trace import Run
 
@@ -42,6 +43,7 @@ class ActivityDetail:
     wait_ns: np.ndarray
     graph: PathGraph
     instance_key: tuple[str, ...] = ()  # per instance: its `key` in the JSON's collectives
+    windows: tuple = ()  # per rank position: its StepWindows (metrics.md §3)
 
     def __len__(self) -> int:
         return len(self.rank)
@@ -72,12 +74,13 @@ def activity_detail(run: Run, align: str = "auto") -> ActivityDetail | None:
         wait_ns=timing.wait_ns,
         graph=graph,
         instance_key=tuple(match.key),
+        windows=tuple(r.steps for r in run.ranks),
     )
 
 
 def path_segments(detail: ActivityDetail, step: int) -> PathSegments:
     """The critical path of `step` (metrics.md §7): the walk `critical_paths` makes for it, from
-    the latest end down to the earliest start, returned in time order (rows of ActivityDetail,
+    the latest end down to the start of its window, returned in time order (rows of ActivityDetail,
     `category` an index into PATH_KINDS; CPU segments have row -1)."""
     rows = np.flatnonzero(detail.step == step)
     if len(rows) == 0:
@@ -93,6 +96,10 @@ def path_segments(detail: ActivityDetail, step: int) -> PathSegments:
             empty,
         )
     last = int(rows[np.argmax(detail.end_ns[rows])])
-    seg = walk_step(detail.graph, last, int(detail.start_ns[rows].min()), len(rows))
+    floor = int(detail.start_ns[rows].min())
+    if detail.windows:  # the step's period, as critical_paths walks it (§3, §7)
+        top = int(detail.end_ns[rows].max())
+        floor = min(window_floor(step, list(detail.windows), detail.graph.offsets_ns), top)
+    seg = walk_step(detail.graph, last, floor, len(rows))
     order = np.argsort(seg.start_ns, kind="stable")
     return PathSegments(*(getattr(seg, f)[order] for f in PathSegments.__dataclass_fields__))
