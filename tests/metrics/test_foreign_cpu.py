@@ -384,7 +384,7 @@ def test_gloo_bus_bandwidth_is_bytes_times_the_factor_over_the_transfer():
     a = analysis("tp_sp")
     assert all(v == 0.0 for v in a.clock_offsets_us.values())
     per_rank = {}
-    for rank, doc in _ranks("tp_sp").items():
+    for doc in _ranks("tp_sp").values():
         ranges = _events(doc, "user_annotation")
         steps = sorted(
             (int(e["name"].split("#")[1]), _ns(e["ts"]), _ns(e["ts"] + e["dur"]))
