@@ -5,7 +5,7 @@ A recipe is data. `python benchmarks/run.py NAME` runs one (docs/benchmarks.md, 
 (`python -m tpscope.cli run|bench|sweep|calibrate`) or a script of this folder, so that a recipe
 runs on a GPU machine that has torch and NCCL but not the analyzer's libraries.
 
-In a step's arguments `{out}` is the result folder. A step's JSON (`tpscope bench --json`, a
+In a step's arguments `{out}` is the result folder. A step's JSON (`tpscope bench --out DIR`'s `bench.json`, a
 sweep's or a run's folder) is what the runner turns into the tables of the result's README.
 No torch and nothing of tpscope is imported here.
 """
@@ -172,7 +172,7 @@ RECIPES: tuple[Recipe, ...] = (
         "unfused against chunked k=2 and the ring, bench and sweep, on CPU: checks that the modes run "
         "and the runner works; its times say nothing about a GPU",
         (tp("bench", "--device", "cpu", "--shape", "small", "--modes", "chunked,ring", "--chunks", "2",
-            "--reps", "3", "--warmup", "1", "--json", "{out}/bench-cpu.json", limit_s=120),
+            "--reps", "3", "--warmup", "1", "--out", "{out}/bench-cpu", limit_s=120),
          tp("sweep", "--device", "cpu", "--nproc", "2", *CPU_MODEL, "--steps", "3", "--profile-steps", "1",
             "--out", "{out}/sweep-cpu", "--variants", "chunked:2", limit_s=180)),
     ),
@@ -180,9 +180,9 @@ RECIPES: tuple[Recipe, ...] = (
         "gpu-smoke", "h200x2", "nvlink,shm", "2048 x 1024 x 4096; a 2-block model of width 2048",
         "every mode once at a small shape, and one short training run: a first call on a new machine",
         (tp("bench", "--shape", "2048,1024,4096", "--reps", "5", "--warmup", "2", "--chunks", "2,4",
-            "--json", "{out}/bench-nvlink.json", limit_s=120),
+            "--out", "{out}/bench-nvlink", limit_s=120),
          tp("bench", "--regime", "shm", "--shape", "2048,1024,4096", "--reps", "3", "--warmup", "1",
-            "--chunks", "4", "--modes", "chunked,ring", "--json", "{out}/bench-shm.json", limit_s=120),
+            "--chunks", "4", "--modes", "chunked,ring", "--out", "{out}/bench-shm", limit_s=120),
          tp("run", "--nproc", "2", "--mode", "chunked", "--chunks", "4", "--steps", "6", "--layers", "2",
             "--hidden", "2048", "--ffn", "8192", "--heads", "16", "--vocab", "8192", "--seq-len", "2048",
             "--batch", "2", "--out", "{out}/run-chunked", limit_s=120)),
@@ -193,7 +193,7 @@ RECIPES: tuple[Recipe, ...] = (
         "symm_mem) per shape and side, GPU fed 5 ms ahead, round robin",
         (tp("bench", "--regime", "nvlink", *SHAPES4, "--modes", "copy_engine,symm_mem,chunked,ring",
             "--chunks", "1,2", "--ring-chunks", "1,2", "--copy-push", "0,1", *BENCH,
-            "--json", "{out}/bench-nvlink.json", limit_s=240),),
+            "--out", "{out}/bench-nvlink", limit_s=240),),
     ),
     Recipe(
         "fusion-bench-shm", "h200x2", "shm", "ref and 8b",
@@ -201,14 +201,14 @@ RECIPES: tuple[Recipe, ...] = (
         "runtime's default)",
         (tp("bench", "--regime", "shm", "--shape", "ref", "--shape", "8b", "--modes", "chunked,ring",
             "--chunks", "4,8", "--ring-chunks", "4,8", "--sm-margins", "4,16", *BENCH,
-            "--json", "{out}/bench-shm.json", limit_s=240),),
+            "--out", "{out}/bench-shm", limit_s=240),),
     ),
     Recipe(
         "fusion-bench-shm-sizes", "h200x2", "shm", "s4096 and s16384",
         "unfused against chunked and the ring at SM margins 4 and 16, at half and twice the reference tokens",
         (tp("bench", "--regime", "shm", "--shape", "s4096", "--shape", "s16384", "--modes", "chunked,ring",
             "--chunks", "4,8", "--ring-chunks", "2,4,8", "--sm-margins", "4,16", *BENCH,
-            "--json", "{out}/bench-shm-sizes.json", limit_s=240),),
+            "--out", "{out}/bench-shm-sizes", limit_s=240),),
     ),
     Recipe(
         "fusion-bench-socket", "h200x2", "socket", "ref, 8b and s4096",
@@ -216,10 +216,10 @@ RECIPES: tuple[Recipe, ...] = (
         "transport's spread is as large as the saving)",
         (tp("bench", "--regime", "socket", "--shape", "ref", "--modes", "chunked,ring", "--chunks", "2",
             "--ring-chunks", "2,4,8", "--sm-margins", "0,16", "--reps", "30", "--warmup", "3",
-            "--json", "{out}/bench-socket-ref.json", limit_s=200),
+            "--out", "{out}/bench-socket-ref", limit_s=200),
          tp("bench", "--regime", "socket", "--shape", "8b", "--shape", "s4096", "--modes", "chunked",
             "--chunks", "2,4", "--sm-margins", "0,16", "--reps", "30", "--warmup", "3",
-            "--json", "{out}/bench-socket-8b-s4096.json", limit_s=200)),
+            "--out", "{out}/bench-socket-8b-s4096", limit_s=200)),
     ),
     Recipe(
         "fusion-sweep-nvlink", "h200x2", "nvlink", "reference model (2 blocks, H 8192, F 28672, 8192 tokens per step)",
@@ -257,7 +257,7 @@ RECIPES: tuple[Recipe, ...] = (
         "NCCL's streams at default and at high priority (TORCH_NCCL_HIGH_PRIORITY=0 and 1), the same bench "
         "side by side in one call, nvlink and shm",
         tuple(tp("bench", "--regime", regime, "--shape", "ref", "--shape", "8b", "--modes", "chunked,ring",
-                 "--chunks", "1,2,8", "--ring-chunks", "2,4", *BENCH, "--json", f"{{out}}/bench-{regime}-prio{p}.json",
+                 "--chunks", "1,2,8", "--ring-chunks", "2,4", *BENCH, "--out", f"{{out}}/bench-{regime}-prio{p}",
                  limit_s=150, env={"TORCH_NCCL_HIGH_PRIORITY": p})
               for regime in ("nvlink", "shm") for p in ("0", "1")),
     ),
@@ -280,10 +280,10 @@ RECIPES: tuple[Recipe, ...] = (
         "send/recv against by all-gather, at margins 4 and 16",
         (tp("bench", "--regime", "shm", "--shape", "ref", "--modes", "chunked,ring", "--chunks", "4,8",
             "--ring-chunks", "4,8", "--sm-margins", "4,16", "--taper", "0,1", *BENCH,
-            "--json", "{out}/bench-shm-taper.json", limit_s=200),
+            "--out", "{out}/bench-shm-taper", limit_s=200),
          tp("bench", "--regime", "shm", "--shape", "ref", "--sides", "rs", "--modes", "ring", "--ring-chunks", "4,8",
             "--sm-margins", "4,16", "--ring-all-gather", "0,1", "--reps", "40", "--warmup", "5",
-            "--json", "{out}/bench-shm-rs-exchange.json", limit_s=200)),
+            "--out", "{out}/bench-shm-rs-exchange", limit_s=200)),
     ),
     Recipe(
         "tp-scaling", "h200x2", "nvlink,shm", "reference model (2 blocks, H 8192, F 28672, 8192 tokens per step)",
@@ -343,7 +343,7 @@ RECIPES: tuple[Recipe, ...] = (
         "cudaMemcpy shm transport (last: it has been seen to hang)",
         (script("host_staged_one_gpu.py", "--gpus", "2", "--out", "{out}/host_staged_two_gpu.json", limit_s=240),
          tp("bench", "--nproc", "2", "--regime", "shm", "--shape", "ref", "--shape", "8b",
-            "--modes", "ring,host_staged", "--ring-chunks", "1,2,4,8", *BENCH, "--json", "{out}/bench-shm.json",
+            "--modes", "ring,host_staged", "--ring-chunks", "1,2,4,8", *BENCH, "--out", "{out}/bench-shm",
             limit_s=400),
          sweep("shm", "ring:4:margin=4,host_staged:1,host_staged:2,host_staged:4,auto,"
                "ring:4:margin=4:NCCL_SHM_USE_CUDA_MEMCPY=1", steps=20, limit_s=560)),

@@ -1,5 +1,5 @@
 """Markdown tables of recorded results, for the README of a result folder (benchmarks/run.py):
-a bench's JSON (`tpscope bench --json`), a sweep's `sweep.json`, run manifests, a script's rows.
+a bench's JSON (`tpscope bench --out DIR`'s `bench.json`), a sweep's `sweep.json`, run manifests, a script's rows.
 Pure functions of the JSON; no torch, nothing of the analyzer."""
 
 from __future__ import annotations
@@ -282,8 +282,8 @@ def doc_tables(name: str, doc: dict) -> list[tuple[str, str]]:
 
 
 def folder_tables(folder: Path) -> list[tuple[str, str]]:
-    """The tables of a result folder: its JSON files (benches, collected sweeps, scripts' results),
-    each sweep folder's `sweep.json`, and one table of every run folder's manifest."""
+    """The tables of a result folder: its JSON files (collected sweeps, scripts' results), each bench
+    folder's `bench.json`, each sweep folder's `sweep.json`, and one table of every run folder's manifest."""
     out: list[tuple[str, str]] = []
     for path in sorted(folder.glob("*.json")):
         try:
@@ -292,6 +292,8 @@ def folder_tables(folder: Path) -> list[tuple[str, str]]:
             continue
         if isinstance(doc, dict):
             out += doc_tables(path.name, doc)
+    for path in sorted(folder.glob("*/bench.json")):  # `tpscope bench --out DIR`
+        out += doc_tables(f"{path.parent.name}/bench.json", json.loads(path.read_text()))
     for path in sorted(folder.glob("*/sweep.json")):
         out += doc_tables(f"{path.parent.name}/sweep.json", json.loads(path.read_text()))
     manifests = {

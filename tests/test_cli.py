@@ -152,3 +152,78 @@ def test_an_unknown_option_prints_the_subcommand_s_own_usage(command, capsys):
     err = capsys.readouterr().err
     assert err.startswith(f"usage: tpscope {command} ")
     assert "unrecognized arguments: --no-such-option" in err.splitlines()[-1]
+
+
+# Every command's output options: `--out` is always a folder the command writes into (DIR),
+# `--json` always a flag; no command has `-o`.
+OUTPUT_OPTIONS = {
+    "analyze": {"--out": "folder", "--json": "flag"},
+    "whatif": {"--out": "folder", "--json": "flag"},
+    "bench": {"--out": "folder", "--json": "flag"},
+    "report": {"--out": "folder"},
+    "export": {"--out": "folder"},
+    "run": {"--out": "folder"},
+    "sweep": {"--out": "folder"},
+    "dash": {},
+    "calibrate": {},
+}
+
+
+def _subparsers():
+    import argparse
+
+    from tpscope.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices
+
+
+def test_every_command_s_out_is_a_folder_and_json_a_flag():
+    parsers = _subparsers()
+    assert set(parsers) == set(OUTPUT_OPTIONS)
+    for name, p in parsers.items():
+        strings = {s: a for a in p._actions for s in a.option_strings}
+        got = {s for s in strings if s in ("--out", "--json", "-o")}
+        assert got == set(OUTPUT_OPTIONS[name]), name
+        if "--json" in strings:
+            assert strings["--json"].nargs == 0 and strings["--json"].const is True, name
+        if "--out" in strings:
+            out = strings["--out"]
+            assert out.nargs is None and out.metavar == "DIR", name
+            assert "folder" in (out.help or "") or "here" in (out.help or ""), name
+            assert "FILE" not in (out.help or ""), name
+
+
+@pytest.mark.parametrize("command", ["analyze", "whatif", "bench"])
+def test_json_given_a_file_is_refused_with_the_folder_form(command, tmp_path):
+    """`--json FILE` and `--out FILE.json`: one line, exit 2, the form to use, nothing written."""
+    lead = {"analyze": [str(RUN)], "whatif": [str(RUN)], "bench": ["--device", "cpu"]}[command]
+    done = tpscope(command, *lead, "--json", str(tmp_path / "x.json"))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "--json is a flag" in done.stderr and "--out DIR" in done.stderr
+    done = tpscope(command, *lead, "--out", str(tmp_path / "x.json"))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    name = {"analyze": "analysis.json", "whatif": "whatif.json", "bench": "bench.json"}[command]
+    assert name in done.stderr
+    assert "folder" in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", [c for c, o in OUTPUT_OPTIONS.items() if "--out" in o])
+def test_an_out_that_is_a_file_is_refused(command, tmp_path):
+    """A regular file given as `--out`: one line naming it, exit 2, the file untouched."""
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    lead = {
+        "analyze": [str(RUN)],
+        "whatif": [str(RUN)],
+        "report": [str(RUN)],
+        "export": [str(RUN)],
+        "bench": ["--device", "cpu"],
+        "run": ["--device", "cpu"],
+        "sweep": ["--device", "cpu"],
+    }[command]
+    done = tpscope(command, *lead, "--out", str(afile))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert str(afile) in done.stderr and "not a folder" in done.stderr, done.stderr
+    assert afile.read_text() == "x"

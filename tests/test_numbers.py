@@ -49,3 +49,10 @@ def test_byte_counts_in_binary_units_as_short_as_exact():
         and size_text(2**41) == "2 TiB"
     )
     assert size_text(4 * 2**20 // 3) == "1.33333 MiB"  # six significant digits at most
+
+
+def test_a_slow_bandwidth_keeps_three_significant_digits():
+    """A gloo link's 0.0023 GB/s never prints as a false 0.0; 1 GB/s and above keep one decimal."""
+    assert number(0.002328066, "gbps") == "0.00233" and number(0.14050847, "gbps") == "0.141"
+    assert number(0.999, "gbps") == "0.999" and number(1.04, "gbps") == "1.0"
+    assert number(0.0, "gbps") == "0.0" and number(None, "gbps") == "-"

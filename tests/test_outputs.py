@@ -26,9 +26,9 @@ def make_file(tmp_path: Path) -> Path:
 
 # (command, what --out is, words of the one line)
 CASES = [
-    ("analyze", lambda t: t / "missing" / "a.json", "folder {t}/missing does not exist"),
-    ("analyze", lambda t: t, "is a folder; give a file name"),
-    ("analyze", lambda t: make_file(t) / "a.json", "{t}/afile is a file, not a folder"),
+    ("analyze", lambda t: t / "a.json", "names the folder to write analysis.json into"),
+    ("analyze", lambda t: make_file(t), "exists and is not a folder"),
+    ("analyze", lambda t: make_file(t) / "sub", "{t}/afile is a file, not a folder"),
     ("report", lambda t: make_file(t), "exists and is not a folder"),
     ("report", lambda t: make_file(t) / "sub", "{t}/afile is a file, not a folder"),
     ("run", lambda t: make_file(t), "exists and is not a folder"),
@@ -48,6 +48,30 @@ def test_an_unwritable_out_is_one_line_and_exit_2(tmp_path, capsys, command, whe
     assert sorted(p.name for p in tmp_path.iterdir()) in ([], ["afile"])  # nothing was written
 
 
+def test_analyze_and_whatif_write_their_json_into_the_out_folder(tmp_path, capsys):
+    """`--out DIR`: DIR/analysis.json and DIR/whatif.json, the documents `--json` prints; made
+    with its parents; kept without --overwrite, replaced with it."""
+    import json
+
+    assert main(["analyze", str(RUN), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    out = tmp_path / "a" / "b"
+    assert main(["analyze", str(RUN), "--json", "--out", str(out)]) == 0
+    assert capsys.readouterr().out == ""
+    assert json.loads((out / "analysis.json").read_text()) == printed
+    assert main(["whatif", str(RUN), "comm=0.5", "--json", "--out", str(out)]) == 0
+    assert json.loads((out / "whatif.json").read_text())["changes"]
+    assert capsys.readouterr().err == f"tpscope whatif: wrote {out / 'whatif.json'}\n"
+    (out / "analysis.json").write_text("MINE")
+    assert main(["analyze", str(RUN), "--json", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "analysis.json already exists" in err and "--overwrite" in err
+    assert (out / "analysis.json").read_text() == "MINE"
+    assert main(["analyze", str(RUN), "--out", str(out), "--overwrite"]) == 0
+    assert "What matters" in capsys.readouterr().out  # without --json the tables print too
+    assert json.loads((out / "analysis.json").read_text()) == printed
+
+
 def test_report_makes_a_missing_out_folder_with_its_parents(tmp_path, capsys):
     out = tmp_path / "a" / "b"
     assert main(["report", str(RUN), "--out", str(out), "--format", "md"]) == 0
@@ -63,8 +87,8 @@ def test_a_write_the_system_refuses_names_the_file(tmp_path, capsys, monkeypatch
     import tpscope.outputs
 
     monkeypatch.setattr(tpscope.outputs.os, "replace", full_disk)
-    out = tmp_path / "a.json"
-    assert main(["analyze", str(RUN), "--json", "--out", str(out)]) == 2
+    out = tmp_path / "analysis.json"
+    assert main(["analyze", str(RUN), "--json", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert (
         err.count("\n") == 1 and f"--out {out}: cannot be written (No space left on device)" in err
@@ -85,7 +109,7 @@ def test_a_write_the_system_refuses_names_the_file(tmp_path, capsys, monkeypatch
             "--out",
             str(run),
         ],
-        lambda run: ["analyze", str(run), "--json", "--out", str(run / "a.json")],
+        lambda run: ["analyze", str(run), "--json", "--out", str(run)],
     ],
     ids=["report-into-run", "report-under-run", "report-into-baseline", "analyze-into-run"],
 )

@@ -83,6 +83,15 @@ def main(argv: list[str] | None = None) -> int:
     pad_the_heap()  # numpy's big temporaries reuse freed pages (tpscope/allocator.py)
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
+    given = sys.argv[1:] if argv is None else argv
+    value = _json_value(given, extra)
+    if value is not None:  # `--json FILE`: --json takes no value in any command
+        print(
+            f"tpscope {args.command}: error: --json is a flag (it prints the JSON) and takes no "
+            f"file ({printable(value)}); write the file with --out DIR",
+            file=sys.stderr,
+        )
+        return 2
     if extra:  # named by the subcommand's own usage, not the top level's
         getattr(args, "_parser", parser).error(f"unrecognized arguments: {' '.join(extra)}")
     if not getattr(args, "_main", None):
@@ -105,6 +114,14 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_INTERNAL
+
+
+def _json_value(argv: list[str], extra: list[str]) -> str | None:
+    """The word right after `--json` when argparse left it over (a file name given to the flag)."""
+    for option, word in zip(argv, argv[1:]):
+        if option == "--json" and word in extra:
+            return word
+    return None
 
 
 def write_details(command: str) -> str:

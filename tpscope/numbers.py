@@ -8,6 +8,8 @@ One rule per kind of number, in one table; the JSON documents carry the numbers 
 
 from __future__ import annotations
 
+import math
+
 MISSING = "-"
 
 # unit -> (scale, format spec, unit text). "ratio" prints as a percentage (signed: percentage
@@ -36,13 +38,18 @@ def number(
     """`value` in `unit`: µs with one decimal, ratios as percentages (signed: percentage points),
     "relative" (a change as a share of the baseline) as a signed percentage, bytes in GiB, tokens/s
     and counts whole, factors ("x") with three decimals, fractions (a share written 0.43) with two,
-    anything else with one decimal; `missing`
+    bandwidths ("gbps") with one decimal, or three significant digits below 1 GB/s, anything else
+    with one decimal; `missing`
     when unknown. `with_unit=False` leaves the unit out where a column's name says it."""
     if value is None:
         return missing
     sign = "+" if signed else ""
     if unit == "relative":
         return f"{value * 100:+.1f}%"
+    if unit == "gbps" and 0 < abs(value) < 1:
+        # a slow link (gloo on a CPU run) keeps three significant digits, never a false "0.0"
+        decimals = 2 - math.floor(math.log10(abs(value)))
+        return f"{value:{sign}.{decimals}f}"
     scale, spec, text = _UNITS.get(unit, _OTHER)
     if unit == "ratio":
         return f"{value * scale:{sign}{spec}}" + (" pp" if signed else text)

@@ -45,6 +45,30 @@ def check_out_folder(path: Path, option: str = "--out") -> None:
         raise UserError(f"{option} {path}: {blocker} is a file, not a folder")
 
 
+def out_file_in_folder(folder: Path, name: str, overwrite: bool, option: str = "--out") -> Path:
+    """`--out DIR` of a command that writes one file, `name`, into DIR (every command's `--out` is
+    a folder): DIR / name, checked before any work is done. A path ending in `.json` that is not
+    a folder is refused with the folder form, as is an existing `name` without `overwrite`."""
+    if folder.suffix == ".json" and not folder.is_dir():
+        raise UserError(
+            f"{option} {folder}: names the folder to write {name} into, not a .json file "
+            f"(e.g. {option} {folder.parent})"
+        )
+    check_out_folder(folder, option)
+    path = folder / name
+    if path.exists() and not overwrite:
+        raise UserError(
+            f"{option} {folder}: {name} already exists there; pass --overwrite to replace it"
+        )
+    return path
+
+
+def write_into_folder(path: Path, text: str, option: str = "--out") -> None:
+    """Write `text` to `path` (from out_file_in_folder), making its folder first, atomically."""
+    make_folder(path.parent, option)
+    write_text(path, text, option)
+
+
 def check_not_inside(out: Path, runs: list, option: str = "--out") -> None:
     """Refuse an output at or under a run folder being analysed: it would be read back as one of
     the run's files by every later analysis."""

@@ -48,11 +48,12 @@ def header(key: str) -> str:
 
 
 def _specifier(key: str) -> str | None:
-    """µs to the ns the trace holds, bandwidth to 0.1 GB/s, bytes in binary units, counts whole."""
+    """µs to the ns the trace holds, bandwidth to three significant digits (a gloo link's 0.00233
+    GB/s is never a false 0.0), bytes in binary units, counts whole."""
     if key.endswith("_us"):
         return ",.3f"
     if key.endswith("_gbps"):
-        return ",.1f"
+        return ",.3~r"
     if key == "bytes" or key.endswith("_bytes"):
         return BYTES
     if key == "step" or key.endswith("_ratio"):

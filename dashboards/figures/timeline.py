@@ -192,13 +192,16 @@ def _label_text_trace(labels: Segments, view_us: tuple[float, float]) -> go.Scat
         chunk, np.char.add("#", np.char.rpartition(display, "/chunk")[:, 2]), display
     )
     px_per_us = PLOT_PX / max(view_us[1] - view_us[0], 1e-9)
-    visible_us = np.minimum(labels.end_us, view_us[1]) - np.maximum(labels.start_us, view_us[0])
-    fits = visible_us * px_per_us >= np.char.str_len(display) * CHAR_PX + 6
+    lo = np.maximum(labels.start_us, view_us[0])
+    hi = np.minimum(labels.end_us, view_us[1])
+    visible_us = hi - lo
+    half_us = (np.char.str_len(display) * CHAR_PX + 6) / 2.0 / px_per_us
+    fits = visible_us >= 2.0 * half_us
     keep = np.flatnonzero(fits)
-    keep = keep[np.argsort(-visible_us[keep])][:MAX_LABEL_TEXTS]
-    mid = (
-        np.maximum(labels.start_us[keep], view_us[0]) + np.minimum(labels.end_us[keep], view_us[1])
-    ) / 2.0
+    keep = keep[np.argsort(-visible_us[keep], kind="stable")]
+    mid = (lo + hi) / 2.0
+    keep = _apart(keep, labels.y, mid - half_us, mid + half_us)
+    mid = mid[keep]
     return go.Scatter(
         x=mid,
         y=labels.y[keep] - 0.3,
@@ -209,6 +212,22 @@ def _label_text_trace(labels: Segments, view_us: tuple[float, float]) -> go.Scat
         showlegend=False,
         name="label names",
     )
+
+
+def _apart(order: np.ndarray, y: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Of the labels in `order` (widest first), those whose text [lo, hi) overlaps no text kept
+    before it on the same row (a chunk's range inside or beside another's on a CPU run's row):
+    at most MAX_LABEL_TEXTS, so the loop is bounded by what a screen can hold."""
+    kept: list[int] = []
+    spans: dict[float, list[tuple[float, float]]] = {}
+    for i in order[: 8 * MAX_LABEL_TEXTS].tolist():
+        row = spans.setdefault(float(y[i]), [])
+        if all(hi[i] <= a or lo[i] >= b for a, b in row):
+            row.append((float(lo[i]), float(hi[i])))
+            kept.append(i)
+            if len(kept) == MAX_LABEL_TEXTS:
+                break
+    return np.array(kept, dtype=np.int64)
 
 
 def timeline_note(data: TimelineData | None) -> str:

@@ -24,7 +24,7 @@ def test_cpu_recipe_writes_a_result_folder(tmp_path):
     assert rec["recipe"] == "cpu-smoke" and [s["exit"] for s in rec["steps"]] == [0, 0]
     assert rec["steps"][0]["command"].startswith("python -m tpscope.cli bench --device cpu")
     assert rec["versions"]["torch"] and re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", rec["date"])
-    bench = json.loads((out / "bench-cpu.json").read_text())
+    bench = json.loads((out / "bench-cpu" / "bench.json").read_text())
     assert {r["side"] for r in bench["results"]} == {"ag", "rs"}
     sweep = json.loads((out / "sweep-cpu" / "sweep.json").read_text())
     readme = (out / "README.md").read_text()

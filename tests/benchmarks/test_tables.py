@@ -116,11 +116,15 @@ def test_folder_tables_finds_benches_sweeps_and_runs(tmp_path):
     (tmp_path / "run-a" / "tpscope_run.jsonc").write_text(
         json.dumps({"tp": 1, "mode": "none", "losses": [1.0]})
     )
+    (tmp_path / "bench-nvlink").mkdir()  # `tpscope bench --out {out}/bench-nvlink`
+    (tmp_path / "bench-nvlink" / "bench.json").write_text(json.dumps(_bench("nvlink")))
     (tmp_path / "notes.json").write_text("[1, 2]")  # not a result: no table
     titles = [t for t, _ in folder_tables(tmp_path)]
     assert titles == [
         "`bench.json`: best fused variant per shape and side (shm)",
         "`bench.json`: every variant",
+        "`bench-nvlink/bench.json`: best fused variant per shape and side (nvlink)",
+        "`bench-nvlink/bench.json`: every variant",
         "`sweep-x/sweep.json`: tokens/s against the sweep's unfused run",
         "training runs (`tpscope run` folders)",
     ]

@@ -699,3 +699,45 @@ def test_the_page_opens_on_the_slowest_step_after_the_warm_up():
     assert "warm-up" in results.step_label(summaries[0])
     doc["first_step_included"] = True  # asked for: the first step counts like the others
     assert [s["step"] for s in results.step_summaries(doc) if s["slowest"]] == [1]
+
+
+def _label_texts(fig) -> list[tuple[float, float, str]]:
+    t = next(t for t in fig.data if t.name == "label names")
+    return list(zip(np.asarray(t.x, float).tolist(), np.asarray(t.y, float).tolist(), t.text))
+
+
+def test_chunk_label_texts_never_overlap_on_a_row():
+    """Four chunk ranges on one row, #1 inside #0's span (a CPU run's chunks run on several
+    threads), #2 far away, #3 on another row at #1's time: #0 (the widest) and #2 and #3 are
+    written, #1 is not (its text would sit on #0's); a label narrower than its text never is."""
+    from tpscope.dashboards.timeline_data import Segments
+
+    names = ["l/ag_gemm/chunk0", "l/ag_gemm/chunk1", "l/ag_gemm/chunk2", "l/ag_gemm/chunk3", "x"]
+    labels = Segments(
+        np.array([0.0, 400.0, 5000.0, 400.0, 8000.0]),
+        np.array([1000.0, 900.0, 5500.0, 900.0, 8000.5]),
+        np.array([1, 1, 1, 2, 1]),
+        np.array(names, dtype=object),
+    )
+    texts = timeline._label_text_trace(labels, (0.0, 10_000.0))
+    got = sorted(zip(texts.text, np.asarray(texts.y) + 0.3))
+    assert got == [("#0", 1.0), ("#2", 1.0), ("#3", 2.0)]
+
+
+def test_a_cpu_runs_timeline_has_thread_lanes_and_apart_label_texts():
+    """On the gloo run, every step on both ranks: lanes are CPU threads (no stream, no NCCL), and
+    no two label texts on a row are closer than half their widths (PLOT_PX across the view)."""
+    loaded = load_run(CPU_RUN)
+    for step in sorted({s.step for s in analyze_run(loaded).steps}):
+        data = timeline_data(loaded, step, [0, 1])
+        lanes = [lane.label for lane in data.lanes]
+        assert all("stream" not in t and "NCCL" not in t for t in lanes), lanes
+        assert any("thread" in t and "collectives" in t for t in lanes), lanes
+        fig = timeline.timeline_figure(data)
+        assert [str(t) for t in fig.layout.yaxis.ticktext] == lanes
+        texts = _label_texts(fig)
+        px = timeline.PLOT_PX / (data.view_us[1] - data.view_us[0])
+        for i, (x1, y1, t1) in enumerate(texts):
+            for x2, y2, t2 in texts[i + 1 :]:
+                if y1 == y2:
+                    assert abs(x1 - x2) * px >= (len(t1) + len(t2)) / 2 * timeline.CHAR_PX, (t1, t2)

@@ -8,6 +8,10 @@ here from the raw JSON, without tpscope's code (metrics.md §1 "CPU runs", §4, 
   gloo's collectives;
 - communication: gloo's collective ranges and the blocking waits;
 - the summary ratios of §4 from those unions per rank and step;
+- wait + transfer = communication <= the step, per rank and step, on every job and on
+  `tests/data/cpu-gloo-tiny` (a `tpscope run --device cpu`);
+- bus bandwidth: bytes from the gloo range's `Input Dims` and `Input type`, times the nccl-tests
+  factor, over the transfer (last end minus last start of the matched ranges);
 - collectives: how many gloo collectives each job runs, which group each belongs to (by the job's
   construction: TP tensors are activations and norm weights, FSDP's the flat parameter shards)
   and the ranks of that group in `pg_config`; reduce-scatters counted from the ops that issue
@@ -29,6 +33,7 @@ from tpscope.trace import load_run
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "foreign-cpu"
 JOBS = ("ddp", "fsdp2", "tp_sp", "pipeline", "mesh2d", "straggler")
+TPSCOPE_CPU = "../cpu-gloo-tiny"  # a `tpscope run --device cpu` (tests/data/README.md)
 # namespaces of operators that issue collectives or run the autograd engine or the profiler
 NOT_COMPUTE = {"c10d", "_c10d_functional", "c10d_functional", "autograd", "profiler"}
 WAITS = ("_c10d_functional::wait_tensor", "c10d_functional::wait_tensor", "c10d::wait")
@@ -176,7 +181,7 @@ def analysis(job: str):
     return analyze_run(load_run(DATA / job, workers=1))
 
 
-@pytest.mark.parametrize("job", JOBS)
+@pytest.mark.parametrize("job", [*JOBS, pytest.param(TPSCOPE_CPU, id="cpu-gloo-tiny")])
 def test_compute_is_the_self_time_of_compute_ops(job):
     steps = {(s.rank, s.step): s for s in analysis(job).steps}
     for rank, step, _, compute_ns, comm_ns, _ in reference(job)["rows"]:
@@ -348,3 +353,83 @@ def test_the_mesh_critical_path_crosses_only_within_a_group():
                 crossings += 1
                 assert frozenset((a["rank"], b["rank"])) in groups, (path.step, a, b)
     assert crossings > 0
+
+
+@pytest.mark.parametrize("job", [*JOBS, pytest.param(TPSCOPE_CPU, id="cpu-gloo-tiny")])
+def test_wait_and_transfer_are_the_communication_within_the_step(job):
+    """Per rank and step (the first too): wait + transfer is the communication (§5), which is a
+    union of time inside the step, so never longer than the step; and it is the union of the gloo
+    ranges and blocking waits inside the step's `ProfilerStep#N` range, from the raw JSON."""
+    rows = {(r, s): (w, comm) for r, s, w, _, comm, _ in reference(job)["rows"]}
+    steps = analysis(job).steps
+    assert steps
+    for s in steps:
+        assert s.comm_wait_us + s.comm_transfer_us == pytest.approx(s.comm_us, abs=0.002), s
+        assert s.comm_wait_us >= 0 and s.comm_transfer_us >= 0
+        assert s.comm_us <= s.step_time_us + 0.002, s
+        if (s.rank, s.step) in rows:
+            window_ns, comm_ns = rows[(s.rank, s.step)]
+            assert comm_ns <= window_ns
+            assert s.comm_us == pytest.approx(comm_ns / 1000, rel=0.10), (s.rank, s.step)
+
+
+ELEMENT_BYTES = {"float": 4, "double": 8, "c10::BFloat16": 2, "c10::Half": 2, "long int": 8}
+
+
+def test_gloo_bus_bandwidth_is_bytes_times_the_factor_over_the_transfer():
+    """tp_sp's all-gathers, worked out from the raw JSON: the k-th `gloo:all_gather` of a step on
+    each of the 2 ranks is one instance; bytes = its input's elements x element size x 2 (an
+    all-gather's output), transfer = the last end minus the last start (clocks agree: one host),
+    busbw = bytes x (n-1)/n / transfer (nccl-tests' factor for an all-gather of n = 2)."""
+    a = analysis("tp_sp")
+    assert all(v == 0.0 for v in a.clock_offsets_us.values())
+    per_rank = {}
+    for doc in _ranks("tp_sp").values():
+        ranges = _events(doc, "user_annotation")
+        steps = sorted(
+            (int(e["name"].split("#")[1]), _ns(e["ts"]), _ns(e["ts"] + e["dur"]))
+            for e in ranges
+            if e["name"].startswith("ProfilerStep#")
+        )
+        gathers = sorted(
+            (e for e in ranges if e["name"] == "gloo:all_gather"), key=lambda e: _ns(e["ts"])
+        )
+        for step, lo, hi in steps:
+            inside = [e for e in gathers if lo <= _ns(e["ts"]) < hi]
+            for k, e in enumerate(inside):
+                per_rank.setdefault((step, k), []).append(e)
+    got = {
+        (c.step, int(c.key.rsplit("/", 1)[1])): c
+        for c in a.collectives
+        if c.collective == "gloo:all_gather"
+    }
+    assert set(got) == set(per_rank) and len(got) > 4
+    for key, evs in per_rank.items():
+        assert len(evs) == 2, key
+        nbytes = {ELEMENT_BYTES[e["args"]["Input type"][0]] * _size(e) * 2 for e in evs}
+        assert len(nbytes) == 1
+        (nbytes,) = nbytes
+        transfer_ns = max(_ns(e["ts"] + e["dur"]) for e in evs) - max(_ns(e["ts"]) for e in evs)
+        assert transfer_ns > 0
+        want = nbytes * (2 - 1) / 2 / transfer_ns  # bytes/ns = GB/s
+        c = got[key]
+        assert c.bytes == nbytes
+        assert c.busbw_gbps == pytest.approx(want, rel=0.002), key
+        assert c.busbw_gbps > 0
+
+
+@pytest.mark.parametrize("job", [*JOBS, pytest.param(TPSCOPE_CPU, id="cpu-gloo-tiny")])
+def test_bus_bandwidth_is_a_number_where_known_and_never_a_zero(job):
+    """Where bytes and a transfer are known, busbw is a positive number; else unknown (None, "-"
+    in the tables), never 0.0; and the terminal never prints a positive one as 0.0."""
+    from tpscope.report.terminal import collectives_table
+
+    a = analysis(job)
+    assert a.collectives
+    for c in a.collectives:
+        if c.bytes is not None and c.transfer_us > 0:
+            assert c.busbw_gbps is not None and c.busbw_gbps > 0, c
+        else:
+            assert c.busbw_gbps is None, c
+    lines = collectives_table(a, top=len(a.collectives)).splitlines()
+    assert lines and not [ln for ln in lines if ln.rstrip().endswith(" 0.0")]

@@ -8,7 +8,9 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from tpscope.errors import UserError
-from tpscope.outputs import check_not_inside, check_out_file, write_stdout, write_text
+from tpscope.outputs import check_not_inside, out_file_in_folder, write_into_folder, write_stdout
+
+OUT_NAME = "analysis.json"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -21,7 +23,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--json",
         action="store_true",
-        help="print the JSON document (fields: docs/metrics.md) instead of tables",
+        help="the JSON document (fields: docs/metrics.md) instead of tables: printed, or with --out "
+        f"only written to DIR/{OUT_NAME}",
     )
     p.add_argument(
         "--reference",
@@ -29,9 +32,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="an unfused run: isolated kernel baselines and Flux E",
     )
     p.add_argument(
-        "--out", metavar="FILE", help="write the JSON to FILE instead of stdout (with --json)"
+        "--out",
+        metavar="DIR",
+        help=f"folder to write the JSON document into, as DIR/{OUT_NAME} (made when missing)",
     )
-    p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
+    p.add_argument(
+        "--overwrite", action="store_true", help=f"replace an existing {OUT_NAME} in --out"
+    )
     p.add_argument(
         "--align",
         choices=("auto", "none", "all"),
@@ -185,11 +192,7 @@ def main(args: argparse.Namespace) -> int:
 
     if args.workers is not None and args.workers < 1:
         raise UserError(f"--workers must be >= 1, not {args.workers}")
-    if args.out and not args.json:
-        raise UserError("--out writes the JSON document: add --json")
-    out = Path(args.out) if args.out else None
-    if out is not None:
-        check_out_file(out, args.overwrite)
+    out = out_file_in_folder(Path(args.out), OUT_NAME, args.overwrite) if args.out else None
     if args.address and args.engine != "ray":
         raise UserError("--address names a Ray cluster: add --engine ray")
     if args.run_dir and "://" in args.run_dir:  # an fsspec URL: one run, no cache
@@ -211,15 +214,17 @@ def main(args: argparse.Namespace) -> int:
         engine=args.engine,
         address=args.address,
     )
-    if args.json:
-        _write(json_text(run_dir, reference, args.workers, **options), out)
-    else:
-        from tpscope.report import terminal
+    if args.json or out is not None:
+        text = json_text(run_dir, reference, args.workers, **options)
+        _write(text, out)
+        if args.json:
+            return 0
+    from tpscope.report import terminal
 
-        analysis = analyze_folder(run_dir, reference, args.workers, **options)
-        print(terminal.render(analysis, headroom=_headroom(run_dir, args.workers, options)))
-        print()
-        print(terminal.next_steps(str(run_dir)))
+    analysis = analyze_folder(run_dir, reference, args.workers, **options)
+    print(terminal.render(analysis, headroom=_headroom(run_dir, args.workers, options)))
+    print()
+    print(terminal.next_steps(str(run_dir)))
     return 0
 
 
@@ -250,7 +255,8 @@ def _one_tuple(value: object) -> bool:
 
 def _write(text: str, out: Path | None) -> None:
     if out is not None:
-        write_text(out, text)
+        write_into_folder(out, text)
+        print(f"tpscope analyze: wrote {out}", file=sys.stderr)
     else:
         write_stdout(text)
 
@@ -270,13 +276,14 @@ def _many(
         )
         for r in runs
     ]
-    if args.json:
+    if args.json or out is not None:
         from tpscope.jsonable import dumps
         from tpscope.metrics.analysis import json_fields
 
         doc = {"runs": {r.name: json_fields(a) for r, a in zip(runs, analyses)}}
         _write(dumps(doc) + "\n", out)
-        return 0
+        if args.json:
+            return 0
     from tpscope.report import terminal
 
     for a in analyses:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from tpscope.metrics import RunAnalysis
 from tpscope.metrics.contention_rank import FLOOR_TEXT, distinct_labels, ranked_kernels
-from tpscope.numbers import number
+from tpscope.numbers import number, size_text
 from tpscope.text import printable
 
 
@@ -134,7 +134,7 @@ def collectives_table(analysis: RunAnalysis, top: int = 8) -> str:
     headers = [
         "step/key",
         "group",
-        "MiB",
+        "size",
         "ranks",
         "exposed_us",
         "wait_us",
@@ -146,13 +146,13 @@ def collectives_table(analysis: RunAnalysis, top: int = 8) -> str:
         [
             f"{c.step}/{c.key}",
             _group_text(c),
-            fmt(c.bytes / 2**20) if c.bytes is not None else "-",
+            size_text(c.bytes) if c.bytes is not None else "-",
             ",".join(map(str, c.ranks)),
             fmt(c.exposed_us),
             fmt(c.wait_us),
             fmt(c.skew_us),
             fmt(c.transfer_us),
-            fmt(c.busbw_gbps),
+            fmt(c.busbw_gbps, "gbps"),
         ]
         for c in worst
     ]
@@ -201,7 +201,7 @@ def contention_table(analysis: RunAnalysis, top: int = 5) -> str:
     ]
     rows += [
         [
-            f"{c.collective} {fmt(c.bytes / 2**20) if c.bytes is not None else '-'} MiB",
+            f"{c.collective} {size_text(c.bytes) if c.bytes is not None else '? B'}",
             str(c.n_isolated),
             str(c.n_overlapped),
             fmt(c.isolated_transfer_us),

@@ -4,10 +4,13 @@ and with each change (metrics.md §11)."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from tpscope.errors import UserError
-from tpscope.outputs import check_out_file, write_text
+from tpscope.outputs import out_file_in_folder, write_into_folder
+
+OUT_NAME = "whatif.json"
 
 CHANGES_HELP = """changes (metrics.md §11): comm=FACTOR[@GROUP|KIND] scales transfers;
 link=GBPS[,LAT_US][@GROUP|KIND] times them by an α-β model (LAT_US default: the run's fitted α);
@@ -21,9 +24,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.description = (p.description or "") + ". " + CHANGES_HELP
     p.add_argument("run_dir", help="run folder or trace file")
     p.add_argument("changes", nargs="*", metavar="CHANGE", help="changes to predict (see above)")
-    p.add_argument("--json", action="store_true", help="print the JSON document instead of tables")
-    p.add_argument("--out", metavar="FILE", help="write the JSON to FILE (with --json)")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help=f"the JSON document instead of tables: printed, or with --out only written to DIR/{OUT_NAME}",
+    )
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        help=f"folder to write the JSON document into, as DIR/{OUT_NAME} (made when missing)",
+    )
+    p.add_argument(
+        "--overwrite", action="store_true", help=f"replace an existing {OUT_NAME} in --out"
+    )
     p.add_argument(
         "--contention-from",
         metavar="RUN_DIR",
@@ -80,22 +93,20 @@ def whatif_folder(
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.out and not args.json:
-        raise UserError("--out writes the JSON document: add --json")
-    out = Path(args.out) if args.out else None
-    if out is not None:
-        check_out_file(out, args.overwrite)
+    out = out_file_in_folder(Path(args.out), OUT_NAME, args.overwrite) if args.out else None
     ref = Path(args.contention_from) if args.contention_from else None
     w = whatif_folder(Path(args.run_dir), args.changes, ref, args.align, args.workers)
-    if args.json:
+    if args.json or out is not None:
         from tpscope.jsonable import dumps
 
         text = dumps(as_json(w)) + "\n"
         if out is not None:
-            write_text(out, text)
+            write_into_folder(out, text)
+            print(f"tpscope whatif: wrote {out}", file=sys.stderr)
         else:
             print(text, end="")
-        return 0
+        if args.json:
+            return 0
     from tpscope.report.whatif_terminal import render
 
     print(render(w))

@@ -44,7 +44,13 @@ def render(w) -> str:
             + table(
                 ["kind", "alpha_us", "busbw_GBps", "collectives", "residual"],
                 [
-                    [f.kind, fmt(f.alpha_us), f"{f.beta_gbps:.1f}", str(f.n), f"{f.residual:.1%}"]
+                    [
+                        f.kind,
+                        fmt(f.alpha_us),
+                        fmt(f.beta_gbps, "gbps"),
+                        str(f.n),
+                        f"{f.residual:.1%}",
+                    ]
                     for f in w.alpha_beta
                 ],
             )

@@ -23,7 +23,7 @@ def _bench(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_cpu_bench_writes_checked_results(tmp_path):
-    out = tmp_path / "b.json"
+    out = tmp_path / "b" / "bench.json"
     done = _bench(
         "--device",
         "cpu",
@@ -39,8 +39,8 @@ def test_cpu_bench_writes_checked_results(tmp_path):
         "2,3",
         "--ring-chunks",
         "1,2",
-        "--json",
-        str(out),
+        "--out",
+        str(out.parent),
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "unfused" in done.stdout and "chunked/k2" in done.stdout
@@ -61,6 +61,20 @@ def test_cpu_bench_writes_checked_results(tmp_path):
         ]
         for v in r["variants"]:
             assert v["timing"]["reps"] == 3 and v["max_rel_err"] < 1e-4 and "E" in v
+
+
+def test_bench_json_is_a_flag_and_out_a_folder(tmp_path):
+    """`--json FILE` (a value to the flag) and `--out FILE.json` are refused with the folder form,
+    before any rank starts; an existing bench.json is kept without --overwrite."""
+    done = _bench("--device", "cpu", "--json", str(tmp_path / "b.json"))
+    assert done.returncode == 2 and "--json is a flag" in done.stderr and "--out DIR" in done.stderr
+    assert done.stderr.count("\n") == 1
+    done = _bench("--device", "cpu", "--out", str(tmp_path / "b.json"))
+    assert done.returncode == 2 and "bench.json" in done.stderr and "folder" in done.stderr
+    (tmp_path / "bench.json").write_text("{}")
+    done = _bench("--device", "cpu", "--out", str(tmp_path))
+    assert done.returncode == 2 and "--overwrite" in done.stderr
+    assert (tmp_path / "bench.json").read_text() == "{}"
 
 
 def test_bench_refuses_bad_options():

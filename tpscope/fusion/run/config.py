@@ -30,7 +30,9 @@ DEFAULT_FUSION = FusionChoice(mode=Mode.CHUNKED.value, chunks=4)
 class RunConfig:
     """One `tpscope run`: what to train, how to fuse it, where to write the run folder."""
 
-    out_dir: str = field(metadata={"cli": {"flag": "--out", "unset": "runs/<time>-<mode>"}})
+    out_dir: str = field(
+        metadata={"cli": {"flag": "--out", "metavar": "DIR", "unset": "runs/<time>-<mode>"}}
+    )
     """The run folder (traces and tpscope_run.jsonc)."""
     fusion: FusionChoice = DEFAULT_FUSION
     """How every layer's ops are fused; with `auto`, the options (SM margin, CTA cap, backward

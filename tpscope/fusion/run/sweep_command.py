@@ -177,7 +177,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--nproc", type=int, default=None, help="workers (default: GPUs seen, 2 on cpu)"
     )
     parser.add_argument(
-        "--out", required=True, help="folder of the sweep (one run folder per variant)"
+        "--out",
+        metavar="DIR",
+        required=True,
+        help="folder of the sweep (one run folder per variant)",
     )
     parser.add_argument(
         "--overwrite",

@@ -12,7 +12,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -30,6 +32,7 @@ from tpscope.fusion.tuning.labels import variant_label
 from tpscope.fusion.tuning.shapes import SHAPES, parse_shape  # noqa: F401 - re-exported
 from tpscope.fusion.tuning.timing import time_regions
 from tpscope.metrics.flux import attained_saving, flux_overlap_efficiency
+from tpscope.outputs import write_text
 from tpscope.runfolder.fusion_choice import CUDA_ONLY_MODES
 from tpscope.runfolder.regimes import nccl_env, regime_env
 
@@ -315,7 +318,7 @@ def run_bench(cfg: BenchConfig, command: list[str]) -> int:
                 r["shape_name"] = name
                 results.append(r)
                 all_ok &= all(v.get("ok", True) for v in r["variants"])
-                if rank == 0:
+                if rank == 0 and not cfg.print_json:
                     print(format_table([r], regime).split("\n", 2)[2], flush=True)
         if rank == 0:
             doc = {
@@ -350,9 +353,10 @@ def run_bench(cfg: BenchConfig, command: list[str]) -> int:
                 "all_outputs_match_unfused": all_ok,
             }
             if cfg.json_path:
-                with open(cfg.json_path, "w") as fh:
-                    json.dump(doc, fh, indent=1)
-                print(f"tpscope bench: wrote {cfg.json_path}", flush=True)
+                write_text(Path(cfg.json_path), json.dumps(doc, indent=1) + "\n")
+                print(f"tpscope bench: wrote {cfg.json_path}", file=sys.stderr, flush=True)
+            if cfg.print_json:
+                print(json.dumps(doc, indent=1), flush=True)
         dist.barrier()
     finally:
         dist.destroy_process_group()

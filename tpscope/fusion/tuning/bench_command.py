@@ -37,6 +37,7 @@ def _shown(values: tuple) -> str:
 
 
 D = BENCH_DEFAULTS
+OUT_NAME = "bench.json"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -152,7 +153,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=D["regime"],
         help="NCCL environment (default: keep the inherited one)",
     )
-    parser.add_argument("--json", default=D["json_path"], help="write the results here")
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        help=f"folder to write the results into, as DIR/{OUT_NAME} (made when missing)",
+    )
+    parser.add_argument(
+        "--overwrite", action="store_true", help=f"replace an existing {OUT_NAME} in --out"
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the results as the JSON document instead of the table",
+    )
     parser.add_argument(
         "--timeout-s",
         type=float,
@@ -228,9 +241,23 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         dtype=args.dtype,
         device=args.device,
         regime=args.regime,
-        json_path=os.path.abspath(args.json) if args.json else "",
+        json_path=_json_path(args),
+        print_json=args.json,
         timeout_s=args.timeout_s,
     )
+
+
+def _json_path(args: argparse.Namespace) -> str:
+    """The file `--out DIR` names (DIR/bench.json), checked before any rank starts; "" without."""
+    if not args.out:
+        return ""
+    from pathlib import Path
+
+    from tpscope.outputs import make_folder, out_file_in_folder
+
+    path = out_file_in_folder(Path(args.out), OUT_NAME, args.overwrite)
+    make_folder(path.parent)
+    return os.path.abspath(path)
 
 
 def main(args: argparse.Namespace) -> int:

@@ -39,6 +39,9 @@ class BenchConfig:
     device: str = "cuda"
     regime: str = ""
     json_path: str = ""
+    """The JSON file rank 0 writes (`--out DIR`: DIR/bench.json); empty: none."""
+    print_json: bool = False
+    """`--json`: rank 0 prints the JSON document instead of the table."""
     timeout_s: float = 300.0
 
 
