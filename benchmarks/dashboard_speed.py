@@ -11,6 +11,8 @@ page. Measured:
 - per callback on the server: wall time of each `/_dash-update-component` request, named by its
   outputs, and how many were made before the first view;
 - in the browser: `performance` resource timings (bytes on the wire and decoded, per file);
+- with `--js-profile`: the browser's main-thread JavaScript time up to the first view, per file
+  (Chromium's sampling profiler, self time);
 - zoom redraw: a `Plotly.relayout` of the Timeline to a window until the figure drawn for that
   window is on the page (three windows).
 
@@ -103,7 +105,20 @@ def _overview_drawn(driver) -> bool:
     )
 
 
-def measure_once(run_dir: Path, driver, zoom: bool) -> dict:
+def _js_seconds_by_file(profile: dict) -> dict[str, float]:
+    """Self time per script file (or per V8 category: program, idle, garbage collector)."""
+    nodes = {n["id"]: n["callFrame"] for n in profile["nodes"]}
+    total_s = (profile["endTime"] - profile["startTime"]) / 1e6
+    per_sample_s = total_s / max(len(profile["samples"]), 1)
+    out: dict[str, float] = {}
+    for node in profile["samples"]:
+        frame = nodes[node]
+        name = frame["url"].split("?")[0].rsplit("/", 1)[-1] or frame["functionName"]
+        out[name] = out.get(name, 0.0) + per_sample_s
+    return {k: round(v, 3) for k, v in sorted(out.items(), key=lambda kv: -kv[1]) if v >= 0.01}
+
+
+def measure_once(run_dir: Path, driver, zoom: bool, js_profile: bool = False) -> dict:
     from werkzeug.serving import make_server
 
     from tpscope.dashboards.dash_command import build_app
@@ -118,10 +133,18 @@ def measure_once(run_dir: Path, driver, zoom: bool) -> dict:
         url = f"http://127.0.0.1:{server.server_port}/"
         try:
             load_before = _load()
+            if js_profile:
+                driver.execute_cdp_cmd("Profiler.enable", {})
+                driver.execute_cdp_cmd("Profiler.start", {})
             t0 = time.perf_counter()
             driver.get(url)
             _until(driver, _overview_drawn)
             first_view_s = time.perf_counter() - t0
+            js = (
+                _js_seconds_by_file(driver.execute_cdp_cmd("Profiler.stop", {})["profile"])
+                if js_profile
+                else None
+            )
             calls = [dict(c, t_end=round(c["t_end"] - t0, 3)) for c in log]
             resources = driver.execute_script(
                 "return performance.getEntriesByType('resource').map(e => ({name: e.name,"
@@ -159,6 +182,7 @@ def measure_once(run_dir: Path, driver, zoom: bool) -> dict:
                     dict(r, name=r["name"].split("?")[0].rsplit("/", 1)[-1]) for r in resources
                 ],
                 "wire_bytes": sum(r["wire"] or 0 for r in resources),
+                "js_s_by_file": js,
                 "zoom_redraw_s": redraws,
                 "load_avg_before": load_before,
                 "load_avg_after": _load(),
@@ -190,6 +214,7 @@ def main() -> int:
     parser.add_argument("run_dir", nargs="?", type=Path)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--js-profile", action="store_true", help="profile the page's JavaScript")
     args = parser.parse_args()
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     from tpscope.samples import default_run
@@ -199,7 +224,7 @@ def main() -> int:
     for _ in range(args.repeat):
         driver = _driver()  # a fresh browser: nothing cached from the last repeat
         try:
-            runs.append(measure_once(run_dir, driver, zoom=True))
+            runs.append(measure_once(run_dir, driver, zoom=True, js_profile=args.js_profile))
         finally:
             driver.quit()
     import dash
@@ -230,6 +255,8 @@ def main() -> int:
             f"{len(r['callbacks_before_first_view'])} callbacks, {r['wire_bytes'] / 1e6:.2f} MB "
             f"on the wire), zoom redraws {r['zoom_redraw_s']} s, load {r['load_avg_before']}"
         )
+        if r["js_s_by_file"]:
+            print("  JavaScript s by file:", list(r["js_s_by_file"].items())[:8])
     print(
         f"median: first view {result['first_view_s_median']:.2f} s, "
         f"zoom redraw {result['zoom_redraw_s_median']:.2f} s"
