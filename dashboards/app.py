@@ -1,4 +1,4 @@
-"""Build the Dash app over a list of run folders (nothing is read until a view asks)."""
+"""Build the Dash app over a list of run folders (read when a view asks, or ahead of it)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,11 @@ def create_app(
     cache_dir: Path | None = None,
     use_cache: bool = True,
     default_run: Path | None = None,
+    read_ahead: bool = False,
 ) -> Dash:
-    """The dashboard over `run_dirs`; parsed runs cached under `cache_dir` unless `use_cache` is off."""
+    """The dashboard over `run_dirs`; parsed runs cached under `cache_dir` unless `use_cache` is off.
+    `read_ahead`: start reading the runs (the first one shown first) in the background now, so
+    that the first page finds its run read or well on the way."""
     store = RunStore(list(run_dirs), DiskCache(cache_dir) if use_cache else None)
     first = store.entries[0].run_id if store.entries else None
     if default_run is not None:
@@ -38,4 +41,6 @@ def create_app(
     register_callbacks(app, store)
     register_whatif(app, store)
     app.server.config["TPSCOPE_STORE"] = store
+    if read_ahead:
+        store.read_all_in_background(first)
     return app

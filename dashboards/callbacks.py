@@ -281,12 +281,11 @@ def register_callbacks(app, store: RunStore) -> None:
         Output("overview-path-graph", "figure"),
         Input("run-select", "value"),
         Input("overview-poll", "n_intervals"),
-        Input("overview-poll", "disabled"),  # once more when the last run arrives
         Input("tabs", "value"),
         State("findings-targets", "data"),
     )
     @guarded(5, (3, 4))
-    def on_overview_run(run_id, _tick, _all_read, tab, shown):
+    def on_overview_run(run_id, _tick, tab, shown):
         """The chosen run at a glance: its findings in words, ranked by the time they cost per
         step, each a link to its activities; per rank and step, where the time goes; the
         critical path's parts (metrics.md §4, §7)."""

@@ -81,6 +81,7 @@ def build_app(run_dirs: list[str], cache_dir: str | None = None, use_cache: bool
         cache_dir=Path(cache_dir) if cache_dir else None,
         use_cache=use_cache,
         default_run=first,
+        read_ahead=True,  # the analysis runs while the browser loads the page
     ), runs
 
 

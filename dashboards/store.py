@@ -200,21 +200,26 @@ class RunStore:
         memo = self._memos.get(("run", entry.run_id, _version(entry.path)))
         return None if memo is None else memo.value
 
-    def read_all_in_background(self) -> None:
+    def read_all_in_background(self, first: str | None = None) -> None:
         """Read every served run, one after another, in a background thread (once per process), so
-        that the Overview can show each run as its analysis arrives."""
+        that the Overview can show each run as its analysis arrives; `first` (a run id) is read
+        before the others."""
         with self._lock:
             if getattr(self, "_reader", None) is not None:
                 return
+            order = [e.run_id for e in self.entries]
+            if first in order:
+                order.remove(first)
+                order.insert(0, first)
             self._reader = threading.Thread(
-                target=self._read_all, name="tpscope-read-runs", daemon=True
+                target=self._read_all, args=(order,), name="tpscope-read-runs", daemon=True
             )
         self._reader.start()
 
-    def _read_all(self) -> None:
-        for e in self.entries:
+    def _read_all(self, order: list[str]) -> None:
+        for run_id in order:
             try:
-                self.load(e.run_id)
+                self.load(run_id)
             except Exception:  # the error is memoized; the Overview shows its line
                 pass
 

@@ -32,3 +32,20 @@ def test_a_folder_rewritten_while_served_keeps_a_bounded_number_of_versions(tmp_
     assert loaded[-1].version in versions
     assert store.load(rid) is loaded[-1]  # the newest is served from memory
     assert ("run", oid, store.load(oid).version) in store._memos  # the other folder kept
+
+
+def test_reading_ahead_reads_every_run_the_first_shown_first(tmp_path):
+    runs = []
+    for name in ("a-run", "b-run", "c-run"):
+        shutil.copytree(DATA, tmp_path / name)
+        runs.append(tmp_path / name)
+    store = RunStore(runs, None)
+    order = []
+    load = store.load
+    store.load = lambda run_id: (order.append(run_id), load(run_id))[1]
+    assert all(store.ready(r) is None for r in store.run_ids)  # nothing read before asked
+    store.read_all_in_background("b-run")
+    store.read_all_in_background("c-run")  # once per process: a second call starts nothing
+    store._reader.join(timeout=120)
+    assert order == ["b-run", "a-run", "c-run"]
+    assert all(store.ready(r) is not None for r in store.run_ids)

@@ -94,6 +94,9 @@ def test_without_folders_the_app_opens_on_the_default_sample_run(tmp_path, monke
     assert sorted(p.name for p in runs) == sorted([CHUNKED.name, UNFUSED.name])
     picker = _find(app.layout, "run-select")
     assert picker.value == CHUNKED.name
+    store = app.server.config["TPSCOPE_STORE"]  # read ahead of the page, the one shown first
+    store._reader.join(timeout=120)
+    assert store.ready(CHUNKED.name) is not None and store.ready(UNFUSED.name) is not None
     app, _ = build_app([str(UNFUSED), str(CHUNKED)], use_cache=False)
     assert _find(app.layout, "run-select").value == UNFUSED.name  # given folders: the first given
 
