@@ -247,7 +247,7 @@ def gemm_contention_tables(analysis: RunAnalysis) -> str | None:
 def summary_table(analysis: RunAnalysis) -> str:
     s = analysis.summary
     rows = [
-        ["step time (mean over steps of the slowest rank)", fmt(s.step_time_us) + " us"],
+        ["step time (mean over steps of the slowest rank)", fmt(s.step_time_us) + " µs"],
         ["exposed communication", fmt(s.exposed_comm_ratio, "pct")],
         ["overlap (hidden / all communication)", fmt(s.overlap_ratio, "pct")],
         ["hidden / hideable communication", fmt(s.hidden_of_hideable_ratio, "pct")],
