@@ -581,13 +581,22 @@ def test_cpu_threads_show_their_outermost_ops_launch_arrows_and_the_paths_cpu_se
     np.testing.assert_allclose(x.reshape(-1, 3)[:, :2], [[15, 16], [75, 76], [45, 130]])
     np.testing.assert_allclose(y.reshape(-1, 3)[:, :2], [[0, 2], [0, 2], [1, 3]])
     path = overlays.critical_path(activity_detail(run), 1)
-    assert path.text.tolist() == ["host", "host", "host", "compute", "idle", "compute"]
+    # the step's window (its GPU-side ProfilerStep, metrics.md §3) begins at 0: thread 100's time
+    # from there to gemm_b's launch (0-75, cut where aten::linear and the launches begin and end),
+    # the launch's 1 µs, gemm_b, the 4 µs gemm_c was held, gemm_c
+    assert path.text.tolist() == ["host"] * 6 + ["compute", "idle", "compute"]
+    assert (path.start_ns[0], path.end_ns[4], path.end_ns[5]) == (
+        run.ranks[0].steps.start_ns[0],
+        run.ranks[0].steps.start_ns[0] + 75_000,
+        run.ranks[0].steps.start_ns[0] + 76_000,
+    )
     assert path.tid.tolist()[:2] == [100, 100] and path.lane[0] == -3
     px, py, custom, text = path_arrays(d, path)
-    # thread 100 holds gemm_b back until its launch: in aten::linear, then up to aten::mm's call
-    np.testing.assert_allclose(px[:4], [16.0, 30.0, 30.0, 75.0])
-    np.testing.assert_allclose(py[:6], [0, 0, 0, 0, 2, 2])
-    np.testing.assert_allclose(custom[0], [16.0, 14.0])
+    # thread 100 holds gemm_b back until its launch, from the window's start: before aten::linear,
+    # in it (cut where gemm_a's launch begins and ends), then up to aten::mm's call
+    np.testing.assert_allclose(px[:10], [0.0, 5.0, 5.0, 9.5, 9.5, 15.5, 15.5, 30.0, 30.0, 75.0])
+    np.testing.assert_allclose(py[:12], [0] * 10 + [2, 2])
+    np.testing.assert_allclose(custom[0], [0.0, 5.0])
     assert text[0] == "host"
     fig = timeline.timeline_figure(d, path=(px, py, custom, text))
     cpu = next(t for t in fig.data if t.name == "CPU ops")

@@ -60,20 +60,23 @@ def test_no_overlap_figures_unless_both_runs_communicate():
 
 
 def _three_steps(tmp_path, name: str, gemm_us: list[float], fused: bool):
-    """Steps 1-3 at 0, 1000 and 2000 µs, a GEMM of `gemm_us[k]` µs and a 50 µs all-gather in each:
+    """Steps 1-3 back to back (each begins where the previous one's work ended, so that a step's
+    period is its work, metrics.md §3), a GEMM of `gemm_us[k]` µs and a 50 µs all-gather in each:
     after the GEMM (unfused) or beside it on its own stream (fused)."""
     ranks = []
     for rank in (0, 1):
         r = RankTrace(rank)
+        t0 = 0.0
         for k, gemm in enumerate(gemm_us):
-            t0 = 1000.0 * k
-            r.gpu_annotation(f"ProfilerStep#{k + 1}", t0, 900)
+            step_us = max(gemm, 50.0) if fused else gemm + 50.0
+            r.gpu_annotation(f"ProfilerStep#{k + 1}", t0, step_us)
             r.kernel("gemm", t0, gemm)
             ag = Collective("_allgather_base", group_size=2, seq=k)
             if fused:
                 r.kernel("ncclDevKernel_AllGather", t0, 50, stream=14, collective=ag)
             else:
                 r.kernel("ncclDevKernel_AllGather", t0 + gemm, 50, collective=ag)
+            t0 += step_us
         ranks.append(r)
     return load_run(write_run(tmp_path / name, ranks))
 

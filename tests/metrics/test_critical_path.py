@@ -19,6 +19,7 @@ from tpscope.metrics.critical_path import (
     resource_holders,
 )
 from tpscope.trace import load_run
+from tpscope.trace.tables import StepWindows
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 REPO = Path(__file__).resolve().parents[2]
@@ -488,7 +489,14 @@ def test_path_kernels_agree_with_hta(case, annotation, only_ours):
     lo, hi = rank.annotations.start_ns[k], rank.annotations.end_ns[k]
     inside = (rank.gpu.launch_start_ns >= lo) & (rank.gpu.launch_start_ns <= hi)
     gpu = dataclasses.replace(rank.gpu, step=np.where(inside, 0, -1))
-    run = dataclasses.replace(run, ranks=(dataclasses.replace(rank, gpu=gpu),))
+    # one step 0: the span of the work launched in the annotation, as HTA's path covers it
+    window = StepWindows(
+        np.array([0]),
+        np.array([rank.gpu.start_ns[inside].min()]),
+        np.array([rank.gpu.end_ns[inside].max()]),
+        "cpu_launch",
+    )
+    run = dataclasses.replace(run, ranks=(dataclasses.replace(rank, gpu=gpu, steps=window),))
     seg = path_segments(activity_detail(run), 0)
     ours = {int(gpu.correlation[r]) for r in seg.row[seg.row >= 0].tolist()}  # one rank: its rows
     assert hta and hta <= ours

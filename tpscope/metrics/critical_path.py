@@ -1038,22 +1038,25 @@ def step_walks(
         start, end = acts.start_ns[rows] - shift, acts.end_ns[rows] - shift  # aligned
         floor, top = int(start.min()), int(end.max())
         if windows is not None:  # §3: the step's period, not the span of the work it launched
-            floor = min(window_floor(step, windows, graph.offsets_ns), top)
+            floor = window_floor(step, windows, graph.offsets_ns, floor, top)
         last = int(rows[np.argmax(end)])
         out.append((int(step), floor, top, walk_step(graph, last, floor, len(rows))))
     return out
 
 
-def window_floor(step: int, windows: list, offsets_ns: np.ndarray) -> int:
-    """The earliest aligned start of `step`'s window over the ranks that have it (§3): where the
-    walk of its path stops."""
+def window_floor(
+    step: int, windows: list, offsets_ns: np.ndarray, span_floor: int, top: int
+) -> int:
+    """The earliest aligned start of `step`'s window over the ranks that have it (§3), at most
+    `top`: where the walk of its path stops; `span_floor` (the step's earliest activity) where no
+    rank has a window of that number."""
     starts = [
         int(w.start_ns[k]) - int(offsets_ns[pos])
         for pos, w in enumerate(windows)
         if w is not None
         for k in np.flatnonzero(w.step == step)[:1].tolist()
     ]
-    return min(starts) if starts else np.iinfo(np.int64).max  # (then the top: an empty path)
+    return min(min(starts), top) if starts else span_floor
 
 
 def critical_paths(

@@ -99,7 +99,7 @@ def path_segments(detail: ActivityDetail, step: int) -> PathSegments:
     floor = int(detail.start_ns[rows].min())
     if detail.windows:  # the step's period, as critical_paths walks it (§3, §7)
         top = int(detail.end_ns[rows].max())
-        floor = min(window_floor(step, list(detail.windows), detail.graph.offsets_ns), top)
+        floor = window_floor(step, list(detail.windows), detail.graph.offsets_ns, floor, top)
     seg = walk_step(detail.graph, last, floor, len(rows))
     order = np.argsort(seg.start_ns, kind="stable")
     return PathSegments(*(getattr(seg, f)[order] for f in PathSegments.__dataclass_fields__))
