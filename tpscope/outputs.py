@@ -12,6 +12,19 @@ from tpscope.errors import UserError
 from tpscope.text import displayable
 
 
+def add_out_options(parser, file_name: str, what: str = "the JSON document") -> None:
+    """`--out DIR` and `--overwrite`, as every command that writes one file spells them: `--out` a
+    folder the command writes `file_name` into."""
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        help=f"folder to write {what} into, as DIR/{file_name} (made when missing)",
+    )
+    parser.add_argument(
+        "--overwrite", action="store_true", help=f"replace an existing {file_name} in --out"
+    )
+
+
 def file_in_the_way(path: Path) -> Path | None:
     """The nearest of `path` and its ancestors that exists and is not a folder (a path under a file)."""
     for p in (path, *path.parents):

@@ -8,7 +8,13 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from tpscope.errors import UserError
-from tpscope.outputs import check_not_inside, out_file_in_folder, write_into_folder, write_stdout
+from tpscope.outputs import (
+    add_out_options,
+    check_not_inside,
+    out_file_in_folder,
+    write_into_folder,
+    write_stdout,
+)
 
 OUT_NAME = "analysis.json"
 
@@ -31,14 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="RUN_DIR",
         help="an unfused run: isolated kernel baselines and Flux E",
     )
-    p.add_argument(
-        "--out",
-        metavar="DIR",
-        help=f"folder to write the JSON document into, as DIR/{OUT_NAME} (made when missing)",
-    )
-    p.add_argument(
-        "--overwrite", action="store_true", help=f"replace an existing {OUT_NAME} in --out"
-    )
+    add_out_options(p, OUT_NAME)
     p.add_argument(
         "--align",
         choices=("auto", "none", "all"),

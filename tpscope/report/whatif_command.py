@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from tpscope.errors import UserError
-from tpscope.outputs import out_file_in_folder, write_into_folder
+from tpscope.outputs import add_out_options, out_file_in_folder, write_into_folder
 
 OUT_NAME = "whatif.json"
 
@@ -29,14 +29,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help=f"the JSON document instead of tables: printed, or with --out only written to DIR/{OUT_NAME}",
     )
-    p.add_argument(
-        "--out",
-        metavar="DIR",
-        help=f"folder to write the JSON document into, as DIR/{OUT_NAME} (made when missing)",
-    )
-    p.add_argument(
-        "--overwrite", action="store_true", help=f"replace an existing {OUT_NAME} in --out"
-    )
+    add_out_options(p, OUT_NAME)
     p.add_argument(
         "--contention-from",
         metavar="RUN_DIR",

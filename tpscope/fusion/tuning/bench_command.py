@@ -15,6 +15,7 @@ from dataclasses import asdict
 from tpscope.errors import UserError
 from tpscope.fusion.tuning.bench_config import BENCH_DEFAULTS, BenchConfig
 from tpscope.fusion.tuning.shapes import SHAPES
+from tpscope.outputs import add_out_options
 from tpscope.runfolder.fusion_choice import CUDA_ONLY_MODES, FIXED_MODES, Regime
 
 PRESETS = tuple(SHAPES)
@@ -153,14 +154,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=D["regime"],
         help="NCCL environment (default: keep the inherited one)",
     )
-    parser.add_argument(
-        "--out",
-        metavar="DIR",
-        help=f"folder to write the results into, as DIR/{OUT_NAME} (made when missing)",
-    )
-    parser.add_argument(
-        "--overwrite", action="store_true", help=f"replace an existing {OUT_NAME} in --out"
-    )
+    add_out_options(parser, OUT_NAME, "the results")
     parser.add_argument(
         "--json",
         action="store_true",
