@@ -245,18 +245,8 @@ def register_callbacks(app, store: RunStore) -> None:
                 want["sel"] = {"kind": "class", "key": kind}
         elif source == "collectives-table":
             row = _clicked_row(coll_click, coll_rows)
-            loaded = store.load(run_id)
             want["step"] = int(row["step"])
-            window = focus.collective_window(
-                loaded.run,
-                store.activity_detail(run_id),
-                want["step"],
-                ranks or [],
-                loaded.doc.get("clock_offsets_us") or {},
-                str(row["key"]),
-            )
-            if window is not None:
-                want["zoom"] = window
+            _zoom_to_collective(want, store, run_id, ranks, str(row["key"]))
             want["sel"] = {"kind": "collective", "key": str(row["key"])}
         elif source == "contention-graph":
             point = _point(contention_click)
@@ -356,17 +346,7 @@ def register_callbacks(app, store: RunStore) -> None:
         if sel:
             want["sel"] = sel
             if sel["kind"] == "collective" and want.get("step") is not None:
-                loaded = store.load(run_id)
-                window = focus.collective_window(
-                    loaded.run,
-                    store.activity_detail(run_id),
-                    want["step"],
-                    ranks or [],
-                    loaded.doc.get("clock_offsets_us") or {},
-                    str(sel["key"]),
-                )
-                if window is not None:
-                    want["zoom"] = window
+                _zoom_to_collective(want, store, run_id, ranks, str(sel["key"]))
         return want
 
     @app.callback(
@@ -628,6 +608,21 @@ def _suggested(store: RunStore, run_id) -> str | None:
         return store.suggested_baseline(run_id)
     except UserError:
         return None
+
+
+def _zoom_to_collective(want: dict, store, run_id, ranks, key: str) -> None:
+    """Set `want`'s zoom to the window of collective `key` in `want["step"]`, when it has one."""
+    loaded = store.load(run_id)
+    window = focus.collective_window(
+        loaded.run,
+        store.activity_detail(run_id),
+        want["step"],
+        ranks or [],
+        loaded.doc.get("clock_offsets_us") or {},
+        key,
+    )
+    if window is not None:
+        want["zoom"] = window
 
 
 def _point(click: dict | None) -> dict:
