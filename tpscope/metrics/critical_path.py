@@ -131,6 +131,9 @@ class CpuThreads:
     # the latest launch at or before this call on its thread whose activity started more than
     # HELD_TOLERANCE_NS after the call ended (the thread was ahead of the GPU), -1
     prev_ahead: np.ndarray | None = None
+    # per thread, in call order: (its first call, its tid, the calls that launched an activity or
+    # waited for one, their ends)
+    workers: tuple = ()
 
     def __len__(self) -> int:
         return len(self.start_ns)
@@ -429,7 +432,15 @@ def cpu_threads(
         np.maximum.accumulate(np.where(ahead, np.arange(n), -1)) if n else ahead.astype(int)
     )
     prev_ahead = np.where(prev_ahead >= lo_of, prev_ahead, -1)
-    threads = dataclasses.replace(threads, launched=launched, prev_ahead=prev_ahead)
+    did = launched | (threads.waited_for >= 0)
+    workers = []
+    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):  # a loop over threads
+        rows = np.flatnonzero(did[lo:hi]) + lo
+        if len(rows):
+            workers.append((lo, int(tid[lo]), rows, threads.end_ns[rows]))
+    threads = dataclasses.replace(
+        threads, launched=launched, prev_ahead=prev_ahead, workers=tuple(workers)
+    )
     return threads, launch_call
 
 
@@ -840,18 +851,13 @@ def _handed_to(
         return (0, 0), -1
     best = np.full(len(tos), -1, np.int64)
     best_end = froms.copy()
-    for lo in np.unique(cpu.thread_lo[cpu.tid != tid]).tolist():  # a loop over threads
-        hi = int(cpu.thread_hi[lo])
-        did = cpu.waited_for[lo:hi] >= 0
-        if cpu.launched is not None:
-            did |= cpu.launched[lo:hi]
-        rows = np.flatnonzero(did) + lo
-        if len(rows) == 0:
+    for _, other_tid, rows, ends in cpu.workers:  # a loop over threads
+        if other_tid == tid:
             continue
-        ends = cpu.end_ns[rows]  # sorted: a thread's calls are by end
+        # ends are sorted: a thread's calls are by end
         k = np.searchsorted(ends, tos, side="left") - 1  # the last to end before the stretch's end
         kc = np.maximum(k, 0)
-        worked = 2 * names.busy_ns(int(cpu.tid[lo]), froms, tos) >= tos - froms
+        worked = 2 * names.busy_ns(other_tid, froms, tos) >= tos - froms
         better = (k >= 0) & (ends[kc] > best_end) & worked
         best[better], best_end[better] = rows[kc][better], ends[kc][better]
     hit = np.flatnonzero(best >= 0)
