@@ -27,8 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from tpscope.metrics import analyze_run  # noqa: E402
 from tpscope.metrics.whatif import (  # noqa: E402
-    ContentionSource,
-    measured_contention,
+    contention_source,
     predict,
     prepare,
     transfer_kind,
@@ -72,7 +71,7 @@ def changes_for(path: Path) -> list[str]:
     return [f"fuse={m}:{c}@{','.join(layers)}" for (m, c), layers in by.items()]
 
 
-def contention_source(regime: str, mode: str, protocol: str):
+def contention_for(regime: str, mode: str, protocol: str):
     """(contention tuple for `predict`, extra GEMM samples, the run it came from or None)."""
     base = inputs(run_dir(regime, "none"))
     if protocol == "assumed":
@@ -83,16 +82,15 @@ def contention_source(regime: str, mode: str, protocol: str):
     if not same:
         return None, None, None
     src = inputs(run_dir(regime, same[0]))
-    slow = measured_contention(src, base)
-    source = ContentionSource(slow, f"h200x2-{regime}-{same[0]}", transfer_kind(src), src.fits)
+    source = contention_source(src, base, f"h200x2-{regime}-{same[0]}")
     return source, src.samples, same[0]
 
 
+@cache
 def measured_pairs_us(path: Path) -> dict[str, float]:
-    """Per forward pair `layer/op` of the fused run: the mean GPU span of its
-    `tpscope/<layer>/<op>` range (its activities' latest end less their earliest start, those
-    launched inside it) over ranks and steps. Backward ranges also hold the weight gradient's
-    GEMM and are left out."""
+    """Per pair `layer/op` of the fused run: the mean GPU span of its `tpscope/<layer>/<op>`
+    range (its activities' latest end less their earliest start, those launched inside it) over
+    ranks and steps. A backward range (`<layer>.bwd`) also holds the weight gradient's GEMM."""
     run = load_run(path, workers=1)
     spans: dict[str, list[float]] = {}
     for r in run.ranks:
@@ -100,7 +98,7 @@ def measured_pairs_us(path: Path) -> dict[str, float]:
         ids = {
             i: s.removeprefix(LAYER_PREFIX)
             for i, s in enumerate(sym)
-            if s.startswith(LAYER_PREFIX) and s.count("/") == 2 and ".bwd/" not in s
+            if s.startswith(LAYER_PREFIX) and s.count("/") == 2
         }
         keep = np.flatnonzero(np.isin(a.name_id, list(ids)) & ~a.on_gpu)
         for k in keep.tolist():
@@ -115,13 +113,16 @@ def measured_pairs_us(path: Path) -> dict[str, float]:
     return {k: float(np.mean(v)) for k, v in spans.items()}
 
 
-def pair_error_us(pred, measured: dict[str, float]) -> float:
-    """The forward pairs' pipeline error per step: Σ over forward pairs (predicted − measured)."""
+def pair_error_us(pred, measured: dict[str, float], backward: bool) -> float:
+    """The pipelines' error per step, Σ over the forward (or backward) pairs of predicted less
+    measured. A backward pair's prediction is its pipeline plus what of its weight gradient runs
+    after it, as its range holds the weight gradient."""
     total = 0.0
     for used in pred.fused.values():
+        after = used["wgrad_after_us_by_pair"]
         for name, us in used["pipeline_us_by_pair"].items():
-            if name in measured:
-                total += us - measured[name]
+            if name in measured and (".bwd/" in name) == backward:
+                total += us + (after.get(name, 0.0) if backward else 0.0) - measured[name]
     return total
 
 
@@ -132,12 +133,12 @@ def fused_rows(protocol: str) -> list[dict]:
         base = inputs(base_dir)
         for mode in modes:
             target = run_dir(regime, mode)
-            contention, extra, src = contention_source(regime, mode, protocol)
+            contention, extra, src = contention_for(regime, mode, protocol)
             texts = changes_for(target)
             w = predict(base, [parse_change(t) for t in texts], contention, None, extra)
             pred = w.changes[-1]
             measured = measured_step_us(target)
-            fwd_error = pair_error_us(pred, measured_pairs_us(target))
+            spans = measured_pairs_us(target)
             rows.append(
                 {
                     "regime": regime,
@@ -148,7 +149,8 @@ def fused_rows(protocol: str) -> list[dict]:
                     "measured_us": measured,
                     "predicted_us": pred.predicted_step_us,
                     "error": (pred.predicted_step_us - measured) / measured,
-                    "forward_pairs_error_us": fwd_error,
+                    "forward_pairs_error_us": pair_error_us(pred, spans, backward=False),
+                    "backward_pairs_error_us": pair_error_us(pred, spans, backward=True),
                     "changes": texts,
                 }
             )
@@ -198,18 +200,18 @@ def markdown() -> str:
         out.append(f"\n{protocol}:\n")
         out.append(
             "| regime | fused run | contention from | slowdown | unfused ms | measured ms | "
-            "predicted ms | error | forward pipelines ms | the rest ms |"
+            "predicted ms | error | forward pipelines ms | backward pipelines ms | the rest ms |"
         )
-        out.append("|---|---|---|---|---|---|---|---|---|---|")
+        out.append("|---|---|---|---|---|---|---|---|---|---|---|")
         for r in rows:
-            pair_err = r["forward_pairs_error_us"]
-            rest = r["predicted_us"] - r["measured_us"] - pair_err
+            fwd, bwd = r["forward_pairs_error_us"], r["backward_pairs_error_us"]
+            rest = r["predicted_us"] - r["measured_us"] - fwd - bwd
             out.append(
                 f"| {r['regime']} | {r['mode']} | {r['contention_from'] or 'assumed'} | "
                 f"{'%.1f%%' % (100 * r['slowdown']) if r['slowdown'] is not None else '10% / 3% (assumed)'} | "
                 f"{r['unfused_us'] / 1000:.2f} | {r['measured_us'] / 1000:.2f} | "
                 f"{r['predicted_us'] / 1000:.2f} | {100 * r['error']:+.2f}% | "
-                f"{pair_err / 1000:+.2f} | {rest / 1000:+.2f} |"
+                f"{fwd / 1000:+.2f} | {bwd / 1000:+.2f} | {rest / 1000:+.2f} |"
             )
         mean = float(np.mean([abs(r["error"]) for r in rows]))
         order = {g: order_ok(rows, g) for g in TARGETS}

@@ -29,13 +29,21 @@ def test_every_fused_run_within_5_percent_mean_within_3(loo):
     assert sum(abs(r["error"]) for r in loo) / len(loo) <= 0.03
 
 
-def test_nvlink_modes_ranked_in_the_measured_order(loo):
-    assert order_ok(loo, "nvlink")
+@pytest.mark.parametrize("regime", ["nvlink", "shm"])
+def test_modes_ranked_in_the_measured_order(loo, regime):
+    assert order_ok(loo, regime)
 
 
-def test_assumed_contention_alone_stays_within_5_percent():
+def test_assumed_contention_alone(loo):
+    """With the slowdown assumed (no fused run used): within 5% on nvlink; on shm the assumed
+    10% is below what each fused run of the regime measures, so each prediction is too fast."""
+    measured = [r["slowdown"] for r in loo if r["regime"] == "shm"]
+    assert min(measured) > 0.10
     for r in fused_rows("assumed"):
-        assert abs(r["error"]) <= 0.05, (r["regime"], r["mode"], r["error"])
+        if r["regime"] == "nvlink":
+            assert abs(r["error"]) <= 0.05, (r["mode"], r["error"])
+        else:
+            assert r["error"] < 0, (r["mode"], r["error"])
 
 
 def test_shm_unfused_from_nvlink_unfused_within_10_percent():

@@ -16,6 +16,11 @@ def test_parse_each_change():
     f = parse_change("fuse=ring:2@block0")
     assert (f.mode, f.chunks, f.target) == ("ring", 2, "block0")
     assert parse_change("fuse=chunked").chunks == 4
+    assert parse_change("fuse=chunked").bwd_overlap
+    f = parse_change("fuse=chunked:2:no-bwd@block1")
+    assert (f.chunks, f.bwd_overlap, f.target) == (2, False, "block1")
+    f = parse_change("fuse=copy_engine:no-bwd")
+    assert (f.mode, f.chunks, f.bwd_overlap) == ("copy_engine", 4, False)
     assert parse_change("contention=off").kind == "contention"
 
 
@@ -28,6 +33,10 @@ def test_parse_each_change():
         "link=5,6,7",
         "fuse=magic:2",
         "fuse=ring:0",
+        "fuse=ring:",
+        "fuse=ring:2:3",
+        "fuse=ring:no-bwd:2",
+        "fuse=ring:2:no-bwd:no-bwd",
         "hide=",
         "contention=on",
         "speed=2",

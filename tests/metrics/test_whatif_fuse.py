@@ -105,3 +105,112 @@ def test_hidden_transfers_leave_the_fused_pairs_their_gemms_alone(tmp_path):
     w = predict(inp, [parse_change("hide=all"), parse_change("fuse=copy_engine:1")])
     assert w.changes[0].step_us == pytest.approx([200 + 200 + 200])  # hide=all alone
     assert w.changes[-1].step_us == pytest.approx([600], abs=1)
+
+
+def _backward(kind: str, xfer_us: float, wgrad_shape_ok: bool = True) -> list[RankTrace]:
+    """Per rank, one backward pair and the GEMM after it. `rs`: the input gradient [M,N]x[N,K]
+    [0, 200], its reduce-scatter of M·K elements [200, 300], then the weight gradient
+    [K,M]x[M,N] [300, 500] (contraction M, output K·N). `ag`: the all-gather of the output
+    gradient (M·N elements) [0, xfer], the input gradient [M,N]x[N,K] after it, then the weight
+    gradient [K,M]x[M,N]. `wgrad_shape_ok=False`: the GEMM after contracts over N instead, so it
+    is not the pair's weight gradient."""
+    wdims = [[K, M], [M, N]] if wgrad_shape_ok else [[K, N], [N, M]]
+    ranks = []
+    for rank in (0, 1):
+        r = RankTrace(rank)
+        r.cpu_annotation("ProfilerStep#1", -60, 2000)
+        if kind == "rs":
+            rs = Collective(
+                "_reduce_scatter_base", in_nelems=M * K, out_nelems=M * K // 2, group_size=2
+            )
+            r.kernel(
+                "gemm", 0, 200, launch_us=(-45, 1), input_dims=[[M, N], [N, K]], input_type=TYPES
+            )
+            r.kernel("ncclDevKernel_ReduceScatter", 200, xfer_us, launch_us=(-40, 1), collective=rs)
+            t = 200 + xfer_us
+        else:
+            ag = Collective("_allgather_base", in_nelems=M * N // 2, out_nelems=M * N, group_size=2)
+            r.kernel("ncclDevKernel_AllGather", 0, xfer_us, launch_us=(-45, 1), collective=ag)
+            r.kernel(
+                "gemm",
+                xfer_us,
+                200,
+                launch_us=(-40, 1),
+                input_dims=[[M, N], [N, K]],
+                input_type=TYPES,
+            )
+            t = xfer_us + 200
+        r.kernel("gemm", t, 200, launch_us=(-35, 1), input_dims=wdims, input_type=TYPES)
+        ranks.append(r)
+    return ranks
+
+
+@pytest.mark.parametrize(
+    "kind, xfer, change, expected",
+    [
+        # GEMM-RS chunked:2, assumed 10%: 2 pieces, each the two ranks' blocks of M/4 rows
+        # (2 x 50 µs, linear in M), transfers of 50 µs: piece 0 [0, 100], its transfer
+        # [100, 150]; piece 1 beside it 110: [100, 210], its transfer [210, 260]; the weight
+        # gradient (200 µs, its own shape's baseline) beside that transfer: 220, [210, 430]
+        ("rs", 100, "fuse=chunked:2", 430),
+        # no-bwd: the pipeline ends with the last transfer at 260, then the weight gradient: 460
+        ("rs", 100, "fuse=chunked:2:no-bwd", 460),
+        # ring: the weight gradient after the pipeline. Ring at 2 ranks, 2 pieces of M/4 rows
+        # (50 µs each): piece 0 [0, 50], transfer [50, 100]; piece 1 beside it [50, 105],
+        # transfer [105, 155]; the own rows (M/2, 100 µs) beside it: [105, 215]; + 200: 415
+        ("rs", 100, "fuse=ring:2", 415),
+        # AG-GEMM chunked:2, transfer 400 µs: pieces land at 200 and 400; own rows (M/2, 100 µs)
+        # beside them: [0, 110]; the own block of the weight gradient (half its contraction,
+        # 100 µs) beside them: [110, 220]; piece 0 (M/4 rows, 50 µs) at 220, beside: [220, 275];
+        # piece 1 at 400: [400, 450]; the peer's block of the weight gradient after: 550
+        ("ag", 400, "fuse=chunked:2", 550),
+        # no-bwd: own [0, 110], piece 0 [200, 255], piece 1 [400, 450], weight gradient 200: 650
+        ("ag", 400, "fuse=chunked:2:no-bwd", 650),
+    ],
+)
+def test_backward_weight_gradient_beside_the_transfers(tmp_path, kind, xfer, change, expected):
+    inp = prepare(load_run(write_run(tmp_path / "run", _backward(kind, xfer))))
+    assert (inp.pairs.wgrad_row >= 0).all()
+    w = predict(inp, [parse_change(change)])
+    assert w.changes[0].step_us == pytest.approx([expected], abs=1)
+
+
+def test_a_gemm_of_another_contraction_is_not_the_weight_gradient(tmp_path):
+    """The GEMM after the pair contracts over N, not the pair's M rows: it stays after the
+    pipeline, as with no-bwd (460 µs)."""
+    inp = prepare(load_run(write_run(tmp_path / "run", _backward("rs", 100, False))))
+    assert (inp.pairs.wgrad_row < 0).all()
+    w = predict(inp, [parse_change("fuse=chunked:2")])
+    assert w.changes[0].step_us == pytest.approx([460], abs=1)
+
+
+def test_ring_pieces_by_a_send_recv_fit_count_every_ranks_bytes(tmp_path):
+    """§5 counts a send/recv's bytes over every rank of its ring: the reduce-scatter's M·K bf16
+    elements (4096 B) times f = 1/2, sent by each of the 2 ranks: 4096 B at 0.01024 GB/s is
+    400 µs, 200 µs per piece. Piece 0 [0, 50], its transfer [50, 250]; piece 1 beside it
+    [50, 105], its transfer [250, 450]; the own rows [105, 215]; then the weight gradient
+    (a ring computes it after the pipeline): 450 + 200 = 650."""
+    from tpscope.metrics.whatif import P2P, ContentionSource
+    from tpscope.metrics.whatif_changes import AlphaBeta
+
+    inp = prepare(load_run(write_run(tmp_path / "run", _backward("rs", 100))))
+    fit = {"send_recv": AlphaBeta("send_recv", 0.0, 4096 / 400_000, 4, 0.0)}
+    src = ContentionSource(0.1, "a ring run", "sm", fit, {P2P: 0.1}, {})
+    w = predict(inp, [parse_change("fuse=ring:2")], src)
+    assert w.changes[0].step_us == pytest.approx([650], abs=1)
+
+
+def test_a_shape_measured_slowdown_comes_before_the_overall_one(tmp_path):
+    """The contention source measured 100% on the pieces' shape (M/4 rows), 10% overall: piece 0
+    [0, 100], its transfer [100, 150]; piece 1 beside it 2 x 100: [100, 300], its transfer
+    [300, 350]; the weight gradient (no measurement of its shape: 10%) beside it: [300, 520]."""
+    import dataclasses
+
+    from tpscope.metrics.whatif import COLL, ContentionSource
+
+    inp = prepare(load_run(write_run(tmp_path / "run", _backward("rs", 100))))
+    shape = next(s for s in inp.gemms.shapes if (s.m, s.k, s.n) == (M, N, K))
+    piece = dataclasses.replace(shape, m=M // 4)
+    src = ContentionSource(0.1, "a chunked run", "sm", {}, {COLL: 0.1}, {(piece, COLL): 1.0})
+    w = predict(inp, [parse_change("fuse=chunked:2")], src)
+    assert w.changes[0].step_us == pytest.approx([520], abs=1)

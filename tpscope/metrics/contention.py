@@ -151,10 +151,11 @@ def group_medians(
     return uniq, counts, (v[first + (counts - 1) // 2] + v[first + counts // 2]) / 2
 
 
-def comm_overlap_fraction(acts: RunActivities) -> np.ndarray:
-    """Per row: f = |[s, e] ∩ U(comm on the rank's other lanes)| / dur for compute kernels, else NaN (§8)."""
+def comm_overlap_fraction(acts: RunActivities, comm_rows: np.ndarray | None = None) -> np.ndarray:
+    """Per row: f = |[s, e] ∩ U(comm on the rank's other lanes)| / dur for compute kernels, else NaN (§8).
+    `comm_rows` (bool per row): only those comm activities count (default: every one)."""
     f = np.full(len(acts), np.nan)
-    is_comm = acts.cls == ActivityClass.COMM
+    is_comm = acts.cls == ActivityClass.COMM if comm_rows is None else comm_rows
     for pos in range(len(acts.rank_ids)):
         lo, hi = int(acts.rank_bounds[pos]), int(acts.rank_bounds[pos + 1])
         lane, s, e = acts.lane[lo:hi], acts.start_ns[lo:hi], acts.end_ns[lo:hi]

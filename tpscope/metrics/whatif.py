@@ -94,6 +94,10 @@ class ContentionSource:
     source: str  # what it was measured on
     transfers: str  # "sm" or "copy" (transfer_kind): the fuse modes it applies to
     fits: dict = field(default_factory=dict)  # its α-β fit per kind: chunk transfers beside GEMMs
+    # the slowdown of its GEMMs beside point-to-point transfers ("p2p": send/recv, a ring's
+    # pieces) and beside the others ("coll"), and per (GEMM shape, that kind)
+    by_beside: dict = field(default_factory=dict)
+    by_shape: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,6 +290,7 @@ def predict(
                 "slowdown": contention.slowdown,
                 "source": contention.source,
                 "transfers": contention.transfers,
+                "slowdown_by_beside": contention.by_beside,
             }
             if contention
             else None
@@ -350,12 +355,18 @@ def _apply(
     sm = is_sm_mode(c.mode)
     kind = "sm" if sm else "copy"
     same = contention is not None and contention.transfers == kind
-    if same:
-        slow, source = contention.slowdown, f"measured on {contention.source}"
+    beside = P2P if c.mode == "ring" else COLL  # a ring's pieces are send/recv
+    by_shape = {}
+    if same and beside in contention.by_beside:
+        slow = contention.by_beside[beside]
+        source = f"measured on {contention.source} ({BESIDE_WORDS[beside]})"
+        by_shape = {s: v for (s, b), v in contention.by_shape.items() if b == beside}
     else:
         slow = ASSUMED_SLOWDOWN[kind]
         source = "assumed" + (
-            f" (the --contention-from run's transfers are not {'SM' if sm else 'copy-engine'} transfers)"
+            f" (the --contention-from run has no GEMM {BESIDE_WORDS[beside]})"
+            if same
+            else f" (the --contention-from run's transfers are not {'SM' if sm else 'copy-engine'} transfers)"
             if contention is not None
             else " (no --contention-from run)"
         )
@@ -379,6 +390,8 @@ def _apply(
         slowdown_source=source,
         beta_gbps=beta,
         alpha_us=alpha,
+        bwd_overlap=c.bwd_overlap,
+        slowdown_by_shape=by_shape,
     )
     used = apply_fuse(
         d, rg, pairs, model, np.asarray(inp.match.group_size), inp.comm, times, inp.gemms
@@ -421,24 +434,72 @@ def transfer_kind(inp: Inputs) -> str:
     return "copy" if dur[is_copy].sum() * 2 > dur.sum() else "sm"
 
 
-def measured_contention(inp: Inputs, reference: Inputs | None = None) -> float | None:
-    """The GEMM slowdown beside communication measured on a (fused) run: Σ(dur − baseline) /
-    Σ baseline over its GEMMs that overlapped comm (f >= 0.5, §8) and have a §8 baseline (its own
-    isolated samples, then `reference`'s)."""
+P2P, COLL = "p2p", "coll"
+BESIDE_WORDS = {P2P: "beside send/recv", COLL: "beside collectives"}
+
+
+def _slowdown(dur: np.ndarray, base: np.ndarray) -> float | None:
+    """metrics.md §11: Σ(dur − baseline) / Σ baseline."""
+    den = float(base.sum())
+    return float((dur - base).sum()) / den if den > 0 else None
+
+
+def _beside_rows(inp: Inputs, reference: Inputs | None):
+    """(GEMMs beside comm with a baseline, and per GEMM: duration, baseline, whether most of the
+    communication beside it was point-to-point)."""
     pools = [inp.samples, reference.samples if reference is not None else {}]
     base = gemm_baselines_ns(inp.gemms, pools)
     rows = inp.gemms.act
     b = base[inp.gemms.shape]
-    hit = (inp.overlap_f[rows] >= 0.5) & np.isfinite(b) & (inp.acts.step[rows] >= 0)
-    if not hit.any():
+    f = inp.overlap_f[rows]
+    hit = (f >= 0.5) & np.isfinite(b) & (inp.acts.step[rows] >= 0)
+    p2p_rows = inp.rg.is_comm & (inp.comm.row_kind == "send_recv")
+    f_p2p = comm_overlap_fraction(inp.acts, p2p_rows)[rows] if p2p_rows.any() else 0.0 * f
+    dur = (inp.acts.end_ns - inp.acts.start_ns)[rows].astype(float)
+    return np.flatnonzero(hit), dur, b, f_p2p * 2 > f
+
+
+def measured_contention(inp: Inputs, reference: Inputs | None = None) -> float | None:
+    """The GEMM slowdown beside communication measured on a (fused) run (`_slowdown`) over its
+    GEMMs that overlapped comm (f >= 0.5, §8) and have a §8 baseline (its own isolated samples,
+    then `reference`'s)."""
+    hit, dur, b, _ = _beside_rows(inp, reference)
+    return _slowdown(dur[hit], b[hit]) if len(hit) else None
+
+
+def contention_source(inp: Inputs, reference: Inputs | None, label: str) -> ContentionSource | None:
+    """What `--contention-from` takes from the fused run `inp` (metrics.md §11): its slowdown
+    beside communication, overall, by the kind of transfer beside the GEMMs (send/recv or
+    collectives) and per GEMM shape and that kind; its α-β fit. None without a GEMM beside comm
+    with a baseline."""
+    hit, dur, b, p2p = _beside_rows(inp, reference)
+    if not len(hit):
         return None
-    dur = (inp.acts.end_ns - inp.acts.start_ns)[rows[hit]]
-    return float((dur - b[hit]).sum() / b[hit].sum())
+    shapes = inp.gemms.shapes
+    sid = inp.gemms.shape
+    by_beside, by_shape = {}, {}
+    for beside, mask in ((P2P, p2p[hit]), (COLL, ~p2p[hit])):
+        rows = hit[mask]
+        if len(rows) and (s := _slowdown(dur[rows], b[rows])) is not None:
+            by_beside[beside] = s
+        for k in np.unique(sid[rows]).tolist():  # a loop over distinct shapes
+            one = rows[sid[rows] == k]
+            if (s := _slowdown(dur[one], b[one])) is not None:
+                by_shape[(shapes[k], beside)] = s
+    return ContentionSource(
+        _slowdown(dur[hit], b[hit]) or 0.0,
+        label,
+        transfer_kind(inp),
+        inp.fits,
+        by_beside,
+        by_shape,
+    )
 
 
 __all__ = [
     "ContentionSource",
     "Inputs",
+    "contention_source",
     "Prediction",
     "WhatIf",
     "measured_contention",

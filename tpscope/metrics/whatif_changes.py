@@ -2,7 +2,7 @@
 
 `comm=FACTOR[@GROUP|KIND]` scales transfers; `link=GBPS[,LAT_US][@GROUP|KIND]` times them by an
 α-β model with §5's bus-bandwidth rule; `hide=all|GROUP|KIND` sets them to zero (the upper bound);
-`fuse=MODE[:CHUNKS][@LAYERS]` replaces each AG-GEMM / GEMM-RS pair by its chunk pipeline;
+`fuse=MODE[:CHUNKS][:no-bwd][@LAYERS]` replaces each AG-GEMM / GEMM-RS pair by its chunk pipeline;
 `contention=off` runs every GEMM that overlapped communication at its isolated time.
 """
 
@@ -24,6 +24,7 @@ FUSE_MODES = ("chunked", "ring", "copy_engine", "host_staged")
 SM_MODES = ("chunked", "ring")
 ASSUMED_SLOWDOWN = {"sm": 0.10, "copy": 0.03}  # metrics.md §11: used only without a measurement
 DEFAULT_CHUNKS = 4
+NO_BWD = "no-bwd"  # fuse=MODE[:CHUNKS]:no-bwd: the runtime's FusionChoice without backward overlap
 
 
 class ChangeError(ValueError):
@@ -40,6 +41,7 @@ class Change:
     target: str | None = None  # @GROUP or @KIND (fuse: @LAYERS)
     mode: str | None = None
     chunks: int = DEFAULT_CHUNKS
+    bwd_overlap: bool = True  # fuse=: the backward's weight gradient beside its transfers
 
 
 _NUM = r"[0-9]*\.?[0-9]+(?:e[-+]?[0-9]+)?"
@@ -70,11 +72,22 @@ def parse_change(text: str) -> Change:
             raise bad
         return Change(text, "hide", target=None if value == "all" else value)
     if key == "fuse":
-        mode, _, chunks = value.partition(":")
-        if mode not in FUSE_MODES or (chunks and (not chunks.isdigit() or int(chunks) < 1)):
+        mode, *opts = value.split(":")
+        no_bwd = bool(opts) and opts[-1] == NO_BWD
+        chunks = opts[0] if opts and opts[0] != NO_BWD else ""
+        if (
+            mode not in FUSE_MODES
+            or len(opts) > (1 if chunks else 0) + no_bwd
+            or (chunks and (not chunks.isdigit() or int(chunks) < 1))
+        ):
             raise bad
         return Change(
-            text, "fuse", mode=mode, chunks=int(chunks) if chunks else DEFAULT_CHUNKS, target=target
+            text,
+            "fuse",
+            mode=mode,
+            chunks=int(chunks) if chunks else DEFAULT_CHUNKS,
+            target=target,
+            bwd_overlap=not no_bwd,
         )
     if key == "contention":
         if value != "off" or target:
@@ -83,12 +96,12 @@ def parse_change(text: str) -> Change:
     raise bad
 
 
-_ALL = "one of comm=FACTOR[@GROUP|KIND], link=GBPS[,LAT_US][@GROUP|KIND], hide=all|GROUP|KIND, fuse=MODE[:CHUNKS][@LAYERS], contention=off"
+_ALL = "one of comm=FACTOR[@GROUP|KIND], link=GBPS[,LAT_US][@GROUP|KIND], hide=all|GROUP|KIND, fuse=MODE[:CHUNKS][:no-bwd][@LAYERS], contention=off"
 _USAGE = {
     "comm": "expected comm=FACTOR[@GROUP|KIND], FACTOR >= 0",
     "link": "expected link=GBPS[,LAT_US][@GROUP|KIND], GBPS > 0",
     "hide": "expected hide=all|GROUP|KIND",
-    "fuse": f"expected fuse=MODE[:CHUNKS][@LAYERS], MODE one of {', '.join(FUSE_MODES)}",
+    "fuse": f"expected fuse=MODE[:CHUNKS][:no-bwd][@LAYERS], MODE one of {', '.join(FUSE_MODES)}",
     "contention": "expected contention=off",
 }
 

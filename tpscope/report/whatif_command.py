@@ -50,13 +50,7 @@ def whatif_folder(
 ):
     """The WhatIf of `run_dir` under the changes `texts` (a bad one: UserError naming it)."""
     from tpscope.calibrate.read import calibration_path, read_calibration
-    from tpscope.metrics.whatif import (
-        ContentionSource,
-        measured_contention,
-        predict,
-        prepare,
-        transfer_kind,
-    )
+    from tpscope.metrics.whatif import contention_source, predict, prepare
     from tpscope.metrics.whatif_changes import ChangeError, parse_change
     from tpscope.trace import load_run
 
@@ -69,12 +63,11 @@ def whatif_folder(
     contention, extra = None, None
     if contention_from is not None:
         other = prepare(load_run(contention_from, workers=workers), align)
-        slow = measured_contention(other, inp)
-        if slow is None:
+        contention = contention_source(other, inp, str(contention_from))
+        if contention is None:
             raise UserError(
                 f"--contention-from {contention_from}: no GEMM beside communication with a baseline"
             )
-        contention = ContentionSource(slow, str(contention_from), transfer_kind(other), other.fits)
         extra = other.samples
     cal = calibration_path(run_dir) if isinstance(run_dir, Path) else None
     calibration = read_calibration(cal)[0] if cal is not None and cal.exists() else None
