@@ -145,6 +145,7 @@ def fused_rows(protocol: str) -> list[dict]:
                     "mode": mode,
                     "contention_from": src,
                     "slowdown": contention.slowdown if contention else None,
+                    "slowdown_by_beside": contention.by_beside if contention else {},
                     "unfused_us": measured_step_us(base_dir),
                     "measured_us": measured,
                     "predicted_us": pred.predicted_step_us,
@@ -193,6 +194,19 @@ def _compute_on_path(path: Path) -> float:
     return float(np.mean([p.compute_us for p in paths if not p.first_step]))
 
 
+def _slowdowns(r: dict) -> str:
+    """The contention source's slowdown beside each kind of transfer (overall where it has one
+    kind), or the assumption."""
+    by = r["slowdown_by_beside"]
+    if r["slowdown"] is None:
+        return "10% / 3% (assumed)"
+    if len(by) < 2:
+        return f"{100 * r['slowdown']:.1f}%"
+    return ", ".join(
+        f"{100 * v:.1f}% ({'send/recv' if k == 'p2p' else 'coll.'})" for k, v in by.items()
+    )
+
+
 def markdown() -> str:
     out = []
     for protocol in ("loo", "assumed", "own"):
@@ -208,7 +222,7 @@ def markdown() -> str:
             rest = r["predicted_us"] - r["measured_us"] - fwd - bwd
             out.append(
                 f"| {r['regime']} | {r['mode']} | {r['contention_from'] or 'assumed'} | "
-                f"{'%.1f%%' % (100 * r['slowdown']) if r['slowdown'] is not None else '10% / 3% (assumed)'} | "
+                f"{_slowdowns(r)} | "
                 f"{r['unfused_us'] / 1000:.2f} | {r['measured_us'] / 1000:.2f} | "
                 f"{r['predicted_us'] / 1000:.2f} | {100 * r['error']:+.2f}% | "
                 f"{fwd / 1000:+.2f} | {bwd / 1000:+.2f} | {rest / 1000:+.2f} |"

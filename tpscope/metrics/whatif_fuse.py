@@ -1,4 +1,4 @@
-"""`fuse=MODE[:CHUNKS][@LAYERS]`: AG-GEMM / GEMM-RS pairs found in any TP run, and the chunk
+"""`fuse=MODE[:CHUNKS][:no-bwd][@LAYERS]`: AG-GEMM / GEMM-RS pairs found in any TP run, and the chunk
 pipeline that replaces each one in the replay (metrics.md §11).
 
 A pair is an all-gather whose gathered tensor is the next GEMM's input on the same stream (or a

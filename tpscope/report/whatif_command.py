@@ -14,8 +14,10 @@ OUT_NAME = "whatif.json"
 
 CHANGES_HELP = """changes (metrics.md §11): comm=FACTOR[@GROUP|KIND] scales transfers;
 link=GBPS[,LAT_US][@GROUP|KIND] times them by an α-β model (LAT_US default: the run's fitted α);
-hide=all|GROUP|KIND sets them to zero (the upper bound); fuse=MODE[:CHUNKS][@LAYERS] replaces each
-AG-GEMM / GEMM-RS pair by a chunk pipeline (MODE: chunked, ring, copy_engine, host_staged);
+hide=all|GROUP|KIND sets them to zero (the upper bound); fuse=MODE[:CHUNKS][:no-bwd][@LAYERS]
+replaces each AG-GEMM / GEMM-RS pair by a chunk pipeline (MODE: chunked, ring, copy_engine,
+host_staged; the backward's weight gradient beside the transfers as the runtime runs it, unless
+no-bwd);
 contention=off runs every overlapped GEMM at its isolated time. KIND: all_gather, reduce_scatter,
 all_reduce, all_to_all, broadcast, send_recv."""
 
@@ -33,7 +35,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--contention-from",
         metavar="RUN_DIR",
-        help="a fused run of the same regime: the GEMM slowdown beside a transfer that fuse= uses",
+        help="a fused run of the same regime: the GEMM slowdown beside a transfer (per shape, per "
+        "kind of transfer) and the chunk transfers' α-β fit that fuse= uses",
     )
     p.add_argument(
         "--align", choices=("auto", "none", "all"), default="auto", help="clock alignment (§6)"
