@@ -173,6 +173,8 @@ def test_backward_weight_gradient_beside_the_transfers(tmp_path, kind, xfer, cha
     assert (inp.pairs.wgrad_row >= 0).all()
     w = predict(inp, [parse_change(change)])
     assert w.changes[0].step_us == pytest.approx([expected], abs=1)
+    beside = "no-bwd" not in change and "ring" not in change  # one per rank when moved
+    assert any("2 backward weight gradients" in n for n in w.changes[0].notes) == beside
 
 
 def test_a_gemm_of_another_contraction_is_not_the_weight_gradient(tmp_path):

@@ -403,6 +403,11 @@ def _apply(
                 f"{k}: {v['pairs']} pairs, {v['pieces']} pieces; transfer {v['transfer_us']:.0f} µs, "
                 f"GEMM {v['gemm_us']:.0f} µs -> pipeline {v['pipeline_us']:.0f} µs"
             )
+    if used["wgrad_beside"]:
+        d.notes.append(
+            f"{used['wgrad_beside']} backward weight gradients beside their pairs' transfers "
+            f"({c.mode}'s backward overlap)"
+        )
     d.notes.append(f"contention slowdown {slow:.1%}: {source}")
     if c.mode in ("copy_engine", "host_staged") and not links:
         d.notes.append(

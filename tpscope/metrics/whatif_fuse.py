@@ -259,6 +259,7 @@ def apply_fuse(
     by_pair: dict[str, list[float]] = {}
     after_by_pair: dict[str, list[float]] = {}
     overlap_wgrad = model.bwd_overlap and model.mode in WGRAD_MODES
+    beside = 0  # weight gradients moved into their pipeline
     for kind, c, g, gid, layer, wrow, wid in zip(
         pairs.kind.tolist(),
         pairs.comm_row.tolist(),
@@ -301,6 +302,7 @@ def apply_fuse(
                 d.dur_ns[wrow] = int(wgrad_ns * (n - 1))
                 wshape = _part(wshape, "k", 1.0 / n)
             wgrad_slow = model.slowdown_of(wshape)
+            beside += 1
         span = pipeline_ns(
             kind,
             pieces,
@@ -335,6 +337,7 @@ def apply_fuse(
     }
     out["pipeline_us_by_pair"] = {k: float(np.mean(v)) for k, v in by_pair.items()}
     out["wgrad_after_us_by_pair"] = {k: float(np.mean(v)) for k, v in after_by_pair.items()}
+    out["wgrad_beside"] = beside
     return out
 
 
