@@ -27,9 +27,6 @@ sys.path.insert(0, str(ROOT))
 
 from tpscope.metrics import analyze_run  # noqa: E402
 from tpscope.metrics.whatif import (  # noqa: E402
-    COLL,
-    P2P,
-    ContentionSource,
     contention_source,
     predict,
     prepare,
@@ -70,78 +67,18 @@ def changes_for(path: Path) -> list[str]:
     by: dict[tuple, list[str]] = {}
     for layer, v in doc["fusion_by_layer"].items():
         if v["mode"] != "none":
-            key = (v["mode"], v["chunks"], v.get("bwd_overlap", True))
-            by.setdefault(key, []).append(layer)
-    return [
-        f"fuse={m}:{c}{'' if bwd else ':no-bwd'}@{','.join(layers)}"
-        for (m, c, bwd), layers in by.items()
-    ]
-
-
-RESULTS = ROOT / "benchmarks" / "results"
-SAME_CONFIG = (
-    "regime",
-    "mode",
-    "chunks",
-    "sm_margin",
-    "bwd_overlap",
-    "model",
-    "tokens_per_step",
-    "gpu_name",
-    "torch_version",
-    "nccl_version",
-)
-
-
-def recorded_contention(path: Path) -> tuple[float, list[str]] | None:
-    """The median §8 contention slowdown (`analyze.contention_slowdown`) recorded in
-    benchmarks/results for other runs of the same configuration as the run at `path` (manifest
-    fields SAME_CONFIG and every layer's mode, chunks and margin), and where each was recorded;
-    the run itself (the same step times) left out. None without any."""
-    me = json.loads(manifest_path(path).read_text())
-    want = {k: me.get(k) for k in SAME_CONFIG}
-    layers = {k: (v["mode"], v["chunks"], v["sm_margin"]) for k, v in me["fusion_by_layer"].items()}
-    found: list[tuple[float, str]] = []
-    for f in sorted(RESULTS.glob("*/*.json")):
-        doc = json.loads(f.read_text())
-        runs = doc.get("runs") if isinstance(doc, dict) else None
-        for r in runs if isinstance(runs, list) else []:
-            m = r.get("manifest") or {}
-            value = (r.get("analyze") or {}).get("contention_slowdown")
-            by = {
-                k: (v["mode"], v["chunks"], v["sm_margin"])
-                for k, v in m.get("fusion_by_layer", {}).items()
-            }
-            if (
-                value is not None
-                and {k: m.get(k) for k in SAME_CONFIG} == want
-                and by == layers
-                and m.get("step_times_ms") != me["step_times_ms"]
-            ):
-                found.append((float(value), f"{f.parent.name}/{r['run']}"))
-    if not found:
-        return None
-    return float(np.median([v for v, _ in found])), [f"{w} {v:.1%}" for v, w in found]
+            by.setdefault((v["mode"], v["chunks"]), []).append(layer)
+    return [f"fuse={m}:{c}@{','.join(layers)}" for (m, c), layers in by.items()]
 
 
 def contention_for(regime: str, mode: str, protocol: str):
-    """(contention tuple for `predict`, extra GEMM samples, the run it came from or None).
-    `loo`: the other fused run of the regime whose transfers are of the same kind, else the
-    slowdown recorded for other runs of the same configuration (recorded_contention), else none
-    (assumed)."""
+    """(contention tuple for `predict`, extra GEMM samples, the run it came from or None)."""
     base = inputs(run_dir(regime, "none"))
     if protocol == "assumed":
         return None, None, None
     others = [m for m in TARGETS[regime] if m != mode] if protocol == "loo" else [mode]
     target_kind = transfer_kind(inputs(run_dir(regime, mode)))
     same = [m for m in others if transfer_kind(inputs(run_dir(regime, m))) == target_kind]
-    if not same and protocol == "loo":
-        rec = recorded_contention(run_dir(regime, mode))
-        if rec is None:
-            return None, None, None
-        beside = P2P if mode == "ring" else COLL
-        label = "recorded: " + ", ".join(rec[1])
-        return ContentionSource(rec[0], label, target_kind, {}, {beside: rec[0]}), None, "recorded"
     if not same:
         return None, None, None
     src = inputs(run_dir(regime, same[0]))
