@@ -19,7 +19,7 @@ AG_GRID_BUNDLE = "dash_ag_grid.min.js"
 
 def _ag_grid_on_demand() -> None:
     """AG Grid's bundle off the page's script list, still served: assets/agGridOnDemand.js
-    fetches it once the page's first chart has drawn (Dash reads each component library's
+    fetches it once the charts on view have drawn (Dash reads each component library's
     `_js_dist` when it writes the page)."""
     dash_ag_grid._js_dist = [
         {**r, "dynamic": True} if r.get("relative_package_path") == AG_GRID_BUNDLE else r
