@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import dash_ag_grid
 from dash import Dash
 
 from tpscope.cache import DiskCache
@@ -13,6 +14,17 @@ from tpscope.dashboards.store import RunStore
 from tpscope.dashboards.whatif_view import register as register_whatif
 
 ASSETS = Path(__file__).resolve().parent / "assets"
+AG_GRID_BUNDLE = "dash_ag_grid.min.js"
+
+
+def _ag_grid_on_demand() -> None:
+    """AG Grid's bundle off the page's script list, still served: assets/agGridOnDemand.js
+    fetches it once the charts on view have drawn (Dash reads each component library's
+    `_js_dist` when it writes the page)."""
+    dash_ag_grid._js_dist = [
+        {**r, "dynamic": True} if r.get("relative_package_path") == AG_GRID_BUNDLE else r
+        for r in dash_ag_grid._js_dist
+    ]
 
 
 def create_app(
@@ -29,6 +41,7 @@ def create_app(
     first = store.entries[0].run_id if store.entries else None
     if default_run is not None:
         first = next((e.run_id for e in store.entries if e.path == Path(default_run)), first)
+    _ag_grid_on_demand()
     app = Dash(
         __name__,
         title="tpscope",

@@ -31,6 +31,7 @@ def test_wheel_contains_every_package(tmp_path):
         "tpscope/dashboards/app.py",
         "tpscope/dashboards/figures/timeline.py",
         "tpscope/dashboards/assets/style.css",
+        "tpscope/dashboards/assets/plotly-partial.min.js",
     ):
         assert module in names, module
     # every module of the source tree, so a new folder cannot be left out of pyproject's packages

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import http.client
 import time
+from pathlib import Path
 from urllib.parse import unquote
 
 import numpy as np
@@ -148,6 +149,44 @@ def test_app_starts_on_sample_runs_and_overview_shows_summaries(
     )
     wait_figure(page, "timeline-graph", lambda f: len(f["data"]) > 0)
     page.save_screenshot(str(shots / "finding-on-timeline.png"))
+
+
+def test_the_page_draws_with_the_served_plotly_bundle_which_has_every_trace_type_used(page, served):
+    """The page's plotly.js is the partial bundle served from the dashboard's assets: the version
+    the installed plotly package ships, every trace type the dashboard's code builds registered,
+    and the full bundle never fetched. AG Grid's bundle is not on the page as it arrives: it is
+    fetched once a chart is drawn, and the runs table then fills."""
+    import re
+
+    import plotly.graph_objects as go
+    from plotly.basedatatypes import BaseTraceType
+    from plotly.offline import get_plotlyjs_version
+
+    import tpscope.dashboards
+
+    # every trace class the dashboard's code names (`go.Scatter`, ...), as plotly.js's type name
+    root = Path(tpscope.dashboards.__file__).parent
+    named = {m for f in root.rglob("*.py") for m in re.findall(r"\bgo\.([A-Z]\w*)", f.read_text())}
+    used = {
+        getattr(go, m)().type
+        for m in named
+        if isinstance(getattr(go, m, None), type) and issubclass(getattr(go, m), BaseTraceType)
+    }
+    assert {"scatter", "scattergl", "bar"} <= used  # the scan finds what it is meant to
+    wait_figure(page, "overview-graph", lambda f: len(f["data"]) > 0)
+    got = page.execute_script(
+        "return {version: Plotly.version,"
+        " traces: Object.keys(Plotly.PlotSchema.get().traces),"
+        " scripts: performance.getEntriesByType('resource').map(e => e.name)};"
+    )
+    assert got["version"] == get_plotlyjs_version()
+    assert used <= set(got["traces"]), (used, got["traces"])
+    names = [u.split("?")[0].rsplit("/", 1)[-1] for u in got["scripts"]]
+    assert "plotly-partial.min.js" in names
+    assert not [n for n in names if n.startswith("plotly.min")], names
+    assert "_dash-component-suites/dash_ag_grid/" not in requests.get(served.url, timeout=30).text
+    rows = wait_until(page, lambda d: table_rows(d, "overview-table"))
+    assert {r["run"] for r in rows} >= {CHUNKED.name, UNFUSED.name}
 
 
 def test_baseline_gives_flux_efficiency_and_attained_saving(page, expected):

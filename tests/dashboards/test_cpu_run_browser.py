@@ -5,6 +5,7 @@ Expected values come from the analyzer's JSON and the trace tables, computed her
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,13 @@ def test_a_cpu_run_reads_as_threads_with_its_findings(browser, served_cpu, tmp_p
     counted = [s for s in doc["steps"] if not s["first_step"]]
     exposed = sum(s["exposed_comm_us"] for s in counted) / len(counted)
     assert any(f"Exposed communication: {exposed:,.0f} µs per step" in i.text for i in items)
+    # what ran is CPU threads' ops: the critical path's host time is said so, and no finding
+    # speaks of a GPU, kernels or launches
+    paths = [p for p in doc["critical_path"] if not p["first_step"]]
+    host_us = sum(p["host_us"] for p in paths) / len(paths)
+    texts = [i.text for i in items]
+    assert any(f"{host_us:,.0f} µs per step on CPU threads outside their ops" in t for t in texts)
+    assert [t for t in texts if re.search(r"GPU|CUDA|kernel|launch", t)] == [], texts
     # the page opens on the slowest step after the warm-up
     steady = {s["step"]: s["step_time_us"] for s in counted if s["rank"] == 0}
     assert f"step {max(steady, key=steady.get)} " in text_of(browser, "step-select") + " "

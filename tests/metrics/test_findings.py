@@ -4,6 +4,7 @@ worked out here, and on a sample run against its JSON, in `analyze`'s terminal o
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,8 @@ from tpscope.metrics.findings import MIN_SHARE, findings
 from tpscope.trace import load_run
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_traces" / "h200x2-shm-chunked"
+CPU_DDP = Path(__file__).resolve().parents[1] / "data" / "foreign-cpu" / "ddp"
+GPU_WORDS = re.compile(r"GPU|CUDA|kernel|\bSMs?\b|launch")
 
 
 def _step(rank, step, exposed, wait, compute, first=False):
@@ -93,6 +96,7 @@ def test_costs_per_step_largest_first_without_the_first_step():
     assert gemm.sel == {"kind": "gemm", "key": "1024×4096×8192 BFloat16"}
     # host on the critical path: steps 2, 3 only
     assert by_kind["host"].cost_us == pytest.approx(500.0)
+    assert "Time the GPU waits for the CPU to launch work" in by_kind["host"].text
     costs = [f.cost_us for f in found if f.cost_us is not None]
     assert costs == sorted(costs, reverse=True) and min(costs) >= MIN_SHARE * 10_000
     assert found[-1].kind == "headroom" and "at most 1.31x" in found[-1].title
@@ -113,3 +117,41 @@ def test_a_sample_run_s_findings_in_analyze_and_report(tmp_path, capsys):
     assert main(["report", str(SAMPLE)]) == 0
     md = capsys.readouterr().out
     assert "### What matters in this run" in md and f"1. **{found[0].title}.**" in md
+
+
+def test_a_cpu_run_s_findings_say_what_ran_there():
+    """A CPU run (no GPU, its activities CPU threads' ops): its host time on the critical path is
+    said as its threads' time between ops, and no finding speaks of a GPU, kernels or launches."""
+    doc = {**_doc(), "cpu_run": True, "gemm_contention": []}  # §8 measures GPU kernels only
+    found = findings(doc)
+    (host,) = [f for f in found if f.kind == "host"]
+    assert host.cost_us == pytest.approx(500.0)  # (400 + 600) / 2: steps 2 and 3
+    assert host.title == (
+        "Between ops: the critical path spends 500 µs per step on CPU threads outside their ops"
+    )
+    assert (
+        "between its innermost CPU ops" in host.text and "most in aten::copy_ 500 µs" in host.text
+    )
+    texts = [f.title + " " + f.text for f in found]
+    assert [t for t in texts if GPU_WORDS.search(t)] == []
+    # a late rank with no longer class of work of its own: look at its threads
+    same = [dict(s, compute_us=6000.0) for s in doc["steps"]]
+    late = [f for f in findings({**doc, "steps": same}) if f.kind == "late_rank"]
+    assert "look at its threads between their ops on the Timeline" in late[0].text
+    gpu_late = [
+        f for f in findings({**doc, "steps": same, "cpu_run": False}) if f.kind == "late_rank"
+    ]
+    assert "look at its host (CPU) side on the Timeline" in gpu_late[0].text
+
+
+def test_a_recorded_cpu_run_s_findings_name_cpu_threads_not_the_gpu():
+    doc = as_json(analyze_run(load_run(CPU_DDP)))
+    assert doc["cpu_run"]
+    found = findings(doc)
+    counted = [p for p in doc["critical_path"] if not p["first_step"]]
+    host_us = sum(p["host_us"] for p in counted) / len(counted)
+    (host,) = [f for f in found if f.kind == "host"]
+    assert host.cost_us == pytest.approx(host_us)
+    assert f"spends {host_us:,.0f} µs per step on CPU threads outside their ops" in host.title
+    texts = [f.title + " " + f.text for f in found]
+    assert [t for t in texts if GPU_WORDS.search(t)] == []

@@ -92,12 +92,13 @@ def findings(doc: dict, headroom: list[tuple[str, float]] | None = None) -> list
     )
     steps = sorted({s["step"] for s in rows})
     slowest = _slowest_step(rows)
+    cpu_run = bool(doc.get("cpu_run"))  # no GPU: the activities are CPU threads' ops (§1)
     out: list[Finding] = []
     out += _exposed(doc, rows, slowest)
     out += _collectives(doc, steps)
     out += _gemms(doc)
-    out += _late_rank(rows, slowest)
-    out += _path_parts(doc)
+    out += _late_rank(rows, slowest, cpu_run)
+    out += _path_parts(doc, cpu_run)
     kept = [f for f in out if f.cost_us is not None and f.cost_us >= MIN_SHARE * step_us]
     kept.sort(key=lambda f: -(f.cost_us or 0.0))
     kept += [headroom_finding(what, speedup) for what, speedup in headroom or ()]
@@ -236,7 +237,7 @@ CAUSES = (
 """What a late rank does more than the others, per step: the field and its words."""
 
 
-def _late_rank(rows, slowest) -> list[Finding]:
+def _late_rank(rows, slowest, cpu_run: bool = False) -> list[Finding]:
     by_rank: dict[int, list[dict]] = defaultdict(list)
     for s in rows:
         by_rank[int(s["rank"])].append(s)
@@ -257,7 +258,9 @@ def _late_rank(rows, slowest) -> list[Finding]:
     cause = (
         f"rank {late} {words} {_us(more)} more per step than the others"
         if more > 0
-        else "no class of its own work is longer: look at its host (CPU) side on the Timeline"
+        else "no class of its own work is longer: look at its "
+        + ("threads between their ops" if cpu_run else "host (CPU) side")
+        + " on the Timeline"
     )
     return [
         Finding(
@@ -273,7 +276,24 @@ def _late_rank(rows, slowest) -> list[Finding]:
     ]
 
 
-def _path_parts(doc) -> list[Finding]:
+HOST_WORDS = {
+    False: (
+        "Host-bound: the critical path waits on the CPU {host} per step",
+        "Time the GPU waits for the CPU to launch work (§7)",
+        "CUDA graphs, fewer small ops or host syncs",
+    ),
+    True: (
+        "Between ops: the critical path spends {host} per step on CPU threads outside their ops",
+        "Time a thread spends between its innermost CPU ops: in the op or range around them, in "
+        "Python, or waking from a wait (§7)",
+        "fewer, larger ops (fused or compiled code), less Python per step",
+    ),
+}
+"""The host finding's title, what it is and what to try: on a GPU run, and on a CPU run (§1), whose
+critical path is its threads' ops and their time between them (§7)."""
+
+
+def _path_parts(doc, cpu_run: bool = False) -> list[Finding]:
     paths = _counted_paths(doc)
     if not paths:
         return []
@@ -287,13 +307,12 @@ def _path_parts(doc) -> list[Finding]:
                 ops[name] += us / len(paths)
         top = sorted(ops.items(), key=lambda x: -x[1])[:TOP_HOST_OPS]
         named = ", ".join(f"{n} {_us(us)}" for n, us in top)
+        title, what, advice = HOST_WORDS[cpu_run]
         out.append(
             Finding(
                 "host",
-                f"Host-bound: the critical path waits on the CPU {_us(host)} per step",
-                f"Time the GPU waits for the CPU to launch work (§7)"
-                f"{': most in ' + named if named else ''}. Try: CUDA graphs, fewer small ops or "
-                "host syncs.",
+                title.format(host=_us(host)),
+                f"{what}{': most in ' + named if named else ''}. Try: {advice}.",
                 host,
                 "§7",
                 int(worst["step"]),
