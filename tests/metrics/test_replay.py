@@ -167,3 +167,31 @@ def test_pipeline_job_gains_from_hiding_its_sends():
         prepare(load_run(DATA / "foreign-cpu" / "pipeline", workers=1)), [parse_change("hide=all")]
     )
     assert w.changes[0].predicted_step_us < 0.9 * w.measured_step_us
+
+
+def test_inferred_time_counts_only_the_profiled_steps(tmp_path):
+    """One rank, ProfilerStep#1 [-10, 990] on the CPU: a comm kernel [0, 100] launched at -5,
+    `b` launched at 50 starting at 600 on its idle stream (500 µs that no edge explains, in the
+    step); then `c` and `d`, launched at 1,050 and 1,060, after the step (no step holds them),
+    starting at 1,500 (449 µs after its launch) and 2,100 (500 µs after `c` ends). Only the
+    step's 500 µs count: 500 µs per rank and step, not 1,449."""
+    r = RankTrace(0, world_size=1)
+    r.cpu_annotation("ProfilerStep#1", -10, 1000)
+    r.kernel("ncclDevKernel_AllGather", 0, 100, launch_us=(-5, 1))
+    r.kernel("b", 600, 100, launch_us=(50, 1))
+    r.kernel("c", 1500, 100, launch_us=(1050, 1))
+    r.kernel("d", 2100, 100, launch_us=(1060, 1))
+    w = predict(prepare(load_run(write_run(tmp_path / "run", [r]))), [])
+    assert w.steps == [1]
+    assert w.inferred_us_per_step["unexplained"] == pytest.approx(500)
+
+
+def test_exposed_communication_measured_and_predicted(tmp_path):
+    """The two-rank trace: rank 0's all-gather [100, 300] and rank 1's [150, 300] have no compute
+    beside them: 200 and 150 µs exposed, the most of any rank 200 µs measured. comm=0.5: the
+    transfer after the arrival at 150 takes 75 µs, so they end at 225: 125 and 75 µs, at most
+    125 µs."""
+    inp = prepare(load_run(write_run(tmp_path / "run", _two_ranks())))
+    w = predict(inp, [parse_change("comm=0.5")])
+    assert w.measured_exposed_comm_us == pytest.approx(200)
+    assert w.changes[0].exposed_comm_us == pytest.approx(125)

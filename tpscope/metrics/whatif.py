@@ -129,6 +129,7 @@ class WhatIf:
     out_of_order: int
     replay_ms: float
     tokens_per_s: float | None
+    measured_exposed_comm_us: float | None  # as Prediction.exposed_comm_us, on the measured times
     alpha_beta: list[AlphaBeta]
     pairs: list[str]
     contention: dict | None
@@ -283,6 +284,7 @@ def predict(
         out_of_order=ident.out_of_order,
         replay_ms=replay_ms,
         tokens_per_s=tokens_per_s,
+        measured_exposed_comm_us=_exposed_us(inp, inp.acts.start_ns, inp.acts.end_ns),
         alpha_beta=list(inp.fits.values()),
         pairs=pair_names(inp.pairs, inp.gemms),
         contention=(

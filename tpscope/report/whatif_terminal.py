@@ -80,7 +80,7 @@ def render(w) -> str:
                 fmt(w.measured_step_us),
                 "1.000x",
                 "-" if w.tokens_per_s is None else f"{w.tokens_per_s:,.0f}",
-                "",
+                fmt(w.measured_exposed_comm_us),
                 _path_text(m),
             ],
         )
