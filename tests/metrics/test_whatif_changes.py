@@ -41,10 +41,23 @@ def test_parse_each_change():
         "contention=on",
         "speed=2",
         "comm=2@",
+        "comm=1e400",  # inf
+        "link=50,1e999",
+        "link=50,-3",
+        "hide=all@tp",  # hide=all hides every group: a target would be ignored
     ],
 )
 def test_bad_change_names_itself(text):
     with pytest.raises(ChangeError, match=repr(text).replace("[", r"\[")):
+        parse_change(text)
+
+
+@pytest.mark.parametrize(
+    "text, says",
+    [("fuse=chunked:0", "CHUNKS a whole number >= 1"), ("link=50,-3", "LAT_US >= 0")],
+)
+def test_bad_change_says_which_part_is_wrong(text, says):
+    with pytest.raises(ChangeError, match=says):
         parse_change(text)
 
 

@@ -69,3 +69,20 @@ def test_contention_from_a_fused_run_and_from_an_unfused_one():
     assert any("measured on" in n for n in doc["changes"][0]["notes"])
     done = tpscope("whatif", str(shm), "fuse=chunked:4", "--contention-from", str(RUN))
     assert done.returncode == 2 and "--contention-from" in done.stderr
+
+
+def test_bad_options_exit_2_naming_them(tmp_path):
+    """A --contention-from that does not exist names the option; --workers 0 is refused as
+    analyze refuses it; each one line, exit 2."""
+    done = tpscope("whatif", str(RUN), "comm=0.5", "--contention-from", str(tmp_path / "nope"))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert f"--contention-from {tmp_path / 'nope'}: no such file or folder" in done.stderr
+    done = tpscope("whatif", str(RUN), "comm=0.5", "--workers", "0")
+    assert done.returncode == 2 and "--workers must be >= 1" in done.stderr
+
+
+def test_json_has_the_measured_exposed_communication():
+    """The measured row's exposed communication is in the JSON beside each prediction's."""
+    done = tpscope("whatif", str(RUN), "hide=all", "--json")
+    doc = json.loads(done.stdout)
+    assert doc["measured_exposed_comm_us"] > doc["changes"][0]["exposed_comm_us"] > 0

@@ -56,19 +56,19 @@ def parse_change(text: str) -> Change:
     if not sep or (at and target is None):
         raise bad
     if key == "comm":
-        if not re.fullmatch(_NUM, value) or float(value) < 0:
+        if not re.fullmatch(_NUM, value) or not 0 <= float(value) < np.inf:
             raise bad
         return Change(text, "comm", factor=float(value), target=target)
     if key == "link":
         parts = value.split(",")
         if not 1 <= len(parts) <= 2 or not all(re.fullmatch(_NUM, p) for p in parts):
             raise bad
-        if float(parts[0]) <= 0:
+        if float(parts[0]) <= 0 or not all(np.isfinite(float(p)) for p in parts):
             raise bad
         lat = float(parts[1]) if len(parts) == 2 else None
         return Change(text, "link", gbps=float(parts[0]), lat_us=lat, target=target)
     if key == "hide":
-        if not value:
+        if not value or (value == "all" and target):
             raise bad
         return Change(text, "hide", target=None if value == "all" else value)
     if key == "fuse":
@@ -99,9 +99,10 @@ def parse_change(text: str) -> Change:
 _ALL = "one of comm=FACTOR[@GROUP|KIND], link=GBPS[,LAT_US][@GROUP|KIND], hide=all|GROUP|KIND, fuse=MODE[:CHUNKS][:no-bwd][@LAYERS], contention=off"
 _USAGE = {
     "comm": "expected comm=FACTOR[@GROUP|KIND], FACTOR >= 0",
-    "link": "expected link=GBPS[,LAT_US][@GROUP|KIND], GBPS > 0",
-    "hide": "expected hide=all|GROUP|KIND",
-    "fuse": f"expected fuse=MODE[:CHUNKS][:no-bwd][@LAYERS], MODE one of {', '.join(FUSE_MODES)}",
+    "link": "expected link=GBPS[,LAT_US][@GROUP|KIND], GBPS > 0 and LAT_US >= 0 (numbers)",
+    "hide": "expected hide=all|GROUP|KIND (no @)",
+    "fuse": f"expected fuse=MODE[:CHUNKS][:no-bwd][@LAYERS], MODE one of {', '.join(FUSE_MODES)}, "
+    "CHUNKS a whole number >= 1",
     "contention": "expected contention=off",
 }
 

@@ -65,11 +65,16 @@ def whatif_folder(
     inp = prepare(run, align)
     contention, extra = None, None
     if contention_from is not None:
-        other = prepare(load_run(contention_from, workers=workers), align)
+        try:
+            other_run = load_run(contention_from, workers=workers)
+        except UserError as exc:
+            raise UserError(f"--contention-from {exc}") from None
+        other = prepare(other_run, align)
         contention = contention_source(other, inp, str(contention_from))
         if contention is None:
             raise UserError(
-                f"--contention-from {contention_from}: no GEMM beside communication with a baseline"
+                f"--contention-from {contention_from}: no GEMM beside communication with an "
+                "isolated baseline (§8) to measure the slowdown on; name a fused run of the same regime"
             )
         extra = other.samples
     cal = calibration_path(run_dir) if isinstance(run_dir, Path) else None
@@ -82,8 +87,12 @@ def whatif_folder(
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.workers is not None and args.workers < 1:
+        raise UserError(f"--workers must be >= 1, not {args.workers}")
     out = out_file_in_folder(Path(args.out), OUT_NAME, args.overwrite) if args.out else None
     ref = Path(args.contention_from) if args.contention_from else None
+    if ref is not None and not ref.exists():
+        raise UserError(f"--contention-from {ref}: no such file or folder")
     w = whatif_folder(Path(args.run_dir), args.changes, ref, args.align, args.workers)
     if args.json or out is not None:
         from tpscope.jsonable import dumps
