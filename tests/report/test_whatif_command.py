@@ -86,3 +86,10 @@ def test_json_has_the_measured_exposed_communication():
     done = tpscope("whatif", str(RUN), "hide=all", "--json")
     doc = json.loads(done.stdout)
     assert doc["measured_exposed_comm_us"] > doc["changes"][0]["exposed_comm_us"] > 0
+
+
+def test_fuse_on_a_fused_run_says_it_is_fused_already():
+    done = tpscope("whatif", str(RUN.parent / "h200x2-shm-chunked"), "fuse=chunked:4")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "fuse=chunked:4" in done.stderr and "fused already" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1

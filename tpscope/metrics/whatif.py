@@ -42,7 +42,10 @@ from tpscope.metrics.whatif_fuse import (
     apply_fuse,
     find_pairs,
     is_sm_mode,
+    no_pair_reason,
+    overridden,
     pair_names,
+    selected_pairs,
 )
 from tpscope.trace import ActivityClass, Run
 
@@ -249,9 +252,18 @@ def predict(
     for text, group in rows:
         d = Durations(rg.dur_ns.copy(), rg.transfer_ns.copy(), [])
         links = _links(group)
-        # transfers first, then contention, then fuse (whose pairs' transfers it replaces)
+        # transfers first, then contention, then fuse (whose pairs' transfers it replaces);
+        # a pair selected by several fuse= gets the last one's pipeline only
+        fuses = [c for c in group if c.kind == "fuse"]
         for c in sorted(group, key=lambda c: ORDER.index(c.kind)):
-            _apply(inp, d, c, contention, base_ns, times, links)
+            later = fuses[fuses.index(c) + 1 :] if c.kind == "fuse" else []
+            taken = (
+                np.logical_or.reduce([selected_pairs(inp.pairs, x.target) for x in later])
+                if later
+                else None
+            )
+            _apply(inp, d, c, contention, base_ns, times, links, taken)
+        d.notes.extend(overridden(inp.pairs, [(c.text, c.target) for c in fuses]))
         r = simulate(rg, d.dur_ns, d.transfer_ns)
         st = step_times(rg, r.start_ns, r.end_ns)
         mean = _mean(st.step_us)
@@ -322,6 +334,7 @@ def _apply(
     base_ns: np.ndarray,
     times,
     links: dict | None = None,
+    taken: np.ndarray | None = None,  # fuse=: pairs a later fuse= of the row fuses instead
 ) -> None:
     rg = inp.rg
     if c.kind in ("comm", "hide", "link"):
@@ -340,20 +353,16 @@ def _apply(
         )
         return
     pairs = inp.pairs
-    if c.target:
-        wanted = set(c.target.split(","))
-        keep = np.array(
-            [
-                lay in wanted or any(lay.startswith(w) for w in wanted)
-                for lay in pairs.layer.tolist()
-            ],
-            bool,
-        )
-        pairs = type(pairs)(*(getattr(pairs, f)[keep] for f in pairs.__dataclass_fields__))
-    if len(pairs) == 0:
+    keep = selected_pairs(inp.pairs, c.target)
+    if not keep.any():
         raise ChangeError(
-            f"CHANGE {c.text!r}: no AG-GEMM or GEMM-RS pair found in this run{' for ' + c.target if c.target else ''}"
+            f"CHANGE {c.text!r}: {no_pair_reason(inp.pairs, inp.run.manifest, c.target)}"
         )
+    if taken is not None:
+        keep &= ~taken
+        if not keep.any():
+            return
+    pairs = type(pairs)(*(getattr(pairs, f)[keep] for f in pairs.__dataclass_fields__))
     sm = is_sm_mode(c.mode)
     kind = "sm" if sm else "copy"
     same = contention is not None and contention.transfers == kind
@@ -429,7 +438,7 @@ def transfer_kind(inp: Inputs) -> str:
     m = inp.run.manifest
     layers = (m.fusion_by_layer or {}) if m is not None else {}
     modes = [v.get("mode") for v in layers.values() if isinstance(v, dict)]
-    modes = [x for x in modes if x and x != "none"]
+    modes = [x for x in modes if x and x != "none"]  # each layer's: a count, not a set
     if modes:
         copy = sum(x not in SM_MODES for x in modes)
         return "copy" if copy * 2 > len(modes) else "sm"
