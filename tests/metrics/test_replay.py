@@ -25,10 +25,13 @@ CORPUS = [
     DATA / "real" / "tracelens-qwen05b-mi300",
     DATA / "h200-nvlink-unfused",
     DATA / "h200-shm-chunked4",
-    DATA / "hta" / "critical_path" / "alexnet",
-    DATA / "hta" / "critical_path" / "simple_add",
+    *(DATA / "hta" / "critical_path" / n for n in ("alexnet", "simple_add", "cuda_event_sync")),
+    DATA / "hta" / "critical_path" / "cuda_event_sync_multi_stream",
+    *(DATA / "hta" / "trace_compare" / n for n in ("base", "test")),
+    *(DATA / "hta" / "trace_diff" / n for n in ("control", "test")),
 ]
 CPU_JOBS = sorted(p for p in (DATA / "foreign-cpu").iterdir() if p.is_dir())
+CPU_RUNS = [*CPU_JOBS, DATA / "cpu-gloo-tiny"]
 AG = Collective("_allgather_base", in_nelems=1024, out_nelems=2048, group_size=2)
 
 
@@ -106,7 +109,9 @@ def _step_times(run_dir: Path) -> dict[int, float]:
     return out
 
 
-@pytest.mark.parametrize("run_dir", SAMPLES + CORPUS + CPU_JOBS, ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "run_dir", SAMPLES + CORPUS + CPU_RUNS, ids=lambda p: f"{p.parent.name}/{p.name}"
+)
 def test_identity_within_one_percent(run_dir):
     """Replaying the unchanged graph gives each step's measured time (its period, §3) within
     1%."""
