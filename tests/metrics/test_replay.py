@@ -58,6 +58,8 @@ def _two_ranks() -> list[RankTrace]:
         ("comm=2@all_gather", 150 + 300 + 100),
         # 4,096 bytes gathered, busbw factor 1/2: 10 µs + 2,048 B / 2.048 GB/s = 11 µs
         ("link=2.048,10", 150 + 11 + 100),
+        # without LAT_US the run's fitted α: one message size, a fit through the origin (α = 0)
+        ("link=2.048", 150 + 1 + 100),
     ],
 )
 def test_changes_on_a_hand_built_collective(tmp_path, change, step_us):
