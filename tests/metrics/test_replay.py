@@ -191,6 +191,9 @@ def test_inferred_time_counts_only_the_profiled_steps(tmp_path):
     w = predict(prepare(load_run(write_run(tmp_path / "run", [r]))), [])
     assert w.steps == [1]
     assert w.inferred_us_per_step["unexplained"] == pytest.approx(500)
+    # which activity's start the gap delayed
+    assert [(n, pytest.approx(us)) for n, us in w.inferred_top["unexplained"]] == [("b", 500)]
+    assert w.inferred_top["held"] == [] and w.inferred_top["thread"] == []
 
 
 def test_exposed_communication_measured_and_predicted(tmp_path):

@@ -135,4 +135,62 @@ def carried_by_kind(rg: ReplayGraph) -> dict[str, float]:
     return out
 
 
-__all__ = ["StepTimes", "carried_by_kind", "median_latencies", "step_times", "step_windows"]
+def carried_by_name(
+    rg: ReplayGraph, names: np.ndarray, cpu_names: np.ndarray, top: int = 3
+) -> dict[str, list[tuple[str, float]]]:
+    """Per inferred edge kind, the activities (`names`, per activity) or runtime calls
+    (`cpu_names`, per call: thread edges) whose gaps carry the most of `carried_by_kind`'s time:
+    each gap's part within its rank's profiled step windows, summed per name, µs per rank and
+    step, the `top` largest (metrics.md §11)."""
+    steps = np.unique(rg.step[rg.step >= 0])
+    denom = max(len(steps), 1) * max(len(rg.cpu_base), 1)
+    windows = {p: iv.union(lo, hi) for p, _s, lo, hi in step_windows(rg, rg.start_ns, rg.end_ns)}
+    cpu_rank = np.searchsorted(rg.cpu_base, np.arange(len(rg.cpu_start_ns)), side="right") - 1
+    sources = (
+        (
+            READY[HELD],
+            rg.start_ns,
+            np.where(rg.ready_kind == HELD, rg.carried_ns, 0),
+            rg.rank_pos,
+            names,
+        ),
+        (
+            READY[UNEXPLAINED],
+            rg.start_ns,
+            np.where(rg.ready_kind == UNEXPLAINED, rg.carried_ns, 0),
+            rg.rank_pos,
+            names,
+        ),
+        ("thread", rg.cpu_start_ns, rg.cpu_thread_carried_ns, cpu_rank, cpu_names),
+        (
+            "thread",
+            rg.start_ns,
+            np.where(rg.ready_kind == THREAD, rg.carried_ns, 0),
+            rg.rank_pos,
+            names,
+        ),
+    )
+    sums: dict[str, dict[str, float]] = {}
+    for kind, starts, gaps, rank, label in sources:
+        per = sums.setdefault(kind, {})
+        for pos, win in windows.items():  # a loop over ranks
+            sel = np.flatnonzero((rank == pos) & (gaps > 0))
+            if not len(sel):
+                continue
+            inside = iv.overlap_with_set(starts[sel] - gaps[sel], starts[sel], win)
+            keys, inv = np.unique(label[sel].astype(str), return_inverse=True)
+            tot = np.bincount(inv, weights=inside.astype(float), minlength=len(keys))
+            for k, v in zip(keys.tolist(), tot.tolist()):  # a loop over distinct names
+                if v > 0:
+                    per[k] = per.get(k, 0.0) + v / NS_PER_US / denom
+    return {kind: sorted(per.items(), key=lambda kv: -kv[1])[:top] for kind, per in sums.items()}
+
+
+__all__ = [
+    "StepTimes",
+    "carried_by_kind",
+    "carried_by_name",
+    "median_latencies",
+    "step_times",
+    "step_windows",
+]

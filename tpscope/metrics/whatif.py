@@ -16,7 +16,12 @@ from tpscope.metrics.contention import comm_overlap_fraction
 from tpscope.metrics.critical_path import PathGraph, critical_paths, path_graph
 from tpscope.metrics.gemm import GemmFinder, Samples
 from tpscope.metrics.replay import replay_graph, simulate
-from tpscope.metrics.replay_measures import carried_by_kind, median_latencies, step_times
+from tpscope.metrics.replay_measures import (
+    carried_by_kind,
+    carried_by_name,
+    median_latencies,
+    step_times,
+)
 from tpscope.metrics.whatif_changes import (
     ASSUMED_SLOWDOWN,
     KINDS,
@@ -129,6 +134,7 @@ class WhatIf:
     # the identity with each edge kind's median latency per rank instead of each activity's own
     median_latency_error: float | None
     inferred_us_per_step: dict  # per rank and step: time inferred or unexplained edges carried
+    inferred_top: dict  # per edge kind: [(activity or call name, µs per rank and step)], largest
     out_of_order: int
     replay_ms: float
     tokens_per_s: float | None
@@ -293,6 +299,7 @@ def predict(
         identity_max_step_error=max(errs) if errs else None,
         median_latency_error=(med_mean - m_mean) / m_mean if m_mean and med_mean else None,
         inferred_us_per_step=carried,
+        inferred_top=carried_by_name(rg, *_names(inp)),
         out_of_order=ident.out_of_order,
         replay_ms=replay_ms,
         tokens_per_s=tokens_per_s,
@@ -312,6 +319,19 @@ def predict(
         measured_path=_path(inp, ident),
         changes=preds,
     )
+
+
+def _names(inp: Inputs) -> tuple[np.ndarray, np.ndarray]:
+    """Per activity its name; per runtime call (the replay's order) the CPU op that made it."""
+    acts = inp.acts
+    strings = np.array(acts.strings + ("",), dtype=object)
+    names = strings[np.where(acts.name >= 0, acts.name, len(acts.strings))]
+    cpu = []
+    for pos in range(len(inp.rg.cpu_base)):  # a loop over ranks
+        c = inp.graph.rank(pos).cpu
+        own = np.array(c.strings + ("",), dtype=object)
+        cpu.append(own[np.where(c.op >= 0, c.op, len(c.strings))])
+    return names, np.concatenate(cpu) if cpu else np.zeros(0, object)
 
 
 ORDER = ("comm", "link", "hide", "contention", "fuse")

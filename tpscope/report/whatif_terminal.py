@@ -37,6 +37,13 @@ def render(w) -> str:
             "thread woken by another; unexplained: a gap no edge explains, not replayed)"
         )
         + (f"; {w.out_of_order} edges out of measured order" if w.out_of_order else "")
+        + "".join(
+            f"\n  {k}: most before "
+            + ", ".join(f"{_short(name)} {fmt(us)}" for name, us in top)
+            + " µs"
+            for k, top in w.inferred_top.items()
+            if top
+        )
     )
     if w.alpha_beta:
         parts.append(
@@ -103,6 +110,10 @@ def render(w) -> str:
         if notes:
             parts.append("\n".join(notes))
     return "\n\n".join(parts)
+
+
+def _short(name: str, width: int = 48) -> str:
+    return name if len(name) <= width else name[: width - 3] + "..."
 
 
 def _steps_ms(steps: list[float]) -> str:
