@@ -11,7 +11,7 @@ import pytest
 from tests.kineto import Collective, RankTrace, write_run
 from tpscope.metrics import analyze_run
 from tpscope.metrics.whatif import predict, prepare
-from tpscope.metrics.whatif_changes import parse_change
+from tpscope.metrics.whatif_changes import ChangeError, parse_change
 from tpscope.trace import load_run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -205,3 +205,18 @@ def test_exposed_communication_measured_and_predicted(tmp_path):
     w = predict(inp, [parse_change("comm=0.5")])
     assert w.measured_exposed_comm_us == pytest.approx(200)
     assert w.changes[0].exposed_comm_us == pytest.approx(125)
+
+
+def test_a_group_is_selected_by_its_description(tmp_path):
+    """The two-rank trace with its process group described as `mesh_tp` in `pg_config` (§5's
+    label "0 [0,1] mesh_tp"): hide=mesh_tp hides the all-gather as hide=all does, 250 µs; a
+    description no group has is refused."""
+    ranks = _two_ranks()
+    for r in ranks:
+        r.pg_config = [{"pg_name": "0", "ranks": [0, 1], "pg_desc": "mesh_tp"}]
+    inp = prepare(load_run(write_run(tmp_path / "run", ranks)))
+    w = predict(inp, [parse_change("hide=mesh_tp"), parse_change("comm=0.5@MESH_TP")])
+    assert w.changes[0].step_us == pytest.approx([250])
+    assert w.changes[1].step_us == pytest.approx([325])
+    with pytest.raises(ChangeError, match="mesh_dp"):
+        predict(inp, [parse_change("hide=mesh_dp")])

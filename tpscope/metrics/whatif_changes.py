@@ -134,6 +134,13 @@ def comm_table(acts, match: CollectiveMatch) -> Comm:
     row_group = groups[np.where(acts.group >= 0, acts.group, len(acts.strings))]
     inst_kind = [collective_kind(c) or "" for c in match.collective]
     inst_group = list(match.group) if match.group else [""] * match.n_instances
+    # a matched row's label is its instance's (§5: "pg [ranks] description"), which names the
+    # group where the row's own label has only its id and ranks
+    inst = np.asarray(match.instance)
+    labelled = np.flatnonzero(inst >= 0)
+    if len(labelled) and match.group:
+        own = np.array(inst_group, dtype=object)[inst[labelled]]
+        row_group[labelled] = np.where(own != "", own, row_group[labelled])
     factor = np.array(
         [busbw_factor(k or None, int(n)) or np.nan for k, n in zip(inst_kind, match.group_size)]
     )
