@@ -93,3 +93,21 @@ def test_fuse_on_a_fused_run_says_it_is_fused_already():
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "fuse=chunked:4" in done.stderr and "fused already" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_readme_s_what_if_example_states_what_it_prints():
+    """README's what-if paragraph: its command runs and gives the speedups and step times it
+    states (rounded as README rounds them)."""
+    text = (RUN.parents[1] / "README.md").read_text()
+    command = next(ln for ln in text.splitlines() if ln.startswith("tpscope whatif "))
+    done = tpscope(*command.split()[1:], "--json")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    hide, fuse = doc["changes"][0], doc["changes"][1]
+    prose = " ".join(text.split(command)[1].split("Run the tests")[0].split())
+    assert f"at most {hide['speedup']:.2f}x ({hide['predicted_step_us'] / 1000:.1f} ms" in prose
+    assert f"against {doc['measured_step_us'] / 1000:.1f} ms measured" in prose
+    assert f"{fuse['speedup']:.2f}x ({fuse['predicted_step_us'] / 1000:.1f} ms" in prose
+    chunked = tpscope("whatif", str(RUN.parent / "h200x2-shm-chunked"), "--json")
+    measured = json.loads(chunked.stdout)["measured_step_us"]
+    assert f"the chunked run measured {measured / 1000:.1f} ms" in prose
