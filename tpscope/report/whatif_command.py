@@ -74,7 +74,8 @@ def whatif_folder(
         if contention is None:
             raise UserError(
                 f"--contention-from {contention_from}: no GEMM beside communication with an "
-                "isolated baseline (§8) to measure the slowdown on; name a fused run of the same regime"
+                "isolated baseline (metrics.md §8) to measure the slowdown on; name a fused run "
+                "of the same regime"
             )
         extra = other.samples
     cal = calibration_path(run_dir) if isinstance(run_dir, Path) else None
