@@ -220,3 +220,17 @@ def test_a_group_is_selected_by_its_description(tmp_path):
     assert w.changes[1].step_us == pytest.approx([325])
     with pytest.raises(ChangeError, match="mesh_dp"):
         predict(inp, [parse_change("hide=mesh_dp")])
+
+
+def test_exposed_communication_counts_overlapping_comm_once(tmp_path):
+    """One rank: comm kernels [100, 300] and [150, 250] on two streams, compute [0, 100] and
+    [280, 320]: the comm runs [100, 300], of which [280, 300] beside compute: 180 µs exposed (the
+    sum of the kernels less their overlap with compute would say 280)."""
+    r = RankTrace(0, world_size=1)
+    r.cpu_annotation("ProfilerStep#1", -60, 500)
+    r.kernel("a", 0, 100, launch_us=(-50, 1))
+    r.kernel("ncclDevKernel_AllReduce", 100, 200, stream=14, launch_us=(-40, 1))
+    r.kernel("ncclDevKernel_AllGather", 150, 100, stream=15, launch_us=(-30, 1))
+    r.kernel("b", 280, 40, stream=16, launch_us=(-20, 1))
+    w = predict(prepare(load_run(write_run(tmp_path / "run", [r]))), [])
+    assert w.measured_exposed_comm_us == pytest.approx(180)

@@ -146,20 +146,23 @@ def _mean(x: list[float]) -> float | None:
 
 
 def _exposed_us(inp: Inputs, st: np.ndarray, en: np.ndarray) -> float | None:
-    """Per step, the most comm time of any rank not covered by its compute, mean over steps."""
+    """Per step, the most time of any rank during which its communication ran and none of its
+    compute did (the union of its comm activities less the union of its compute: comm on several
+    streams or threads at once, or a CPU op nested in another, counted once), mean over steps."""
     acts = inp.acts
     is_comm = acts.cls == ActivityClass.COMM
     is_comp = acts.cls == ActivityClass.COMPUTE
     per: dict[int, float] = {}
-    for pos in range(len(acts.rank_ids)):
+    for pos in range(len(acts.rank_ids)):  # a loop over ranks
         lo, hi = int(acts.rank_bounds[pos]), int(acts.rank_bounds[pos + 1])
         s, e, stp = st[lo:hi], en[lo:hi], acts.step[lo:hi]
         cover = iv.union(s[is_comp[lo:hi]], e[is_comp[lo:hi]])
         c = np.flatnonzero(is_comm[lo:hi] & (stp >= 0))
-        ex = (e[c] - s[c]) - iv.overlap_with_set(s[c], e[c], cover)
-        for k in np.unique(stp[c]).tolist():
-            v = float(ex[stp[c] == k].sum()) / NS_PER_US
-            per[k] = max(per.get(k, 0.0), v)
+        for k in np.unique(stp[c]).tolist():  # a loop over steps
+            mine = c[stp[c] == k]
+            comm = iv.union(s[mine], e[mine])
+            v = (iv.total(comm) - iv.total(iv.intersection(comm, cover))) / NS_PER_US
+            per[k] = max(per.get(k, 0.0), float(v))
     return _mean([per[k] for k in sorted(per)]) if per else None
 
 
