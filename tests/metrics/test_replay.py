@@ -234,3 +234,13 @@ def test_exposed_communication_counts_overlapping_comm_once(tmp_path):
     r.kernel("b", 280, 40, stream=16, launch_us=(-20, 1))
     w = predict(prepare(load_run(write_run(tmp_path / "run", [r]))), [])
     assert w.measured_exposed_comm_us == pytest.approx(180)
+
+
+@pytest.mark.parametrize("texts", [["link=2.048,10", "comm=0.5"], ["comm=0.5", "link=2.048,10"]])
+def test_comm_scales_what_link_gives_in_one_row(tmp_path, texts):
+    """The two-rank trace: link=2.048,10 times the all-gather's transfer 11 µs (above); comm=0.5 in
+    the same row halves it, typed before or after: 5.5 µs after the arrival at 150, then `b`'s
+    100 µs: 255.5 µs."""
+    inp = prepare(load_run(write_run(tmp_path / "run", _two_ranks())))
+    w = predict(inp, [parse_change(t) for t in texts])
+    assert w.changes[-1].step_us == pytest.approx([255.5])

@@ -331,7 +331,7 @@ def _names(inp: Inputs) -> tuple[np.ndarray, np.ndarray]:
     return names, np.concatenate(cpu) if cpu else np.zeros(0, object)
 
 
-ORDER = ("comm", "link", "hide", "contention", "fuse")
+ORDER = ("link", "comm", "hide", "contention", "fuse")  # comm= and hide= scale what link= gives
 
 
 def _links(group: list[Change]) -> dict:
