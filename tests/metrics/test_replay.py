@@ -244,3 +244,13 @@ def test_comm_scales_what_link_gives_in_one_row(tmp_path, texts):
     inp = prepare(load_run(write_run(tmp_path / "run", _two_ranks())))
     w = predict(inp, [parse_change(t) for t in texts])
     assert w.changes[-1].step_us == pytest.approx([255.5])
+
+
+def test_targets_in_a_comma_list(tmp_path):
+    """`@A,B` selects what A or B selects; a part that selects nothing is named (the two-rank
+    trace has an all-gather and no reduce-scatter)."""
+    inp = prepare(load_run(write_run(tmp_path / "run", _two_ranks())))
+    w = predict(inp, [parse_change("comm=0.5@all_gather,[0,1]")])  # a kind, a label's text
+    assert w.changes[0].step_us == pytest.approx([325])
+    with pytest.raises(ChangeError, match="no communication of reduce_scatter"):
+        predict(inp, [parse_change("hide=all_gather,reduce_scatter")])

@@ -338,8 +338,12 @@ def _links(group: list[Change]) -> dict:
     """The link= changes of one row that time a whole kind (untargeted: "*"), by kind."""
     out = {}
     for c in group:
-        if c.kind == "link" and (c.target is None or c.target in KINDS):
-            out[c.target or "*"] = (c.gbps, c.lat_us)
+        if c.kind != "link":
+            continue
+        parts = c.target.split(",") if c.target else ["*"]
+        for k in parts:
+            if k == "*" or k in KINDS:
+                out[k] = (c.gbps, c.lat_us)
     return out
 
 

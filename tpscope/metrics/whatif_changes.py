@@ -148,19 +148,24 @@ def comm_table(acts, match: CollectiveMatch) -> Comm:
 
 
 def select_rows(comm: Comm, is_comm: np.ndarray, target: str | None, spec: str) -> np.ndarray:
-    """Comm rows a change applies to: all, a collective kind, or groups whose label holds
-    `target`. Raises ChangeError when nothing matches."""
+    """Comm rows a change applies to: all, or those of any of the comma-separated targets, each a
+    collective kind or a text a group's label holds (any case). Raises ChangeError naming a
+    target that selects nothing."""
     if target is None:
         sel = is_comm.copy()
-    elif target in KINDS:
-        sel = is_comm & (comm.row_kind == target)
-    else:
-        low = target.lower()
-        sel = is_comm & np.array([low in g.lower() for g in comm.row_group.tolist()], bool)
-    if not sel.any():
-        raise ChangeError(
-            f"CHANGE {spec!r}: no communication of {target or 'any kind'} in this run"
-        )
+        if not sel.any():
+            raise ChangeError(f"CHANGE {spec!r}: no communication of any kind in this run")
+        return sel
+    sel = np.zeros(len(is_comm), bool)
+    labels = [g.lower() for g in comm.row_group.tolist()]
+    for part in target.split(","):
+        if part in KINDS:
+            one = is_comm & (comm.row_kind == part)
+        else:
+            one = is_comm & np.array([part.lower() in g for g in labels], bool)
+        if not one.any():
+            raise ChangeError(f"CHANGE {spec!r}: no communication of {part} in this run")
+        sel |= one
     return sel
 
 
