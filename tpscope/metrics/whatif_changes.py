@@ -157,16 +157,32 @@ def select_rows(comm: Comm, is_comm: np.ndarray, target: str | None, spec: str) 
             raise ChangeError(f"CHANGE {spec!r}: no communication of any kind in this run")
         return sel
     sel = np.zeros(len(is_comm), bool)
-    labels = [g.lower() for g in comm.row_group.tolist()]
-    for part in target.split(","):
+    labels = comm.row_group.tolist()
+    for part in re.split(r",(?![^\[]*\])", target):  # commas outside a label's [ranks]
         if part in KINDS:
             one = is_comm & (comm.row_kind == part)
         else:
-            one = is_comm & np.array([part.lower() in g for g in labels], bool)
+            holds = {g: label_holds(g, part) for g in set(labels)}  # per distinct label
+            one = is_comm & np.array([holds[g] for g in labels], bool)
         if not one.any():
             raise ChangeError(f"CHANGE {spec!r}: no communication of {part} in this run")
         sel |= one
     return sel
+
+
+_LABEL = re.compile(r"^(\S+)(?: (\[[^\]]*\]))?(?: (.*))?$")
+
+
+def label_holds(label: str, target: str) -> bool:
+    """Whether a §5 group label ("pg [ranks] description") is selected by `target`: its pg name
+    or its ranks exactly, the whole label, or a text of its description, in any case (`1` is pg
+    1, not every group with rank 1)."""
+    m = _LABEL.match(label)
+    if not label or m is None:
+        return False
+    name, ranks, desc = m.group(1), m.group(2) or "", m.group(3) or ""
+    t = target.lower()
+    return t in (name.lower(), ranks.lower(), label.lower()) or (bool(desc) and t in desc.lower())
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,5 +311,6 @@ __all__ = [
     "comm_table",
     "fit_alpha_beta",
     "parse_change",
+    "label_holds",
     "select_rows",
 ]

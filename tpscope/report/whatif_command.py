@@ -19,8 +19,9 @@ replaces each AG-GEMM / GEMM-RS pair by a chunk pipeline (MODE: chunked, ring, c
 host_staged; the backward's weight gradient beside the transfers as the runtime runs it, unless
 no-bwd);
 contention=off runs every overlapped GEMM at its isolated time. KIND: all_gather, reduce_scatter,
-all_reduce, all_to_all, broadcast, send_recv; GROUP: a text of a process group's label (any case);
-several targets comma-separated (@all_gather,reduce_scatter; fuse=: @block0,head)."""
+all_reduce, all_to_all, broadcast, send_recv; GROUP: a process group's name or [ranks], or a text
+of its description (any case); several targets comma-separated (@all_gather,reduce_scatter; fuse=:
+@block0,head)."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
