@@ -111,6 +111,17 @@ def _step_times(run_dir: Path) -> dict[int, float]:
     return out
 
 
+def _exposed(run_dir: Path) -> float | None:
+    """The analyzer's exposed communication (§4): per step the most of any rank, the mean over
+    the steps without the first."""
+    per: dict[int, float] = {}
+    for s in analyze_run(load_run(run_dir, workers=1)).steps:
+        per[s.step] = max(per.get(s.step, 0.0), s.exposed_comm_us)
+    vals = [per[k] for k in sorted(per)]
+    vals = vals[1:] if len(vals) > 1 else vals
+    return sum(vals) / len(vals) if vals else None
+
+
 @pytest.mark.parametrize(
     "run_dir", SAMPLES + CORPUS + CPU_RUNS, ids=lambda p: f"{p.parent.name}/{p.name}"
 )
@@ -124,6 +135,11 @@ def test_identity_within_one_percent(run_dir):
     measured = _step_times(run_dir)
     for step, replayed in zip(w.steps, w.replayed_steps_us):
         assert replayed == pytest.approx(measured[step], rel=0.01), step
+    # the measured row's exposed communication is §4's: per step the most of any rank, the mean
+    # over steps without the first
+    exposed = _exposed(run_dir)
+    if exposed is not None and w.measured_exposed_comm_us is not None:
+        assert w.measured_exposed_comm_us == pytest.approx(exposed, rel=1e-6, abs=0.01)
     assert w.out_of_order == 0
     # the graph, not each activity's own gap, gives the time: each edge kind at its median
     # latency per rank still replays the mean step within 1%
