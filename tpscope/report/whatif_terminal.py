@@ -34,7 +34,8 @@ def render(w) -> str:
         + ", ".join(f"{k} {fmt(v)}" for k, v in inferred.items())
         + (
             " µs per rank and step (held: a start set by another stream's kernel; thread: a CPU "
-            "thread woken by another; unexplained: a gap no edge explains, not replayed)"
+            "thread woken by another thread, or on a CPU run by a collective; unexplained: a gap "
+            "no edge explains, not replayed)"
         )
         + (f"; {w.out_of_order} edges out of measured order" if w.out_of_order else "")
         + "".join(
