@@ -6,6 +6,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.test_cli import tpscope
 
 RUN = Path(__file__).resolve().parents[2] / "sample_traces" / "h200x2-nvlink-none"
@@ -111,3 +113,19 @@ def test_readme_s_what_if_example_states_what_it_prints():
     chunked = tpscope("whatif", str(RUN.parent / "h200x2-shm-chunked"), "--json")
     measured = json.loads(chunked.stdout)["measured_step_us"]
     assert f"the chunked run measured {measured / 1000:.1f} ms" in prose
+
+
+def test_report_s_tp_headroom_is_one_change_the_user_can_run(tmp_path):
+    """The layer of tests/metrics/test_whatif_fuse.py (an AG-GEMM and a GEMM-RS pair found, and a
+    decoy all-gather): an 850 µs step; hiding every all-gather and reduce-scatter leaves the three
+    GEMMs, 600 µs (by hand): at most 1.42x, by the one change the line names."""
+    from tests.kineto import write_run
+    from tests.metrics.test_whatif_fuse import _layer
+
+    run = write_run(tmp_path / "run", _layer())
+    done = tpscope("report", str(run))
+    assert done.returncode == 0, done.stderr
+    line = "What-if: hiding all TP communication: at most 1.42x (tpscope whatif "
+    assert line + "hide=all_gather,reduce_scatter;" in done.stdout
+    done = tpscope("whatif", str(run), "hide=all_gather,reduce_scatter", "--json")
+    assert json.loads(done.stdout)["changes"][0]["predicted_step_us"] == pytest.approx(600, abs=1)
