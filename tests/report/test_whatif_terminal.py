@@ -42,3 +42,20 @@ def test_an_unexplained_gap_is_named_with_the_activity_it_delayed(tmp_path):
     text = render(predict(prepare(load_run(write_run(tmp_path / "run", [r]))), []))
     assert "unexplained 500.0" in text
     assert "  unexplained: most before late 500.0 µs" in text
+
+
+def test_a_poor_fit_is_said_to_be_one(tmp_path):
+    """A kind whose residual is above 50% is named under the fit's table; one below is not."""
+    import dataclasses
+
+    from tpscope.metrics.whatif_changes import AlphaBeta
+
+    inp = prepare(load_run(write_run(tmp_path / "run", _two_ranks())))
+    w = predict(inp, [])
+    fits = [
+        AlphaBeta("all_gather", 0.0, 20.0, 12, 0.8),
+        AlphaBeta("all_reduce", 0.0, 20.0, 9, 0.45),
+    ]
+    text = render(dataclasses.replace(w, alpha_beta=fits))
+    assert "\nall_gather: residual above 50%: these transfers do not follow" in text
+    assert "all_reduce: residual" not in text

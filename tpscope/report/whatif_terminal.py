@@ -62,6 +62,7 @@ def render(w) -> str:
                     for f in w.alpha_beta
                 ],
             )
+            + _poor_fits(w.alpha_beta)
         )
     if w.pairs:
         parts.append("AG-GEMM / GEMM-RS pairs found: " + ", ".join(w.pairs))
@@ -111,6 +112,20 @@ def render(w) -> str:
         if notes:
             parts.append("\n".join(notes))
     return "\n\n".join(parts)
+
+
+POOR_FIT = 0.5  # a residual above it: the kind's transfers do not follow α + bytes·f / β
+
+
+def _poor_fits(fits) -> str:
+    poor = [f.kind for f in fits if f.residual > POOR_FIT]
+    if not poor:
+        return ""
+    return (
+        f"\n{', '.join(poor)}: residual above {POOR_FIT:.0%}: these transfers do not follow "
+        "α + bytes·f / β (waits or host work inside them, as gloo's on CPU), so what link= "
+        "(its default α) and fuse= (its chunk transfers) take from this fit is rough"
+    )
 
 
 def _short(name: str, width: int = 48) -> str:
