@@ -271,3 +271,10 @@ def test_the_last_fuse_of_a_row_gives_each_pair_its_pipeline(tmp_path):
     w = predict(inp, [parse_change("fuse=ring:1"), parse_change("fuse=copy_engine:1")])
     assert w.changes[-1].step_us == pytest.approx([656], abs=1)
     assert "fuse=ring:1: 4 of its 4 pairs fused by a later fuse=" in w.changes[-1].notes
+
+
+def test_the_same_fuse_typed_twice_fuses_once(tmp_path):
+    """fuse=copy_engine:1 twice: the row of both is the one change's 656 µs (by hand, above)."""
+    inp = prepare(load_run(write_run(tmp_path / "run", _layer())))
+    w = predict(inp, [parse_change("fuse=copy_engine:1"), parse_change("fuse=copy_engine:1")])
+    assert [p.step_us for p in w.changes] == [pytest.approx([656], abs=1)] * 3

@@ -258,14 +258,13 @@ def predict(
         # transfers first, then contention, then fuse (whose pairs' transfers it replaces);
         # a pair selected by several fuse= gets the last one's pipeline only
         fuses = [c for c in group if c.kind == "fuse"]
+        taken = {  # per fuse= (by position: the same text may be typed twice)
+            id(c): np.logical_or.reduce([selected_pairs(inp.pairs, x.target) for x in later])
+            for i, c in enumerate(fuses)
+            if (later := fuses[i + 1 :])
+        }
         for c in sorted(group, key=lambda c: ORDER.index(c.kind)):
-            later = fuses[fuses.index(c) + 1 :] if c.kind == "fuse" else []
-            taken = (
-                np.logical_or.reduce([selected_pairs(inp.pairs, x.target) for x in later])
-                if later
-                else None
-            )
-            _apply(inp, d, c, contention, base_ns, times, links, taken)
+            _apply(inp, d, c, contention, base_ns, times, links, taken.get(id(c)))
         d.notes.extend(overridden(inp.pairs, [(c.text, c.target) for c in fuses]))
         r = simulate(rg, d.dur_ns, d.transfer_ns)
         st = step_times(rg, r.start_ns, r.end_ns)
