@@ -41,10 +41,23 @@ def test_parse_each_change():
         "contention=on",
         "speed=2",
         "comm=2@",
+        "comm=1e400",  # inf
+        "link=50,1e999",
+        "link=50,-3",
+        "hide=all@tp",  # hide=all hides every group: a target would be ignored
     ],
 )
 def test_bad_change_names_itself(text):
     with pytest.raises(ChangeError, match=repr(text).replace("[", r"\[")):
+        parse_change(text)
+
+
+@pytest.mark.parametrize(
+    "text, says",
+    [("fuse=chunked:0", "CHUNKS a whole number >= 1"), ("link=50,-3", "LAT_US >= 0")],
+)
+def test_bad_change_says_which_part_is_wrong(text, says):
+    with pytest.raises(ChangeError, match=says):
         parse_change(text)
 
 
@@ -83,3 +96,24 @@ def test_contention_off_runs_an_overlapped_gemm_at_its_isolated_time(tmp_path):
     )
     assert w.measured_steps_us == pytest.approx([500])
     assert w.changes[0].step_us == pytest.approx([460])
+
+
+@pytest.mark.parametrize(
+    "label, target, holds",
+    [
+        ("3 [0,1] mesh_tp", "mesh_tp", True),
+        ("3 [0,1] mesh_tp", "TP", True),  # a text of the description, any case
+        ("3 [0,1] mesh_tp", "3", True),  # the pg name
+        ("3 [0,1] mesh_tp", "[0,1]", True),
+        ("3 [0,1] mesh_tp", "1", False),  # not pg 1 for holding rank 1
+        ("3 [0,1] mesh_tp", "0", False),
+        ("0 [0,1]", "0", True),
+        ("0 [0,1]", "default", False),
+        ("0 [0,1] default_pg", "default", True),
+        ("", "0", False),
+    ],
+)
+def test_a_group_target_is_a_name_ranks_or_a_text_of_the_description(label, target, holds):
+    from tpscope.metrics.whatif_changes import label_holds
+
+    assert label_holds(label, target) is holds

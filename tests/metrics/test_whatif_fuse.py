@@ -3,6 +3,7 @@ ranges, and the chunk pipeline's makespan on inputs whose schedule is worked out
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from tests.kineto import Collective, RankTrace, write_run
@@ -216,3 +217,64 @@ def test_a_shape_measured_slowdown_comes_before_the_overall_one(tmp_path):
     src = ContentionSource(0.1, "a chunked run", "sm", {}, {COLL: 0.1}, {(piece, COLL): 1.0})
     w = predict(inp, [parse_change("fuse=chunked:2")], src)
     assert w.changes[0].step_us == pytest.approx([520], abs=1)
+
+
+def _pairs(layers: list[str]):
+    from tpscope.metrics.whatif_fuse import Pairs
+
+    n = len(layers)
+    idx = np.arange(n)
+    return Pairs(
+        np.array([AG] * n, object), idx, idx, idx, np.array(layers, object), -1 - idx, -1 - idx
+    )
+
+
+LAYERS = ["block0.attn.qkv", "block0.attn.qkv.bwd", "block1.mlp.fc1", "head"]
+
+
+def test_layers_select_pairs_by_prefix_and_a_later_fuse_takes_them_over():
+    from tpscope.metrics.whatif_fuse import overridden, selected_pairs
+
+    p = _pairs(LAYERS)
+    assert selected_pairs(p, "block0").tolist() == [True, True, False, False]
+    assert selected_pairs(p, "head,block1.mlp").tolist() == [False, False, True, True]
+    assert selected_pairs(p, None).all()
+    assert overridden(p, [("fuse=ring@block0", "block0"), ("fuse=chunked:2", None)]) == [
+        "fuse=ring@block0: 2 of its 2 pairs fused by a later fuse="
+    ]
+    assert overridden(p, [("fuse=chunked:2", None), ("fuse=ring@block0", "block0")]) == [
+        "fuse=chunked:2: 2 of its 4 pairs fused by a later fuse="
+    ]
+    assert overridden(p, [("fuse=ring@head", "head"), ("fuse=chunked@block1", "block1")]) == []
+
+
+def test_why_no_pair_is_selected():
+    from types import SimpleNamespace
+
+    from tpscope.metrics.whatif_fuse import no_pair_reason
+
+    p = _pairs(LAYERS)
+    assert "the pairs found: block0.attn.qkv, block0.attn.qkv.bwd, block1.mlp.fc1, head" in (
+        no_pair_reason(p, None, "block9")
+    )
+    fused = SimpleNamespace(fusion_by_layer={"a": {"mode": "chunked"}, "b": {"mode": "none"}})
+    assert "fused already (its manifest's modes: chunked)" in no_pair_reason(
+        _pairs([]), fused, None
+    )
+    assert "a run fused already has none" in no_pair_reason(_pairs([]), None, None)
+
+
+def test_the_last_fuse_of_a_row_gives_each_pair_its_pipeline(tmp_path):
+    """fuse=ring:1 then fuse=copy_engine:1 on every pair: the row is copy_engine's 656 µs (by
+    hand, above) and says that ring's pairs went to the later change."""
+    inp = prepare(load_run(write_run(tmp_path / "run", _layer())))
+    w = predict(inp, [parse_change("fuse=ring:1"), parse_change("fuse=copy_engine:1")])
+    assert w.changes[-1].step_us == pytest.approx([656], abs=1)
+    assert "fuse=ring:1: 4 of its 4 pairs fused by a later fuse=" in w.changes[-1].notes
+
+
+def test_the_same_fuse_typed_twice_fuses_once(tmp_path):
+    """fuse=copy_engine:1 twice: the row of both is the one change's 656 µs (by hand, above)."""
+    inp = prepare(load_run(write_run(tmp_path / "run", _layer())))
+    w = predict(inp, [parse_change("fuse=copy_engine:1"), parse_change("fuse=copy_engine:1")])
+    assert [p.step_us for p in w.changes] == [pytest.approx([656], abs=1)] * 3

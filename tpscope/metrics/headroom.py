@@ -25,7 +25,7 @@ def headroom(run: Run) -> Headroom | None:
     inp = prepare(run)
     kinds = sorted({"all_gather" if k == "ag_gemm" else "reduce_scatter" for k in inp.pairs.kind})
     texts, what = (
-        ([f"hide={k}" for k in kinds], "all TP communication")
+        ([f"hide={','.join(kinds)}"], "all TP communication")
         if kinds
         else (["hide=all"], "all communication")
     )

@@ -16,11 +16,15 @@ from tpscope.metrics.contention import comm_overlap_fraction
 from tpscope.metrics.critical_path import PathGraph, critical_paths, path_graph
 from tpscope.metrics.gemm import GemmFinder, Samples
 from tpscope.metrics.replay import replay_graph, simulate
-from tpscope.metrics.replay_measures import carried_by_kind, median_latencies, step_times
+from tpscope.metrics.replay_measures import (
+    carried_by_kind,
+    carried_by_name,
+    median_latencies,
+    step_times,
+)
 from tpscope.metrics.whatif_changes import (
     ASSUMED_SLOWDOWN,
     KINDS,
-    SM_MODES,
     AlphaBeta,
     Change,
     ChangeError,
@@ -34,6 +38,15 @@ from tpscope.metrics.whatif_changes import (
     run_samples,
     select_rows,
 )
+from tpscope.metrics.whatif_contention import (
+    BESIDE_WORDS,
+    COLL,
+    P2P,
+    ContentionSource,
+    contention_source,
+    measured_contention,
+    transfer_kind,
+)
 from tpscope.metrics.whatif_fuse import (
     AG,
     RS,
@@ -42,7 +55,10 @@ from tpscope.metrics.whatif_fuse import (
     apply_fuse,
     find_pairs,
     is_sm_mode,
+    no_pair_reason,
+    overridden,
     pair_names,
+    selected_pairs,
 )
 from tpscope.trace import ActivityClass, Run
 
@@ -87,20 +103,6 @@ def prepare(run: Run, align: str = "auto") -> Inputs:
 
 
 @dataclass(frozen=True, slots=True)
-class ContentionSource:
-    """What `fuse=` takes from a fused run of the same regime (`--contention-from`)."""
-
-    slowdown: float  # measured_contention
-    source: str  # what it was measured on
-    transfers: str  # "sm" or "copy" (transfer_kind): the fuse modes it applies to
-    fits: dict = field(default_factory=dict)  # its α-β fit per kind: chunk transfers beside GEMMs
-    # the slowdown of its GEMMs beside point-to-point transfers ("p2p": send/recv, a ring's
-    # pieces) and beside the others ("coll"), and per (GEMM shape, that kind)
-    by_beside: dict = field(default_factory=dict)
-    by_shape: dict = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
 class Prediction:
     change: str
     predicted_step_us: float | None
@@ -126,9 +128,11 @@ class WhatIf:
     # the identity with each edge kind's median latency per rank instead of each activity's own
     median_latency_error: float | None
     inferred_us_per_step: dict  # per rank and step: time inferred or unexplained edges carried
+    inferred_top: dict  # per edge kind: [(activity or call name, µs per rank and step)], largest
     out_of_order: int
     replay_ms: float
     tokens_per_s: float | None
+    measured_exposed_comm_us: float | None  # as Prediction.exposed_comm_us, on the measured times
     alpha_beta: list[AlphaBeta]
     pairs: list[str]
     contention: dict | None
@@ -142,20 +146,23 @@ def _mean(x: list[float]) -> float | None:
 
 
 def _exposed_us(inp: Inputs, st: np.ndarray, en: np.ndarray) -> float | None:
-    """Per step, the most comm time of any rank not covered by its compute, mean over steps."""
+    """Per step, the most time of any rank during which its communication ran and none of its
+    compute did (the union of its comm activities less the union of its compute: comm on several
+    streams or threads at once, or a CPU op nested in another, counted once), mean over steps."""
     acts = inp.acts
     is_comm = acts.cls == ActivityClass.COMM
     is_comp = acts.cls == ActivityClass.COMPUTE
     per: dict[int, float] = {}
-    for pos in range(len(acts.rank_ids)):
+    for pos in range(len(acts.rank_ids)):  # a loop over ranks
         lo, hi = int(acts.rank_bounds[pos]), int(acts.rank_bounds[pos + 1])
         s, e, stp = st[lo:hi], en[lo:hi], acts.step[lo:hi]
         cover = iv.union(s[is_comp[lo:hi]], e[is_comp[lo:hi]])
         c = np.flatnonzero(is_comm[lo:hi] & (stp >= 0))
-        ex = (e[c] - s[c]) - iv.overlap_with_set(s[c], e[c], cover)
-        for k in np.unique(stp[c]).tolist():
-            v = float(ex[stp[c] == k].sum()) / NS_PER_US
-            per[k] = max(per.get(k, 0.0), v)
+        for k in np.unique(stp[c]).tolist():  # a loop over steps
+            mine = c[stp[c] == k]
+            comm = iv.union(s[mine], e[mine])
+            v = (iv.total(comm) - iv.total(iv.intersection(comm, cover))) / NS_PER_US
+            per[k] = max(per.get(k, 0.0), float(v))
     return _mean([per[k] for k in sorted(per)]) if per else None
 
 
@@ -248,9 +255,17 @@ def predict(
     for text, group in rows:
         d = Durations(rg.dur_ns.copy(), rg.transfer_ns.copy(), [])
         links = _links(group)
-        # transfers first, then contention, then fuse (whose pairs' transfers it replaces)
+        # transfers first, then contention, then fuse (whose pairs' transfers it replaces);
+        # a pair selected by several fuse= gets the last one's pipeline only
+        fuses = [c for c in group if c.kind == "fuse"]
+        taken = {  # per fuse= (by position: the same text may be typed twice)
+            id(c): np.logical_or.reduce([selected_pairs(inp.pairs, x.target) for x in later])
+            for i, c in enumerate(fuses)
+            if (later := fuses[i + 1 :])
+        }
         for c in sorted(group, key=lambda c: ORDER.index(c.kind)):
-            _apply(inp, d, c, contention, base_ns, times, links)
+            _apply(inp, d, c, contention, base_ns, times, links, taken.get(id(c)))
+        d.notes.extend(overridden(inp.pairs, [(c.text, c.target) for c in fuses]))
         r = simulate(rg, d.dur_ns, d.transfer_ns)
         st = step_times(rg, r.start_ns, r.end_ns)
         mean = _mean(st.step_us)
@@ -280,9 +295,11 @@ def predict(
         identity_max_step_error=max(errs) if errs else None,
         median_latency_error=(med_mean - m_mean) / m_mean if m_mean and med_mean else None,
         inferred_us_per_step=carried,
+        inferred_top=carried_by_name(rg, *_names(inp)),
         out_of_order=ident.out_of_order,
         replay_ms=replay_ms,
         tokens_per_s=tokens_per_s,
+        measured_exposed_comm_us=_exposed_us(inp, inp.acts.start_ns, inp.acts.end_ns),
         alpha_beta=list(inp.fits.values()),
         pairs=pair_names(inp.pairs, inp.gemms),
         contention=(
@@ -300,15 +317,32 @@ def predict(
     )
 
 
-ORDER = ("comm", "link", "hide", "contention", "fuse")
+def _names(inp: Inputs) -> tuple[np.ndarray, np.ndarray]:
+    """Per activity its name; per runtime call (the replay's order) the CPU op that made it."""
+    acts = inp.acts
+    strings = np.array(acts.strings + ("",), dtype=object)
+    names = strings[np.where(acts.name >= 0, acts.name, len(acts.strings))]
+    cpu = []
+    for pos in range(len(inp.rg.cpu_base)):  # a loop over ranks
+        c = inp.graph.rank(pos).cpu
+        own = np.array(c.strings + ("",), dtype=object)
+        cpu.append(own[np.where(c.op >= 0, c.op, len(c.strings))])
+    return names, np.concatenate(cpu) if cpu else np.zeros(0, object)
+
+
+ORDER = ("link", "comm", "hide", "contention", "fuse")  # comm= and hide= scale what link= gives
 
 
 def _links(group: list[Change]) -> dict:
     """The link= changes of one row that time a whole kind (untargeted: "*"), by kind."""
     out = {}
     for c in group:
-        if c.kind == "link" and (c.target is None or c.target in KINDS):
-            out[c.target or "*"] = (c.gbps, c.lat_us)
+        if c.kind != "link":
+            continue
+        parts = c.target.split(",") if c.target else ["*"]
+        for k in parts:
+            if k == "*" or k in KINDS:
+                out[k] = (c.gbps, c.lat_us)
     return out
 
 
@@ -320,6 +354,7 @@ def _apply(
     base_ns: np.ndarray,
     times,
     links: dict | None = None,
+    taken: np.ndarray | None = None,  # fuse=: pairs a later fuse= of the row fuses instead
 ) -> None:
     rg = inp.rg
     if c.kind in ("comm", "hide", "link"):
@@ -338,20 +373,16 @@ def _apply(
         )
         return
     pairs = inp.pairs
-    if c.target:
-        wanted = set(c.target.split(","))
-        keep = np.array(
-            [
-                lay in wanted or any(lay.startswith(w) for w in wanted)
-                for lay in pairs.layer.tolist()
-            ],
-            bool,
-        )
-        pairs = type(pairs)(*(getattr(pairs, f)[keep] for f in pairs.__dataclass_fields__))
-    if len(pairs) == 0:
+    keep = selected_pairs(inp.pairs, c.target)
+    if not keep.any():
         raise ChangeError(
-            f"CHANGE {c.text!r}: no AG-GEMM or GEMM-RS pair found in this run{' for ' + c.target if c.target else ''}"
+            f"CHANGE {c.text!r}: {no_pair_reason(inp.pairs, inp.run.manifest, c.target)}"
         )
+    if taken is not None:
+        keep &= ~taken
+        if not keep.any():
+            return
+    pairs = type(pairs)(*(getattr(pairs, f)[keep] for f in pairs.__dataclass_fields__))
     sm = is_sm_mode(c.mode)
     kind = "sm" if sm else "copy"
     same = contention is not None and contention.transfers == kind
@@ -419,86 +450,6 @@ def _apply(
         + ", ".join(f"{r} x{k}" for k, r in sorted((v, r) for r, v in times.rules.items()))
     )
     times.rules.clear()
-
-
-def transfer_kind(inp: Inputs) -> str:
-    """Whether a fused run's transfers take SMs ("sm": NCCL or ring kernels) or copy engines
-    ("copy"): by its manifest's modes, else by the share of its comm time in `Memcpy` activities."""
-    m = inp.run.manifest
-    layers = (m.fusion_by_layer or {}) if m is not None else {}
-    modes = [v.get("mode") for v in layers.values() if isinstance(v, dict)]
-    modes = [x for x in modes if x and x != "none"]
-    if modes:
-        copy = sum(x not in SM_MODES for x in modes)
-        return "copy" if copy * 2 > len(modes) else "sm"
-    acts = inp.acts
-    names = np.array(acts.strings + ("",), dtype=object)
-    comm = np.flatnonzero(inp.rg.is_comm)
-    dur = (acts.end_ns - acts.start_ns)[comm]
-    is_copy = np.array([str(x).startswith("Memcpy") for x in names[acts.name[comm]]], bool)
-    return "copy" if dur[is_copy].sum() * 2 > dur.sum() else "sm"
-
-
-P2P, COLL = "p2p", "coll"
-BESIDE_WORDS = {P2P: "beside send/recv", COLL: "beside collectives"}
-
-
-def _slowdown(dur: np.ndarray, base: np.ndarray) -> float | None:
-    """metrics.md §11: Σ(dur − baseline) / Σ baseline."""
-    den = float(base.sum())
-    return float((dur - base).sum()) / den if den > 0 else None
-
-
-def _beside_rows(inp: Inputs, reference: Inputs | None):
-    """(GEMMs beside comm with a baseline, and per GEMM: duration, baseline, whether most of the
-    communication beside it was point-to-point)."""
-    pools = [inp.samples, reference.samples if reference is not None else {}]
-    base = gemm_baselines_ns(inp.gemms, pools)
-    rows = inp.gemms.act
-    b = base[inp.gemms.shape]
-    f = inp.overlap_f[rows]
-    hit = (f >= 0.5) & np.isfinite(b) & (inp.acts.step[rows] >= 0)
-    p2p_rows = inp.rg.is_comm & (inp.comm.row_kind == "send_recv")
-    f_p2p = comm_overlap_fraction(inp.acts, p2p_rows)[rows] if p2p_rows.any() else 0.0 * f
-    dur = (inp.acts.end_ns - inp.acts.start_ns)[rows].astype(float)
-    return np.flatnonzero(hit), dur, b, f_p2p * 2 > f
-
-
-def measured_contention(inp: Inputs, reference: Inputs | None = None) -> float | None:
-    """The GEMM slowdown beside communication measured on a (fused) run (`_slowdown`) over its
-    GEMMs that overlapped comm (f >= 0.5, §8) and have a §8 baseline (its own isolated samples,
-    then `reference`'s)."""
-    hit, dur, b, _ = _beside_rows(inp, reference)
-    return _slowdown(dur[hit], b[hit]) if len(hit) else None
-
-
-def contention_source(inp: Inputs, reference: Inputs | None, label: str) -> ContentionSource | None:
-    """What `--contention-from` takes from the fused run `inp` (metrics.md §11): its slowdown
-    beside communication, overall, by the kind of transfer beside the GEMMs (send/recv or
-    collectives) and per GEMM shape and that kind; its α-β fit. None without a GEMM beside comm
-    with a baseline."""
-    hit, dur, b, p2p = _beside_rows(inp, reference)
-    if not len(hit):
-        return None
-    shapes = inp.gemms.shapes
-    sid = inp.gemms.shape
-    by_beside, by_shape = {}, {}
-    for beside, mask in ((P2P, p2p[hit]), (COLL, ~p2p[hit])):
-        rows = hit[mask]
-        if len(rows) and (s := _slowdown(dur[rows], b[rows])) is not None:
-            by_beside[beside] = s
-        for k in np.unique(sid[rows]).tolist():  # a loop over distinct shapes
-            one = rows[sid[rows] == k]
-            if (s := _slowdown(dur[one], b[one])) is not None:
-                by_shape[(shapes[k], beside)] = s
-    return ContentionSource(
-        _slowdown(dur[hit], b[hit]) or 0.0,
-        label,
-        transfer_kind(inp),
-        inp.fits,
-        by_beside,
-        by_shape,
-    )
 
 
 __all__ = [

@@ -56,19 +56,19 @@ def parse_change(text: str) -> Change:
     if not sep or (at and target is None):
         raise bad
     if key == "comm":
-        if not re.fullmatch(_NUM, value) or float(value) < 0:
+        if not re.fullmatch(_NUM, value) or not 0 <= float(value) < np.inf:
             raise bad
         return Change(text, "comm", factor=float(value), target=target)
     if key == "link":
         parts = value.split(",")
         if not 1 <= len(parts) <= 2 or not all(re.fullmatch(_NUM, p) for p in parts):
             raise bad
-        if float(parts[0]) <= 0:
+        if float(parts[0]) <= 0 or not all(np.isfinite(float(p)) for p in parts):
             raise bad
         lat = float(parts[1]) if len(parts) == 2 else None
         return Change(text, "link", gbps=float(parts[0]), lat_us=lat, target=target)
     if key == "hide":
-        if not value:
+        if not value or (value == "all" and target):
             raise bad
         return Change(text, "hide", target=None if value == "all" else value)
     if key == "fuse":
@@ -99,9 +99,10 @@ def parse_change(text: str) -> Change:
 _ALL = "one of comm=FACTOR[@GROUP|KIND], link=GBPS[,LAT_US][@GROUP|KIND], hide=all|GROUP|KIND, fuse=MODE[:CHUNKS][:no-bwd][@LAYERS], contention=off"
 _USAGE = {
     "comm": "expected comm=FACTOR[@GROUP|KIND], FACTOR >= 0",
-    "link": "expected link=GBPS[,LAT_US][@GROUP|KIND], GBPS > 0",
-    "hide": "expected hide=all|GROUP|KIND",
-    "fuse": f"expected fuse=MODE[:CHUNKS][:no-bwd][@LAYERS], MODE one of {', '.join(FUSE_MODES)}",
+    "link": "expected link=GBPS[,LAT_US][@GROUP|KIND], GBPS > 0 and LAT_US >= 0 (numbers)",
+    "hide": "expected hide=all|GROUP|KIND (no @)",
+    "fuse": f"expected fuse=MODE[:CHUNKS][:no-bwd][@LAYERS], MODE one of {', '.join(FUSE_MODES)}, "
+    "CHUNKS a whole number >= 1",
     "contention": "expected contention=off",
 }
 
@@ -133,6 +134,13 @@ def comm_table(acts, match: CollectiveMatch) -> Comm:
     row_group = groups[np.where(acts.group >= 0, acts.group, len(acts.strings))]
     inst_kind = [collective_kind(c) or "" for c in match.collective]
     inst_group = list(match.group) if match.group else [""] * match.n_instances
+    # a matched row's label is its instance's (§5: "pg [ranks] description"), which names the
+    # group where the row's own label has only its id and ranks
+    inst = np.asarray(match.instance)
+    labelled = np.flatnonzero(inst >= 0)
+    if len(labelled) and match.group:
+        own = np.array(inst_group, dtype=object)[inst[labelled]]
+        row_group[labelled] = np.where(own != "", own, row_group[labelled])
     factor = np.array(
         [busbw_factor(k or None, int(n)) or np.nan for k, n in zip(inst_kind, match.group_size)]
     )
@@ -140,20 +148,41 @@ def comm_table(acts, match: CollectiveMatch) -> Comm:
 
 
 def select_rows(comm: Comm, is_comm: np.ndarray, target: str | None, spec: str) -> np.ndarray:
-    """Comm rows a change applies to: all, a collective kind, or groups whose label holds
-    `target`. Raises ChangeError when nothing matches."""
+    """Comm rows a change applies to: all, or those of any of the comma-separated targets, each a
+    collective kind or a text a group's label holds (any case). Raises ChangeError naming a
+    target that selects nothing."""
     if target is None:
         sel = is_comm.copy()
-    elif target in KINDS:
-        sel = is_comm & (comm.row_kind == target)
-    else:
-        low = target.lower()
-        sel = is_comm & np.array([low in g.lower() for g in comm.row_group.tolist()], bool)
-    if not sel.any():
-        raise ChangeError(
-            f"CHANGE {spec!r}: no communication of {target or 'any kind'} in this run"
-        )
+        if not sel.any():
+            raise ChangeError(f"CHANGE {spec!r}: no communication of any kind in this run")
+        return sel
+    sel = np.zeros(len(is_comm), bool)
+    labels = comm.row_group.tolist()
+    for part in re.split(r",(?![^\[]*\])", target):  # commas outside a label's [ranks]
+        if part in KINDS:
+            one = is_comm & (comm.row_kind == part)
+        else:
+            holds = {g: label_holds(g, part) for g in set(labels)}  # per distinct label
+            one = is_comm & np.array([holds[g] for g in labels], bool)
+        if not one.any():
+            raise ChangeError(f"CHANGE {spec!r}: no communication of {part} in this run")
+        sel |= one
     return sel
+
+
+_LABEL = re.compile(r"^(\S+)(?: (\[[^\]]*\]))?(?: (.*))?$")
+
+
+def label_holds(label: str, target: str) -> bool:
+    """Whether a §5 group label ("pg [ranks] description") is selected by `target`: its pg name
+    or its ranks exactly, the whole label, or a text of its description, in any case (`1` is pg
+    1, not every group with rank 1)."""
+    m = _LABEL.match(label)
+    if not label or m is None:
+        return False
+    name, ranks, desc = m.group(1), m.group(2) or "", m.group(3) or ""
+    t = target.lower()
+    return t in (name.lower(), ranks.lower(), label.lower()) or (bool(desc) and t in desc.lower())
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,5 +311,6 @@ __all__ = [
     "comm_table",
     "fit_alpha_beta",
     "parse_change",
+    "label_holds",
     "select_rows",
 ]

@@ -345,6 +345,59 @@ def is_sm_mode(mode: str) -> bool:
     return mode in SM_MODES
 
 
+def selected_pairs(pairs: Pairs, target: str | None) -> np.ndarray:
+    """Which pairs a fuse= change selects: all, or those whose layer is one of `@LAYERS` (comma
+    separated) or starts with one of them."""
+    layers = pairs.layer.tolist()
+    if not target:
+        return np.ones(len(layers), bool)
+    wanted = set(target.split(","))
+    return np.array(
+        [lay in wanted or any(lay.startswith(w) for w in wanted) for lay in layers], bool
+    )
+
+
+def no_pair_reason(pairs: Pairs, manifest, target: str | None) -> str:
+    """Why a fuse= change selects no pair, in one line: no layer of `@LAYERS`, a run its manifest
+    (§9) records as fused, or no collective and GEMM of the pattern."""
+    if target and len(pairs):
+        found = sorted(set(pairs.layer.tolist()) - {""})
+        shown = ", ".join(found[:8]) + (f", ... ({len(found)} layers)" if len(found) > 8 else "")
+        return (
+            f"no AG-GEMM or GEMM-RS pair of the layers {target} in this run (the pairs found: "
+            f"{shown or 'found by pattern, without a layer name'})"
+        )
+    layers = (manifest.fusion_by_layer or {}) if manifest is not None else {}
+    modes = sorted(
+        {v.get("mode") for v in layers.values() if isinstance(v, dict)} - {None, "", "none"}
+    )
+    if modes:
+        return (
+            "no AG-GEMM or GEMM-RS pair found in this run: it is fused already (its manifest's "
+            f"modes: {', '.join(modes)}); predict from its unfused run"
+        )
+    return (
+        "no AG-GEMM or GEMM-RS pair found in this run (an all-gather whose whole output is the "
+        "next GEMM's input, or a GEMM whose whole output is the next reduce-scatter's input; a "
+        "run fused already has none: its collectives move chunks)"
+    )
+
+
+def overridden(pairs: Pairs, fuses: list[tuple[str, str | None]]) -> list[str]:
+    """Notes for a row with several fuse= changes ((text, @LAYERS) in the order applied): the
+    pairs a later one takes over from an earlier one (a pair gets the last one's pipeline)."""
+    notes = []
+    for i, (text, target) in enumerate(fuses):
+        mine = selected_pairs(pairs, target)
+        later = np.zeros_like(mine)
+        for _t, other in fuses[i + 1 :]:
+            later |= selected_pairs(pairs, other)
+        n = int((mine & later).sum())
+        if n:
+            notes.append(f"{text}: {n} of its {int(mine.sum())} pairs fused by a later fuse=")
+    return notes
+
+
 __all__ = [
     "AG",
     "RS",
@@ -353,6 +406,9 @@ __all__ = [
     "apply_fuse",
     "beside_ns",
     "find_pairs",
+    "no_pair_reason",
+    "overridden",
     "pair_names",
     "pipeline_ns",
+    "selected_pairs",
 ]

@@ -19,7 +19,9 @@ replaces each AG-GEMM / GEMM-RS pair by a chunk pipeline (MODE: chunked, ring, c
 host_staged; the backward's weight gradient beside the transfers as the runtime runs it, unless
 no-bwd);
 contention=off runs every overlapped GEMM at its isolated time. KIND: all_gather, reduce_scatter,
-all_reduce, all_to_all, broadcast, send_recv."""
+all_reduce, all_to_all, broadcast, send_recv; GROUP: a process group's name or [ranks], or a text
+of its description (any case); several targets comma-separated (@all_gather,reduce_scatter; fuse=:
+@block0,head)."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -65,11 +67,17 @@ def whatif_folder(
     inp = prepare(run, align)
     contention, extra = None, None
     if contention_from is not None:
-        other = prepare(load_run(contention_from, workers=workers), align)
+        try:
+            other_run = load_run(contention_from, workers=workers)
+        except UserError as exc:
+            raise UserError(f"--contention-from {exc}") from None
+        other = prepare(other_run, align)
         contention = contention_source(other, inp, str(contention_from))
         if contention is None:
             raise UserError(
-                f"--contention-from {contention_from}: no GEMM beside communication with a baseline"
+                f"--contention-from {contention_from}: no GEMM beside communication with an "
+                "isolated baseline (metrics.md §8) to measure the slowdown on; name a fused run "
+                "of the same regime"
             )
         extra = other.samples
     cal = calibration_path(run_dir) if isinstance(run_dir, Path) else None
@@ -82,8 +90,12 @@ def whatif_folder(
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.workers is not None and args.workers < 1:
+        raise UserError(f"--workers must be >= 1, not {args.workers}")
     out = out_file_in_folder(Path(args.out), OUT_NAME, args.overwrite) if args.out else None
     ref = Path(args.contention_from) if args.contention_from else None
+    if ref is not None and not ref.exists():
+        raise UserError(f"--contention-from {ref}: no such file or folder")
     w = whatif_folder(Path(args.run_dir), args.changes, ref, args.align, args.workers)
     if args.json or out is not None:
         from tpscope.jsonable import dumps

@@ -34,9 +34,17 @@ def render(w) -> str:
         + ", ".join(f"{k} {fmt(v)}" for k, v in inferred.items())
         + (
             " µs per rank and step (held: a start set by another stream's kernel; thread: a CPU "
-            "thread woken by another; unexplained: a gap no edge explains, not replayed)"
+            "thread woken by another thread, or on a CPU run by a collective; unexplained: a gap "
+            "no edge explains, not replayed)"
         )
         + (f"; {w.out_of_order} edges out of measured order" if w.out_of_order else "")
+        + "".join(
+            f"\n  {k}: most before "
+            + ", ".join(f"{_short(name)} {fmt(us)}" for name, us in top)
+            + " µs"
+            for k, top in w.inferred_top.items()
+            if top
+        )
     )
     if w.alpha_beta:
         parts.append(
@@ -54,6 +62,7 @@ def render(w) -> str:
                     for f in w.alpha_beta
                 ],
             )
+            + _poor_fits(w.alpha_beta)
         )
     if w.pairs:
         parts.append("AG-GEMM / GEMM-RS pairs found: " + ", ".join(w.pairs))
@@ -80,7 +89,7 @@ def render(w) -> str:
                 fmt(w.measured_step_us),
                 "1.000x",
                 "-" if w.tokens_per_s is None else f"{w.tokens_per_s:,.0f}",
-                "",
+                fmt(w.measured_exposed_comm_us),
                 _path_text(m),
             ],
         )
@@ -103,6 +112,24 @@ def render(w) -> str:
         if notes:
             parts.append("\n".join(notes))
     return "\n\n".join(parts)
+
+
+POOR_FIT = 0.5  # a residual above it: the kind's transfers do not follow α + bytes·f / β
+
+
+def _poor_fits(fits) -> str:
+    poor = [f.kind for f in fits if f.residual > POOR_FIT]
+    if not poor:
+        return ""
+    return (
+        f"\n{', '.join(poor)}: residual above {POOR_FIT:.0%}: these transfers do not follow "
+        "α + bytes·f / β (waits or host work inside them, as gloo's on CPU), so what link= "
+        "(its default α) and fuse= (its chunk transfers) take from this fit is rough"
+    )
+
+
+def _short(name: str, width: int = 48) -> str:
+    return name if len(name) <= width else name[: width - 3] + "..."
 
 
 def _steps_ms(steps: list[float]) -> str:
