@@ -218,12 +218,20 @@ class PathGraph:
                 self._built.popitem(last=False)
         return part
 
+    def _by_rank(self, seg: PathSegments, use: np.ndarray, out: np.ndarray, value) -> np.ndarray:
+        """`out` with `value(rank graph, selected segments)` filled in for the segments `use`
+        selects, a rank at a time (a loop over the ranks on the path, not over segments)."""
+        hit = np.flatnonzero(use)
+        pos = seg.rank_pos[hit]
+        for p in np.unique(pos).tolist():
+            sel = hit[pos == p]
+            out[sel] = value(self.rank(p), sel)
+        return out
+
     def call_threads(self, seg: PathSegments) -> np.ndarray:
         """Per segment: the CPU thread of its call, -1 for a segment without one."""
         out = np.full(len(seg.call), -1, np.int64)
-        for k in np.flatnonzero(seg.call >= 0).tolist():
-            out[k] = self.rank(int(seg.rank_pos[k])).cpu.tid[seg.call[k]]
-        return out
+        return self._by_rank(seg, seg.call >= 0, out, lambda g, k: g.cpu.tid[seg.call[k]])
 
     def labels(self, seg: PathSegments) -> np.ndarray:
         """Per segment: the op or user range naming its host time (an object array), "" for a
@@ -231,17 +239,23 @@ class PathGraph:
         out = np.full(len(seg.row), "", dtype=object)
         if seg.label is None:
             return out
-        for k in np.flatnonzero(seg.label >= 0).tolist():
-            out[k] = self.rank(int(seg.rank_pos[k])).names.strings[seg.label[k]]
-        return out
+        return self._by_rank(
+            seg, seg.label >= 0, out, lambda g, k: _objects(g.names.strings)[seg.label[k]]
+        )
 
     def call_ops(self, seg: PathSegments) -> np.ndarray:
         """Per segment: the CPU op of its call (an object array), "" for a segment without one."""
         out = np.full(len(seg.call), "", dtype=object)
-        for k in np.flatnonzero(seg.call >= 0).tolist():
-            cpu = self.rank(int(seg.rank_pos[k])).cpu
-            out[k] = cpu.strings[cpu.op[seg.call[k]]]
-        return out
+        return self._by_rank(
+            seg, seg.call >= 0, out, lambda g, k: _objects(g.cpu.strings)[g.cpu.op[seg.call[k]]]
+        )
+
+
+def _objects(strings: Sequence[str]) -> np.ndarray:
+    """`strings` as an object array (indexed by arrays without copying the strings)."""
+    out = np.empty(len(strings), dtype=object)
+    out[:] = strings
+    return out
 
 
 def lane_predecessors(lane: np.ndarray, start: np.ndarray) -> np.ndarray:
@@ -921,17 +935,15 @@ def segment_records(
     on_gpu = (row >= 0) & (thread < 0)
     lane_labels = np.array(acts.lane_labels + ("",), dtype=object)
     rank_ids = np.array(acts.rank_ids, np.int64)[pos]
-    where = np.where(
-        on_gpu,
-        lane_labels[np.where(on_gpu, acts.lane[np.maximum(row, 0)], -1)],
-        np.char.add(
-            np.char.add("rank ", rank_ids.astype(str)),
-            np.char.add(
-                " cpu thread ",
-                np.where(thread >= 0, thread, graph.call_threads(seg)).astype(str),
-            ),
-        ),
-    )
+    where = lane_labels[np.where(on_gpu, acts.lane[np.maximum(row, 0)], -1)]
+    host = np.flatnonzero(~on_gpu)
+    if len(host):  # "rank R cpu thread T", written once per (rank, thread) on the path
+        tid = np.where(thread >= 0, thread, graph.call_threads(seg))[host]
+        pairs, inverse = np.unique(
+            np.stack([rank_ids[host], tid], axis=1), axis=0, return_inverse=True
+        )
+        texts = _objects([f"rank {r} cpu thread {t}" for r, t in pairs.tolist()])
+        where[host] = texts[inverse.ravel()]
     strings = np.array(acts.strings + ("",), dtype=object)
     name_id = acts.name[np.maximum(row, 0)] if len(acts) else np.zeros(len(row), np.int64)
     name = np.where(
@@ -1011,17 +1023,13 @@ def _host_ops(seg: PathSegments, dur: np.ndarray, graph: PathGraph) -> dict[str,
     mine = np.flatnonzero(
         own & ((seg.row < 0) | (seg.thread >= 0 if seg.thread is not None else False))
     )
-    labels = graph.labels(seg)
-    for k in mine.tolist():  # the host segments of CPU threads
-        pos = int(seg.rank_pos[k])
-        if labels[k]:
-            name = labels[k]
-        elif seg.call[k] >= 0:
-            cpu = graph.rank(pos).cpu
-            name = cpu.strings[int(cpu.op[seg.call[k]])]
-        else:
-            name = graph.acts.strings[int(graph.acts.name[seg.row[k]])]
-        total[name] = total.get(name, 0.0) + float(dur[k])
+    labels = graph.labels(seg)[mine]
+    ops = graph.call_ops(seg)[mine]
+    acts = graph.acts
+    own_name = _objects(acts.strings)[acts.name[seg.row[mine]]] if len(acts) else ops
+    names = np.where(labels != "", labels, np.where(seg.call[mine] >= 0, ops, own_name))
+    for name, pos, d in zip(names.tolist(), seg.rank_pos[mine].tolist(), dur[mine].tolist()):
+        total[name] = total.get(name, 0.0) + float(d)
         first[name] = min(first.get(name, pos), pos)
     ranked = sorted(total, key=lambda n: (-total[n], first[n], n))[:10]
     return {n: total[n] / NS_PER_US for n in ranked if total[n] > 0}
