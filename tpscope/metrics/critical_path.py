@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import itertools
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -134,6 +135,7 @@ class CpuThreads:
     # per thread, in call order: (its first call, its tid, the calls that launched an activity or
     # waited for one, their ends)
     workers: tuple = ()
+    string_objects: np.ndarray | None = None  # `strings` as an object array
 
     def __len__(self) -> int:
         return len(self.start_ns)
@@ -240,14 +242,14 @@ class PathGraph:
         if seg.label is None:
             return out
         return self._by_rank(
-            seg, seg.label >= 0, out, lambda g, k: _objects(g.names.strings)[seg.label[k]]
+            seg, seg.label >= 0, out, lambda g, k: g.names.string_objects[seg.label[k]]
         )
 
     def call_ops(self, seg: PathSegments) -> np.ndarray:
         """Per segment: the CPU op of its call (an object array), "" for a segment without one."""
         out = np.full(len(seg.call), "", dtype=object)
         return self._by_rank(
-            seg, seg.call >= 0, out, lambda g, k: _objects(g.cpu.strings)[g.cpu.op[seg.call[k]]]
+            seg, seg.call >= 0, out, lambda g, k: g.cpu.string_objects[g.cpu.op[seg.call[k]]]
         )
 
 
@@ -453,7 +455,11 @@ def cpu_threads(
         if len(rows):
             workers.append((lo, int(tid[lo]), rows, threads.end_ns[rows]))
     threads = dataclasses.replace(
-        threads, launched=launched, prev_ahead=prev_ahead, workers=tuple(workers)
+        threads,
+        launched=launched,
+        prev_ahead=prev_ahead,
+        workers=tuple(workers),
+        string_objects=_objects(strings),
     )
     return threads, launch_call
 
@@ -633,9 +639,13 @@ class _Segments:
             cuts, calls = merged, owner[:-1]
         bounds = np.concatenate([[lo], cuts, [hi]])
         owner = np.append(calls, named_by)
-        strings = np.array((names.strings if names is not None else ()) + ("",), dtype=object)
-        call_op = np.array(cpu.strings, dtype=object)[cpu.op[owner]]
-        key = np.where(label >= 0, strings[label], call_op)  # a name, else the call's op
+        call_op = cpu.string_objects[cpu.op[owner]]
+        # a name, else the call's op
+        key = (
+            np.where(label >= 0, names.string_objects[label], call_op)
+            if names is not None
+            else call_op
+        )
         change = np.append(key[1:] != key[:-1], True)  # keep the last piece of each run of one name
         run_start = np.concatenate([[0], np.flatnonzero(change)[:-1] + 1])
         ends = np.flatnonzero(change)
@@ -654,7 +664,9 @@ class _Segments:
             )
 
     def arrays(self) -> PathSegments:
-        a = np.array(self.rows, np.int64).reshape(len(self.rows), 10)
+        a = np.fromiter(
+            itertools.chain.from_iterable(self.rows), np.int64, count=10 * len(self.rows)
+        ).reshape(len(self.rows), 10)
         return PathSegments(
             a[:, 0],
             a[:, 1],

@@ -45,13 +45,21 @@ class HostNames:
     # tid -> (starts, ends): the thread's busy time, the union of its CPU ops and runtime calls
     # (user ranges do not count: a thread blocked in `backward()` may sit in one)
     busy: dict | None = None
+    # tid -> the thread's busy time before each of its busy intervals (one more than them)
+    busy_before: dict | None = None
+    # `strings` and "" after them as an object array (index -1: ""), for indexing by arrays
+    string_objects: np.ndarray | None = None
 
     def busy_ns(self, tid: int, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """Per stretch [lo, hi]: how long thread `tid` ran CPU ops or runtime calls in it."""
         if self.busy is None or int(tid) not in self.busy:
             return np.zeros(len(lo), np.int64)
         s, e = self.busy[int(tid)]
-        done = np.concatenate([[0], np.cumsum(e - s)])  # busy time before each interval
+        done = (
+            self.busy_before[int(tid)]
+            if self.busy_before is not None
+            else np.concatenate([[0], np.cumsum(e - s)])
+        )
 
         def before(t: np.ndarray) -> np.ndarray:  # busy time before t
             k = np.searchsorted(s, t, side="right")
@@ -179,7 +187,13 @@ def host_names(r: RankTrace, shift: int) -> HostNames:
         bounds = np.unique(np.concatenate([nest.start_ns, nest.end_ns]))
         mids = bounds[:-1] + (bounds[1:] - bounds[:-1]) // 2
         threads[int(t)] = dataclasses.replace(nest, bounds=bounds, label=_innermost_at(nest, mids))
-    return HostNames(threads=threads, strings=strings, busy=busy)
+    return HostNames(
+        threads=threads,
+        strings=strings,
+        busy=busy,
+        busy_before={t: np.concatenate([[0], np.cumsum(e - s)]) for t, (s, e) in busy.items()},
+        string_objects=np.array(strings + ("",), dtype=object),
+    )
 
 
 def _union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
