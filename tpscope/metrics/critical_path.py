@@ -586,19 +586,18 @@ class _Segments:
             label = np.where(label < 0, fallback, label)
             keep = np.append(True, label[1:] != label[:-1])
             bounds, label = np.append(bounds[:-1][keep], hi), label[keep]
-        for k in range(len(label) - 1, -1, -1):  # per named piece of one segment
-            self.add(
-                row,
-                int(bounds[k]),
-                int(bounds[k + 1]),
-                HOST,
-                edge,
-                inferred,
-                pos,
-                -1,
-                int(label[k]),
-                tid,
-            )
+        self.add_pieces(
+            row,
+            bounds[:-1],
+            bounds[1:],
+            HOST,
+            edge,
+            inferred,
+            pos,
+            np.full(len(label), -1),
+            label,
+            tid,
+        )
 
     def add_cpu(
         self,
@@ -649,19 +648,41 @@ class _Segments:
         change = np.append(key[1:] != key[:-1], True)  # keep the last piece of each run of one name
         run_start = np.concatenate([[0], np.flatnonzero(change)[:-1] + 1])
         ends = np.flatnonzero(change)
-        for a, b in zip(run_start[::-1].tolist(), ends[::-1].tolist()):  # latest first
-            self.add(
-                -1,
-                int(bounds[a]),
-                int(bounds[b + 1]),
-                HOST,
-                edge,
-                inferred,
-                pos,
-                int(owner[b]),
-                int(label[b]),
-                tid,
+        lo_ns, hi_ns = bounds[run_start], bounds[ends + 1]
+        self.add_pieces(-1, lo_ns, hi_ns, HOST, edge, inferred, pos, owner[ends], label[ends], tid)
+
+    def add_pieces(
+        self,
+        row: int,
+        lo: np.ndarray,
+        hi: np.ndarray,
+        category: int,
+        edge: int,
+        inferred: bool,
+        pos: int,
+        call: np.ndarray,
+        label: np.ndarray,
+        thread: int,
+    ) -> None:
+        """`add` for the pieces of one stretch, given as arrays in time order (added latest
+        first, as `add` would one at a time)."""
+        lo = np.maximum(lo, self.floor)
+        k = np.flatnonzero(hi > lo)[::-1]
+        n = len(k)
+        self.rows.extend(
+            zip(
+                itertools.repeat(row, n),
+                lo[k].tolist(),
+                hi[k].tolist(),
+                itertools.repeat(category, n),
+                itertools.repeat(edge, n),
+                itertools.repeat(inferred, n),
+                itertools.repeat(pos, n),
+                call[k].tolist(),
+                label[k].tolist(),
+                itertools.repeat(thread, n),
             )
+        )
 
     def arrays(self) -> PathSegments:
         a = np.fromiter(
