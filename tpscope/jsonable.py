@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import uuid
 from enum import Enum
 from typing import Any
 
@@ -21,8 +22,42 @@ import msgspec
 import numpy as np
 
 
+class EncodedList(list):
+    """A list that carries its own text as `dumps` writes it (`text`: made where the list was
+    made, e.g. in a worker process, so that writing a document that holds it only copies the
+    text in). Pickled as a plain list: the text does not travel into a cache."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, items, text: str) -> None:
+        super().__init__(items)
+        self.text = text
+
+    def __reduce__(self):
+        return (list, (list(self),))
+
+
+class Encoded:
+    """A value in a document given to `dumps` with its text (as `dumps(value)` writes it), which
+    `dumps` puts in place, indented to where the value sits; `plain` gives the value's. (Not a
+    dataclass: msgspec would write one as an object of its fields.)"""
+
+    __slots__ = ("value", "text")
+
+    def __init__(self, value: Any, text: str) -> None:
+        self.value = value
+        self.text = text
+
+
+def encoded(value: Any) -> Any:
+    """`value` as `Encoded` where it is an `EncodedList` (for a document's field), else itself."""
+    return Encoded(value, value.text) if isinstance(value, EncodedList) else value
+
+
 def plain(value: Any) -> Any:
     """`value` as nested dicts, lists, strings, numbers, booleans and None (the rule above)."""
+    if isinstance(value, Encoded):
+        return plain(value.value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, Enum):
@@ -123,12 +158,44 @@ def dumps(doc: Any) -> str:
     `null`, enums as their values, numpy scalars and arrays through `_hook`) and indents, and the two
     places where its text differs from Python's are put back: floats with an exponent or below 1e-4
     as `repr(float)` writes them (`1e+16`, `9e-05`), and characters outside printable ASCII as
-    `\\uXXXX` escapes (`ensure_ascii`)."""
+    `\\uXXXX` escapes (`ensure_ascii`). An `Encoded` value's text is put in as it is, each of its
+    lines indented as deep as the line the value starts on."""
+    texts: list[str] = []
+    marker = f"\x00tpscope-encoded-{uuid.uuid4().hex}-"
+
+    def hook(value: Any) -> Any:
+        if isinstance(value, Encoded):  # a placeholder string, replaced below
+            texts.append(value.text)
+            return f"{marker}{len(texts) - 1}"
+        return _hook(value)
+
     try:
-        raw = _ENCODER.encode(doc)
+        raw = msgspec.json.Encoder(enc_hook=hook).encode(doc)
     except UnicodeEncodeError:  # a lone surrogate: a file name's bytes that are not UTF-8
+        texts.clear()
         raw = _ENCODER.encode(_encodable(plain(doc)))
-    text = msgspec.json.format(raw, indent=1)
+    text = _fixed(msgspec.json.format(raw, indent=1))
+    if not texts:
+        return text
+    quoted = '"' + marker.replace("\x00", "\\u0000")
+    pieces, done = [], 0
+    for k, part in enumerate(texts):
+        at = text.index(f'{quoted}{k}"', done)
+        pieces += [text[done:at], part.replace("\n", "\n" + " " * _indent_of(text, at))]
+        done = at + len(quoted) + len(str(k)) + 1
+    pieces.append(text[done:])
+    return "".join(pieces)
+
+
+def _indent_of(text: str, at: int) -> int:
+    """The spaces that begin the line of `text` holding position `at`."""
+    start = text.rfind("\n", 0, at) + 1
+    line = text[start:at]
+    return len(line) - len(line.lstrip(" "))
+
+
+def _fixed(text: bytes) -> str:
+    """msgspec's indented `text` as Python's `json.dumps` writes it (see `dumps`)."""
     pieces, done = [], 0
     for lo, hi in _differing_lines(text):
         line = _FLOAT.sub(_repr_float, text[lo:hi]).decode()

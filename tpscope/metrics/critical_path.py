@@ -21,8 +21,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tpscope.jsonable import EncodedList, dumps
 from tpscope.metrics.activities import NS_PER_US, RunActivities
 from tpscope.metrics.collectives import CollectiveMatch, CollectiveTiming
+from tpscope.metrics.forked import map_forked
 from tpscope.metrics.host_names import HostNames, host_names, named_pieces
 from tpscope.metrics.thread_edges import cpu_run_waits
 from tpscope.trace import ActivityClass, GpuActivities, RankTrace, StreamWaits
@@ -1068,10 +1070,11 @@ def _host_ops(seg: PathSegments, dur: np.ndarray, graph: PathGraph) -> dict[str,
     return {n: total[n] / NS_PER_US for n in ranked if total[n] > 0}
 
 
-def step_walks(
+def step_plan(
     acts: RunActivities, graph: PathGraph, windows: list | None = None
-) -> list[tuple[int, int, int, PathSegments]]:
-    """(step, floor, top, segments) of every step number present on any rank.
+) -> list[tuple[int, int, int, int, int]]:
+    """(step, floor, top, last, activities) of every step number present on any rank: where its
+    walk starts (`last`, the activity that ends last) and stops (`floor`).
 
     With `windows` (each rank's StepWindows, by rank position: metrics.md §3's partition), a
     step's path runs over the union of its ranks' windows, aligned: from the earliest window start
@@ -1086,9 +1089,18 @@ def step_walks(
         floor, top = int(start.min()), int(end.max())
         if windows is not None:  # §3: the step's period, not the span of the work it launched
             floor = window_floor(step, windows, graph.offsets_ns, floor, top)
-        last = int(rows[np.argmax(end)])
-        out.append((int(step), floor, top, walk_step(graph, last, floor, len(rows))))
+        out.append((int(step), floor, top, int(rows[np.argmax(end)]), len(rows)))
     return out
+
+
+def step_walks(
+    acts: RunActivities, graph: PathGraph, windows: list | None = None
+) -> list[tuple[int, int, int, PathSegments]]:
+    """(step, floor, top, segments) of every step number present on any rank (`step_plan`)."""
+    return [
+        (step, floor, top, walk_step(graph, last, floor, n))
+        for step, floor, top, last, n in step_plan(acts, graph, windows)
+    ]
 
 
 def window_floor(
@@ -1106,18 +1118,51 @@ def window_floor(
     return min(min(starts), top) if starts else span_floor
 
 
+# activities in a run's steps from which their walks run in worker processes: below, forking
+# costs more than it saves
+PARALLEL_MIN_ACTIVITIES = 50_000
+
+
 def critical_paths(
-    acts: RunActivities, graph: PathGraph, windows: list | None = None
+    acts: RunActivities, graph: PathGraph, windows: list | None = None, workers: int = 1
 ) -> list[CriticalPath]:
     """One CriticalPath per step number present on any rank; the first profiled step is marked.
-    `windows`: each rank's step windows (metrics.md §3), as `step_walks` takes them."""
-    walks = step_walks(acts, graph, windows)
-    first = walks[0][0] if len(walks) > 1 else None
+    `windows`: each rank's step windows (metrics.md §3), as `step_plan` takes them.
+
+    With `workers > 1` and steps of at least PARALLEL_MIN_ACTIVITIES activities in all, the steps
+    are walked in that many forked processes (the walks are independent; the graph is built here
+    first and shared), each of which also writes its path's segments as JSON (`EncodedList`)."""
+    plan = step_plan(acts, graph, windows)
+    first = plan[0][0] if len(plan) > 1 else None
+    if workers <= 1 or len(plan) <= 1 or sum(p[4] for p in plan) < PARALLEL_MIN_ACTIVITIES:
+        paths = [_step_path(acts, graph, item, first) for item in plan]
+        return [p for p in paths if p is not None]
+    for pos in range(min(len(acts.rank_ids), RECENT_RANKS)):  # built once, shared by the workers
+        graph.rank(pos)
+    done = map_forked(lambda k: _encoded_path(acts, graph, plan[k], first), len(plan), workers)
     return [
-        summarize_path(seg, acts, graph, step, floor, top - floor, step == first)
-        for step, floor, top, seg in walks
-        if len(seg)
+        dataclasses.replace(path, segments=EncodedList(path.segments, text))
+        for path, text in filter(None, done)
     ]
+
+
+def _step_path(
+    acts: RunActivities, graph: PathGraph, item: tuple, first: int | None
+) -> CriticalPath | None:
+    """The CriticalPath of one `step_plan` item; None where the walk found nothing."""
+    step, floor, top, last, n = item
+    seg = walk_step(graph, last, floor, n)
+    if not len(seg):
+        return None
+    return summarize_path(seg, acts, graph, step, floor, top - floor, step == first)
+
+
+def _encoded_path(
+    acts: RunActivities, graph: PathGraph, item: tuple, first: int | None
+) -> tuple[CriticalPath, str] | None:
+    """`_step_path` in a worker, with its segments' JSON text (`jsonable.dumps`)."""
+    path = _step_path(acts, graph, item, first)
+    return None if path is None else (path, dumps(path.segments))
 
 
 __all__ = [
