@@ -28,7 +28,7 @@ from tpscope.metrics.forked import map_forked
 from tpscope.metrics.host_names import HostNames, host_names, named_pieces
 from tpscope.metrics.thread_edges import cpu_run_waits
 from tpscope.trace import ActivityClass, GpuActivities, RankTrace, StreamWaits
-from tpscope.trace.columns import lookup
+from tpscope.trace.columns import lookup, unique_ids
 
 CATEGORIES = ("compute", "comm", "memory", "host", "idle")
 COMPUTE, COMM, MEMORY, HOST, IDLE = range(5)
@@ -395,9 +395,9 @@ def cpu_threads(
     op_name_id = lookup(ops.external_id, ops.name_id.astype(np.int64), rt.external_id)
     own = np.where(op_name_id >= 0, op_name_id, rt.name_id.astype(np.int64))
     # per distinct symbol id, not per call: its string and whether the call synchronizes
-    uniq, inverse = np.unique(own, return_inverse=True)
+    uniq, inverse = unique_ids(own)
     strings = tuple(r.symbols[k] if k >= 0 else "" for k in uniq.tolist())
-    call_ids, call_inverse = np.unique(rt.name_id, return_inverse=True)
+    call_ids, call_inverse = unique_ids(rt.name_id)
     sync_name = np.array([k >= 0 and is_sync_call(r.symbols[k]) for k in call_ids.tolist()], bool)
     is_sync = sync_name[call_inverse.ravel()] if n else np.zeros(0, bool)
     start, end = rt.start_ns - shift, rt.end_ns - shift

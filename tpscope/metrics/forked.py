@@ -4,6 +4,7 @@ never sent), and only the pieces' results come back through a pipe."""
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -18,15 +19,24 @@ def _run(k: int):
 
 
 def map_forked(task: Callable[[int], object], n: int, workers: int) -> list:
-    """[task(0), ..., task(n - 1)] in order, over `workers` forked processes (at most `n`); in
-    this process where there is one worker, one task, or no safe fork (a thread running)."""
+    """[task(0), ..., task(n - 1)] in order, over `workers` processes (at most `n`): this one and
+    forked ones, this one taking every `workers`-th task (it also receives the others' results,
+    and a task it runs sends nothing); all here where there is one worker, one task, or no safe
+    fork (a thread running)."""
     global _TASK
-    if workers <= 1 or n <= 1 or not can_fork():
+    procs = min(workers, n)
+    if procs <= 1 or not can_fork():
         return [task(k) for k in range(n)]
+    mine = range(procs - 1, n, procs)
     _TASK = task
+    gc.freeze()  # the objects built so far: a worker's collections never touch (copy) them
     try:
         ctx = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(max_workers=min(workers, n), mp_context=ctx) as pool:
-            return list(pool.map(_run, range(n)))
+        with ProcessPoolExecutor(max_workers=procs - 1, mp_context=ctx) as pool:
+            theirs = {k: pool.submit(_run, k) for k in range(n) if k not in mine}
+            done = {k: task(k) for k in mine}
+            done.update((k, f.result()) for k, f in theirs.items())
     finally:
         _TASK = None
+        gc.unfreeze()
+    return [done[k] for k in range(n)]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tpscope.trace import RankTrace
-from tpscope.trace.columns import lookup
+from tpscope.trace.columns import lookup, sorted_unique, unique_ids
 from tpscope.trace.cpu_activities import COMM_RANGE_PREFIXES
 
 # metrics.md §7: ranges that name no host time: the step markers, and a CPU run's collectives
@@ -163,7 +163,7 @@ def host_names(r: RankTrace, shift: int) -> HostNames:
     is_range = np.concatenate(
         [np.zeros(len(ops), bool), np.ones(int(keep.sum()), bool), np.zeros(int(own.sum()), bool)]
     )
-    uniq, name = np.unique(name_id, return_inverse=True)
+    uniq, name = unique_ids(name_id)
     strings = tuple(r.symbols[k] if k >= 0 else "" for k in uniq.tolist())
     name = name.ravel()
     busy = {}
@@ -184,7 +184,7 @@ def host_names(r: RankTrace, shift: int) -> HostNames:
             parent=nest_parents(start[rows], end[rows]),
             is_range=is_range[rows],
         )
-        bounds = np.unique(np.concatenate([nest.start_ns, nest.end_ns]))
+        bounds = sorted_unique(np.concatenate([nest.start_ns, nest.end_ns]))
         mids = bounds[:-1] + (bounds[1:] - bounds[:-1]) // 2
         threads[int(t)] = dataclasses.replace(nest, bounds=bounds, label=_innermost_at(nest, mids))
     return HostNames(
