@@ -621,12 +621,10 @@ class _Segments:
         lo = max(lo, self.floor)
         if hi <= lo:
             return
-        cuts = cpu.end_ns[first : last + 1] if last >= first else np.zeros(0, np.int64)
-        keep = (cuts > lo) & (cuts < hi)
-        cuts, calls = (
-            cuts[keep],
-            np.arange(first, last + 1)[keep] if last >= first else np.zeros(0, np.int64),
-        )
+        # the calls' ends strictly inside (lo, hi): a slice, a thread's calls being by end
+        ends = cpu.end_ns[first : last + 1] if last >= first else np.zeros(0, np.int64)
+        a, b = int(ends.searchsorted(lo, side="right")), int(ends.searchsorted(hi, side="left"))
+        cuts, calls = ends[a:b], np.arange(first + a, first + max(a, b))
         tid = int(cpu.tid[named_by])
         label = np.full(len(cuts) + 1, -1, np.int64)
         if names is not None:  # cut further where the thread's ops and ranges begin and end
@@ -1052,8 +1050,6 @@ def _host_ops(seg: PathSegments, dur: np.ndarray, graph: PathGraph) -> dict[str,
     """The host time on the path per name (the innermost CPU op or user range holding it, else
     the op of the call it led to) in µs, the largest first (at most 10; a tie goes to the name
     seen first, by rank and then by name)."""
-    total: dict[str, float] = {}
-    first: dict[str, int] = {}
     own = (seg.category == HOST) & ((seg.edge == CPU) | (seg.edge == THREAD))
     mine = np.flatnonzero(
         own & ((seg.row < 0) | (seg.thread >= 0 if seg.thread is not None else False))
@@ -1063,9 +1059,16 @@ def _host_ops(seg: PathSegments, dur: np.ndarray, graph: PathGraph) -> dict[str,
     acts = graph.acts
     own_name = _objects(acts.strings)[acts.name[seg.row[mine]]] if len(acts) else ops
     names = np.where(labels != "", labels, np.where(seg.call[mine] >= 0, ops, own_name))
-    for name, pos, d in zip(names.tolist(), seg.rank_pos[mine].tolist(), dur[mine].tolist()):
-        total[name] = total.get(name, 0.0) + float(d)
-        first[name] = min(first.get(name, pos), pos)
+    index: dict[str, int] = {}  # name -> its number, in the order first seen
+    code = np.fromiter(
+        (index.setdefault(n, len(index)) for n in names.tolist()), np.int64, len(mine)
+    )
+    # per name: its time (whole ns, so the float sums are exact in any order) and first rank
+    sums = np.bincount(code, weights=dur[mine].astype(np.float64), minlength=len(index))
+    lowest = np.full(len(index), np.iinfo(np.int64).max, np.int64)
+    np.minimum.at(lowest, code, seg.rank_pos[mine].astype(np.int64))
+    total = dict(zip(index, sums.tolist()))
+    first = dict(zip(index, lowest.tolist()))
     ranked = sorted(total, key=lambda n: (-total[n], first[n], n))[:10]
     return {n: total[n] / NS_PER_US for n in ranked if total[n] > 0}
 

@@ -211,7 +211,21 @@ def named_pieces(names: HostNames, tid: int, lo: int, hi: int) -> tuple[np.ndarr
     """Thread `tid`'s time [lo, hi] cut where its ops and ranges begin and end: the pieces'
     bounds (one more than the pieces) and each one's innermost holder (index into
     `names.strings`, -1 where nothing holds it), runs of one name merged."""
-    bounds = np.concatenate([[lo], names.cuts(tid, lo, hi), [hi]]).astype(np.int64)
-    label = names.innermost(tid, (bounds[:-1] + bounds[1:]) // 2)
-    keep = np.append(True, label[1:] != label[:-1])  # the first piece of each run
+    nest = names.threads.get(int(tid))
+    if nest is None or nest.bounds is None or len(nest.label) == 0 or hi <= lo:
+        bounds = np.concatenate([[lo], names.cuts(tid, lo, hi), [hi]]).astype(np.int64)
+        label = names.innermost(tid, (bounds[:-1] + bounds[1:]) // 2)
+    else:  # the pieces are the step function's between the bounds inside (lo, hi): slices
+        a = int(nest.bounds.searchsorted(lo, side="right"))
+        b = int(nest.bounds.searchsorted(hi, side="left"))
+        bounds = np.empty(b - a + 2, np.int64)
+        bounds[0], bounds[1:-1], bounds[-1] = lo, nest.bounds[a:b], hi
+        label = np.empty(b - a + 1, np.int64)  # the label of bounds' step a-1 .. b-1, -1 outside
+        label[:] = -1
+        inside_lo, inside_hi = max(a - 1, 0), min(b, len(nest.label))
+        if inside_hi > inside_lo:
+            label[inside_lo - (a - 1) : inside_hi - (a - 1)] = nest.label[inside_lo:inside_hi]
+    keep = np.empty(len(label), bool)  # the first piece of each run
+    keep[0] = True
+    np.not_equal(label[1:], label[:-1], out=keep[1:])
     return np.append(bounds[:-1][keep], hi), label[keep]
