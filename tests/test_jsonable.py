@@ -199,3 +199,24 @@ def test_an_encoded_list_is_a_list_whose_text_does_not_travel():
     assert jsonable.encoded(held).text == held.text and jsonable.encoded(records) is records
     back = pickle.loads(pickle.dumps(held))
     assert type(back) is list and back == records
+
+
+def test_a_text_encoded_at_a_depth_is_written_as_json_dumps_writes_the_value():
+    """`encode_at`: a text indented for the depth where it will sit (as a worker writes a path's
+    segments) comes out as `json.dumps` writes the document, at that depth, deeper (indented by
+    the difference) and shallower (written again)."""
+    records = [{"start_us": 1e-05, "name": "é", "n": [1, {"k": 2e20}]}, {"start_us": 3.5}]
+    texts = {d: jsonable.encode_at(records, d) for d in (0, 1, 2, 3)}
+    assert json.loads(texts[3]) == records and texts[3] != texts[0]
+    for depth, text in texts.items():
+        doc = {
+            "a": [TextOuter([jsonable.Encoded(records, text, depth)])],  # sits 4 deep
+            "b": jsonable.Encoded(records, text, depth),  # sits 1 deep
+            "c": jsonable.Encoded([], jsonable.encode_at([], depth), depth),
+        }
+        want = json.dumps(plain(doc), indent=1)
+        assert want == json.dumps(
+            {"a": [{"a": [records], "b": {}, "c": None}], "b": records, "c": []}, indent=1
+        )
+        assert dumps(doc) == want, depth
+        assert dumps(doc, end="\n") == want + "\n"

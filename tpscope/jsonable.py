@@ -25,13 +25,15 @@ import numpy as np
 class EncodedList(list):
     """A list that carries its own text as `dumps` writes it (`text`: made where the list was
     made, e.g. in a worker process, so that writing a document that holds it only copies the
-    text in). Pickled as a plain list: the text does not travel into a cache."""
+    text in; `encode_at`: for a list whose line starts `indent` spaces deep). Pickled as a plain
+    list: the text does not travel into a cache."""
 
-    __slots__ = ("text",)
+    __slots__ = ("text", "indent")
 
-    def __init__(self, items, text: str) -> None:
+    def __init__(self, items, text: str, indent: int = 0) -> None:
         super().__init__(items)
         self.text = text
+        self.indent = indent
 
     def __reduce__(self):
         return (list, (list(self),))
@@ -42,16 +44,29 @@ class Encoded:
     `dumps` puts in place, indented to where the value sits; `plain` gives the value's. (Not a
     dataclass: msgspec would write one as an object of its fields.)"""
 
-    __slots__ = ("value", "text")
+    __slots__ = ("value", "text", "indent")
 
-    def __init__(self, value: Any, text: str) -> None:
+    def __init__(self, value: Any, text: str, indent: int = 0) -> None:
         self.value = value
         self.text = text
+        self.indent = indent  # `encode_at`'s: the depth the text was indented for
 
 
 def encoded(value: Any) -> Any:
     """`value` as `Encoded` where it is an `EncodedList` (for a document's field), else itself."""
-    return Encoded(value, value.text) if isinstance(value, EncodedList) else value
+    if isinstance(value, EncodedList):
+        return Encoded(value, value.text, value.indent)
+    return value
+
+
+def encode_at(value: Any, indent: int) -> str:
+    """`dumps(value)` as it reads inside a document where the value's line starts `indent`
+    spaces deep: every line after the first indented by that much."""
+    return _indented(dumps(value), indent)
+
+
+def _indented(text: str, indent: int) -> str:
+    return text.replace("\n", "\n" + " " * indent) if indent else text
 
 
 def plain(value: Any) -> Any:
@@ -153,19 +168,20 @@ def _repr_float(m: re.Match) -> bytes:
     return repr(float(m.group())).encode()
 
 
-def dumps(doc: Any) -> str:
+def dumps(doc: Any, end: str = "") -> str:
     """`json.dumps(plain(doc), indent=1)`, written in C: msgspec encodes (non-finite floats as
     `null`, enums as their values, numpy scalars and arrays through `_hook`) and indents, and the two
     places where its text differs from Python's are put back: floats with an exponent or below 1e-4
     as `repr(float)` writes them (`1e+16`, `9e-05`), and characters outside printable ASCII as
     `\\uXXXX` escapes (`ensure_ascii`). An `Encoded` value's text is put in as it is, each of its
-    lines indented as deep as the line the value starts on."""
-    texts: list[str] = []
+    lines indented as deep as the line the value starts on (less what `encode_at` indented).
+    `end` follows the text (a document's last newline, without copying the text once more)."""
+    texts: list[tuple[Any, str, int]] = []
     marker = f"\x00tpscope-encoded-{uuid.uuid4().hex}-"
 
     def hook(value: Any) -> Any:
         if isinstance(value, Encoded):  # a placeholder string, replaced below
-            texts.append(value.text)
+            texts.append((value.value, value.text, value.indent))
             return f"{marker}{len(texts) - 1}"
         return _hook(value)
 
@@ -176,14 +192,17 @@ def dumps(doc: Any) -> str:
         raw = _ENCODER.encode(_encodable(plain(doc)))
     text = _fixed(msgspec.json.format(raw, indent=1))
     if not texts:
-        return text
+        return text + end
     quoted = '"' + marker.replace("\x00", "\\u0000")
     pieces, done = [], 0
-    for k, part in enumerate(texts):
+    for k, (value, part, made_at) in enumerate(texts):
         at = text.index(f'{quoted}{k}"', done)
-        pieces += [text[done:at], part.replace("\n", "\n" + " " * _indent_of(text, at))]
+        depth = _indent_of(text, at)
+        if depth < made_at:  # indented deeper than it sits here: written again
+            part, made_at = dumps(value), 0
+        pieces += [text[done:at], _indented(part, depth - made_at)]
         done = at + len(quoted) + len(str(k)) + 1
-    pieces.append(text[done:])
+    pieces += [text[done:], end]
     return "".join(pieces)
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tpscope.jsonable import EncodedList, dumps
+from tpscope.jsonable import EncodedList, encode_at
 from tpscope.metrics.activities import NS_PER_US, RunActivities
 from tpscope.metrics.collectives import CollectiveMatch, CollectiveTiming
 from tpscope.metrics.forked import map_forked
@@ -1124,6 +1124,9 @@ def window_floor(
 # activities in a run's steps from which their walks run in worker processes: below, forking
 # costs more than it saves
 PARALLEL_MIN_ACTIVITIES = 50_000
+# how deep a path's segments sit in `tpscope analyze --json` (the document's list of paths, a
+# path's fields): their text is indented so in the worker that writes it
+SEGMENTS_INDENT = 3
 
 
 def critical_paths(
@@ -1145,7 +1148,7 @@ def critical_paths(
         graph.rank(pos)  # once, shared by the workers (a rank reached later: by each that does)
     done = map_forked(lambda k: _encoded_path(acts, graph, plan[k], first), len(plan), workers)
     return [
-        dataclasses.replace(path, segments=EncodedList(path.segments, text))
+        dataclasses.replace(path, segments=EncodedList(path.segments, text, SEGMENTS_INDENT))
         for path, text in filter(None, done)
     ]
 
@@ -1164,9 +1167,9 @@ def _step_path(
 def _encoded_path(
     acts: RunActivities, graph: PathGraph, item: tuple, first: int | None
 ) -> tuple[CriticalPath, str] | None:
-    """`_step_path` in a worker, with its segments' JSON text (`jsonable.dumps`)."""
+    """`_step_path` in a worker, with its segments' JSON text (`jsonable.encode_at`)."""
     path = _step_path(acts, graph, item, first)
-    return None if path is None else (path, dumps(path.segments))
+    return None if path is None else (path, encode_at(path.segments, SEGMENTS_INDENT))
 
 
 __all__ = [

@@ -172,7 +172,7 @@ def json_text(
 
     def compute() -> str:
         analysis = analyze_folder(run_dir, reference, workers, use_cache, **options)
-        return dumps(json_fields(analysis)) + "\n"
+        return dumps(json_fields(analysis), end="\n")
 
     cache, kind = _cache_and_kind(run_dir, reference, use_cache, **options)
     if cache is None:
