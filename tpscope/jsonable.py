@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import re
-import uuid
 from enum import Enum
 from typing import Any
 
@@ -177,7 +177,7 @@ def dumps(doc: Any, end: str = "") -> str:
     lines indented as deep as the line the value starts on (less what `encode_at` indented).
     `end` follows the text (a document's last newline, without copying the text once more)."""
     texts: list[tuple[Any, str, int]] = []
-    marker = f"\x00tpscope-encoded-{uuid.uuid4().hex}-"
+    marker = f"\x00tpscope-encoded-{os.urandom(8).hex()}-"
 
     def hook(value: Any) -> Any:
         if isinstance(value, Encoded):  # a placeholder string, replaced below
