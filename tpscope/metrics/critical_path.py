@@ -28,7 +28,7 @@ from tpscope.metrics.forked import map_forked
 from tpscope.metrics.host_names import HostNames, host_names, named_pieces
 from tpscope.metrics.thread_edges import cpu_run_waits
 from tpscope.trace import ActivityClass, GpuActivities, RankTrace, StreamWaits
-from tpscope.trace.columns import lookup, unique_ids
+from tpscope.trace.columns import lookup, sorted_unique, unique_ids
 
 CATEGORIES = ("compute", "comm", "memory", "host", "idle")
 COMPUTE, COMM, MEMORY, HOST, IDLE = range(5)
@@ -629,7 +629,7 @@ class _Segments:
         label = np.full(len(cuts) + 1, -1, np.int64)
         if names is not None:  # cut further where the thread's ops and ranges begin and end
             nb, nl = named_pieces(names, tid, lo, hi)
-            merged = np.union1d(cuts, nb[1:-1])
+            merged = sorted_unique(np.concatenate([cuts, nb[1:-1]]))
             label = nl[np.searchsorted(nb, np.append(lo, merged), side="right") - 1]
             # a piece's call: the first whose end is at or after the piece's end
             owner = np.append(calls, named_by)[
