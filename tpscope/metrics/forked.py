@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import multiprocessing
+import sys
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 
@@ -19,8 +20,8 @@ def _run(k: int):
 
 
 def map_forked(task: Callable[[int], object], n: int, workers: int) -> list:
-    """[task(0), ..., task(n - 1)] in order, over `workers` processes (at most `n`): this one and
-    forked ones, this one taking every `workers`-th task (it also receives the others' results,
+    """[task(0), ..., task(n - 1)] in order, over min(`workers`, `n`) processes: this one and
+    forked ones, this one taking every such-numbered task (it also receives the others' results,
     and a task it runs sends nothing); all here where there is one worker, one task, or no safe
     fork (a thread running)."""
     global _TASK
@@ -30,6 +31,8 @@ def map_forked(task: Callable[[int], object], n: int, workers: int) -> list:
     mine = range(procs - 1, n, procs)
     _TASK = task
     gc.freeze()  # the objects built so far: a worker's collections never touch (copy) them
+    for stream in (sys.stdout, sys.stderr):  # text still buffered would be written by each worker
+        stream.flush()
     try:
         ctx = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(max_workers=procs - 1, mp_context=ctx) as pool:
