@@ -1136,16 +1136,19 @@ def critical_paths(
     `windows`: each rank's step windows (metrics.md §3), as `step_plan` takes them.
 
     With `workers > 1` and steps of at least PARALLEL_MIN_ACTIVITIES activities in all, the steps
-    are walked in that many processes, forked after the graphs of the ranks where the walks start
-    are built (the walks are independent), each of which also writes its path's segments as JSON
-    (`EncodedList`)."""
+    (independent walks) are walked in `workers` processes (`map_forked`), each of which also
+    writes its path's segments as JSON (`EncodedList`): with fewer workers than steps, forked
+    after the graphs of the ranks where the walks start are built here (shared, and this process
+    walks its share); with more, one forked process per step, each building its graphs."""
     plan = step_plan(acts, graph, windows)
     first = plan[0][0] if len(plan) > 1 else None
     if workers <= 1 or len(plan) <= 1 or sum(p[4] for p in plan) < PARALLEL_MIN_ACTIVITIES:
         paths = [_step_path(acts, graph, item, first) for item in plan]
         return [p for p in paths if p is not None]
-    for pos in sorted({graph.pos_of(item[3]) for item in plan}):  # where the walks start: built
-        graph.rank(pos)  # once, shared by the workers (a rank reached later: by each that does)
+    if workers <= len(plan):  # this process walks steps too: the graphs where walks start are
+        for pos in sorted({graph.pos_of(item[3]) for item in plan}):  # built once, shared
+            graph.rank(pos)
+    # else a process per step, each building the graphs its walk reaches, side by side
     done = map_forked(lambda k: _encoded_path(acts, graph, plan[k], first), len(plan), workers)
     return [
         dataclasses.replace(path, segments=EncodedList(path.segments, text, SEGMENTS_INDENT))

@@ -20,22 +20,22 @@ def _run(k: int):
 
 
 def map_forked(task: Callable[[int], object], n: int, workers: int) -> list:
-    """[task(0), ..., task(n - 1)] in order, over min(`workers`, `n`) processes: this one and
-    forked ones, this one taking every such-numbered task (it also receives the others' results,
-    and a task it runs sends nothing); all here where there is one worker, one task, or no safe
-    fork (a thread running)."""
+    """[task(0), ..., task(n - 1)] in order, over `workers` processes: with more workers than
+    tasks, one forked process per task (this one only receives their results); else this one and
+    `workers - 1` forked ones, this one taking every `workers`-th task (a task it runs sends
+    nothing). All here where there is one worker, one task, or no safe fork (a thread running)."""
     global _TASK
-    procs = min(workers, n)
-    if procs <= 1 or not can_fork():
+    if workers <= 1 or n <= 1 or not can_fork():
         return [task(k) for k in range(n)]
-    mine = range(procs - 1, n, procs)
+    forked = min(workers - 1, n) if workers <= n else n
+    mine = range(forked, n, forked + 1) if forked < n else range(0)
     _TASK = task
     gc.freeze()  # the objects built so far: a worker's collections never touch (copy) them
     for stream in (sys.stdout, sys.stderr):  # text still buffered would be written by each worker
         stream.flush()
     try:
         ctx = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(max_workers=procs - 1, mp_context=ctx) as pool:
+        with ProcessPoolExecutor(max_workers=forked, mp_context=ctx) as pool:
             theirs = {k: pool.submit(_run, k) for k in range(n) if k not in mine}
             done = {k: task(k) for k in mine}
             done.update((k, f.result()) for k, f in theirs.items())
