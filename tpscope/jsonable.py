@@ -190,9 +190,9 @@ def dumps(doc: Any, end: str = "") -> str:
     except UnicodeEncodeError:  # a lone surrogate: a file name's bytes that are not UTF-8
         texts.clear()
         raw = _ENCODER.encode(_encodable(plain(doc)))
-    text = _fixed(msgspec.json.format(raw, indent=1))
     if not texts:
-        return text + end
+        return _fixed(msgspec.json.format(raw, indent=1), end)
+    text = _fixed(msgspec.json.format(raw, indent=1))
     quoted = '"' + marker.replace("\x00", "\\u0000")
     pieces, done = [], 0
     for k, (value, part, made_at) in enumerate(texts):
@@ -213,12 +213,14 @@ def _indent_of(text: str, at: int) -> int:
     return len(line) - len(line.lstrip(" "))
 
 
-def _fixed(text: bytes) -> str:
-    """msgspec's indented `text` as Python's `json.dumps` writes it (see `dumps`)."""
+def _fixed(text: bytes, end: str = "") -> str:
+    """msgspec's indented `text` as Python's `json.dumps` writes it (see `dumps`), `end` after."""
     pieces, done = [], 0
     for lo, hi in _differing_lines(text):
         line = _FLOAT.sub(_repr_float, text[lo:hi]).decode()
         pieces += [text[done:lo].decode(), _NOT_ASCII.sub(_escape, line)]
         done = hi
     pieces.append(text[done:].decode())
+    if end:
+        pieces.append(end)
     return "".join(pieces)
