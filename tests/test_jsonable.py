@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import pickle
 import random
 from dataclasses import dataclass, field
 from enum import Enum
@@ -160,3 +161,62 @@ def test_dumps_writes_floats_strings_and_scalars_are_written_as_json_dumps_write
 def test_dumps_writes_a_real_analysis_as_json_dumps_does():
     analysis = analyze_run(load_run(ROOT / "tests" / "data" / "h200-shm-chunked4", workers=1))
     assert dumps(json_fields(analysis)) == json.dumps(as_json(analysis), indent=1)
+
+
+def test_an_encoded_value_is_written_as_json_dumps_writes_the_value():
+    """A value given with its text (`Encoded`, as a worker process writes a critical path's
+    segments) comes out where it sits, indented to its depth, as `json.dumps` writes the
+    document holding the value itself, at any depth, in a dict or a list, empty or not."""
+    rng = random.Random(11)
+    records = [
+        {"start_us": rng.uniform(0, 1) * 10 ** rng.randint(-8, 18), "name": "é \x01 x", "n": k}
+        for k in range(50)
+    ]
+    values = [records, [], {}, {"k": [1.5e-9, {"z": [None, "1e5"]}]}, [[1, [2]], 3]]
+    doc = {
+        "top": [jsonable.Encoded(v, dumps(v)) for v in values],
+        "nested": TextOuter(
+            [jsonable.Encoded(records, dumps(records))], {"deep": jsonable.Encoded({}, "{}")}
+        ),
+        "after": [TextInner(1e-7, ("a",))],
+    }
+    want = json.dumps(plain(doc), indent=1)
+    assert want == json.dumps(
+        {
+            "top": values,
+            "nested": {"a": [records], "b": {"deep": {}}, "c": None},
+            "after": [{"x": 1e-7, "names": ["a"]}],
+        },
+        indent=1,
+    )
+    assert dumps(doc) == want
+
+
+def test_an_encoded_list_is_a_list_whose_text_does_not_travel():
+    records = [{"a": 1}, {"b": [2.5]}]
+    held = jsonable.EncodedList(records, dumps(records))
+    assert held == records and held.text == dumps(records)
+    assert jsonable.encoded(held).text == held.text and jsonable.encoded(records) is records
+    back = pickle.loads(pickle.dumps(held))
+    assert type(back) is list and back == records
+
+
+def test_a_text_encoded_at_a_depth_is_written_as_json_dumps_writes_the_value():
+    """`encode_at`: a text indented for the depth where it will sit (as a worker writes a path's
+    segments) comes out as `json.dumps` writes the document, at that depth, deeper (indented by
+    the difference) and shallower (written again)."""
+    records = [{"start_us": 1e-05, "name": "é", "n": [1, {"k": 2e20}]}, {"start_us": 3.5}]
+    texts = {d: jsonable.encode_at(records, d) for d in (0, 1, 2, 3)}
+    assert json.loads(texts[3]) == records and texts[3] != texts[0]
+    for depth, text in texts.items():
+        doc = {
+            "a": [TextOuter([jsonable.Encoded(records, text, depth)])],  # sits 4 deep
+            "b": jsonable.Encoded(records, text, depth),  # sits 1 deep
+            "c": jsonable.Encoded([], jsonable.encode_at([], depth), depth),
+        }
+        want = json.dumps(plain(doc), indent=1)
+        assert want == json.dumps(
+            {"a": [{"a": [records], "b": {}, "c": None}], "b": records, "c": []}, indent=1
+        )
+        assert dumps(doc) == want, depth
+        assert dumps(doc, end="\n") == want + "\n"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import re
 from enum import Enum
 from typing import Any
@@ -21,8 +22,57 @@ import msgspec
 import numpy as np
 
 
+class EncodedList(list):
+    """A list that carries its own text as `dumps` writes it (`text`: made where the list was
+    made, e.g. in a worker process, so that writing a document that holds it only copies the
+    text in; `encode_at`: for a list whose line starts `indent` spaces deep). Pickled as a plain
+    list: the text does not travel into a cache."""
+
+    __slots__ = ("text", "indent")
+
+    def __init__(self, items, text: str, indent: int = 0) -> None:
+        super().__init__(items)
+        self.text = text
+        self.indent = indent
+
+    def __reduce__(self):
+        return (list, (list(self),))
+
+
+class Encoded:
+    """A value in a document given to `dumps` with its text (as `dumps(value)` writes it), which
+    `dumps` puts in place, indented to where the value sits; `plain` gives the value's. (Not a
+    dataclass: msgspec would write one as an object of its fields.)"""
+
+    __slots__ = ("value", "text", "indent")
+
+    def __init__(self, value: Any, text: str, indent: int = 0) -> None:
+        self.value = value
+        self.text = text
+        self.indent = indent  # `encode_at`'s: the depth the text was indented for
+
+
+def encoded(value: Any) -> Any:
+    """`value` as `Encoded` where it is an `EncodedList` (for a document's field), else itself."""
+    if isinstance(value, EncodedList):
+        return Encoded(value, value.text, value.indent)
+    return value
+
+
+def encode_at(value: Any, indent: int) -> str:
+    """`dumps(value)` as it reads inside a document where the value's line starts `indent`
+    spaces deep: every line after the first indented by that much."""
+    return _indented(dumps(value), indent)
+
+
+def _indented(text: str, indent: int) -> str:
+    return text.replace("\n", "\n" + " " * indent) if indent else text
+
+
 def plain(value: Any) -> Any:
     """`value` as nested dicts, lists, strings, numbers, booleans and None (the rule above)."""
+    if isinstance(value, Encoded):
+        return plain(value.value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, Enum):
@@ -118,21 +168,59 @@ def _repr_float(m: re.Match) -> bytes:
     return repr(float(m.group())).encode()
 
 
-def dumps(doc: Any) -> str:
+def dumps(doc: Any, end: str = "") -> str:
     """`json.dumps(plain(doc), indent=1)`, written in C: msgspec encodes (non-finite floats as
     `null`, enums as their values, numpy scalars and arrays through `_hook`) and indents, and the two
     places where its text differs from Python's are put back: floats with an exponent or below 1e-4
     as `repr(float)` writes them (`1e+16`, `9e-05`), and characters outside printable ASCII as
-    `\\uXXXX` escapes (`ensure_ascii`)."""
+    `\\uXXXX` escapes (`ensure_ascii`). An `Encoded` value's text is put in as it is, each of its
+    lines indented as deep as the line the value starts on (less what `encode_at` indented).
+    `end` follows the text (a document's last newline, without copying the text once more)."""
+    texts: list[tuple[Any, str, int]] = []
+    marker = f"\x00tpscope-encoded-{os.urandom(8).hex()}-"
+
+    def hook(value: Any) -> Any:
+        if isinstance(value, Encoded):  # a placeholder string, replaced below
+            texts.append((value.value, value.text, value.indent))
+            return f"{marker}{len(texts) - 1}"
+        return _hook(value)
+
     try:
-        raw = _ENCODER.encode(doc)
+        raw = msgspec.json.Encoder(enc_hook=hook).encode(doc)
     except UnicodeEncodeError:  # a lone surrogate: a file name's bytes that are not UTF-8
+        texts.clear()
         raw = _ENCODER.encode(_encodable(plain(doc)))
-    text = msgspec.json.format(raw, indent=1)
+    if not texts:
+        return _fixed(msgspec.json.format(raw, indent=1), end)
+    text = _fixed(msgspec.json.format(raw, indent=1))
+    quoted = '"' + marker.replace("\x00", "\\u0000")
+    pieces, done = [], 0
+    for k, (value, part, made_at) in enumerate(texts):
+        at = text.index(f'{quoted}{k}"', done)
+        depth = _indent_of(text, at)
+        if depth < made_at:  # indented deeper than it sits here: written again
+            part, made_at = dumps(value), 0
+        pieces += [text[done:at], _indented(part, depth - made_at)]
+        done = at + len(quoted) + len(str(k)) + 1
+    pieces += [text[done:], end]
+    return "".join(pieces)
+
+
+def _indent_of(text: str, at: int) -> int:
+    """The spaces that begin the line of `text` holding position `at`."""
+    start = text.rfind("\n", 0, at) + 1
+    line = text[start:at]
+    return len(line) - len(line.lstrip(" "))
+
+
+def _fixed(text: bytes, end: str = "") -> str:
+    """msgspec's indented `text` as Python's `json.dumps` writes it (see `dumps`), `end` after."""
     pieces, done = [], 0
     for lo, hi in _differing_lines(text):
         line = _FLOAT.sub(_repr_float, text[lo:hi]).decode()
         pieces += [text[done:lo].decode(), _NOT_ASCII.sub(_escape, line)]
         done = hi
     pieces.append(text[done:].decode())
+    if end:
+        pieces.append(end)
     return "".join(pieces)

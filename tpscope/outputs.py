@@ -104,6 +104,8 @@ def check_not_inside(out: Path, runs: list, option: str = "--out") -> None:
 
 def encodable(text: str) -> str:
     """`text` as UTF-8 can write it (a file name's undecodable bytes as `\\xNN`)."""
+    if text.isascii():  # known without reading it: the usual JSON document
+        return text
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

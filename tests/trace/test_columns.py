@@ -1,6 +1,7 @@
 """Column helpers: exact µs -> ns, symbol tables, lookups."""
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -9,6 +10,8 @@ from tpscope.trace.columns import (
     containing,
     int_column,
     lookup,
+    sorted_unique,
+    unique_ids,
     unique_rows,
     us_to_ns,
 )
@@ -113,3 +116,28 @@ def test_unique_rows_matches_numpy_on_any_columns(k, values, dtype):
     uniq, inverse = unique_rows(*cols)
     want, want_inverse = np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)
     assert uniq.tolist() == want.tolist() and inverse.tolist() == want_inverse.reshape(-1).tolist()
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.int16, np.uint32])
+def test_unique_ids_and_sorted_unique_are_numpys_unique(dtype):
+    rng = np.random.default_rng(5)
+    cases = [
+        rng.integers(0, 300, 20_000),  # symbol ids: a small range, a table
+        rng.integers(0, 10**4, 50),  # a sparse range: numpy's unique
+        np.array([7]),
+        np.array([], np.int64),
+        np.array([3, 3, 0, 3]),
+    ]
+    if np.dtype(dtype).kind == "i":
+        cases += [np.append(rng.integers(-1, 40, 1000), -1)]  # -1: no name
+    for values in cases:
+        v = values.astype(dtype)
+        uniq, inverse = unique_ids(v)
+        want, want_inverse = np.unique(v, return_inverse=True)
+        assert uniq.dtype == want.dtype and uniq.tolist() == want.tolist()
+        assert inverse.tolist() == want_inverse.ravel().tolist()
+        assert (uniq[inverse] == v).all()
+        assert sorted_unique(v).tolist() == sorted(set(v.tolist()))
+    times = rng.integers(0, 2**62, 10_000)  # wide-ranging times, with repeats
+    times = np.concatenate([times, times[:100]])
+    assert sorted_unique(times).tolist() == sorted(set(times.tolist()))

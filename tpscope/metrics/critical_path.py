@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import itertools
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -20,12 +21,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tpscope.jsonable import EncodedList, encode_at
 from tpscope.metrics.activities import NS_PER_US, RunActivities
 from tpscope.metrics.collectives import CollectiveMatch, CollectiveTiming
+from tpscope.metrics.forked import map_forked
 from tpscope.metrics.host_names import HostNames, host_names, named_pieces
 from tpscope.metrics.thread_edges import cpu_run_waits
 from tpscope.trace import ActivityClass, GpuActivities, RankTrace, StreamWaits
-from tpscope.trace.columns import lookup
+from tpscope.trace.columns import lookup, sorted_unique, unique_ids
 
 CATEGORIES = ("compute", "comm", "memory", "host", "idle")
 COMPUTE, COMM, MEMORY, HOST, IDLE = range(5)
@@ -134,6 +137,7 @@ class CpuThreads:
     # per thread, in call order: (its first call, its tid, the calls that launched an activity or
     # waited for one, their ends)
     workers: tuple = ()
+    string_objects: np.ndarray | None = None  # `strings` as an object array
 
     def __len__(self) -> int:
         return len(self.start_ns)
@@ -218,12 +222,20 @@ class PathGraph:
                 self._built.popitem(last=False)
         return part
 
+    def _by_rank(self, seg: PathSegments, use: np.ndarray, out: np.ndarray, value) -> np.ndarray:
+        """`out` with `value(rank graph, selected segments)` filled in for the segments `use`
+        selects, a rank at a time (a loop over the ranks on the path, not over segments)."""
+        hit = np.flatnonzero(use)
+        pos = seg.rank_pos[hit]
+        for p in np.unique(pos).tolist():
+            sel = hit[pos == p]
+            out[sel] = value(self.rank(p), sel)
+        return out
+
     def call_threads(self, seg: PathSegments) -> np.ndarray:
         """Per segment: the CPU thread of its call, -1 for a segment without one."""
         out = np.full(len(seg.call), -1, np.int64)
-        for k in np.flatnonzero(seg.call >= 0).tolist():
-            out[k] = self.rank(int(seg.rank_pos[k])).cpu.tid[seg.call[k]]
-        return out
+        return self._by_rank(seg, seg.call >= 0, out, lambda g, k: g.cpu.tid[seg.call[k]])
 
     def labels(self, seg: PathSegments) -> np.ndarray:
         """Per segment: the op or user range naming its host time (an object array), "" for a
@@ -231,17 +243,23 @@ class PathGraph:
         out = np.full(len(seg.row), "", dtype=object)
         if seg.label is None:
             return out
-        for k in np.flatnonzero(seg.label >= 0).tolist():
-            out[k] = self.rank(int(seg.rank_pos[k])).names.strings[seg.label[k]]
-        return out
+        return self._by_rank(
+            seg, seg.label >= 0, out, lambda g, k: g.names.string_objects[seg.label[k]]
+        )
 
     def call_ops(self, seg: PathSegments) -> np.ndarray:
         """Per segment: the CPU op of its call (an object array), "" for a segment without one."""
         out = np.full(len(seg.call), "", dtype=object)
-        for k in np.flatnonzero(seg.call >= 0).tolist():
-            cpu = self.rank(int(seg.rank_pos[k])).cpu
-            out[k] = cpu.strings[cpu.op[seg.call[k]]]
-        return out
+        return self._by_rank(
+            seg, seg.call >= 0, out, lambda g, k: g.cpu.string_objects[g.cpu.op[seg.call[k]]]
+        )
+
+
+def _objects(strings: Sequence[str]) -> np.ndarray:
+    """`strings` as an object array (indexed by arrays without copying the strings)."""
+    out = np.empty(len(strings), dtype=object)
+    out[:] = strings
+    return out
 
 
 def lane_predecessors(lane: np.ndarray, start: np.ndarray) -> np.ndarray:
@@ -377,9 +395,9 @@ def cpu_threads(
     op_name_id = lookup(ops.external_id, ops.name_id.astype(np.int64), rt.external_id)
     own = np.where(op_name_id >= 0, op_name_id, rt.name_id.astype(np.int64))
     # per distinct symbol id, not per call: its string and whether the call synchronizes
-    uniq, inverse = np.unique(own, return_inverse=True)
+    uniq, inverse = unique_ids(own)
     strings = tuple(r.symbols[k] if k >= 0 else "" for k in uniq.tolist())
-    call_ids, call_inverse = np.unique(rt.name_id, return_inverse=True)
+    call_ids, call_inverse = unique_ids(rt.name_id)
     sync_name = np.array([k >= 0 and is_sync_call(r.symbols[k]) for k in call_ids.tolist()], bool)
     is_sync = sync_name[call_inverse.ravel()] if n else np.zeros(0, bool)
     start, end = rt.start_ns - shift, rt.end_ns - shift
@@ -439,7 +457,11 @@ def cpu_threads(
         if len(rows):
             workers.append((lo, int(tid[lo]), rows, threads.end_ns[rows]))
     threads = dataclasses.replace(
-        threads, launched=launched, prev_ahead=prev_ahead, workers=tuple(workers)
+        threads,
+        launched=launched,
+        prev_ahead=prev_ahead,
+        workers=tuple(workers),
+        string_objects=_objects(strings),
     )
     return threads, launch_call
 
@@ -566,19 +588,18 @@ class _Segments:
             label = np.where(label < 0, fallback, label)
             keep = np.append(True, label[1:] != label[:-1])
             bounds, label = np.append(bounds[:-1][keep], hi), label[keep]
-        for k in range(len(label) - 1, -1, -1):  # per named piece of one segment
-            self.add(
-                row,
-                int(bounds[k]),
-                int(bounds[k + 1]),
-                HOST,
-                edge,
-                inferred,
-                pos,
-                -1,
-                int(label[k]),
-                tid,
-            )
+        self.add_pieces(
+            row,
+            bounds[:-1],
+            bounds[1:],
+            HOST,
+            edge,
+            inferred,
+            pos,
+            np.full(len(label), -1),
+            label,
+            tid,
+        )
 
     def add_cpu(
         self,
@@ -600,17 +621,15 @@ class _Segments:
         lo = max(lo, self.floor)
         if hi <= lo:
             return
-        cuts = cpu.end_ns[first : last + 1] if last >= first else np.zeros(0, np.int64)
-        keep = (cuts > lo) & (cuts < hi)
-        cuts, calls = (
-            cuts[keep],
-            np.arange(first, last + 1)[keep] if last >= first else np.zeros(0, np.int64),
-        )
+        # the calls' ends strictly inside (lo, hi): a slice, a thread's calls being by end
+        ends = cpu.end_ns[first : last + 1] if last >= first else np.zeros(0, np.int64)
+        a, b = int(ends.searchsorted(lo, side="right")), int(ends.searchsorted(hi, side="left"))
+        cuts, calls = ends[a:b], np.arange(first + a, first + max(a, b))
         tid = int(cpu.tid[named_by])
         label = np.full(len(cuts) + 1, -1, np.int64)
         if names is not None:  # cut further where the thread's ops and ranges begin and end
             nb, nl = named_pieces(names, tid, lo, hi)
-            merged = np.union1d(cuts, nb[1:-1])
+            merged = sorted_unique(np.concatenate([cuts, nb[1:-1]]))
             label = nl[np.searchsorted(nb, np.append(lo, merged), side="right") - 1]
             # a piece's call: the first whose end is at or after the piece's end
             owner = np.append(calls, named_by)[
@@ -619,28 +638,56 @@ class _Segments:
             cuts, calls = merged, owner[:-1]
         bounds = np.concatenate([[lo], cuts, [hi]])
         owner = np.append(calls, named_by)
-        strings = np.array((names.strings if names is not None else ()) + ("",), dtype=object)
-        call_op = np.array(cpu.strings, dtype=object)[cpu.op[owner]]
-        key = np.where(label >= 0, strings[label], call_op)  # a name, else the call's op
+        call_op = cpu.string_objects[cpu.op[owner]]
+        # a name, else the call's op
+        key = (
+            np.where(label >= 0, names.string_objects[label], call_op)
+            if names is not None
+            else call_op
+        )
         change = np.append(key[1:] != key[:-1], True)  # keep the last piece of each run of one name
         run_start = np.concatenate([[0], np.flatnonzero(change)[:-1] + 1])
         ends = np.flatnonzero(change)
-        for a, b in zip(run_start[::-1].tolist(), ends[::-1].tolist()):  # latest first
-            self.add(
-                -1,
-                int(bounds[a]),
-                int(bounds[b + 1]),
-                HOST,
-                edge,
-                inferred,
-                pos,
-                int(owner[b]),
-                int(label[b]),
-                tid,
+        lo_ns, hi_ns = bounds[run_start], bounds[ends + 1]
+        self.add_pieces(-1, lo_ns, hi_ns, HOST, edge, inferred, pos, owner[ends], label[ends], tid)
+
+    def add_pieces(
+        self,
+        row: int,
+        lo: np.ndarray,
+        hi: np.ndarray,
+        category: int,
+        edge: int,
+        inferred: bool,
+        pos: int,
+        call: np.ndarray,
+        label: np.ndarray,
+        thread: int,
+    ) -> None:
+        """`add` for the pieces of one stretch, given as arrays in time order (added latest
+        first, as `add` would one at a time)."""
+        lo = np.maximum(lo, self.floor)
+        k = np.flatnonzero(hi > lo)[::-1]
+        n = len(k)
+        self.rows.extend(
+            zip(
+                itertools.repeat(row, n),
+                lo[k].tolist(),
+                hi[k].tolist(),
+                itertools.repeat(category, n),
+                itertools.repeat(edge, n),
+                itertools.repeat(inferred, n),
+                itertools.repeat(pos, n),
+                call[k].tolist(),
+                label[k].tolist(),
+                itertools.repeat(thread, n),
             )
+        )
 
     def arrays(self) -> PathSegments:
-        a = np.array(self.rows, np.int64).reshape(len(self.rows), 10)
+        a = np.fromiter(
+            itertools.chain.from_iterable(self.rows), np.int64, count=10 * len(self.rows)
+        ).reshape(len(self.rows), 10)
         return PathSegments(
             a[:, 0],
             a[:, 1],
@@ -921,17 +968,15 @@ def segment_records(
     on_gpu = (row >= 0) & (thread < 0)
     lane_labels = np.array(acts.lane_labels + ("",), dtype=object)
     rank_ids = np.array(acts.rank_ids, np.int64)[pos]
-    where = np.where(
-        on_gpu,
-        lane_labels[np.where(on_gpu, acts.lane[np.maximum(row, 0)], -1)],
-        np.char.add(
-            np.char.add("rank ", rank_ids.astype(str)),
-            np.char.add(
-                " cpu thread ",
-                np.where(thread >= 0, thread, graph.call_threads(seg)).astype(str),
-            ),
-        ),
-    )
+    where = lane_labels[np.where(on_gpu, acts.lane[np.maximum(row, 0)], -1)]
+    host = np.flatnonzero(~on_gpu)
+    if len(host):  # "rank R cpu thread T", written once per (rank, thread) on the path
+        tid = np.where(thread >= 0, thread, graph.call_threads(seg))[host]
+        pairs, inverse = np.unique(
+            np.stack([rank_ids[host], tid], axis=1), axis=0, return_inverse=True
+        )
+        texts = _objects([f"rank {r} cpu thread {t}" for r, t in pairs.tolist()])
+        where[host] = texts[inverse.ravel()]
     strings = np.array(acts.strings + ("",), dtype=object)
     name_id = acts.name[np.maximum(row, 0)] if len(acts) else np.zeros(len(row), np.int64)
     name = np.where(
@@ -1005,32 +1050,34 @@ def _host_ops(seg: PathSegments, dur: np.ndarray, graph: PathGraph) -> dict[str,
     """The host time on the path per name (the innermost CPU op or user range holding it, else
     the op of the call it led to) in µs, the largest first (at most 10; a tie goes to the name
     seen first, by rank and then by name)."""
-    total: dict[str, float] = {}
-    first: dict[str, int] = {}
     own = (seg.category == HOST) & ((seg.edge == CPU) | (seg.edge == THREAD))
     mine = np.flatnonzero(
         own & ((seg.row < 0) | (seg.thread >= 0 if seg.thread is not None else False))
     )
-    labels = graph.labels(seg)
-    for k in mine.tolist():  # the host segments of CPU threads
-        pos = int(seg.rank_pos[k])
-        if labels[k]:
-            name = labels[k]
-        elif seg.call[k] >= 0:
-            cpu = graph.rank(pos).cpu
-            name = cpu.strings[int(cpu.op[seg.call[k]])]
-        else:
-            name = graph.acts.strings[int(graph.acts.name[seg.row[k]])]
-        total[name] = total.get(name, 0.0) + float(dur[k])
-        first[name] = min(first.get(name, pos), pos)
+    labels = graph.labels(seg)[mine]
+    ops = graph.call_ops(seg)[mine]
+    acts = graph.acts
+    own_name = _objects(acts.strings)[acts.name[seg.row[mine]]] if len(acts) else ops
+    names = np.where(labels != "", labels, np.where(seg.call[mine] >= 0, ops, own_name))
+    index: dict[str, int] = {}  # name -> its number, in the order first seen
+    code = np.fromiter(
+        (index.setdefault(n, len(index)) for n in names.tolist()), np.int64, len(mine)
+    )
+    # per name: its time (whole ns, so the float sums are exact in any order) and first rank
+    sums = np.bincount(code, weights=dur[mine].astype(np.float64), minlength=len(index))
+    lowest = np.full(len(index), np.iinfo(np.int64).max, np.int64)
+    np.minimum.at(lowest, code, seg.rank_pos[mine].astype(np.int64))
+    total = dict(zip(index, sums.tolist()))
+    first = dict(zip(index, lowest.tolist()))
     ranked = sorted(total, key=lambda n: (-total[n], first[n], n))[:10]
     return {n: total[n] / NS_PER_US for n in ranked if total[n] > 0}
 
 
-def step_walks(
+def step_plan(
     acts: RunActivities, graph: PathGraph, windows: list | None = None
-) -> list[tuple[int, int, int, PathSegments]]:
-    """(step, floor, top, segments) of every step number present on any rank.
+) -> list[tuple[int, int, int, int, int]]:
+    """(step, floor, top, last, activities) of every step number present on any rank: where its
+    walk starts (`last`, the activity that ends last) and stops (`floor`).
 
     With `windows` (each rank's StepWindows, by rank position: metrics.md §3's partition), a
     step's path runs over the union of its ranks' windows, aligned: from the earliest window start
@@ -1045,9 +1092,18 @@ def step_walks(
         floor, top = int(start.min()), int(end.max())
         if windows is not None:  # §3: the step's period, not the span of the work it launched
             floor = window_floor(step, windows, graph.offsets_ns, floor, top)
-        last = int(rows[np.argmax(end)])
-        out.append((int(step), floor, top, walk_step(graph, last, floor, len(rows))))
+        out.append((int(step), floor, top, int(rows[np.argmax(end)]), len(rows)))
     return out
+
+
+def step_walks(
+    acts: RunActivities, graph: PathGraph, windows: list | None = None
+) -> list[tuple[int, int, int, PathSegments]]:
+    """(step, floor, top, segments) of every step number present on any rank (`step_plan`)."""
+    return [
+        (step, floor, top, walk_step(graph, last, floor, n))
+        for step, floor, top, last, n in step_plan(acts, graph, windows)
+    ]
 
 
 def window_floor(
@@ -1065,18 +1121,58 @@ def window_floor(
     return min(min(starts), top) if starts else span_floor
 
 
+# activities in a run's steps from which their walks run in worker processes: below, forking
+# costs more than it saves
+PARALLEL_MIN_ACTIVITIES = 50_000
+# how deep a path's segments sit in `tpscope analyze --json` (the document's list of paths, a
+# path's fields): their text is indented so in the worker that writes it
+SEGMENTS_INDENT = 3
+
+
 def critical_paths(
-    acts: RunActivities, graph: PathGraph, windows: list | None = None
+    acts: RunActivities, graph: PathGraph, windows: list | None = None, workers: int = 1
 ) -> list[CriticalPath]:
     """One CriticalPath per step number present on any rank; the first profiled step is marked.
-    `windows`: each rank's step windows (metrics.md §3), as `step_walks` takes them."""
-    walks = step_walks(acts, graph, windows)
-    first = walks[0][0] if len(walks) > 1 else None
+    `windows`: each rank's step windows (metrics.md §3), as `step_plan` takes them.
+
+    With `workers > 1` and steps of at least PARALLEL_MIN_ACTIVITIES activities in all, the steps
+    (independent walks) are walked in `workers` processes (`map_forked`), each of which also
+    writes its path's segments as JSON (`EncodedList`): with fewer workers than steps, forked
+    after the graphs of the ranks where the walks start are built here (shared, and this process
+    walks its share); with more, one forked process per step, each building its graphs."""
+    plan = step_plan(acts, graph, windows)
+    first = plan[0][0] if len(plan) > 1 else None
+    if workers <= 1 or len(plan) <= 1 or sum(p[4] for p in plan) < PARALLEL_MIN_ACTIVITIES:
+        paths = [_step_path(acts, graph, item, first) for item in plan]
+        return [p for p in paths if p is not None]
+    if workers <= len(plan):  # this process walks steps too: the graphs where walks start are
+        for pos in sorted({graph.pos_of(item[3]) for item in plan}):  # built once, shared
+            graph.rank(pos)
+    # else a process per step, each building the graphs its walk reaches, side by side
+    done = map_forked(lambda k: _encoded_path(acts, graph, plan[k], first), len(plan), workers)
     return [
-        summarize_path(seg, acts, graph, step, floor, top - floor, step == first)
-        for step, floor, top, seg in walks
-        if len(seg)
+        dataclasses.replace(path, segments=EncodedList(path.segments, text, SEGMENTS_INDENT))
+        for path, text in filter(None, done)
     ]
+
+
+def _step_path(
+    acts: RunActivities, graph: PathGraph, item: tuple, first: int | None
+) -> CriticalPath | None:
+    """The CriticalPath of one `step_plan` item; None where the walk found nothing."""
+    step, floor, top, last, n = item
+    seg = walk_step(graph, last, floor, n)
+    if not len(seg):
+        return None
+    return summarize_path(seg, acts, graph, step, floor, top - floor, step == first)
+
+
+def _encoded_path(
+    acts: RunActivities, graph: PathGraph, item: tuple, first: int | None
+) -> tuple[CriticalPath, str] | None:
+    """`_step_path` in a worker, with its segments' JSON text (`jsonable.encode_at`)."""
+    path = _step_path(acts, graph, item, first)
+    return None if path is None else (path, encode_at(path.segments, SEGMENTS_INDENT))
 
 
 __all__ = [

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tpscope.trace import RankTrace
-from tpscope.trace.columns import lookup
+from tpscope.trace.columns import lookup, sorted_unique, unique_ids
 from tpscope.trace.cpu_activities import COMM_RANGE_PREFIXES
 
 # metrics.md §7: ranges that name no host time: the step markers, and a CPU run's collectives
@@ -45,13 +45,21 @@ class HostNames:
     # tid -> (starts, ends): the thread's busy time, the union of its CPU ops and runtime calls
     # (user ranges do not count: a thread blocked in `backward()` may sit in one)
     busy: dict | None = None
+    # tid -> the thread's busy time before each of its busy intervals (one more than them)
+    busy_before: dict | None = None
+    # `strings` and "" after them as an object array (index -1: ""), for indexing by arrays
+    string_objects: np.ndarray | None = None
 
     def busy_ns(self, tid: int, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """Per stretch [lo, hi]: how long thread `tid` ran CPU ops or runtime calls in it."""
         if self.busy is None or int(tid) not in self.busy:
             return np.zeros(len(lo), np.int64)
         s, e = self.busy[int(tid)]
-        done = np.concatenate([[0], np.cumsum(e - s)])  # busy time before each interval
+        done = (
+            self.busy_before[int(tid)]
+            if self.busy_before is not None
+            else np.concatenate([[0], np.cumsum(e - s)])
+        )
 
         def before(t: np.ndarray) -> np.ndarray:  # busy time before t
             k = np.searchsorted(s, t, side="right")
@@ -155,7 +163,7 @@ def host_names(r: RankTrace, shift: int) -> HostNames:
     is_range = np.concatenate(
         [np.zeros(len(ops), bool), np.ones(int(keep.sum()), bool), np.zeros(int(own.sum()), bool)]
     )
-    uniq, name = np.unique(name_id, return_inverse=True)
+    uniq, name = unique_ids(name_id)
     strings = tuple(r.symbols[k] if k >= 0 else "" for k in uniq.tolist())
     name = name.ravel()
     busy = {}
@@ -176,10 +184,16 @@ def host_names(r: RankTrace, shift: int) -> HostNames:
             parent=nest_parents(start[rows], end[rows]),
             is_range=is_range[rows],
         )
-        bounds = np.unique(np.concatenate([nest.start_ns, nest.end_ns]))
+        bounds = sorted_unique(np.concatenate([nest.start_ns, nest.end_ns]))
         mids = bounds[:-1] + (bounds[1:] - bounds[:-1]) // 2
         threads[int(t)] = dataclasses.replace(nest, bounds=bounds, label=_innermost_at(nest, mids))
-    return HostNames(threads=threads, strings=strings, busy=busy)
+    return HostNames(
+        threads=threads,
+        strings=strings,
+        busy=busy,
+        busy_before={t: np.concatenate([[0], np.cumsum(e - s)]) for t, (s, e) in busy.items()},
+        string_objects=np.array(strings + ("",), dtype=object),
+    )
 
 
 def _union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -197,7 +211,21 @@ def named_pieces(names: HostNames, tid: int, lo: int, hi: int) -> tuple[np.ndarr
     """Thread `tid`'s time [lo, hi] cut where its ops and ranges begin and end: the pieces'
     bounds (one more than the pieces) and each one's innermost holder (index into
     `names.strings`, -1 where nothing holds it), runs of one name merged."""
-    bounds = np.concatenate([[lo], names.cuts(tid, lo, hi), [hi]]).astype(np.int64)
-    label = names.innermost(tid, (bounds[:-1] + bounds[1:]) // 2)
-    keep = np.append(True, label[1:] != label[:-1])  # the first piece of each run
+    nest = names.threads.get(int(tid))
+    if nest is None or nest.bounds is None or len(nest.label) == 0 or hi <= lo:
+        bounds = np.concatenate([[lo], names.cuts(tid, lo, hi), [hi]]).astype(np.int64)
+        label = names.innermost(tid, (bounds[:-1] + bounds[1:]) // 2)
+    else:  # the pieces are the step function's between the bounds inside (lo, hi): slices
+        a = int(nest.bounds.searchsorted(lo, side="right"))
+        b = int(nest.bounds.searchsorted(hi, side="left"))
+        bounds = np.empty(b - a + 2, np.int64)
+        bounds[0], bounds[1:-1], bounds[-1] = lo, nest.bounds[a:b], hi
+        label = np.empty(b - a + 1, np.int64)  # the label of bounds' step a-1 .. b-1, -1 outside
+        label[:] = -1
+        inside_lo, inside_hi = max(a - 1, 0), min(b, len(nest.label))
+        if inside_hi > inside_lo:
+            label[inside_lo - (a - 1) : inside_hi - (a - 1)] = nest.label[inside_lo:inside_hi]
+    keep = np.empty(len(label), bool)  # the first piece of each run
+    keep[0] = True
+    np.not_equal(label[1:], label[:-1], out=keep[1:])
     return np.append(bounds[:-1][keep], hi), label[keep]

@@ -50,7 +50,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="processes that decode traces (default: every usable core)",
+        help="processes that decode traces and walk a big run's critical paths, a step each "
+        "(default: every usable core)",
     )
     p.add_argument(
         "--engine",
@@ -92,6 +93,7 @@ def analyze_folder(
     from tpscope.calibrate.read import calibration_path, read_calibration
     from tpscope.metrics import analyze_run
     from tpscope.trace import load_run
+    from tpscope.trace.read.parallel import usable_cores
 
     calibration = calibration_path(run_dir)  # from `tpscope calibrate`, used when present (§8)
     cache, kind = _cache_and_kind(run_dir, reference, use_cache, align, include_first_step)
@@ -121,6 +123,7 @@ def analyze_folder(
                 align=align,
                 include_first_step=include_first_step,
                 calibration=samples,
+                workers=usable_cores() if workers is None else max(1, workers),
             )
 
     if cache is None:
@@ -169,7 +172,7 @@ def json_text(
 
     def compute() -> str:
         analysis = analyze_folder(run_dir, reference, workers, use_cache, **options)
-        return dumps(json_fields(analysis)) + "\n"
+        return dumps(json_fields(analysis), end="\n")
 
     cache, kind = _cache_and_kind(run_dir, reference, use_cache, **options)
     if cache is None:

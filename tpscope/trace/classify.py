@@ -7,6 +7,8 @@ from enum import IntEnum
 
 import numpy as np
 
+from tpscope.trace.columns import unique_ids
+
 
 class ActivityClass(IntEnum):
     """What a GPU activity spends its lane's time on."""
@@ -263,6 +265,6 @@ def _per_distinct(keys: np.ndarray, rule, dtype) -> np.ndarray:
     """`rule(key)` for each activity's key, evaluated once per distinct key and broadcast."""
     if len(keys) == 0:
         return np.zeros(0, dtype=dtype)
-    uniq, inverse = np.unique(keys, return_inverse=True)
+    uniq, inverse = unique_ids(keys)
     values = np.fromiter((rule(k) for k in uniq.tolist()), dtype=dtype, count=len(uniq))
     return values[inverse]

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tpscope.trace.columns import MISSING
+from tpscope.trace.columns import MISSING, sorted_unique
 from tpscope.trace.tables import CpuCalls, RankTrace, StepWindows
 
 try:  # ISA-L's deflate, as decode.py's inflate; zlib's stream format either way
@@ -154,7 +154,7 @@ def compact_rank(r: RankTrace) -> RankTrace:
 
 def _launching(ops: CpuCalls, r: RankTrace) -> np.ndarray:
     """Ops whose External id a GPU activity or a runtime call carries."""
-    wanted = np.unique(np.concatenate([r.gpu.external_id, r.runtime.external_id]))
+    wanted = sorted_unique(np.concatenate([r.gpu.external_id, r.runtime.external_id]))
     wanted = wanted[wanted != MISSING]
     return np.isin(ops.external_id, wanted) & (ops.external_id != MISSING)
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tpscope.trace.classify import ActivityClass
-from tpscope.trace.columns import MISSING, SymbolTable, containing
+from tpscope.trace.columns import MISSING, SymbolTable, containing, unique_ids
 from tpscope.trace.read.extract import RawColumns
 
 # metrics.md §1: what a CPU-side event is, by the start of its name; first match wins.
@@ -85,7 +85,7 @@ def _starts_with(name_ids: np.ndarray, symbols: list[str], prefixes: tuple[str, 
     """Per row: whether its name starts with one of `prefixes` (each distinct name looked at once)."""
     if len(name_ids) == 0:
         return np.zeros(0, bool)
-    uniq, inverse = np.unique(name_ids, return_inverse=True)
+    uniq, inverse = unique_ids(name_ids)
     hit = np.fromiter(
         (u >= 0 and symbols[u].startswith(prefixes) for u in uniq.tolist()), bool, len(uniq)
     )
@@ -96,7 +96,7 @@ def _is_compute(name_ids: np.ndarray, symbols: list[str]) -> np.ndarray:
     """Per op: whether its name is an OPERATOR outside NOT_COMPUTE_NAMESPACES (once per name)."""
     if len(name_ids) == 0:
         return np.zeros(0, bool)
-    uniq, inverse = np.unique(name_ids, return_inverse=True)
+    uniq, inverse = unique_ids(name_ids)
 
     def rule(u: int) -> bool:
         m = OPERATOR.match(symbols[u]) if u >= 0 else None
