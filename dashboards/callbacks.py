@@ -567,25 +567,28 @@ def register_callbacks(app, store: RunStore) -> None:
     @app.callback(
         Output("hta-temporal-graph", "figure"),
         Output("hta-idle-graph", "figure"),
+        Output("hta-figures", "style"),
         Output("hta-note", "children"),
         Output("hta-status", "children", allow_duplicate=True),
         Input("run-select", "value"),
         Input("tabs", "value"),
         prevent_initial_call="initial_duplicate",
     )
-    @guarded(4, (0, 1))
+    @guarded(5, (0, 1))
     def on_hta(run_id, tab):
-        """HTA's figures, or its one line; the status line ("HTA is parsing ...") cleared."""
+        """HTA's figures, or its one line (the figures hidden); the status line ("HTA is parsing
+        ...") cleared."""
         if tab != "hta":
             raise PreventUpdate  # HTA parses the traces again: only when its tab is open
         result = store.hta(run_id)
         if result.error:
-            return not_available(result.error), not_available(result.error), result.error, ""
+            blank = not_available("")
+            return blank, blank, {"display": "none"}, result.error, ""
         note = (
             "Computed by Holistic Trace Analysis over the whole trace (every step, every stream), "
             "so its totals differ from tpscope's per-step windows."
         )
-        return hta.temporal_figure(result.temporal), hta.idle_figure(result.idle), note, ""
+        return hta.temporal_figure(result.temporal), hta.idle_figure(result.idle), {}, note, ""
 
 
 FINDINGS_SHOWN = 6  # the Overview's findings, largest cost first

@@ -67,3 +67,8 @@ def test_a_cpu_run_reads_as_threads_with_its_findings(browser, served_cpu, tmp_p
     open_tab(browser, "HTA")
     wait_until(browser, lambda d: "not run on a CPU run" in text_of(d, "hta-note"), timeout=60)
     assert text_of(browser, "hta-status") == ""
+    # one line says why: no empty figure below it repeats the words
+    wait_until(browser, lambda d: not d.find_element(By.ID, "hta-figures").is_displayed())
+    shown = browser.find_element(By.TAG_NAME, "body").text
+    assert shown.count("not run on a CPU run") == 1, shown
+    browser.save_screenshot(str(tmp_path / "cpu-hta.png"))
