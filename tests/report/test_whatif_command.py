@@ -69,3 +69,18 @@ def test_contention_from_a_fused_run_and_from_an_unfused_one():
     assert any("measured on" in n for n in doc["changes"][0]["notes"])
     done = tpscope("whatif", str(shm), "fuse=chunked:4", "--contention-from", str(RUN))
     assert done.returncode == 2 and "--contention-from" in done.stderr
+
+
+def test_the_table_writes_each_step_in_us_like_every_other_table():
+    """The measured row's per-step column holds each step's time of the slowest rank (the trace's
+    ProfilerStep spans, from the analyzer's JSON) in µs, as `analyze` writes them."""
+    done = tpscope("whatif", str(RUN), "hide=all")
+    assert done.returncode == 0, done.stderr
+    assert "per step (µs)" in done.stdout and "(ms)" not in done.stdout
+    doc = json.loads(tpscope("analyze", str(RUN), "--json").stdout)
+    slowest: dict[int, float] = {}
+    for s in doc["steps"]:
+        slowest[s["step"]] = max(slowest.get(s["step"], 0.0), s["step_time_us"])
+    cells = " / ".join(f"{slowest[k]:,.0f}" for k in sorted(slowest))
+    measured = next(line for line in done.stdout.splitlines() if line.startswith("(measured)"))
+    assert cells in measured, (cells, measured)
