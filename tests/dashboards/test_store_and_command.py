@@ -173,6 +173,7 @@ def test_tpscope_dash_serves_the_sample_runs_on_127_0_0_1(tmp_path):
         # our one line says where the page is; no "development server" warning, no Flask banner
         assert f"serving 2 run folder(s) on http://127.0.0.1:{port}/" in out, out
         assert "development server" not in out and "Serving Flask app" not in out, out
+        assert "Dash is running" not in out, out  # the same address twice, in Dash's words
 
 
 def test_screenshot_script_makes_a_png(tmp_path):
