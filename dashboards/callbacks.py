@@ -588,6 +588,9 @@ def register_callbacks(app, store: RunStore) -> None:
             "Computed by Holistic Trace Analysis over the whole trace (every step, every stream), "
             "so its totals differ from tpscope's per-step windows."
         )
+        partial = getattr(result, "partial", None)  # absent from results cached by older versions
+        if partial:
+            note = f"{partial} {note}"
         return hta.temporal_figure(result.temporal), hta.idle_figure(result.idle), {}, note, ""
 
 
