@@ -117,6 +117,9 @@ def test_from_the_worst_run_to_the_collective_that_exposes_most_and_back_by_url(
     wait_until(page, lambda d: f"Step {step}" in text_of(d, "collectives-note"))
     # a view of its own in the history
     wait_until(page, lambda d: "tab=collectives" in d.current_url)
+    # the table opens on the instances that expose the most, that one first
+    rows = wait_until(page, lambda d: table_rows(d, "collectives-table"))
+    assert rows[0]["key"] == top["key"], rows[:3]
     cell(page, "collectives-table", top["key"], "key").click()
     wait_until(page, lambda d: _selected_tab(d) == "Timeline")
     fig = _timeline(
