@@ -323,14 +323,19 @@ def register_callbacks(app, store: RunStore) -> None:
 
     @app.callback(
         Output("want", "data", allow_duplicate=True),
+        Output("timeline-options", "value", allow_duplicate=True),
         Input({"type": "finding", "index": ALL}, "n_clicks"),
         State("findings-targets", "data"),
         State("run-select", "value"),
+        State("step-select", "value"),
         State("rank-select", "value"),
+        State("timeline-options", "value"),
         prevent_initial_call=True,
     )
-    def open_finding(clicks, targets, run_id, ranks):
-        """A finding's activities on the Timeline: its step, its selection (a collective zoomed)."""
+    def open_finding(clicks, targets, run_id, step, ranks, options):
+        """A finding's activities on the Timeline: its step (else the one on view), its selection
+        (a collective zoomed; for host-bound time a GPU run's CPU threads' lanes shown); the
+        What-if tab for the headroom."""
         trigger = ctx.triggered_id
         if not isinstance(trigger, dict) or not any(clicks or []):
             raise PreventUpdate
@@ -339,15 +344,22 @@ def register_callbacks(app, store: RunStore) -> None:
         if k >= len(targets) or k >= len(clicks) or not clicks[k]:
             raise PreventUpdate
         target = targets[k]
-        want = {"run": run_id, "tab": "timeline", "ranks": ranks}
+        if target.get("kind") == "headroom":  # a replay's bound: the replay itself
+            return {"run": run_id, "tab": "whatif", "ranks": ranks}, no_update
+        # a selection holds for one step: a finding over every step (a GEMM shape) shows its
+        # activities in the step on view
+        want = {"run": run_id, "tab": "timeline", "ranks": ranks, "step": step}
         if target.get("step") is not None:
             want["step"] = int(target["step"])
         sel = target.get("sel")
+        shown = no_update
         if sel:
             want["sel"] = sel
             if sel["kind"] == "collective" and want.get("step") is not None:
                 _zoom_to_collective(want, store, run_id, ranks, str(sel["key"]))
-        return want
+            if target.get("kind") == "host" and not store.load(run_id).doc.get("cpu_run"):
+                shown = sorted({*(options or []), "launches"})  # where host time is spent
+        return want, shown
 
     @app.callback(
         Output("overview-table", "rowData"),

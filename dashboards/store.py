@@ -397,7 +397,9 @@ def run_hta(trace_files: dict[int, str]) -> HtaResult:
             include_last_profiler_step=True, use_multiprocessing=False, use_memory_profiling=False
         )
     except Exception as exc:  # HTA refuses some traces; the view says why
-        return HtaResult(error=f"HTA could not analyze this run: it could not read it ({_hta_why(exc)})")
+        return HtaResult(
+            error=f"HTA could not analyze this run: it could not read it ({_hta_why(exc)})"
+        )
     temporal = idle = None
     failed = []
     try:
