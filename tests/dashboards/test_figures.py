@@ -785,3 +785,42 @@ def test_a_cpu_runs_timeline_has_thread_lanes_and_apart_label_texts():
             for x2, y2, t2 in texts[i + 1 :]:
                 if y1 == y2:
                     assert abs(x1 - x2) * px >= (len(t1) + len(t2)) / 2 * timeline.CHAR_PX, (t1, t2)
+
+
+def test_the_step_strip_says_which_step_is_the_warm_up_left_out(tmp_path):
+    """Three steps of one rank, the first a warm-up: its bar says so and is not drawn as the
+    others, as `analyze` marks it `*`; a click still opens the step by its number."""
+    from tpscope.dashboards.figures.steps import strip_figure
+
+    doc = {
+        "steps": [
+            {
+                "rank": 0,
+                "step": 1,
+                "step_time_us": 900.0,
+                "exposed_comm_us": 0.0,
+                "first_step": True,
+            },
+            {
+                "rank": 0,
+                "step": 2,
+                "step_time_us": 500.0,
+                "exposed_comm_us": 0.0,
+                "first_step": False,
+            },
+            {
+                "rank": 0,
+                "step": 3,
+                "step_time_us": 600.0,
+                "exposed_comm_us": 0.0,
+                "first_step": False,
+            },
+        ]
+    }
+    fig = strip_figure(results.step_summaries(doc), chosen=3)
+    bars = fig.data[0]
+    assert list(bars.x) == ["step 1 (warm-up, left out)", "step 2", "step 3"]
+    colors = list(bars.marker.color)
+    assert colors[0] != colors[1] and colors[2] != colors[1]  # grey warm-up, red slowest (3)
+    assert [c[0] for c in bars.customdata] == [1, 2, 3]
+    assert "warm-up" in bars.customdata[0][2]
