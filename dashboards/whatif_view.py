@@ -80,6 +80,11 @@ def whatif_figure(w) -> go.Figure:
         height=120 + 46 * len(rows),
     )
     fig.update_layout(barmode="stack", xaxis_title="µs per step", yaxis_autorange="reversed")
+    # room right of the longest bar for its label ("112,707 µs (1.000x)"), which plotly clips
+    top = max(
+        [r[1] for r in rows] + [sum((r[2] or {}).get(k) or 0.0 for k, _ in PARTS) for r in rows]
+    )
+    fig.update_xaxes(range=[0.0, 1.3 * top])
     return fig
 
 
