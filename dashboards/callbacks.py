@@ -546,7 +546,9 @@ def register_callbacks(app, store: RunStore) -> None:
         return (
             contention.gemm_contention_figure(gemms)
             if gemms
-            else contention.contention_figure(results.contention_rows(analysis)),
+            else contention.contention_figure(
+                results.contention_rows(analysis), cpu_run=bool(doc.get("cpu_run"))
+            ),
             contention.comm_contention_figure(results.comm_contention_rows(analysis)),
             contention.tax_figure(results.step_rows(doc, ranks or [])),
             note,

@@ -25,11 +25,13 @@ def short_signature(sig: str, limit: int = 60) -> str:
     return sig if len(sig) <= limit else sig[: limit - 1] + "…"
 
 
-def contention_figure(rows: list[dict]) -> go.Figure:
-    """Grouped horizontal bars: median isolated and overlapped duration (µs) per signature."""
+def contention_figure(rows: list[dict], cpu_run: bool = False) -> go.Figure:
+    """Grouped horizontal bars: median isolated and overlapped duration (µs) per signature; a CPU
+    run's compute is its CPU ops' self time (metrics.md §1), so its signatures are CPU ops'."""
+    what = "CPU op" if cpu_run else "kernel"
     if not rows:
         return not_available(
-            "contention per kernel signature: not available for this run (none above the floor: "
+            f"contention per {what} signature: not available for this run (none above the floor: "
             f"{FLOOR_TEXT.removeprefix('shown: ')})"
         )
     rows = sorted(rows, key=lambda r: -(r.get("tax_us_per_step") or 0.0))[:MAX_SIGNATURES]
@@ -72,8 +74,8 @@ def contention_figure(rows: list[dict]) -> go.Figure:
     )
     base_layout(
         fig,
-        title="Kernel duration isolated vs overlapped with communication (µs), most tax per step "
-        "first",
+        title=f"{what.capitalize()} duration isolated vs overlapped with communication (µs), most "
+        "tax per step first",
         height=140 + 40 * len(rows),
     )
     fig.update_layout(barmode="group", xaxis_title="µs", margin=dict(l=380))
