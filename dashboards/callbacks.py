@@ -323,14 +323,19 @@ def register_callbacks(app, store: RunStore) -> None:
 
     @app.callback(
         Output("want", "data", allow_duplicate=True),
+        Output("timeline-options", "value", allow_duplicate=True),
         Input({"type": "finding", "index": ALL}, "n_clicks"),
         State("findings-targets", "data"),
         State("run-select", "value"),
+        State("step-select", "value"),
         State("rank-select", "value"),
+        State("timeline-options", "value"),
         prevent_initial_call=True,
     )
-    def open_finding(clicks, targets, run_id, ranks):
-        """A finding's activities on the Timeline: its step, its selection (a collective zoomed)."""
+    def open_finding(clicks, targets, run_id, step, ranks, options):
+        """A finding's activities on the Timeline: its step (else the one on view), its selection
+        (a collective zoomed; for host-bound time a GPU run's CPU threads' lanes shown); the
+        What-if tab for the headroom."""
         trigger = ctx.triggered_id
         if not isinstance(trigger, dict) or not any(clicks or []):
             raise PreventUpdate
@@ -339,15 +344,22 @@ def register_callbacks(app, store: RunStore) -> None:
         if k >= len(targets) or k >= len(clicks) or not clicks[k]:
             raise PreventUpdate
         target = targets[k]
-        want = {"run": run_id, "tab": "timeline", "ranks": ranks}
+        if target.get("kind") == "headroom":  # a replay's bound: the replay itself
+            return {"run": run_id, "tab": "whatif", "ranks": ranks}, no_update
+        # a selection holds for one step: a finding over every step (a GEMM shape) shows its
+        # activities in the step on view
+        want = {"run": run_id, "tab": "timeline", "ranks": ranks, "step": step}
         if target.get("step") is not None:
             want["step"] = int(target["step"])
         sel = target.get("sel")
+        shown = no_update
         if sel:
             want["sel"] = sel
             if sel["kind"] == "collective" and want.get("step") is not None:
                 _zoom_to_collective(want, store, run_id, ranks, str(sel["key"]))
-        return want
+            if target.get("kind") == "host" and not store.load(run_id).doc.get("cpu_run"):
+                shown = sorted({*(options or []), "launches"})  # where host time is spent
+        return want, shown
 
     @app.callback(
         Output("overview-table", "rowData"),
@@ -534,7 +546,9 @@ def register_callbacks(app, store: RunStore) -> None:
         return (
             contention.gemm_contention_figure(gemms)
             if gemms
-            else contention.contention_figure(results.contention_rows(analysis)),
+            else contention.contention_figure(
+                results.contention_rows(analysis), cpu_run=bool(doc.get("cpu_run"))
+            ),
             contention.comm_contention_figure(results.comm_contention_rows(analysis)),
             contention.tax_figure(results.step_rows(doc, ranks or [])),
             note,
@@ -567,25 +581,31 @@ def register_callbacks(app, store: RunStore) -> None:
     @app.callback(
         Output("hta-temporal-graph", "figure"),
         Output("hta-idle-graph", "figure"),
+        Output("hta-figures", "style"),
         Output("hta-note", "children"),
         Output("hta-status", "children", allow_duplicate=True),
         Input("run-select", "value"),
         Input("tabs", "value"),
         prevent_initial_call="initial_duplicate",
     )
-    @guarded(4, (0, 1))
+    @guarded(5, (0, 1))
     def on_hta(run_id, tab):
-        """HTA's figures, or its one line; the status line ("HTA is parsing ...") cleared."""
+        """HTA's figures, or its one line (the figures hidden); the status line ("HTA is parsing
+        ...") cleared."""
         if tab != "hta":
             raise PreventUpdate  # HTA parses the traces again: only when its tab is open
         result = store.hta(run_id)
         if result.error:
-            return not_available(result.error), not_available(result.error), result.error, ""
+            blank = not_available("")
+            return blank, blank, {"display": "none"}, result.error, ""
         note = (
             "Computed by Holistic Trace Analysis over the whole trace (every step, every stream), "
             "so its totals differ from tpscope's per-step windows."
         )
-        return hta.temporal_figure(result.temporal), hta.idle_figure(result.idle), note, ""
+        partial = getattr(result, "partial", None)  # absent from results cached by older versions
+        if partial:
+            note = f"{partial} {note}"
+        return hta.temporal_figure(result.temporal), hta.idle_figure(result.idle), {}, note, ""
 
 
 FINDINGS_SHOWN = 6  # the Overview's findings, largest cost first

@@ -109,12 +109,14 @@ def main(args: argparse.Namespace) -> int:
 
 
 def quiet_server() -> None:
-    """Leave out Flask's and werkzeug's start-up lines, the red "development server" warning among
-    them: the line above says where the page is; the server serves one person on this machine
-    (127.0.0.1 unless --host says otherwise), the use werkzeug's server is made for."""
+    """Leave out Dash's, Flask's and werkzeug's start-up lines ("Dash is running on ...", the red
+    "development server" warning): the line above says where the page is; the server serves one
+    person on this machine (127.0.0.1 unless --host says otherwise), the use werkzeug's server is
+    made for."""
     import logging
 
     import flask.cli
 
     flask.cli.show_server_banner = lambda *args, **kwargs: None
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    logging.getLogger("dash.dash").setLevel(logging.WARNING)  # its INFO "Dash is running on"

@@ -161,8 +161,10 @@ def _tab_children(name: str) -> list:
         dcc.Loading(
             [
                 html.Div(id="hta-note", className="note"),
-                _graph("hta-temporal-graph"),
-                _graph("hta-idle-graph"),
+                # hidden where HTA is not run: the note says why, once
+                html.Div(
+                    [_graph("hta-temporal-graph"), _graph("hta-idle-graph")], id="hta-figures"
+                ),
             ]
         ),
     ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from tpscope.jsonable import plain
-from tpscope.metrics.contention_rank import ranked_kernels
+from tpscope.metrics.contention_rank import ranked_kernels, shown_gemm_shapes
 from tpscope.numbers import number
 from tpscope.runfolder.manifest import Manifest
 
@@ -137,13 +137,11 @@ def contention_rows(analysis: Any) -> list[dict]:
 
 
 def gemm_contention_rows(analysis: Any) -> list[dict]:
-    """Per GEMM shape with a baseline and GEMMs beside a transfer: alone, same-SM and overlapped
-    medians, the most taxed first (metrics.md §8)."""
-    return [
-        plain(g)
-        for g in getattr(analysis, "gemm_contention", None) or []
-        if g.baseline_us is not None and g.overlapped_median_us is not None
-    ]
+    """Per GEMM shape above the floor of significance (a baseline and GEMMs beside a transfer, enough
+    of each, medians apart): alone, same-SM and overlapped medians, the most taxed first
+    (metrics.md §8, "Ranking")."""
+    shown, _under = shown_gemm_shapes(getattr(analysis, "gemm_contention", None))
+    return [plain(g) for g in shown]
 
 
 def gemm_budget_text(analysis: Any) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import logging
 import threading
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,7 +58,8 @@ class HtaResult:
 
     temporal: Any = None
     idle: Any = None
-    error: str | None = None
+    error: str | None = None  # neither breakdown: why, in one line
+    partial: str | None = None  # one breakdown only: why not the other, in one line
 
 
 @dataclass
@@ -365,8 +367,22 @@ HTA_CPU_RUN = (
 )
 
 
+def _hta_why(exc: Exception) -> str:
+    """Why HTA stopped, in a few words: its message, or for a bare `assert` of its own the check
+    and where it is (a bare AssertionError says nothing)."""
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    if text:
+        return f"{type(exc).__name__}: {text}"
+    frames = traceback.extract_tb(exc.__traceback__)
+    if frames and frames[-1].line:
+        last = frames[-1]
+        return f"its own check `{last.line}` at {Path(last.filename).name}:{last.lineno} failed"
+    return type(exc).__name__
+
+
 def run_hta(trace_files: dict[int, str]) -> HtaResult:
-    """HTA's temporal and idle-time breakdowns of these rank files, parsed in this process.
+    """HTA's temporal and idle-time breakdowns of these rank files, parsed in this process; where
+    HTA stops on one of them, the other alone and why.
 
     HTA's own constructor parses ranks in a forked pool; a fork from a threaded web server can
     deadlock, so the Trace is loaded here with `use_multiprocessing=False`.
@@ -380,14 +396,24 @@ def run_hta(trace_files: dict[int, str]) -> HtaResult:
         analysis.t.load_traces(
             include_last_profiler_step=True, use_multiprocessing=False, use_memory_profiling=False
         )
-        temporal = analysis.get_temporal_breakdown(visualize=False)
-        idle, _ = analysis.get_idle_time_breakdown(ranks=sorted(trace_files), visualize=False)
-        return HtaResult(temporal=temporal, idle=idle)
     except Exception as exc:  # HTA refuses some traces; the view says why
-        text = str(exc).splitlines()[0] if str(exc) else ""
         return HtaResult(
-            error=f"HTA could not analyze this run ({type(exc).__name__}{': ' + text if text else ''})"
+            error=f"HTA could not analyze this run: it could not read it ({_hta_why(exc)})"
         )
+    temporal = idle = None
+    failed = []
+    try:
+        temporal = analysis.get_temporal_breakdown(visualize=False)
+    except Exception as exc:
+        failed.append(f"temporal breakdown ({_hta_why(exc)})")
+    try:
+        idle, _ = analysis.get_idle_time_breakdown(ranks=sorted(trace_files), visualize=False)
+    except Exception as exc:
+        failed.append(f"idle-time breakdown ({_hta_why(exc)})")
+    if temporal is None and idle is None:
+        return HtaResult(error="HTA could not analyze this run: its " + "; its ".join(failed))
+    partial = f"HTA stopped on its {failed[0]}; the other breakdown is below." if failed else None
+    return HtaResult(temporal=temporal, idle=idle, partial=partial)
 
 
 def _manifest_or_none(folder: Path) -> Manifest | None:

@@ -44,8 +44,8 @@ def tab_children() -> list:
 
 
 def whatif_figure(w) -> go.Figure:
-    """One bar per row (measured, each change), stacked by the critical path's composition in ms
-    per step; the predicted step time and speedup in the hover."""
+    """One bar per row (measured, each change), stacked by the critical path's composition in µs
+    per step; the predicted step time and speedup beside each bar."""
     rows = [("measured", w.measured_step_us, w.measured_path, 1.0)]
     rows += [(p.change, p.predicted_step_us, p.path, p.speedup) for p in w.changes]
     rows = [r for r in rows if r[1] is not None]
@@ -54,7 +54,7 @@ def whatif_figure(w) -> go.Figure:
     fig = go.Figure()
     names = [r[0] for r in rows]
     for key, label in PARTS:
-        ys = [((r[2] or {}).get(key) or 0.0) / 1000.0 for r in rows]
+        ys = [(r[2] or {}).get(key) or 0.0 for r in rows]
         if any(ys):
             fig.add_bar(
                 y=names,
@@ -62,22 +62,29 @@ def whatif_figure(w) -> go.Figure:
                 name=label,
                 orientation="h",
                 marker_color=COLORS[label],
-                hovertemplate=f"%{{y}}<br>{label} on the path: %{{x:.2f}} ms<extra></extra>",
+                hovertemplate=f"%{{y}}<br>{label} on the path: %{{x:,.1f}} µs<extra></extra>",
             )
     fig.add_scatter(
         y=names,
-        x=[r[1] / 1000.0 for r in rows],
+        x=[r[1] for r in rows],
         mode="markers+text",
-        text=[f"{r[1] / 1000:.2f} ms ({r[3]:.3f}x)" if r[3] else "" for r in rows],
+        text=[f"{r[1]:,.0f} µs ({r[3]:.3f}x)" if r[3] else "" for r in rows],
         textposition="middle right",
         marker=dict(color=COLORS["critical_path"], symbol="line-ns-open", size=16),
         name="step time",
-        hovertemplate="%{y}<br>step %{x:.2f} ms<extra></extra>",
+        hovertemplate="%{y}<br>step %{x:,.1f} µs<extra></extra>",
     )
     base_layout(
-        fig, title="Predicted step time (mean without the first step)", height=120 + 46 * len(rows)
+        fig,
+        title="Predicted step time (µs, mean without the first step)",
+        height=120 + 46 * len(rows),
     )
-    fig.update_layout(barmode="stack", xaxis_title="ms per step", yaxis_autorange="reversed")
+    fig.update_layout(barmode="stack", xaxis_title="µs per step", yaxis_autorange="reversed")
+    # room right of the longest bar for its label ("112,707 µs (1.000x)"), which plotly clips
+    top = max(
+        [r[1] for r in rows] + [sum((r[2] or {}).get(k) or 0.0 for k, _ in PARTS) for r in rows]
+    )
+    fig.update_xaxes(range=[0.0, 1.3 * top])
     return fig
 
 

@@ -35,7 +35,11 @@ def table_columns(rows: list[dict]) -> list[dict]:
     ]
     known = {k for k, _ in TABLE_COLUMNS}
     cols += [(k, header(k)) for k in sorted(present - known)]
-    return [column(k, h, _specifier(k), natural=k == "key") for k, h in cols]
+    out = [column(k, h, _specifier(k), natural=k == "key") for k, h in cols]
+    for col in out:  # the instances that expose the most first, as analyze's table ranks them
+        if col["field"] == "exposed_us":
+            col["sort"] = "desc"
+    return out
 
 
 def header(key: str) -> str:

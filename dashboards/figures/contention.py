@@ -5,7 +5,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from tpscope.dashboards.figures.common import COLORS, base_layout, not_available
-from tpscope.metrics.contention_rank import FLOOR_TEXT, distinct_labels
+from tpscope.metrics.contention_rank import FLOOR_TEXT, GEMM_FLOOR_TEXT, distinct_labels
+from tpscope.numbers import size_text
 
 MAX_SIGNATURES = 30
 GEMM_CUSTOMDATA = ("rule", "source", "slowdown", "n_overlapped", "tax_us_per_step", "shape")
@@ -24,11 +25,13 @@ def short_signature(sig: str, limit: int = 60) -> str:
     return sig if len(sig) <= limit else sig[: limit - 1] + "…"
 
 
-def contention_figure(rows: list[dict]) -> go.Figure:
-    """Grouped horizontal bars: median isolated and overlapped duration (µs) per signature."""
+def contention_figure(rows: list[dict], cpu_run: bool = False) -> go.Figure:
+    """Grouped horizontal bars: median isolated and overlapped duration (µs) per signature; a CPU
+    run's compute is its CPU ops' self time (metrics.md §1), so its signatures are CPU ops'."""
+    what = "CPU op" if cpu_run else "kernel"
     if not rows:
         return not_available(
-            "contention per kernel signature: not available for this run (none above the floor: "
+            f"contention per {what} signature: not available for this run (none above the floor: "
             f"{FLOOR_TEXT.removeprefix('shown: ')})"
         )
     rows = sorted(rows, key=lambda r: -(r.get("tax_us_per_step") or 0.0))[:MAX_SIGNATURES]
@@ -71,8 +74,8 @@ def contention_figure(rows: list[dict]) -> go.Figure:
     )
     base_layout(
         fig,
-        title="Kernel duration isolated vs overlapped with communication (µs), most tax per step "
-        "first",
+        title=f"{what.capitalize()} duration isolated vs overlapped with communication (µs), most "
+        "tax per step first",
         height=140 + 40 * len(rows),
     )
     fig.update_layout(barmode="group", xaxis_title="µs", margin=dict(l=380))
@@ -87,7 +90,11 @@ def gemm_contention_figure(rows: list[dict]) -> go.Figure:
     """Grouped horizontal bars per GEMM shape: alone on every SM (its baseline), alone on as many SMs
     as beside the transfer (when known) and beside the transfer, medians in µs (metrics.md §8)."""
     rows = rows[:MAX_SIGNATURES]
-    names = [f"#{i + 1} {r['shape']}" for i, r in enumerate(rows)]
+    names = [
+        f"#{i + 1} {r['shape']}"
+        + (f" · {r['tax_us_per_step']:,.0f} µs/step" if r.get("tax_us_per_step") else "")
+        for i, r in enumerate(rows)
+    ]
     info = [
         [
             r["rule"],
@@ -132,10 +139,11 @@ def gemm_contention_figure(rows: list[dict]) -> go.Figure:
     )
     base_layout(
         fig,
-        title="GEMM duration by shape: alone vs beside a transfer (µs)",
-        height=140 + 48 * len(rows),
+        title="GEMM duration by shape: alone vs beside a transfer (µs), most tax per step first"
+        f"<br><sup>{GEMM_FLOOR_TEXT}</sup>",
+        height=160 + 48 * len(rows),
     )
-    fig.update_layout(barmode="group", xaxis_title="µs", margin=dict(l=260))
+    fig.update_layout(barmode="group", xaxis_title="µs", margin=dict(l=330))
     fig.update_yaxes(autorange="reversed")
     return fig
 
@@ -158,7 +166,7 @@ def comm_contention_figure(rows: list[dict]) -> go.Figure:
             "and beside compute)"
         )
     names = [
-        f"{r['collective']} · {r['bytes']:,} B" if r.get("bytes") else str(r["collective"])
+        f"{r['collective']} · {size_text(r['bytes'])}" if r.get("bytes") else str(r["collective"])
         for r in rows
     ]
     fig = go.Figure()

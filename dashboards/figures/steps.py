@@ -12,10 +12,17 @@ def strip_figure(summaries: list[dict], chosen: int | None = None) -> go.Figure:
     slowest red, the chosen one outlined. `customdata[0]` is the step a click opens."""
     if not summaries:
         return not_available("no steps in this run", height=110)
-    colors = [COLORS["slowest"] if s["slowest"] else COLORS["compute"] for s in summaries]
+    # the first profiled step, a warm-up the summaries leave out (metrics.md §3), says so and is grey
+    colors = [
+        COLORS["slowest"] if s["slowest"] else COLORS["filler"] if s["first"] else COLORS["compute"]
+        for s in summaries
+    ]
     fig = go.Figure(
         go.Bar(
-            x=[f"step {s['step']}" for s in summaries],
+            x=[
+                f"step {s['step']}" + (" (warm-up, left out)" if s["first"] else "")
+                for s in summaries
+            ],
             y=[s["time_us"] for s in summaries],
             name="step time",
             marker=dict(
@@ -29,7 +36,11 @@ def strip_figure(summaries: list[dict], chosen: int | None = None) -> go.Figure:
                 [
                     s["step"],
                     s["exposed_ratio"] if s["exposed_ratio"] is not None else float("nan"),
-                    "slowest" if s["slowest"] else "",
+                    "slowest"
+                    if s["slowest"]
+                    else "(the first profiled step: a warm-up, left out of the means)"
+                    if s["first"]
+                    else "",
                 ]
                 for s in summaries
             ],

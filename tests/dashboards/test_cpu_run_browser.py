@@ -64,6 +64,20 @@ def test_a_cpu_run_reads_as_threads_with_its_findings(browser, served_cpu, tmp_p
     assert any("thread" in t and "collectives" in t for t in lanes), lanes
     assert trace(fig, "exposed comm") is not None
     browser.save_screenshot(str(tmp_path / "cpu-timeline.png"))
+    # the Contention tab speaks of CPU ops, not of kernels or a GPU
+    open_tab(browser, "Contention")
+    wait_until(browser, lambda d: "contention" in text_of(d, "contention-note").lower(), timeout=60)
+    wait_until(browser, lambda d: figure(d, "contention-graph") is not None, timeout=60)
+    words = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#contention-graph text'))"
+        ".map(t => t.textContent).join(' ')"
+    )
+    assert "CPU op" in words and not re.search(r"GPU|CUDA|[Kk]ernel", words), words
     open_tab(browser, "HTA")
     wait_until(browser, lambda d: "not run on a CPU run" in text_of(d, "hta-note"), timeout=60)
     assert text_of(browser, "hta-status") == ""
+    # one line says why: no empty figure below it repeats the words
+    wait_until(browser, lambda d: not d.find_element(By.ID, "hta-figures").is_displayed())
+    shown = browser.find_element(By.TAG_NAME, "body").text
+    assert shown.count("not run on a CPU run") == 1, shown
+    browser.save_screenshot(str(tmp_path / "cpu-hta.png"))

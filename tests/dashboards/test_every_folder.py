@@ -159,6 +159,7 @@ def test_every_view_of_every_folder_answers_without_internal_error(served_all):
     hta_outputs = [
         ("hta-temporal-graph", "figure"),
         ("hta-idle-graph", "figure"),
+        ("hta-figures", "style"),
         ("hta-note", "children"),
         ("hta-status", "children"),
     ]
@@ -177,6 +178,8 @@ def test_every_view_of_every_folder_answers_without_internal_error(served_all):
         assert refused != ok and "\n" not in note, (folder, note)
         assert out["hta-status"]["children"] == ""  # "HTA is parsing ..." no longer shown
         assert (len(out["hta-temporal-graph"]["figure"]["data"]) > 0) == ok
+        # the refusal is said once: the empty figures are hidden, not drawn with the same words
+        assert (out["hta-figures"]["style"] == {"display": "none"}) == refused, folder
     # the app still serves a good run after all of that
     res = call(server.url, RUN_OUTPUTS, [("run-select", "value", store.run_ids[0])], RUN_STATE)
     assert res["run-error"]["children"] == ""

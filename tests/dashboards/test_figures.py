@@ -374,17 +374,24 @@ def dataclass_like(ns: SimpleNamespace):
     return cls(**vars(ns))
 
 
-def test_gemm_contention_rows_figure_and_budget_text(tmp_path):
-    """Three isolated 100 µs GEMMs and three of 150 µs beside an all-gather, per rank."""
+def _gemm_ranks(n: int) -> list:
+    """Per rank: `n` isolated 100 µs GEMMs and `n` of 150 µs beside an all-gather."""
     ranks = []
     for rank in (0, 1):
         r = RankTrace(rank)
-        for i in range(3):
+        for i in range(n):
             r.kernel("nvjet", 200.0 * i, 100, input_dims=[[1024, 4096], [4096, 4096]])
-        r.kernel("ncclDevKernel_AllGather", 1000, 600, stream=14, collective=AG)
-        for i in range(3):
-            r.kernel("nvjet", 1001 + 200.0 * i, 150, input_dims=[[1024, 4096], [4096, 4096]])
+        r.kernel("ncclDevKernel_AllGather", 2000, 200 * n, stream=14, collective=AG)
+        for i in range(n):
+            r.kernel("nvjet", 2001 + 200.0 * i, 150, input_dims=[[1024, 4096], [4096, 4096]])
         ranks.append(r)
+    return ranks
+
+
+def test_gemm_contention_rows_figure_and_budget_text(tmp_path):
+    """Five isolated 100 µs GEMMs and five of 150 µs beside an all-gather, per rank: 10 of each,
+    at the floor."""
+    ranks = _gemm_ranks(5)
     analysis = analyze_run(load_run(write_run(tmp_path / "run", ranks)))
     rows = results.gemm_contention_rows(analysis)
     assert [(r["m"], r["k"], r["n"]) for r in rows] == [(1024, 4096, 4096)]
@@ -395,15 +402,43 @@ def test_gemm_contention_rows_figure_and_budget_text(tmp_path):
         "overlapped (median)",
     ]
     assert [t.x[0] for t in fig.data] == [100.0, 100.0, 150.0]
-    text = results.gemm_budget_text(analysis)  # per rank and step: 3 x 100 + 3 x 150 µs
+    # the bar names its tax per rank and step (10 x 50 µs over 2 rank-steps), the title the floor
+    label = fig.data[0].y[0]
+    assert label.startswith("#1 1024×4096×4096 ") and label.endswith(" · 250 µs/step"), label
+    assert "at least 10 GEMMs alone" in fig.layout.title.text
+    text = results.gemm_budget_text(analysis)  # per rank and step: 5 x 100 + 5 x 150 µs
     assert (
-        "GEMM time per rank and step: 750 µs = 600 alone + 150 tax (0 fewer SMs, 150 interference"
+        "GEMM time per rank and step: 1,250 µs = 1,000 alone + 250 tax (0 fewer SMs, 250 interference"
         in text
     )
     for r in ranks:  # the same GEMMs with nothing beside them: no budget to show
         r.events = [e for e in r.events if not e["name"].startswith("ncclDevKernel")]
     alone = analyze_run(load_run(write_run(tmp_path / "alone", ranks)))
     assert results.gemm_budget_text(alone) == "" and results.gemm_contention_rows(alone) == []
+
+
+def test_a_gemm_shape_under_the_floor_is_not_drawn(tmp_path):
+    """Three of each per rank: 6 alone and 6 beside a transfer, under the floor of 10; the budget
+    still counts them."""
+    analysis = analyze_run(load_run(write_run(tmp_path / "run", _gemm_ranks(3))))
+    assert results.gemm_contention_rows(analysis) == []
+    assert "GEMM time per rank and step: 750 µs = 600 alone + 150 tax" in results.gemm_budget_text(
+        analysis
+    )
+
+
+def test_a_collective_is_named_by_its_size_in_binary_units():
+    fig = contention.comm_contention_figure(
+        [
+            {
+                "collective": "_reduce_scatter_base",
+                "bytes": 32 * 1024 * 1024,
+                "isolated_transfer_us": 672.3,
+                "overlapped_transfer_us": 681.3,
+            }
+        ]
+    )
+    assert fig.data[0].y[0] == "_reduce_scatter_base · 32 MiB"  # as analyze's tables write it
 
 
 def test_a_kernel_of_a_few_microseconds_does_not_fill_the_contention_axis():
@@ -750,3 +785,42 @@ def test_a_cpu_runs_timeline_has_thread_lanes_and_apart_label_texts():
             for x2, y2, t2 in texts[i + 1 :]:
                 if y1 == y2:
                     assert abs(x1 - x2) * px >= (len(t1) + len(t2)) / 2 * timeline.CHAR_PX, (t1, t2)
+
+
+def test_the_step_strip_says_which_step_is_the_warm_up_left_out(tmp_path):
+    """Three steps of one rank, the first a warm-up: its bar says so and is not drawn as the
+    others, as `analyze` marks it `*`; a click still opens the step by its number."""
+    from tpscope.dashboards.figures.steps import strip_figure
+
+    doc = {
+        "steps": [
+            {
+                "rank": 0,
+                "step": 1,
+                "step_time_us": 900.0,
+                "exposed_comm_us": 0.0,
+                "first_step": True,
+            },
+            {
+                "rank": 0,
+                "step": 2,
+                "step_time_us": 500.0,
+                "exposed_comm_us": 0.0,
+                "first_step": False,
+            },
+            {
+                "rank": 0,
+                "step": 3,
+                "step_time_us": 600.0,
+                "exposed_comm_us": 0.0,
+                "first_step": False,
+            },
+        ]
+    }
+    fig = strip_figure(results.step_summaries(doc), chosen=3)
+    bars = fig.data[0]
+    assert list(bars.x) == ["step 1 (warm-up, left out)", "step 2", "step 3"]
+    colors = list(bars.marker.color)
+    assert colors[0] != colors[1] and colors[2] != colors[1]  # grey warm-up, red slowest (3)
+    assert [c[0] for c in bars.customdata] == [1, 2, 3]
+    assert "warm-up" in bars.customdata[0][2]

@@ -173,6 +173,7 @@ def test_tpscope_dash_serves_the_sample_runs_on_127_0_0_1(tmp_path):
         # our one line says where the page is; no "development server" warning, no Flask banner
         assert f"serving 2 run folder(s) on http://127.0.0.1:{port}/" in out, out
         assert "development server" not in out and "Serving Flask app" not in out, out
+        assert "Dash is running" not in out, out  # the same address twice, in Dash's words
 
 
 def test_screenshot_script_makes_a_png(tmp_path):
@@ -346,3 +347,31 @@ def test_hta_gives_its_breakdowns_on_a_sample_run_and_one_line_on_a_cpu_run():
 
     files = {r.rank: str(Path(r.path).resolve()) for r in load_run(cpu).ranks}
     assert run_hta(files).error
+
+
+def test_where_hta_stops_on_one_breakdown_the_other_shows_and_the_line_says_which_check():
+    """On the CPU-bound GPT-2 sample run HTA's temporal breakdown stops on a bare `assert` of its
+    own; its idle-time breakdown works. The tab shows that one, HTA's own frame, and says which
+    check stopped the other instead of a bare "AssertionError"."""
+    import pytest
+    from hta.common.trace import Trace
+    from hta.trace_analysis import TraceAnalysis
+
+    from tpscope.dashboards.store import run_hta
+
+    run = REPO / "sample_traces" / "h200x1-foreign-gpt2-cpubound"
+    files = {r.rank: str(Path(r.path).resolve()) for r in load_run(run).ranks}
+    direct = TraceAnalysis.__new__(TraceAnalysis)
+    direct.t = Trace(trace_files=files)
+    direct.t.load_traces(
+        include_last_profiler_step=True, use_multiprocessing=False, use_memory_profiling=False
+    )
+    with pytest.raises(AssertionError):
+        direct.get_temporal_breakdown(visualize=False)
+    idle, _ = direct.get_idle_time_breakdown(ranks=sorted(files), visualize=False)
+
+    result = run_hta(files)
+    assert result.error is None and result.temporal is None
+    assert result.idle.equals(idle)
+    assert len(result.partial.splitlines()) == 1
+    assert "temporal breakdown" in result.partial and "assert " in result.partial, result.partial

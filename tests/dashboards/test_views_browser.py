@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 from urllib.parse import unquote
 
 import numpy as np
@@ -32,10 +33,11 @@ from tests.dashboards.browser import (
 )
 from tests.dashboards.conftest import CHUNKED
 from tpscope.gemm_shapes import parse_shape
+from tpscope.metrics import analyze_run, as_json
 from tpscope.metrics.activities import run_activities
 from tpscope.metrics.collectives import match_collectives
 from tpscope.metrics.per_activity import activity_detail
-from tpscope.trace import ActivityClass
+from tpscope.trace import ActivityClass, load_run
 
 pytestmark = pytest.mark.timeout(150)
 
@@ -117,6 +119,9 @@ def test_from_the_worst_run_to_the_collective_that_exposes_most_and_back_by_url(
     wait_until(page, lambda d: f"Step {step}" in text_of(d, "collectives-note"))
     # a view of its own in the history
     wait_until(page, lambda d: "tab=collectives" in d.current_url)
+    # the table opens on the instances that expose the most, that one first
+    rows = wait_until(page, lambda d: table_rows(d, "collectives-table"))
+    assert rows[0]["key"] == top["key"], rows[:3]
     cell(page, "collectives-table", top["key"], "key").click()
     wait_until(page, lambda d: _selected_tab(d) == "Timeline")
     fig = _timeline(
@@ -463,11 +468,19 @@ def test_a_contention_bar_outlines_its_kernels_on_the_timeline(page, expected):
     page.get(page.current_url.split("?")[0] + f"?run={run_id}")
     wait_until(page, lambda d: d.find_element(By.ID, "run-select").text.strip() == run_id)
     run, doc = expected[run_id]["run"], expected[run_id]["doc"]
-    gemms = [
-        g
-        for g in expected[run_id]["analysis"].gemm_contention
-        if g.baseline_us is not None and g.overlapped_median_us is not None
-    ]
+    # the shapes above the floor the tab states: 10 GEMMs alone and 10 beside a transfer, medians
+    # 2 µs apart; the most tax first
+    gemms = sorted(
+        (
+            g
+            for g in expected[run_id]["analysis"].gemm_contention
+            if g.baseline_us is not None
+            and g.overlapped_median_us is not None
+            and min(g.n_isolated, g.n_overlapped) >= 10
+            and abs(g.overlapped_median_us - g.baseline_us) >= 2
+        ),
+        key=lambda g: -g.tax_us_per_step,
+    )
     assert gemms  # the sample run has GEMM shapes both alone and beside a transfer
     open_tab(page, "Contention")
     fig = wait_figure(page, "contention-graph", lambda f: trace(f, "isolated (median)") is not None)
@@ -506,3 +519,60 @@ def test_a_contention_bar_outlines_its_kernels_on_the_timeline(page, expected):
     page.get(page.current_url)
     again = _timeline(page, lambda f: f["layout"]["meta"].get("selection") == f"gemm:{shape}")
     assert again["layout"]["meta"]["selected"] == want
+
+
+SAMPLE_RUN = Path(__file__).resolve().parents[2] / "sample_traces" / "h200x2-shm-chunked"
+
+
+@pytest.fixture(scope="module")
+def served_sample(tmp_path_factory):
+    """The bundled sample run, whose findings include a taxed GEMM shape, host-bound time and the
+    headroom."""
+    from tests.dashboards.conftest import Served
+    from tpscope.dashboards.app import create_app
+
+    server = Served(create_app([SAMPLE_RUN], cache_dir=tmp_path_factory.mktemp("cache")))
+    yield server
+    server.stop()
+
+
+def _finding(browser, prefix: str):
+    return wait_until(
+        browser,
+        lambda d: next(
+            (
+                b
+                for b in d.find_elements(By.CSS_SELECTOR, "#overview-findings li button")
+                if b.text.startswith(prefix)
+            ),
+            False,
+        ),
+        timeout=60,
+    )
+
+
+def test_a_gemm_a_host_and_the_headroom_finding_each_open_what_they_name(browser, served_sample):
+    """One click from each finding to what it names: every GEMM of the taxed shape outlined in the
+    step on view, the CPU threads' lanes shown for host-bound time, the headroom's replay on the
+    What-if tab."""
+    doc = as_json(analyze_run(load_run(SAMPLE_RUN)))
+    step = slowest_step(doc)
+    top = max(doc["gemm_contention"], key=lambda g: g["tax_us_per_step"])
+    browser.get(served_sample.url)
+    link = _finding(browser, f"GEMM {top['shape']} taxed")
+    link.click()
+    fig = _timeline(
+        browser, lambda f: f["layout"]["meta"].get("selection") == f"gemm:{top['shape']}"
+    )
+    assert fig["layout"]["meta"]["step"] == step
+    assert fig["layout"]["meta"]["selected"] > 0  # its GEMMs outlined, not an empty selection
+    browser.get(served_sample.url)
+    link = _finding(browser, "Host-bound")
+    op = link.find_element(By.XPATH, "..").text.split("most in ")[1].split(" ")[0]
+    link.click()
+    _timeline(browser, lambda f: f["layout"]["meta"].get("selection") == f"search:{op}")
+    # the CPU threads' lanes shown, where the host time is spent
+    assert browser.find_element(By.CSS_SELECTOR, "#timeline-options input").is_selected()
+    browser.get(served_sample.url)
+    _finding(browser, "Headroom").click()
+    wait_until(browser, lambda d: _selected_tab(d) == "What-if", timeout=30)

@@ -48,9 +48,12 @@ def test_identity_and_a_change(server):
     marks = next(t for t in fig["data"] if t.get("name") == "step time")
     assert marks["y"] == ["measured", "hide=all"]
     w = predict(prepare(load_run(UNFUSED, workers=1)), [parse_change("hide=all")])
-    assert marks["x"] == pytest.approx(
-        [w.measured_step_us / 1000, w.changes[0].predicted_step_us / 1000]
-    )
+    # in µs, as every other view and `tpscope whatif` write it
+    assert marks["x"] == pytest.approx([w.measured_step_us, w.changes[0].predicted_step_us])
+    assert fig["layout"]["xaxis"]["title"]["text"] == "µs per step"
+    assert marks["text"][0] == f"{w.measured_step_us:,.0f} µs (1.000x)"
+    # the axis leaves room right of the longest mark for its label
+    assert fig["layout"]["xaxis"]["range"][1] >= 1.25 * max(marks["x"])
 
 
 def test_bad_change_is_one_line(server):

@@ -129,3 +129,18 @@ def test_report_s_tp_headroom_is_one_change_the_user_can_run(tmp_path):
     assert line + "hide=all_gather,reduce_scatter;" in done.stdout
     done = tpscope("whatif", str(run), "hide=all_gather,reduce_scatter", "--json")
     assert json.loads(done.stdout)["changes"][0]["predicted_step_us"] == pytest.approx(600, abs=1)
+
+
+def test_the_table_writes_each_step_in_us_like_every_other_table():
+    """The measured row's per-step column holds each step's time of the slowest rank (the trace's
+    ProfilerStep spans, from the analyzer's JSON) in µs, as `analyze` writes them."""
+    done = tpscope("whatif", str(RUN), "hide=all")
+    assert done.returncode == 0, done.stderr
+    assert "per step (µs)" in done.stdout and "(ms)" not in done.stdout
+    doc = json.loads(tpscope("analyze", str(RUN), "--json").stdout)
+    slowest: dict[int, float] = {}
+    for s in doc["steps"]:
+        slowest[s["step"]] = max(slowest.get(s["step"], 0.0), s["step_time_us"])
+    cells = " / ".join(f"{slowest[k]:,.0f}" for k in sorted(slowest))
+    measured = next(line for line in done.stdout.splitlines() if line.startswith("(measured)"))
+    assert cells in measured, (cells, measured)

@@ -25,10 +25,10 @@ def test_rows_give_step_speedup_and_exposed_comm_measured_and_predicted(tmp_path
     inp = prepare(load_run(write_run(tmp_path / "run", _two_ranks())))
     text = render(predict(inp, [parse_change("comm=0.5"), parse_change("hide=all")]))
     measured = _row(text, "(measured)")
-    assert measured[1:5] == ["0.4", "400.0", "1.000x", "-"]
+    assert measured[1:5] == ["400", "400.0", "1.000x", "-"]
     assert measured[5] == "200.0"
-    assert _row(text, "comm=0.5 ")[1:6] == ["0.3", "325.0", "1.231x", "-", "125.0"]
-    assert _row(text, "hide=all ")[1:6] == ["0.2", "250.0", "1.600x", "-", "50.0"]
+    assert _row(text, "comm=0.5 ")[1:6] == ["325", "325.0", "1.231x", "-", "125.0"]
+    assert _row(text, "hide=all ")[1:6] == ["250", "250.0", "1.600x", "-", "50.0"]
     assert _row(text, "comm=0.5 hide=all")[2:4] == ["250.0", "1.600x"]
 
 

@@ -62,6 +62,34 @@ def ranked_kernels(kernel_contention, n_rank_steps: int) -> tuple[list[RankedKer
     return kept, under
 
 
+GEMM_FLOOR_TEXT = (
+    f"shown: shapes with at least {MIN_SAMPLES} GEMMs alone (behind the baseline) and beside a "
+    f"transfer, and a median difference of {MIN_DELTA_US:g} µs or more"
+)
+"""The floor of the GEMM-shape tables, as they state it."""
+
+
+def shown_gemm_shapes(gemm_contention) -> tuple[list, int]:
+    """The GEMM shapes (metrics.md §8) above the same floor as the signatures: a baseline from at
+    least MIN_SAMPLES isolated GEMMs, at least MIN_SAMPLES beside a transfer, medians at least
+    MIN_DELTA_US apart; the most tax per rank and step first, and how many fell under it."""
+    kept, under = [], 0
+    for g in gemm_contention or ():
+        if g.n_overlapped <= 0:
+            continue
+        if (
+            g.baseline_us is None
+            or g.overlapped_median_us is None
+            or min(g.n_isolated, g.n_overlapped) < MIN_SAMPLES
+            or abs(float(g.overlapped_median_us) - float(g.baseline_us)) < MIN_DELTA_US
+        ):
+            under += 1
+            continue
+        kept.append(g)
+    kept.sort(key=lambda g: -g.tax_us_per_step)
+    return kept, under
+
+
 def distinct_labels(names: list[str], width: int) -> list[str]:
     """Each name cut to `width` characters (`…` where cut), longer where two would read the same:
     the shortest cut, at most the whole name, that tells every row apart."""

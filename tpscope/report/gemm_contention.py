@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from tpscope.metrics import RunAnalysis
 from tpscope.metrics.contention import GemmBudget, GemmContention, TaxPart
-from tpscope.metrics.contention_rank import distinct_labels
+from tpscope.metrics.contention_rank import GEMM_FLOOR_TEXT, distinct_labels, shown_gemm_shapes
 from tpscope.numbers import number
 
 TOP = 8
@@ -16,7 +16,7 @@ TOP = 8
 @dataclass(frozen=True, slots=True)
 class GemmView:
     budget: GemmBudget
-    shapes: tuple[GemmContention, ...]  # the most taxed first
+    shapes: tuple[GemmContention, ...]  # above the floor, the most taxed first
     layers: tuple[TaxPart, ...]
     kernels: tuple[TaxPart, ...]
 
@@ -26,7 +26,7 @@ def gemm_view(analysis: RunAnalysis, top: int = TOP) -> GemmView | None:
     budget = getattr(analysis, "gemm_budget", None)
     if budget is None or budget.overlapped_us <= 0:
         return None
-    shapes = [g for g in analysis.gemm_contention if g.n_overlapped > 0]
+    shapes, _under = shown_gemm_shapes(analysis.gemm_contention)
     return GemmView(
         budget,
         tuple(shapes[:top]),
@@ -83,6 +83,10 @@ def shape_rows(view: GemmView) -> tuple[list[str], list[list[str]]]:
 
 
 NAME_CHARS = 60  # a kernel's name cut here, longer where two rows would read the same
+
+
+FLOOR_LINE = f"{GEMM_FLOOR_TEXT}; every shape counts in the budget."
+"""What the shape table leaves out, as it states it (metrics.md §8, "Ranking")."""
 
 
 def part_rows(parts: tuple[TaxPart, ...], what: str) -> tuple[list[str], list[list[str]]]:

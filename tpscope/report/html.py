@@ -9,7 +9,7 @@ from html import unescape
 from tpscope.numbers import number
 from tpscope.report.build import KernelDelta, Report
 from tpscope.report.compare import Status
-from tpscope.report.gemm_contention import budget_lines, part_rows, shape_rows
+from tpscope.report.gemm_contention import FLOOR_LINE, budget_lines, part_rows, shape_rows
 from tpscope.report.markdown import (
     COMPARISON_HEADERS,
     change_text,
@@ -289,8 +289,11 @@ def render(report: Report) -> str:
     if report.gemm is not None:
         parts.append("<h2>GEMMs slowed beside transfers (metrics.md §8)</h2>")
         parts += [f"<p>{escape(line)}</p>" for line in budget_lines(report.gemm)]
-        for headers, rows in (shape_rows(report.gemm), part_rows(report.gemm.layers, "layer/op")):
-            parts.append(_table(headers, rows, set(range(1, len(headers)))))
+        headers, rows = shape_rows(report.gemm)
+        parts.append(_table(headers, rows, set(range(1, len(headers)))))
+        parts.append(f"<p>{escape(FLOOR_LINE)}</p>")
+        headers, rows = part_rows(report.gemm.layers, "layer/op")
+        parts.append(_table(headers, rows, set(range(1, len(headers)))))
     if report.flux_overlap_efficiency is not None or report.attained_saving is not None:
         parts.append(
             "<p>Against the baseline (meaningful when it is the unfused run): Flux overlap efficiency "

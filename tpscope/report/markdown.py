@@ -7,7 +7,7 @@ from tpscope.numbers import number
 from tpscope.report.build import KernelDelta, Report, RunInfo
 from tpscope.report.collective_table import CollectiveDelta
 from tpscope.report.compare import MetricComparison, Status
-from tpscope.report.gemm_contention import budget_lines, part_rows, shape_rows
+from tpscope.report.gemm_contention import FLOOR_LINE, budget_lines, part_rows, shape_rows
 from tpscope.report.metric_defs import format_delta, format_value, metric_def
 from tpscope.text import md_code, md_text, printable
 
@@ -414,6 +414,8 @@ def render(report: Report) -> str:
             *(f"- {line}" for line in budget_lines(report.gemm)),
             "",
             table_md(*shape_rows(report.gemm)),
+            "",
+            FLOOR_LINE,
             "",
             table_md(*part_rows(report.gemm.layers, "layer/op")),
         ]

@@ -229,14 +229,22 @@ def contention_table(analysis: RunAnalysis, top: int = 5) -> str:
 
 def gemm_contention_tables(analysis: RunAnalysis) -> str | None:
     """The GEMM time budget, the most taxed shapes and layers (metrics.md §8)."""
-    from tpscope.report.gemm_contention import budget_lines, gemm_view, part_rows, shape_rows
+    from tpscope.report.gemm_contention import (
+        FLOOR_LINE,
+        budget_lines,
+        gemm_view,
+        part_rows,
+        shape_rows,
+    )
 
     view = gemm_view(analysis)
     if view is None:
         return None
     return "\n\n".join(
         [
-            table(*shape_rows(view), "GEMM contention by shape (metrics.md §8)"),
+            table(*shape_rows(view), "GEMM contention by shape (metrics.md §8)")
+            + "\n"
+            + FLOOR_LINE,
             table(*part_rows(view.layers, "layer/op"), "GEMM tax by layer"),
             table(*part_rows(view.kernels, "kernel"), "GEMM tax by kernel"),
             "\n".join(budget_lines(view)),

@@ -72,7 +72,7 @@ def render(w) -> str:
             rows.append(
                 [
                     p.change,
-                    _steps_ms(p.step_us),
+                    _steps_us(p.step_us),
                     fmt(p.predicted_step_us),
                     "-" if p.speedup is None else f"{p.speedup:.3f}x",
                     "-" if p.tokens_per_s is None else f"{p.tokens_per_s:,.0f}",
@@ -85,7 +85,7 @@ def render(w) -> str:
             0,
             [
                 "(measured)",
-                _steps_ms(w.measured_steps_us),
+                _steps_us(w.measured_steps_us),
                 fmt(w.measured_step_us),
                 "1.000x",
                 "-" if w.tokens_per_s is None else f"{w.tokens_per_s:,.0f}",
@@ -98,7 +98,7 @@ def render(w) -> str:
             + table(
                 [
                     "change",
-                    "per step (ms)",
+                    "per step (µs)",
                     "step_us",
                     "speedup",
                     "tokens/s",
@@ -132,8 +132,8 @@ def _short(name: str, width: int = 48) -> str:
     return name if len(name) <= width else name[: width - 3] + "..."
 
 
-def _steps_ms(steps: list[float]) -> str:
-    return " / ".join(f"{x / 1000:.1f}" for x in steps)
+def _steps_us(steps: list[float]) -> str:
+    return " / ".join(f"{x:,.0f}" for x in steps)
 
 
 def _path_text(path: dict | None) -> str:
