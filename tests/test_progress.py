@@ -25,3 +25,25 @@ def test_a_spinner_on_a_terminal(monkeypatch):
     with working("reading the traces"):
         pass
     assert "reading the traces" in tty.getvalue()
+
+
+def test_the_terminal_line_leaves_the_process_single_threaded_so_workers_fork(monkeypatch):
+    """Readers and the critical path fork their workers only from a one-thread process: the line
+    on a terminal must not start a thread, and is erased when the block ends."""
+    import threading
+
+    from tpscope.trace.read.parallel import can_fork
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    tty = Tty()
+    monkeypatch.setattr(sys, "stderr", tty)
+    before = threading.active_count()
+    with working("tpscope: reading \x1b[2Jrun"):
+        assert threading.active_count() == before
+        assert can_fork() == (before == 1)
+    text = tty.getvalue()
+    assert text.startswith("tpscope: reading ?[2Jrun ...") and text.endswith("\r")
+    assert "\x1b" not in text

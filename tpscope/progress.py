@@ -1,6 +1,6 @@
 """Progress on the terminal for steps that can take seconds (reading traces, analyzing, comparing).
 
-Drawn by rich on stderr, only when stderr is a terminal, so pipes, files and CI logs get nothing
+Written on stderr, only when stderr is a terminal, so pipes, files and CI logs get nothing
 extra and stdout stays the command's output.
 """
 
@@ -13,14 +13,18 @@ from contextlib import contextmanager
 
 @contextmanager
 def working(what: str) -> Iterator[None]:
-    """A spinner saying `what` while the block runs (nothing when stderr is not a terminal)."""
-    try:
-        from rich.console import Console
-    except ImportError:  # a machine with torch alone (tpscope run and sweep need nothing more)
-        Console = None
-    if Console is None or not sys.stderr.isatty():
+    """`what` on a terminal's stderr while the block runs, erased when it ends (nothing when stderr
+    is not a terminal). No spinner thread: the readers and the critical path fork worker processes,
+    which is safe only from a process that runs one thread."""
+    err = sys.stderr
+    if not err.isatty():
         yield
         return
-
-    with Console(stderr=True).status(what):
+    line = "".join(c if c.isprintable() else "?" for c in what) + " ..."
+    err.write(line)
+    err.flush()
+    try:
         yield
+    finally:
+        err.write("\r" + " " * len(line) + "\r")
+        err.flush()
