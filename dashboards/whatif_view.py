@@ -46,8 +46,14 @@ def tab_children() -> list:
 def whatif_figure(w) -> go.Figure:
     """One bar per row (measured, each change), stacked by the critical path's composition in µs
     per step; the predicted step time and speedup beside each bar."""
-    rows = [("measured", w.measured_step_us, w.measured_path, 1.0)]
-    rows += [(p.change, p.predicted_step_us, p.path, p.speedup) for p in w.changes]
+    rows = [
+        ("measured", w.measured_step_us, w.measured_path, 1.0)
+        + (w.measured_exposed_comm_us, w.tokens_per_s)
+    ]
+    rows += [
+        (p.change, p.predicted_step_us, p.path, p.speedup, p.exposed_comm_us, p.tokens_per_s)
+        for p in w.changes
+    ]
     rows = [r for r in rows if r[1] is not None]
     if not rows:
         return not_available("no step to replay in this run")
@@ -68,11 +74,12 @@ def whatif_figure(w) -> go.Figure:
         y=names,
         x=[r[1] for r in rows],
         mode="markers+text",
-        text=[f"{r[1]:,.0f} µs ({r[3]:.3f}x)" if r[3] else "" for r in rows],
+        text=[_label(r) for r in rows],
         textposition="middle right",
         marker=dict(color=COLORS["critical_path"], symbol="line-ns-open", size=16),
         name="step time",
-        hovertemplate="%{y}<br>step %{x:,.1f} µs<extra></extra>",
+        customdata=[_hover(r) for r in rows],
+        hovertemplate="%{y}<br>step %{x:,.1f} µs%{customdata}<extra></extra>",
     )
     base_layout(
         fig,
@@ -80,12 +87,29 @@ def whatif_figure(w) -> go.Figure:
         height=120 + 46 * len(rows),
     )
     fig.update_layout(barmode="stack", xaxis_title="µs per step", yaxis_autorange="reversed")
-    # room right of the longest bar for its label ("112,707 µs (1.000x)"), which plotly clips
+    # room right of the longest bar for its label ("112,707 µs (1.000x) · 15,061 exposed"), which
+    # plotly clips
     top = max(
         [r[1] for r in rows] + [sum((r[2] or {}).get(k) or 0.0 for k, _ in PARTS) for r in rows]
     )
-    fig.update_xaxes(range=[0.0, 1.3 * top])
+    fig.update_xaxes(range=[0.0, 1.5 * top])
     return fig
+
+
+def _label(row: tuple) -> str:
+    """Beside a row's step time: its speedup and its exposed communication (§4), in µs."""
+    _, step, _, speedup, exposed, _ = row
+    if not speedup:
+        return ""
+    text = f"{step:,.0f} µs ({speedup:.3f}x)"
+    return text + (f" · {exposed:,.0f} exposed" if exposed is not None else "")
+
+
+def _hover(row: tuple) -> str:
+    """A row's exposed communication and tokens/s, for its hover."""
+    _, _, _, _, exposed, tps = row
+    text = f"<br>exposed communication {exposed:,.1f} µs" if exposed is not None else ""
+    return text + (f"<br>{tps:,.0f} tokens/s" if tps else "")
 
 
 def note(w) -> str:
@@ -96,6 +120,11 @@ def note(w) -> str:
         f"{w.replayed_step_us:,.0f} µs ({err:+.2%})"
         + (f"; inferred edges carry {carried} per step" if carried else "")
         + (f". Pairs found: {len(w.pairs)}." if w.pairs else ". No AG-GEMM / GEMM-RS pair found.")
+        + "".join(
+            f" Most {kind} time before {top[0][0]} ({top[0][1]:,.0f} µs)."
+            for kind, top in w.inferred_top.items()
+            if top and top[0][1]
+        )
     )
 
 
