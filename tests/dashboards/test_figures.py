@@ -712,32 +712,24 @@ def test_the_timeline_marks_exposed_communication_as_the_analyzer_counts_it(run)
         assert (timeline.EXPOSED in {t.name for t in fig.data}) == (s["exposed_comm_us"] > 0)
 
 
-def test_the_page_opens_on_the_slowest_step_after_the_warm_up():
-    doc = {
+def _one_rank_steps(times_us: list[float]) -> dict:
+    """An analyzer document of one rank's steps 1, 2, ... taking `times_us`, the first a warm-up."""
+    return {
         "steps": [
             {
                 "rank": 0,
-                "step": 1,
-                "step_time_us": 900.0,
+                "step": k + 1,
+                "step_time_us": t,
                 "exposed_comm_us": 0.0,
-                "first_step": True,
-            },
-            {
-                "rank": 0,
-                "step": 2,
-                "step_time_us": 300.0,
-                "exposed_comm_us": 0.0,
-                "first_step": False,
-            },
-            {
-                "rank": 0,
-                "step": 3,
-                "step_time_us": 310.0,
-                "exposed_comm_us": 0.0,
-                "first_step": False,
-            },
+                "first_step": k == 0,
+            }
+            for k, t in enumerate(times_us)
         ]
     }
+
+
+def test_the_page_opens_on_the_slowest_step_after_the_warm_up():
+    doc = _one_rank_steps([900.0, 300.0, 310.0])
     summaries = results.step_summaries(doc)
     assert [s["step"] for s in summaries if s["slowest"]] == [3]
     assert "warm-up" in results.step_label(summaries[0])
@@ -792,31 +784,7 @@ def test_the_step_strip_says_which_step_is_the_warm_up_left_out(tmp_path):
     others, as `analyze` marks it `*`; a click still opens the step by its number."""
     from tpscope.dashboards.figures.steps import strip_figure
 
-    doc = {
-        "steps": [
-            {
-                "rank": 0,
-                "step": 1,
-                "step_time_us": 900.0,
-                "exposed_comm_us": 0.0,
-                "first_step": True,
-            },
-            {
-                "rank": 0,
-                "step": 2,
-                "step_time_us": 500.0,
-                "exposed_comm_us": 0.0,
-                "first_step": False,
-            },
-            {
-                "rank": 0,
-                "step": 3,
-                "step_time_us": 600.0,
-                "exposed_comm_us": 0.0,
-                "first_step": False,
-            },
-        ]
-    }
+    doc = _one_rank_steps([900.0, 500.0, 600.0])
     fig = strip_figure(results.step_summaries(doc), chosen=3)
     bars = fig.data[0]
     assert list(bars.x) == ["step 1 (warm-up, left out)", "step 2", "step 3"]

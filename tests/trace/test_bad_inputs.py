@@ -295,19 +295,24 @@ def test_a_twenty_digit_step_number_is_no_step(tmp_path, capsys):
     assert [s["step"] for s in steps] == [0] and steps[0]["hidden_comm_us"] == 30
 
 
-@pytest.mark.parametrize("workers", ["1", "2"])
-@pytest.mark.parametrize("depth", [1_000, 100_000])
-def test_a_field_nested_deeply_is_refused_in_one_line(tmp_path, depth, workers):
-    # in a process of its own: the outcome must not depend on the recursion limit a test runner sets
-    text = json.dumps(good_doc())
-    write(tmp_path / "run", "r.json", text[:-1] + ', "extra": ' + "[" * depth + "]" * depth + "}")
-    done = subprocess.run(
-        [sys.executable, "-m", "tpscope.cli", "analyze", str(tmp_path / "run"), "--no-cache"]
+def _analyze_in_a_process(run: Path, workers: str) -> subprocess.CompletedProcess:
+    """`tpscope analyze RUN` in a process of its own: the outcome must not depend on the recursion
+    limit a test runner sets."""
+    return subprocess.run(
+        [sys.executable, "-m", "tpscope.cli", "analyze", str(run), "--no-cache"]
         + ["--workers", workers],
         capture_output=True,
         text=True,
         timeout=120,
     )
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+@pytest.mark.parametrize("depth", [1_000, 100_000])
+def test_a_field_nested_deeply_is_refused_in_one_line(tmp_path, depth, workers):
+    text = json.dumps(good_doc())
+    write(tmp_path / "run", "r.json", text[:-1] + ', "extra": ' + "[" * depth + "]" * depth + "}")
+    done = _analyze_in_a_process(tmp_path / "run", workers)
     assert done.returncode == 2, done.stderr
     assert (
         done.stderr.count("\n") == 1
@@ -470,12 +475,6 @@ def test_an_argument_nested_deeply_is_refused_in_one_line(tmp_path, depth, worke
         deep = [deep]
     r.kernel("gemm", 0, 50, input_dims=[[64, 64], deep], cpu_op="aten::mm")
     write(tmp_path / "run", "r.json", json.dumps(r.document()))
-    done = subprocess.run(
-        [sys.executable, "-m", "tpscope.cli", "analyze", str(tmp_path / "run"), "--no-cache"]
-        + ["--workers", workers],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = _analyze_in_a_process(tmp_path / "run", workers)
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and "nested too deeply" in done.stderr, done.stderr
