@@ -192,13 +192,64 @@ def test_an_encoded_value_is_written_as_json_dumps_writes_the_value():
     assert dumps(doc) == want
 
 
-def test_an_encoded_list_is_a_list_whose_text_does_not_travel():
-    records = [{"a": 1}, {"b": [2.5]}]
-    held = jsonable.EncodedList(records, dumps(records))
-    assert held == records and held.text == dumps(records)
-    assert jsonable.encoded(held).text == held.text and jsonable.encoded(records) is records
+def _columns(n: int, seed: int) -> tuple[list, list[dict]]:
+    """Random record columns and, built independently with Python's floats, their dicts."""
+    rng = np.random.default_rng(seed)
+    # whole ns over every magnitude up to 15 digits, negative ones, zero and the edges of a µs
+    ns = (rng.integers(0, 10**15, n) // 10 ** rng.integers(0, 15, n)).astype(np.int64)
+    ns[: min(n, 8)] = [0, 1, 999, 1000, 1001, 10**15 - 1, 100, 120][: min(n, 8)]
+    back = -rng.integers(0, 10**7, n)
+    pick = rng.integers(0, 4, n)
+    values = ["plain", "é \u2028 \U0001f600", 'q"\\\n\t', ""]
+    flag = rng.integers(0, 2, n)
+    small = rng.integers(0, 3, n)
+    fields = [
+        ("start_us", jsonable.MicrosOfNs(ns)),
+        ("name", jsonable.Coded(pick, values)),
+        ("dur_us", jsonable.MicrosOfNs(back)),
+        ("inferred", jsonable.Coded(flag, (False, True))),
+        ("rank", jsonable.Coded(small, [0, -7, None])),
+        ("x", jsonable.Coded(small, [1.5, 2e-05, 1e16])),
+    ]
+    want = [
+        {
+            "start_us": a / 1000,
+            "name": values[p],
+            "dur_us": d / 1000,
+            "inferred": bool(f),
+            "rank": [0, -7, None][k],
+            "x": [1.5, 2e-05, 1e16][k],
+        }
+        for a, p, d, f, k in zip(
+            ns.tolist(), pick.tolist(), back.tolist(), flag.tolist(), small.tolist()
+        )
+    ]
+    return fields, want
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 5000])
+@pytest.mark.parametrize("indent", [0, 3])
+def test_records_from_columns_are_written_as_json_dumps_writes_their_dicts(n, indent):
+    """`records_text` against `json.dumps` of the same records built with Python's own floats
+    (whole ns over 15 digits, negative, zero, escapes, non-ASCII, booleans, None, exponents)."""
+    fields, want = _columns(n, n + indent)
+    expected = json.dumps(want, indent=1).replace("\n", "\n" + " " * indent)
+    assert jsonable.records_text(fields, n, indent) == expected
+    held = jsonable.Records(fields, n, indent)
+    assert held == want and list(held) == want and len(held) == n and held[1:] == want[1:]
+    assert held.text == expected and jsonable.encoded(held).text == expected
+    assert jsonable.encoded(want) is want
+    assert json.loads(dumps({"a": held})) == {"a": want} and plain([held]) == [want]
     back = pickle.loads(pickle.dumps(held))
-    assert type(back) is list and back == records
+    assert type(back) is jsonable.Records and back == want and back.text == expected
+
+
+def test_records_beyond_fifteen_digits_are_written_as_repr_writes_them():
+    """Over 15 significant digits the decimal is not the float's: the records are written by the
+    general encoder, and still equal Python's text."""
+    ns = np.array([10**15, 2**53 + 1, -(10**17) - 3], np.int64)
+    got = jsonable.records_text([("t", jsonable.MicrosOfNs(ns))], 3, 1)
+    assert got == json.dumps([{"t": v / 1000} for v in ns.tolist()], indent=1).replace("\n", "\n ")
 
 
 def test_a_text_encoded_at_a_depth_is_written_as_json_dumps_writes_the_value():

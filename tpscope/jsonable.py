@@ -12,31 +12,17 @@ the non-standard `NaN`.
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import json
 import math
 import os
 import re
+from collections.abc import Sequence
 from enum import Enum
 from typing import Any
 
 import msgspec
 import numpy as np
-
-
-class EncodedList(list):
-    """A list that carries its own text as `dumps` writes it (`text`: made where the list was
-    made, e.g. in a worker process, so that writing a document that holds it only copies the
-    text in; `encode_at`: for a list whose line starts `indent` spaces deep). Pickled as a plain
-    list: the text does not travel into a cache."""
-
-    __slots__ = ("text", "indent")
-
-    def __init__(self, items, text: str, indent: int = 0) -> None:
-        super().__init__(items)
-        self.text = text
-        self.indent = indent
-
-    def __reduce__(self):
-        return (list, (list(self),))
 
 
 class Encoded:
@@ -53,8 +39,8 @@ class Encoded:
 
 
 def encoded(value: Any) -> Any:
-    """`value` as `Encoded` where it is an `EncodedList` (for a document's field), else itself."""
-    if isinstance(value, EncodedList):
+    """`value` as `Encoded` where it is `Records` (for a document's field), else itself."""
+    if isinstance(value, Records):
         return Encoded(value, value.text, value.indent)
     return value
 
@@ -69,6 +55,171 @@ def _indented(text: str, indent: int) -> str:
     return text.replace("\n", "\n" + " " * indent) if indent else text
 
 
+@dataclasses.dataclass(frozen=True)
+class MicrosOfNs:
+    """A column of whole nanoseconds (int64) that a record list holds as µs floats (`ns / 1000`)."""
+
+    ns: np.ndarray
+
+
+@dataclasses.dataclass(frozen=True)
+class Coded:
+    """A column that takes few values: per record, an index into `values`."""
+
+    codes: np.ndarray
+    values: Sequence[Any]
+
+
+# the largest |ns| whose µs float has at most 15 significant digits: `repr` writes it as the
+# decimal itself (a double holds any 15-digit decimal exactly enough to give it back), positional
+_EXACT_NS = 10**15
+# `repr(k / 1000)` after the "0" of its integer part, for k in 0..999 (".0", ".001", ".5" ...)
+_FRACTIONS = np.array([repr(k / 1000)[1:] for k in range(1000)], dtype=object)
+
+
+def records_text(fields: Sequence[tuple[str, MicrosOfNs | Coded]], n: int, indent: int = 0) -> str:
+    """`encode_at([{name: value, ...} for each of n records], indent)`, written from columns
+    without a dict per record: a `MicrosOfNs` value as `repr(ns / 1000)` writes it (integer part
+    and the fraction's digits, since the float holds the decimal exactly: at most 15 digits), the
+    distinct combinations of consecutive `Coded` values (scalars) written once each and then
+    looked up. Falls back to `encode_at` on the records where a value has more digits."""
+    if n == 0:
+        return "[]"
+    if any(
+        isinstance(c, MicrosOfNs) and len(c.ns) and np.abs(c.ns).max() >= _EXACT_NS
+        for _, c in fields
+    ):
+        return encode_at(records(fields, n), indent)
+    inner, deeper = "\n" + " " * (indent + 1), "\n" + " " * (indent + 2)
+    columns: list = []  # each a str (the same for every record) or a list of n str
+    prefix = "," + inner + "{"
+    k = 0
+    while k < len(fields):
+        if isinstance(fields[k][1], MicrosOfNs):
+            name, col = fields[k]
+            last = k == len(fields) - 1
+            ns = col.ns.astype(np.int64)
+            columns.append(f"{prefix}{deeper}{_scalar(name)}: ")
+            if (ns < 0).any():
+                columns.append(np.where(ns < 0, "-", "").astype(object).tolist())
+            whole, frac = np.divmod(np.abs(ns), 1000)
+            columns.append(list(map(str, whole.tolist())))
+            columns.append(_FRACTIONS[frac].tolist())
+            prefix = "" if last else ","
+            k += 1
+            continue
+        group = []  # consecutive coded fields: one lookup
+        while k < len(fields) and isinstance(fields[k][1], Coded):
+            group.append(fields[k])
+            k += 1
+        codes = [np.asarray(c.codes, np.int64) for _, c in group]
+        key = np.zeros(n, np.int64)  # one number per combination (kept small by renumbering)
+        for (_, c), code in zip(group, codes):
+            if int(key.max()) >= (1 << 62) // max(len(c.values), 1):
+                key = np.unique(key, return_inverse=True)[1].ravel().astype(np.int64)
+            key = key * len(c.values) + code
+        _, first, which = np.unique(key, return_index=True, return_inverse=True)
+        rows = np.stack([code[first] for code in codes], axis=1)
+        last = k == len(fields)
+        texts = np.array(
+            [
+                prefix
+                + ",".join(
+                    f"{deeper}{_scalar(name)}: {_scalar(c.values[v])}"
+                    for (name, c), v in zip(group, row)
+                )
+                + ("" if last else ",")
+                for row in rows.tolist()
+            ],
+            dtype=object,
+        )
+        columns.append(texts[which.ravel()].tolist())
+        prefix = ""
+    columns.append(inner + "}")
+    merged: list = []  # adjacent constants as one
+    for c in columns:
+        if isinstance(c, str) and merged and isinstance(merged[-1], str):
+            merged[-1] += c
+        else:
+            merged.append(c)
+    parts = [itertools.repeat(c, n) if isinstance(c, str) else c for c in merged]
+    body = "".join(itertools.chain.from_iterable(zip(*parts)))
+    return "[" + body[1:] + "\n" + " " * indent + "]"
+
+
+def _scalar(value: Any) -> str:
+    """`dumps(value)` for a string, number, boolean or None (Python's own encoder: one value)."""
+    value = plain(value)
+    if isinstance(value, (dict, list)):
+        raise TypeError("a coded column's values are scalars")
+    return "null" if value is None else json.dumps(value)
+
+
+def records(fields: Sequence[tuple[str, MicrosOfNs | Coded]], n: int) -> list[dict]:
+    """The `n` records `records_text` writes, as dicts."""
+    values = [
+        (c.ns / 1000).tolist()
+        if isinstance(c, MicrosOfNs)
+        else [c.values[v] for v in np.asarray(c.codes).tolist()]
+        for _, c in fields
+    ]
+    names = [name for name, _ in fields]
+    return [dict(zip(names, row)) for row in zip(*values)] if values else [{} for _ in range(n)]
+
+
+class Records(Sequence):
+    """A list of records held as their columns (`records_text`'s fields): its dicts are made when
+    first read, its text (as `encode_at(records, indent)` writes it) when first asked for or
+    where given (made in a worker process). Equal to a list of the same dicts; pickled as its
+    columns (compact; the text is not sent)."""
+
+    __slots__ = ("fields", "n", "indent", "_text", "_items")
+
+    def __init__(
+        self,
+        fields: Sequence[tuple[str, MicrosOfNs | Coded]],
+        n: int,
+        indent: int = 0,
+        text: str | None = None,
+    ) -> None:
+        self.fields, self.n, self.indent = tuple(fields), n, indent
+        self._text, self._items = text, None
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            self._text = records_text(self.fields, self.n, self.indent)
+        return self._text
+
+    @property
+    def items(self) -> list[dict]:
+        if self._items is None:
+            self._items = records(self.fields, self.n)
+        return self._items
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, k):
+        return self.items[k]
+
+    def __iter__(self):
+        return iter(self.items)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Records):
+            other = other.items
+        return self.items == other if isinstance(other, list) else NotImplemented
+
+    __hash__ = None  # a list's: unhashable
+
+    def __repr__(self) -> str:
+        return f"Records({self.items!r})"
+
+    def __reduce__(self):
+        return (Records, (self.fields, self.n, self.indent))
+
+
 def plain(value: Any) -> Any:
     """`value` as nested dicts, lists, strings, numbers, booleans and None (the rule above)."""
     if isinstance(value, Encoded):
@@ -79,7 +230,7 @@ def plain(value: Any) -> Any:
         return plain(value.value)
     if isinstance(value, dict):
         return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, (list, tuple, Records)):
         return [plain(v) for v in value]
     if isinstance(value, np.ndarray):
         return [plain(v) for v in value.tolist()]
@@ -101,6 +252,8 @@ def _hook(value: Any) -> Any:
     """What msgspec cannot encode by itself, by the rule above."""
     if isinstance(value, np.ndarray):
         return value.tolist()
+    if isinstance(value, Records):
+        return value.items
     if isinstance(value, np.generic):
         return value.item()
     raise NotImplementedError(f"cannot write {type(value).__name__} as JSON")

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tests.kineto import Collective, RankTrace, write_run
-from tpscope.jsonable import EncodedList, dumps
+from tpscope.jsonable import Records, dumps
 from tpscope.metrics import analyze_run, as_json, critical_path
 from tpscope.metrics.analysis import json_fields
 from tpscope.metrics.critical_path import (
@@ -703,6 +703,6 @@ def test_steps_walked_in_worker_processes_give_the_same_paths_and_text(monkeypat
     assert len(alone.critical_path) > 1
     assert forked.critical_path == alone.critical_path
     for p in forked.critical_path:
-        assert isinstance(p.segments, EncodedList)
+        assert isinstance(p.segments, Records)
         assert json.loads(p.segments.text) == p.segments
     assert dumps(json_fields(forked)) == json.dumps(as_json(alone), indent=1)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tpscope.jsonable import EncodedList, encode_at
+from tpscope.jsonable import Coded, MicrosOfNs, Records
 from tpscope.metrics.activities import NS_PER_US, RunActivities
 from tpscope.metrics.collectives import CollectiveMatch, CollectiveTiming
 from tpscope.metrics.forked import map_forked
@@ -30,6 +30,9 @@ from tpscope.metrics.thread_edges import cpu_run_waits
 from tpscope.trace import ActivityClass, GpuActivities, RankTrace, StreamWaits
 from tpscope.trace.columns import lookup, sorted_unique, unique_ids
 
+# how deep a path's segments sit in `tpscope analyze --json` (the document's list of paths, a
+# path's fields): their text is written indented so, in a worker process where the walks fork
+SEGMENTS_INDENT = 3
 CATEGORIES = ("compute", "comm", "memory", "host", "idle")
 COMPUTE, COMM, MEMORY, HOST, IDLE = range(5)
 # metrics.md §7: the edge that put each segment on the path. `end` marks the activity the walk
@@ -91,7 +94,7 @@ class CriticalPath:
         None  # host time per CPU op, the largest first (at most 10)
     )
     first_step: bool = False  # the first profiled step: shown, left out of means (§3)
-    segments: list[dict] | None = None
+    segments: Sequence[dict] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -951,11 +954,12 @@ def _cpu_run_step(
     return prev, STREAM, False, min(cursor, t), prev >= 0
 
 
-def segment_records(
+def segment_fields(
     seg: PathSegments, acts: RunActivities, graph: PathGraph, floor_ns: int
-) -> list[dict]:
-    """The segments of one path in time order, as JSON-ready records (metrics.md §7): µs after the
-    step's floor, what kind of time, the edge that put it on the path, where it ran and its name."""
+) -> tuple[list[tuple[str, MicrosOfNs | Coded]], int]:
+    """The segments of one path in time order as the columns of their JSON records (metrics.md
+    §7): µs after the step's floor, what kind of time, the edge that put it on the path, whether
+    inferred, the rank, where it ran and its name; and how many segments."""
     order = np.argsort(seg.start_ns, kind="stable")
     seg = PathSegments(
         *(
@@ -984,32 +988,35 @@ def segment_records(
     )
     labels = graph.labels(seg)
     name = np.where(labels != "", labels, name)
-    start = ((seg.start_ns - floor_ns) / NS_PER_US).tolist()
-    dur = ((seg.end_ns - seg.start_ns) / NS_PER_US).tolist()
-    kinds = np.array(CATEGORIES, dtype=object)[seg.category].tolist()
-    edges = np.array(EDGES, dtype=object)[seg.edge].tolist()
-    return [
-        {
-            "start_us": a,
-            "dur_us": d,
-            "kind": k,
-            "edge": ed,
-            "inferred": i,
-            "rank": rk,
-            "where": str(w),
-            "name": str(nm),
-        }
-        for a, d, k, ed, i, rk, w, nm in zip(
-            start,
-            dur,
-            kinds,
-            edges,
-            seg.inferred.tolist(),
-            rank_ids.tolist(),
-            where.tolist(),
-            name.tolist(),
-        )
+    ranks, rank_code = np.unique(rank_ids, return_inverse=True)
+    fields = [
+        ("start_us", MicrosOfNs(seg.start_ns - floor_ns)),
+        ("dur_us", MicrosOfNs(seg.end_ns - seg.start_ns)),
+        ("kind", Coded(seg.category, CATEGORIES)),
+        ("edge", Coded(seg.edge, EDGES)),
+        ("inferred", Coded(seg.inferred.astype(np.int64), (False, True))),
+        ("rank", Coded(rank_code.ravel(), ranks.tolist())),
+        ("where", _coded_strings(where)),
+        ("name", _coded_strings(name)),
     ]
+    return fields, len(row)
+
+
+def _coded_strings(values: np.ndarray) -> Coded:
+    """An object array of strings as a `Coded` column."""
+    index: dict[str, int] = {}
+    codes = np.fromiter(
+        (index.setdefault(str(v), len(index)) for v in values.tolist()), np.int64, len(values)
+    )
+    return Coded(codes, list(index))
+
+
+def segment_records(
+    seg: PathSegments, acts: RunActivities, graph: PathGraph, floor_ns: int
+) -> Records:
+    """The segments of one path in time order, as JSON-ready records (`segment_fields`) written
+    as a path's segments sit in `tpscope analyze --json` (SEGMENTS_INDENT deep)."""
+    return Records(*segment_fields(seg, acts, graph, floor_ns), SEGMENTS_INDENT)
 
 
 def summarize_path(
@@ -1124,9 +1131,6 @@ def window_floor(
 # activities in a run's steps from which their walks run in worker processes: below, forking
 # costs more than it saves
 PARALLEL_MIN_ACTIVITIES = 50_000
-# how deep a path's segments sit in `tpscope analyze --json` (the document's list of paths, a
-# path's fields): their text is indented so in the worker that writes it
-SEGMENTS_INDENT = 3
 
 
 def critical_paths(
@@ -1137,7 +1141,7 @@ def critical_paths(
 
     With `workers > 1` and steps of at least PARALLEL_MIN_ACTIVITIES activities in all, the steps
     (independent walks) are walked in `workers` processes (`map_forked`), each of which also
-    writes its path's segments as JSON (`EncodedList`): with fewer workers than steps, forked
+    writes its path's segments as JSON (`Records`): with fewer workers than steps, forked
     after the graphs of the ranks where the walks start are built here (shared, and this process
     walks its share); with more, one forked process per step, each building its graphs."""
     plan = step_plan(acts, graph, windows)
@@ -1151,7 +1155,9 @@ def critical_paths(
     # else a process per step, each building the graphs its walk reaches, side by side
     done = map_forked(lambda k: _encoded_path(acts, graph, plan[k], first), len(plan), workers)
     return [
-        dataclasses.replace(path, segments=EncodedList(path.segments, text, SEGMENTS_INDENT))
+        dataclasses.replace(
+            path, segments=Records(path.segments.fields, path.segments.n, SEGMENTS_INDENT, text)
+        )
         for path, text in filter(None, done)
     ]
 
@@ -1170,9 +1176,9 @@ def _step_path(
 def _encoded_path(
     acts: RunActivities, graph: PathGraph, item: tuple, first: int | None
 ) -> tuple[CriticalPath, str] | None:
-    """`_step_path` in a worker, with its segments' JSON text (`jsonable.encode_at`)."""
+    """`_step_path` in a worker, with its segments' JSON text (`Records` pickle as columns)."""
     path = _step_path(acts, graph, item, first)
-    return None if path is None else (path, encode_at(path.segments, SEGMENTS_INDENT))
+    return None if path is None else (path, path.segments.text)
 
 
 __all__ = [
