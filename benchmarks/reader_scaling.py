@@ -8,7 +8,8 @@ Each source run's first rank is tiled to `--events` events (`tile_trace.py`). Pe
 and with every core or two but the file streamed (threads) instead of read in forked parts
 (`read/strategy.py` forced); HTA (`TraceAnalysis` + `get_comm_comp_overlap`) in the first
 `--hta-rounds` rounds. Then one more run of tpscope (every core) and of HTA sampled for peak
-memory (`analyzer_speed.measure`). Medians are reported; every run is kept in the JSON.
+memory (`analyzer_speed.measure`). Medians are reported; every run is kept in the JSON. tpscope's
+modules are byte-compiled first (`analyzer_speed.compile_sources`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from analyzer_speed import HTA, _first_rank, _shown, measure  # noqa: E402
+from analyzer_speed import HTA, _first_rank, _shown, compile_sources, measure  # noqa: E402
 from tile_trace import tile_run  # noqa: E402
 
 TPSCOPE = """
@@ -81,6 +82,7 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=None)
     a = p.parse_args()
     cores = len(os.sched_getaffinity(0))
+    compile_sources()
     work = Path(tempfile.mkdtemp(prefix="tpscope-scaling-"))
     env = {"TPSCOPE_CACHE_DIR": str(work / "cache")}
     rows = []

@@ -730,27 +730,32 @@ def walk_step(
     """
     arrival, binding = graph.arrival_ns, graph.binding
     out = _Segments(int(floor_ns))
+    add = out.rows.append  # `out.add` spelled out below: this loop runs once per segment
     floor = int(floor_ns)
     pos = graph.pos_of(int(last))
     g = graph.rank(pos)
-    cur, edge, inferred = int(last) - g.base, END, False  # cur: a row of g
-    cursor = g.end_ns[cur]
+    base, s, e, instance, category, lane_prev, event_pred, other_prev = _walked(g)
+    cur, edge, inferred = int(last) - base, END, False  # cur: a row of g
+    cursor = e[cur]
     for _ in range(4 * n_in_step + 64):  # a bound against cycles in inconsistent traces
-        s, e = g.start_ns, g.end_ns
-        i = g.instance[cur]
+        i = instance[cur]
         # the wait goes to the last to arrive
-        if i >= 0 and arrival[i] > s[cur] and binding[i] != g.base + cur:
-            t = min(arrival[i], cursor)
+        if i >= 0 and arrival[i] > s[cur] and binding[i] != base + cur:
+            t = arrival[i] if arrival[i] < cursor else cursor
             # the transfer began at the last arrival: its segment names the collective edge
-            out.add(g.base + cur, t, cursor, COMM, COLLECTIVE, False, pos)
+            lo = t if t > floor else floor
+            if cursor > lo:
+                add((base + cur, lo, cursor, COMM, COLLECTIVE, False, pos, -1, -1, -1))
             pos = graph.pos_of(binding[i])
             g = graph.rank(pos)
-            s, e = g.start_ns, g.end_ns
-            cur, edge, inferred = binding[i] - g.base, COLLECTIVE, False
-            cursor = min(s[cur], t)
+            base, s, e, instance, category, lane_prev, event_pred, other_prev = _walked(g)
+            cur, edge, inferred = binding[i] - base, COLLECTIVE, False
+            cursor = s[cur] if s[cur] < t else t
         else:
-            lo = min(s[cur], cursor)
-            out.add(g.base + cur, lo, cursor, g.category[cur], edge, inferred, pos)
+            lo = s[cur] if s[cur] < cursor else cursor
+            clamped = lo if lo > floor else floor
+            if cursor > clamped:
+                add((base + cur, clamped, cursor, category[cur], edge, inferred, pos, -1, -1, -1))
             cursor = lo
         if cursor <= floor:
             break
@@ -762,7 +767,7 @@ def walk_step(
         start = s[cur]
         # the ready time and the edge that set it
         ready, why, pred, why_inferred = _NONE, NONE, -1, False
-        p, q, h = g.lane_prev[cur], g.event_pred[cur], g.other_prev[cur]
+        p, q, h = lane_prev[cur], event_pred[cur], other_prev[cur]
         if p >= 0 and e[p] > ready:
             ready, why, pred = e[p], STREAM, p
         if q >= 0 and e[q] > ready:
@@ -779,28 +784,42 @@ def walk_step(
             # records stream waits names this `resource` (the GPU was busy); without recorded
             # waits an unrecorded event wait is as likely: `event`. Both inferred.
             kind = RESOURCE if g.has_waits else EVENT
-            out.add(g.base + cur, min(e[hold], cursor), cursor, IDLE, kind, True, pos)
+            out.add(base + cur, min(e[hold], cursor), cursor, IDLE, kind, True, pos)
             cursor = min(cursor, e[hold])
             cur, edge, inferred = hold, kind, True
             continue
         if why == NONE:  # nothing explains the time down to the floor
-            out.add(g.base + cur, floor, cursor, IDLE, NONE, False, pos)
+            out.add(base + cur, floor, cursor, IDLE, NONE, False, pos)
             break
         if why != LAUNCH:
             # a few µs of dependency latency belong to the edge; a longer gap nothing explains
             gap_edge = why if start - ready <= tolerance_ns else NONE
-            out.add(
-                g.base + cur, ready, cursor, IDLE, gap_edge, why_inferred and gap_edge != NONE, pos
-            )
-            cursor = min(cursor, ready)
+            clamped = ready if ready > floor else floor
+            if cursor > clamped:
+                add(
+                    (
+                        base + cur,
+                        clamped,
+                        cursor,
+                        IDLE,
+                        gap_edge,
+                        why_inferred and gap_edge != NONE,
+                        pos,
+                        -1,
+                        -1,
+                        -1,
+                    )
+                )
+            if ready < cursor:
+                cursor = ready
             cur, edge, inferred = pred, why, why_inferred
             continue
         # the launch was binding: launch latency, then the launching thread back to its last wait
-        out.add(g.base + cur, ready, cursor, HOST, LAUNCH, False, pos)
+        out.add(base + cur, ready, cursor, HOST, LAUNCH, False, pos)
         cursor = min(cursor, ready)
         call = pred
         if call < 0:  # the launch call is not in the table (no runtime events on that rank)
-            out.add(g.base + cur, floor, cursor, HOST, LAUNCH, False, pos)
+            out.add(base + cur, floor, cursor, HOST, LAUNCH, False, pos)
             break
         cpu = g.cpu
         cursor, sync, running = _cpu_stretch(
@@ -818,6 +837,20 @@ def walk_step(
         if cursor <= floor:
             break
     return out.arrays()
+
+
+def _walked(g: RankGraph) -> tuple:
+    """The lists of a rank's graph that `walk_step` reads at every segment, as locals."""
+    return (
+        g.base,
+        g.start_ns,
+        g.end_ns,
+        g.instance,
+        g.category,
+        g.lane_prev,
+        g.event_pred,
+        g.other_prev,
+    )
 
 
 def _cpu_stretch(
@@ -1003,12 +1036,12 @@ def segment_fields(
 
 
 def _coded_strings(values: np.ndarray) -> Coded:
-    """An object array of strings as a `Coded` column."""
-    index: dict[str, int] = {}
-    codes = np.fromiter(
-        (index.setdefault(str(v), len(index)) for v in values.tolist()), np.int64, len(values)
-    )
-    return Coded(codes, list(index))
+    """An object array of strings as a `Coded` column (the distinct strings in order of first
+    appearance; found by a dict, in C)."""
+    items = values.tolist()
+    index = {v: k for k, v in enumerate(dict.fromkeys(items))}
+    codes = np.fromiter(map(index.__getitem__, items), np.int64, len(items))
+    return Coded(codes, [str(v) for v in index])
 
 
 def segment_records(
@@ -1066,10 +1099,9 @@ def _host_ops(seg: PathSegments, dur: np.ndarray, graph: PathGraph) -> dict[str,
     acts = graph.acts
     own_name = _objects(acts.strings)[acts.name[seg.row[mine]]] if len(acts) else ops
     names = np.where(labels != "", labels, np.where(seg.call[mine] >= 0, ops, own_name))
-    index: dict[str, int] = {}  # name -> its number, in the order first seen
-    code = np.fromiter(
-        (index.setdefault(n, len(index)) for n in names.tolist()), np.int64, len(mine)
-    )
+    listed = names.tolist()
+    index = {n: k for k, n in enumerate(dict.fromkeys(listed))}  # its number, in order first seen
+    code = np.fromiter(map(index.__getitem__, listed), np.int64, len(mine))
     # per name: its time (whole ns, so the float sums are exact in any order) and first rank
     sums = np.bincount(code, weights=dur[mine].astype(np.float64), minlength=len(index))
     lowest = np.full(len(index), np.iinfo(np.int64).max, np.int64)
