@@ -49,10 +49,11 @@ DEFAULT_SOURCES = ",".join(
 )
 
 
-def variants(run: str, cores: int) -> dict[str, tuple[str, list[str]]]:
-    """name -> (python code, command prefix) of each tpscope measurement."""
+def variants(run: str, cores: int, only: str | None = None) -> dict[str, tuple[str, list[str]]]:
+    """name -> (python code, command prefix) of each tpscope measurement (`only`: the short
+    names of those wanted, comma-separated; "all" is every core)."""
     two = ["taskset", "-c", "0,1"] if cores > 2 and shutil.which("taskset") else []
-    return {
+    every = {
         f"all_{cores}_cores": (TPSCOPE.format(run=run, extra=[], stream=False), []),
         "one_worker": (TPSCOPE.format(run=run, extra=["--workers", "1"], stream=False), []),
         "two_cores": (TPSCOPE.format(run=run, extra=["--workers", "2"], stream=False), two),
@@ -62,6 +63,13 @@ def variants(run: str, cores: int) -> dict[str, tuple[str, list[str]]]:
             two,
         ),
     }
+    if only is None:
+        return every
+    wanted = {w.strip().replace("all", f"all_{cores}_cores", 1) for w in only.split(",")}
+    unknown = wanted - set(every)
+    if unknown:
+        raise SystemExit(f"reader_scaling: no variant {', '.join(sorted(unknown))}")
+    return {name: v for name, v in every.items() if name in wanted}
 
 
 def main() -> None:
@@ -79,6 +87,12 @@ def main() -> None:
         help="sample HTA's timed runs for memory (no extra HTA run; the sampler's cost is small "
         "beside HTA's single busy core on a many-core machine)",
     )
+    p.add_argument(
+        "--variants",
+        default=None,
+        help="only these tpscope measurements, comma-separated (all, one_worker, two_cores, "
+        "all_streamed, two_cores_streamed; default: every one)",
+    )
     p.add_argument("--out", type=Path, default=None)
     a = p.parse_args()
     cores = len(os.sched_getaffinity(0))
@@ -94,7 +108,7 @@ def main() -> None:
             text_mb = sum(f.stat().st_size for f in run.iterdir()) / 2**20
             runs: dict[str, list[dict]] = {}
             for k in range(a.rounds):
-                for name, (code, prefix) in variants(str(run), cores).items():
+                for name, (code, prefix) in variants(str(run), cores, a.variants).items():
                     runs.setdefault(name, []).append(
                         measure(code, env, sample_memory=False, prefix=prefix)
                     )

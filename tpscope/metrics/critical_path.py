@@ -24,14 +24,13 @@ import numpy as np
 from tpscope.jsonable import Coded, MicrosOfNs, Records
 from tpscope.metrics.activities import NS_PER_US, RunActivities
 from tpscope.metrics.collectives import CollectiveMatch, CollectiveTiming
-from tpscope.metrics.forked import map_forked
 from tpscope.metrics.host_names import HostNames, host_names, named_pieces
 from tpscope.metrics.thread_edges import cpu_run_waits
 from tpscope.trace import ActivityClass, GpuActivities, RankTrace, StreamWaits
 from tpscope.trace.columns import lookup, sorted_unique, unique_ids
 
 # how deep a path's segments sit in `tpscope analyze --json` (the document's list of paths, a
-# path's fields): their text is written indented so, in a worker process where the walks fork
+# path's fields): their text is written indented so
 SEGMENTS_INDENT = 3
 CATEGORIES = ("compute", "comm", "memory", "host", "idle")
 COMPUTE, COMM, MEMORY, HOST, IDLE = range(5)
@@ -1160,38 +1159,15 @@ def window_floor(
     return min(min(starts), top) if starts else span_floor
 
 
-# activities in a run's steps from which their walks run in worker processes: below, forking
-# costs more than it saves
-PARALLEL_MIN_ACTIVITIES = 50_000
-
-
 def critical_paths(
-    acts: RunActivities, graph: PathGraph, windows: list | None = None, workers: int = 1
+    acts: RunActivities, graph: PathGraph, windows: list | None = None
 ) -> list[CriticalPath]:
     """One CriticalPath per step number present on any rank; the first profiled step is marked.
-    `windows`: each rank's step windows (metrics.md §3), as `step_plan` takes them.
-
-    With `workers > 1` and steps of at least PARALLEL_MIN_ACTIVITIES activities in all, the steps
-    (independent walks) are walked in `workers` processes (`map_forked`), each of which also
-    writes its path's segments as JSON (`Records`): with fewer workers than steps, forked
-    after the graphs of the ranks where the walks start are built here (shared, and this process
-    walks its share); with more, one forked process per step, each building its graphs."""
+    `windows`: each rank's step windows (metrics.md §3), as `step_plan` takes them."""
     plan = step_plan(acts, graph, windows)
     first = plan[0][0] if len(plan) > 1 else None
-    if workers <= 1 or len(plan) <= 1 or sum(p[4] for p in plan) < PARALLEL_MIN_ACTIVITIES:
-        paths = [_step_path(acts, graph, item, first) for item in plan]
-        return [p for p in paths if p is not None]
-    if workers <= len(plan):  # this process walks steps too: the graphs where walks start are
-        for pos in sorted({graph.pos_of(item[3]) for item in plan}):  # built once, shared
-            graph.rank(pos)
-    # else a process per step, each building the graphs its walk reaches, side by side
-    done = map_forked(lambda k: _encoded_path(acts, graph, plan[k], first), len(plan), workers)
-    return [
-        dataclasses.replace(
-            path, segments=Records(path.segments.fields, path.segments.n, SEGMENTS_INDENT, text)
-        )
-        for path, text in filter(None, done)
-    ]
+    paths = [_step_path(acts, graph, item, first) for item in plan]
+    return [p for p in paths if p is not None]
 
 
 def _step_path(
@@ -1203,14 +1179,6 @@ def _step_path(
     if not len(seg):
         return None
     return summarize_path(seg, acts, graph, step, floor, top - floor, step == first)
-
-
-def _encoded_path(
-    acts: RunActivities, graph: PathGraph, item: tuple, first: int | None
-) -> tuple[CriticalPath, str] | None:
-    """`_step_path` in a worker, with its segments' JSON text (`Records` pickle as columns)."""
-    path = _step_path(acts, graph, item, first)
-    return None if path is None else (path, path.segments.text)
 
 
 __all__ = [
