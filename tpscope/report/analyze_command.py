@@ -50,7 +50,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="processes that decode traces and walk a big run's critical paths, a step each "
+        help="processes (or a big file's reading threads) that decode traces "
         "(default: every usable core)",
     )
     p.add_argument(
