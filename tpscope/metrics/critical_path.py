@@ -624,34 +624,44 @@ class _Segments:
         if hi <= lo:
             return
         # the calls' ends strictly inside (lo, hi): a slice, a thread's calls being by end
-        ends = cpu.end_ns[first : last + 1] if last >= first else np.zeros(0, np.int64)
+        ends = cpu.end_ns[first : last + 1] if last >= first else _NO_NS
         a, b = int(ends.searchsorted(lo, side="right")), int(ends.searchsorted(hi, side="left"))
-        cuts, calls = ends[a:b], np.arange(first + a, first + max(a, b))
+        cuts = ends[a:b]
+        # per piece: the call that ends it (the last piece's: `named_by`)
+        owner = np.empty(max(b - a, 0) + 1, np.int64)
+        owner[:-1], owner[-1] = np.arange(first + a, first + max(a, b)), named_by
         tid = int(cpu.tid[named_by])
-        label = np.full(len(cuts) + 1, -1, np.int64)
         if names is not None:  # cut further where the thread's ops and ranges begin and end
             nb, nl = named_pieces(names, tid, lo, hi)
-            merged = sorted_unique(np.concatenate([cuts, nb[1:-1]]))
-            label = nl[np.searchsorted(nb, np.append(lo, merged), side="right") - 1]
+            merged = sorted_unique(np.concatenate((cuts, nb[1:-1])))
+            starts, stops = _pieces(lo, merged, hi)
+            label = nl[nb.searchsorted(starts, side="right") - 1]
             # a piece's call: the first whose end is at or after the piece's end
-            owner = np.append(calls, named_by)[
-                np.searchsorted(cuts, np.append(merged, hi), side="left")
-            ]
-            cuts, calls = merged, owner[:-1]
-        bounds = np.concatenate([[lo], cuts, [hi]])
-        owner = np.append(calls, named_by)
-        call_op = cpu.string_objects[cpu.op[owner]]
-        # a name, else the call's op
-        key = (
-            np.where(label >= 0, names.string_objects[label], call_op)
-            if names is not None
-            else call_op
+            owner = owner[cuts.searchsorted(stops, side="left")]
+            call_op = cpu.string_objects[cpu.op[owner]]
+            key = np.where(label >= 0, names.string_objects[label], call_op)  # a name, else the op
+        else:
+            starts, stops = _pieces(lo, cuts, hi)
+            label = np.full(len(owner), -1, np.int64)
+            key = cpu.string_objects[cpu.op[owner]]
+        change = np.empty(len(key), bool)  # keep the last piece of each run of one name
+        np.not_equal(key[1:], key[:-1], out=change[:-1])
+        change[-1] = True
+        last_of = np.flatnonzero(change)
+        first_of = np.empty(len(last_of), np.int64)
+        first_of[0], first_of[1:] = 0, last_of[:-1] + 1
+        self.add_pieces(
+            -1,
+            starts[first_of],
+            stops[last_of],
+            HOST,
+            edge,
+            inferred,
+            pos,
+            owner[last_of],
+            label[last_of],
+            tid,
         )
-        change = np.append(key[1:] != key[:-1], True)  # keep the last piece of each run of one name
-        run_start = np.concatenate([[0], np.flatnonzero(change)[:-1] + 1])
-        ends = np.flatnonzero(change)
-        lo_ns, hi_ns = bounds[run_start], bounds[ends + 1]
-        self.add_pieces(-1, lo_ns, hi_ns, HOST, edge, inferred, pos, owner[ends], label[ends], tid)
 
     def add_pieces(
         self,
@@ -702,6 +712,18 @@ class _Segments:
             a[:, 8],
             a[:, 9],
         )
+
+
+_NO_NS = np.zeros(0, np.int64)
+
+
+def _pieces(lo: int, cuts: np.ndarray, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """The starts and ends of [lo, hi] cut at `cuts` (sorted, strictly inside)."""
+    starts = np.empty(len(cuts) + 1, np.int64)
+    stops = np.empty(len(cuts) + 1, np.int64)
+    starts[0], starts[1:] = lo, cuts
+    stops[:-1], stops[-1] = cuts, hi
+    return starts, stops
 
 
 def walk_step(
@@ -1003,15 +1025,19 @@ def segment_fields(
     thread = seg.thread if seg.thread is not None else np.full(len(row), -1, np.int64)
     on_gpu = (row >= 0) & (thread < 0)
     lane_labels = np.array(acts.lane_labels + ("",), dtype=object)
-    rank_ids = np.array(acts.rank_ids, np.int64)[pos]
     where = lane_labels[np.where(on_gpu, acts.lane[np.maximum(row, 0)], -1)]
     host = np.flatnonzero(~on_gpu)
     if len(host):  # "rank R cpu thread T", written once per (rank, thread) on the path
-        tid = np.where(thread >= 0, thread, graph.call_threads(seg))[host]
-        pairs, inverse = np.unique(
-            np.stack([rank_ids[host], tid], axis=1), axis=0, return_inverse=True
+        tids, tid_code = np.unique(
+            np.where(thread >= 0, thread, graph.call_threads(seg))[host], return_inverse=True
         )
-        texts = _objects([f"rank {r} cpu thread {t}" for r, t in pairs.tolist()])
+        pairs, inverse = np.unique(pos[host] * len(tids) + tid_code.ravel(), return_inverse=True)
+        texts = _objects(
+            [
+                f"rank {acts.rank_ids[k // len(tids)]} cpu thread {tids[k % len(tids)]}"
+                for k in pairs.tolist()
+            ]
+        )
         where[host] = texts[inverse.ravel()]
     strings = np.array(acts.strings + ("",), dtype=object)
     name_id = acts.name[np.maximum(row, 0)] if len(acts) else np.zeros(len(row), np.int64)
@@ -1020,14 +1046,13 @@ def segment_fields(
     )
     labels = graph.labels(seg)
     name = np.where(labels != "", labels, name)
-    ranks, rank_code = np.unique(rank_ids, return_inverse=True)
     fields = [
         ("start_us", MicrosOfNs(seg.start_ns - floor_ns)),
         ("dur_us", MicrosOfNs(seg.end_ns - seg.start_ns)),
         ("kind", Coded(seg.category, CATEGORIES)),
         ("edge", Coded(seg.edge, EDGES)),
         ("inferred", Coded(seg.inferred.astype(np.int64), (False, True))),
-        ("rank", Coded(rank_code.ravel(), ranks.tolist())),
+        ("rank", Coded(pos, [int(r) for r in acts.rank_ids])),
         ("where", _coded_strings(where)),
         ("name", _coded_strings(name)),
     ]
