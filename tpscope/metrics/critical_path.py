@@ -755,7 +755,8 @@ def walk_step(
     floor = int(floor_ns)
     pos = graph.pos_of(int(last))
     g = graph.rank(pos)
-    base, s, e, instance, category, lane_prev, event_pred, other_prev = _walked(g)
+    base, s, e, instance, category, lane_prev, event_pred, other_prev, rest = _walked(g)
+    launch_end_ns, launch_call, holder, has_waits, cpu_run = rest
     cur, edge, inferred = int(last) - base, END, False  # cur: a row of g
     cursor = e[cur]
     for _ in range(4 * n_in_step + 64):  # a bound against cycles in inconsistent traces
@@ -769,7 +770,8 @@ def walk_step(
                 add((base + cur, lo, cursor, COMM, COLLECTIVE, False, pos, -1, -1, -1))
             pos = graph.pos_of(binding[i])
             g = graph.rank(pos)
-            base, s, e, instance, category, lane_prev, event_pred, other_prev = _walked(g)
+            base, s, e, instance, category, lane_prev, event_pred, other_prev, rest = _walked(g)
+            launch_end_ns, launch_call, holder, has_waits, cpu_run = rest
             cur, edge, inferred = binding[i] - base, COLLECTIVE, False
             cursor = s[cur] if s[cur] < t else t
         else:
@@ -780,7 +782,7 @@ def walk_step(
             cursor = lo
         if cursor <= floor:
             break
-        if g.cpu_run:  # a CPU thread's activity: what its thread did, or waited for, before it
+        if cpu_run:  # a CPU thread's activity: what its thread did, or waited for, before it
             cur, edge, inferred, cursor, more = _cpu_run_step(g, cur, cursor, floor, pos, out)
             if not more:
                 break
@@ -793,18 +795,18 @@ def walk_step(
             ready, why, pred = e[p], STREAM, p
         if q >= 0 and e[q] > ready:
             ready, why, pred = e[q], EVENT, q
-        elif q < 0 and h >= 0 and not g.has_waits and start - e[h] <= tolerance_ns and e[h] > ready:
+        elif q < 0 and h >= 0 and not has_waits and start - e[h] <= tolerance_ns and e[h] > ready:
             ready, why, pred, why_inferred = e[h], EVENT, h, True
-        launch_end = g.launch_end_ns[cur]
+        launch_end = launch_end_ns[cur]
         if launch_end != _NONE and min(launch_end, start) > ready:
-            ready, why, pred = min(launch_end, start), LAUNCH, g.launch_call[cur]
-        hold = g.holder[cur] if g.holder is not None else h
+            ready, why, pred = min(launch_end, start), LAUNCH, launch_call[cur]
+        hold = holder[cur] if holder is not None else h
         if start - ready > tolerance_ns and hold >= 0 and e[hold] > ready:
             # ready long before it started, while another stream's activity held the GPU (still
             # running as it started, or ending last before): held back by it. A rank whose trace
             # records stream waits names this `resource` (the GPU was busy); without recorded
             # waits an unrecorded event wait is as likely: `event`. Both inferred.
-            kind = RESOURCE if g.has_waits else EVENT
+            kind = RESOURCE if has_waits else EVENT
             out.add(base + cur, min(e[hold], cursor), cursor, IDLE, kind, True, pos)
             cursor = min(cursor, e[hold])
             cur, edge, inferred = hold, kind, True
@@ -871,6 +873,7 @@ def _walked(g: RankGraph) -> tuple:
         g.lane_prev,
         g.event_pred,
         g.other_prev,
+        (g.launch_end_ns, g.launch_call, g.holder, g.has_waits, g.cpu_run),
     )
 
 
