@@ -121,12 +121,15 @@ def records_text(fields: Sequence[tuple[str, MicrosOfNs | Coded]], n: int, inden
         _, first, which = np.unique(key, return_index=True, return_inverse=True)
         rows = np.stack([code[first] for code in codes], axis=1)
         last = k == len(fields)
+        lines: list[dict[int, str]] = [{} for _ in group]  # per field: each value's line, once
         texts = np.array(
             [
                 prefix
                 + ",".join(
-                    f"{deeper}{_scalar(name)}: {_scalar(c.values[v])}"
-                    for (name, c), v in zip(group, row)
+                    line[v]
+                    if v in line
+                    else line.setdefault(v, f"{deeper}{_scalar(name)}: {_scalar(c.values[v])}")
+                    for (name, c), line, v in zip(group, lines, row)
                 )
                 + ("" if last else ",")
                 for row in rows.tolist()
