@@ -8,12 +8,14 @@ and tables stages are not counted.
 Each run is a fresh interpreter that runs the CLI in-process (`--json --no-cache`, stdout
 discarded) with the stages' functions wrapped by timers:
 
-- imports: from the interpreter's start to the CLI's `main` being importable;
+- imports: from the interpreter's start to the CLI's `main` being importable (tpscope's modules
+  byte-compiled first, as an installed package's are);
 - read: each rank file to raw columns (`run_folder._read_raw`: gunzip, msgspec's typed decode,
   the extraction of columns; in parts over the cores for a big file);
 - tables: the rank's tables and their compact form (`assemble`, `compact_rank`);
 - analysis: `analyze_run` (every metric, the critical path included);
-- JSON: `jsonable.dumps` of the result;
+- JSON: the result's document (`json_fields`, which writes the paths' segments from their
+  columns) and `jsonable.dumps` of it;
 - total: the whole in-process wall time (imports included).
 
 Prints one Markdown row per run and the range of each stage.
@@ -54,6 +56,8 @@ timed(run_folder, "assemble", "tables")
 timed(run_folder, "compact_rank", "tables")
 timed(metrics, "analyze_run", "analysis")
 timed(jsonable, "dumps", "JSON")
+import tpscope.metrics.analysis as analysis
+timed(analysis, "json_fields", "JSON")
 with contextlib.redirect_stdout(io.StringIO()):
     rc = main(["analyze", sys.argv[1], "--json", "--no-cache", *sys.argv[2:]])
 assert rc == 0
@@ -71,6 +75,10 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--workers", type=int, default=None)
     a = p.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from analyzer_speed import compile_sources
+
+    compile_sources()  # as an installed package's modules are
     extra = ["--workers", str(a.workers)] if a.workers else []
     rows = []
     for _ in range(a.runs):
