@@ -82,6 +82,7 @@ log(ev="begin")
 par.read_in_parts(sys.argv[1], int(sys.argv[2]))
 log(ev="end")
 events = [json.loads(line) for line in open(LOG)]
+begin = events[0]["t"]
 for e in events:
-    e["t"] = round(e["t"] - events[0]["t"], 4)
+    e["t"] = round(e["t"] - begin, 4)
     print(json.dumps(e))
