@@ -172,8 +172,9 @@ def records(fields: Sequence[tuple[str, MicrosOfNs | Coded]], n: int) -> list[di
 
 class Records(Sequence):
     """A list of records held as their columns (`records_text`'s fields): its dicts are made when
-    first read, its text (as `encode_at(records, indent)` writes it) when first asked for. Equal
-    to a list of the same dicts; pickled as its columns (compact; the text is made again)."""
+    first read, its text (as `encode_at(records, indent)` writes it) when first asked for or
+    where given (made in a worker process). Equal to a list of the same dicts; pickled as its
+    columns (compact; the text is not sent)."""
 
     __slots__ = ("fields", "n", "indent", "_text", "_items")
 
@@ -182,10 +183,10 @@ class Records(Sequence):
         fields: Sequence[tuple[str, MicrosOfNs | Coded]],
         n: int,
         indent: int = 0,
+        text: str | None = None,
     ) -> None:
         self.fields, self.n, self.indent = tuple(fields), n, indent
-        self._text: str | None = None
-        self._items: list[dict] | None = None
+        self._text, self._items = text, None
 
     @property
     def text(self) -> str:

@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 from tests.kineto import Collective, RankTrace, write_run
-from tpscope.metrics import analyze_run
+from tpscope.jsonable import Records, dumps
+from tpscope.metrics import analyze_run, as_json, critical_path
+from tpscope.metrics.analysis import json_fields
 from tpscope.metrics.critical_path import (
     EDGES,
     lane_predecessors,
@@ -684,3 +686,23 @@ def test_path_leaves_the_cpu_where_the_thread_ran_ahead_of_the_gpu(tmp_path):
         (623.0, 2.0, "host", "launch", False, 0, gpu, "k3"),
         (625.0, 20.0, "compute", "end", False, 0, gpu, "k3"),
     ]
+
+
+@pytest.mark.parametrize(
+    "folder",
+    [REPO / "sample_traces" / "h200x2-nvlink-none", DATA / "foreign-cpu" / "pipeline"],
+    ids=["gpu-two-ranks", "cpu-run"],
+)
+def test_steps_walked_in_worker_processes_give_the_same_paths_and_text(monkeypatch, folder):
+    """The steps' walks in forked processes (`--workers`, a big run) give the paths one process
+    gives, and the segments' JSON text each worker wrote is the text of those segments."""
+    run = load_run(folder, workers=1)
+    alone = analyze_run(run)
+    monkeypatch.setattr(critical_path, "PARALLEL_MIN_ACTIVITIES", 0)
+    forked = analyze_run(run, workers=3)
+    assert len(alone.critical_path) > 1
+    assert forked.critical_path == alone.critical_path
+    for p in forked.critical_path:
+        assert isinstance(p.segments, Records)
+        assert json.loads(p.segments.text) == p.segments
+    assert dumps(json_fields(forked)) == json.dumps(as_json(alone), indent=1)

@@ -123,10 +123,12 @@ def analyze_run(
     align: str = "auto",
     include_first_step: bool = False,
     calibration: Samples | None = None,
+    workers: int = 1,
 ) -> RunAnalysis:
     """Every metric of `run` (metrics.md §4-§9); `reference`, an unfused run, supplies isolated
     kernel baselines (§8) and the baseline of Flux overlap efficiency and attained saving (§9);
     `calibration` (from `tpscope calibrate`) isolated GEMM times by shape and SM margin (§8).
+    `workers`: processes the critical paths of a big run's steps may be walked in (§7).
 
     The first profiled step (the lowest step number, when there are several) is marked and left
     out of the summary's means unless `include_first_step` (§3)."""
@@ -143,7 +145,7 @@ def analyze_run(
     acts = run_activities(run, per_rank)
     numbers = sorted({s.step for s in steps})
     first = numbers[0] if len(numbers) > 1 else None
-    cross = _cross_rank(run, acts, compute, gemms.finish(), reference, align, calibration)
+    cross = _cross_rank(run, acts, compute, gemms.finish(), reference, align, calibration, workers)
     steps = [_fill_step(s, cross, s.step == first) for s in steps]
     steady = [s for s in steps if include_first_step or not s.first_step]
     summary = summarize(steady, run.manifest)
@@ -160,7 +162,7 @@ def analyze_run(
     )
     warnings = list(run.warnings) + cross["warnings"]
     if reference is not None:
-        ref = analyze_run(reference, align=align)
+        ref = analyze_run(reference, align=align, workers=workers)
         flux, saving = across_runs.compare(
             across_runs.run_times(steady_paths, steady),
             across_runs.run_times(  # §9: the reference's steps chosen as the run's
@@ -201,6 +203,7 @@ def _cross_rank(
     reference: Run | None,
     align: str,
     calibration: Samples | None = None,
+    workers: int = 1,
 ) -> dict:
     """§5-§8 over all ranks at once: matching, clocks, wait/transfer, critical path, contention."""
     match = match_collectives(acts)
@@ -235,7 +238,7 @@ def _cross_rank(
         "collectives": collective_instances(acts, match, timing, exposed_ns(acts, compute)),
         "offsets_us": clocks.as_us(acts.rank_ids),
         "residual_us": clocks.residual_us(acts.rank_ids),
-        "paths": critical_paths(acts, graph, [h.steps for h in run.ranks.headers]),
+        "paths": critical_paths(acts, graph, [h.steps for h in run.ranks.headers], workers),
         "contention": found,
         "warnings": list(match.warnings) + list(clocks.warnings),
     }
@@ -280,7 +283,7 @@ def json_fields(analysis: RunAnalysis) -> dict:
     for f in dataclasses.fields(analysis):
         if f.name != "manifest":
             doc[f.name] = getattr(analysis, f.name)
-    doc["critical_path"] = [  # segments written from their columns: their text put in as it is
+    doc["critical_path"] = [  # segments written by a worker process: their text as it wrote it
         dataclasses.replace(p, segments=encoded(p.segments)) for p in analysis.critical_path
     ]
     return doc

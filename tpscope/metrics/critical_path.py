@@ -24,13 +24,14 @@ import numpy as np
 from tpscope.jsonable import Coded, MicrosOfNs, Records
 from tpscope.metrics.activities import NS_PER_US, RunActivities
 from tpscope.metrics.collectives import CollectiveMatch, CollectiveTiming
+from tpscope.metrics.forked import map_forked
 from tpscope.metrics.host_names import HostNames, host_names, named_pieces
 from tpscope.metrics.thread_edges import cpu_run_waits
 from tpscope.trace import ActivityClass, GpuActivities, RankTrace, StreamWaits
 from tpscope.trace.columns import lookup, sorted_unique, unique_ids
 
 # how deep a path's segments sit in `tpscope analyze --json` (the document's list of paths, a
-# path's fields): their text is written indented so
+# path's fields): their text is written indented so, in a worker process where the walks fork
 SEGMENTS_INDENT = 3
 CATEGORIES = ("compute", "comm", "memory", "host", "idle")
 COMPUTE, COMM, MEMORY, HOST, IDLE = range(5)
@@ -1187,15 +1188,42 @@ def window_floor(
     return min(min(starts), top) if starts else span_floor
 
 
+# activities in a run's steps from which their walks run in worker processes: below, forking
+# costs more than it saves
+PARALLEL_MIN_ACTIVITIES = 50_000
+# workers from which the walks fork: on two cores they gained nothing (docs/benchmarks.md)
+PARALLEL_MIN_WORKERS = 3
+
+
 def critical_paths(
-    acts: RunActivities, graph: PathGraph, windows: list | None = None
+    acts: RunActivities, graph: PathGraph, windows: list | None = None, workers: int = 1
 ) -> list[CriticalPath]:
     """One CriticalPath per step number present on any rank; the first profiled step is marked.
-    `windows`: each rank's step windows (metrics.md §3), as `step_plan` takes them."""
+    `windows`: each rank's step windows (metrics.md §3), as `step_plan` takes them.
+
+    With at least PARALLEL_MIN_WORKERS workers and steps of at least PARALLEL_MIN_ACTIVITIES
+    activities in all, the steps (independent walks) are walked in `workers` processes
+    (`map_forked`), forked after the graphs of the ranks where the walks start are built here
+    (shared copy-on-write, never sent), each of which also writes its path's segments as JSON:
+    the path comes back with its segments as columns (`Records`) and their text."""
     plan = step_plan(acts, graph, windows)
     first = plan[0][0] if len(plan) > 1 else None
-    paths = [_step_path(acts, graph, item, first) for item in plan]
-    return [p for p in paths if p is not None]
+    if (
+        workers < PARALLEL_MIN_WORKERS
+        or len(plan) <= 1
+        or sum(p[4] for p in plan) < PARALLEL_MIN_ACTIVITIES
+    ):
+        paths = [_step_path(acts, graph, item, first) for item in plan]
+        return [p for p in paths if p is not None]
+    for pos in sorted({graph.pos_of(item[3]) for item in plan}):  # built once, shared
+        graph.rank(pos)
+    done = map_forked(lambda k: _encoded_path(acts, graph, plan[k], first), len(plan), workers)
+    return [
+        dataclasses.replace(
+            path, segments=Records(path.segments.fields, path.segments.n, SEGMENTS_INDENT, text)
+        )
+        for path, text in filter(None, done)
+    ]
 
 
 def _step_path(
@@ -1207,6 +1235,14 @@ def _step_path(
     if not len(seg):
         return None
     return summarize_path(seg, acts, graph, step, floor, top - floor, step == first)
+
+
+def _encoded_path(
+    acts: RunActivities, graph: PathGraph, item: tuple, first: int | None
+) -> tuple[CriticalPath, str] | None:
+    """`_step_path` in a worker, with its segments' JSON text (`Records` pickle as columns)."""
+    path = _step_path(acts, graph, item, first)
+    return None if path is None else (path, path.segments.text)
 
 
 __all__ = [

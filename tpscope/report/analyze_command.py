@@ -93,6 +93,7 @@ def analyze_folder(
     from tpscope.calibrate.read import calibration_path, read_calibration
     from tpscope.metrics import analyze_run
     from tpscope.trace import load_run
+    from tpscope.trace.read.parallel import usable_cores
 
     calibration = calibration_path(run_dir)  # from `tpscope calibrate`, used when present (§8)
     cache, kind = _cache_and_kind(run_dir, reference, use_cache, align, include_first_step)
@@ -122,6 +123,7 @@ def analyze_folder(
                 align=align,
                 include_first_step=include_first_step,
                 calibration=samples,
+                workers=usable_cores() if workers is None else max(1, workers),
             )
 
     if cache is None:
