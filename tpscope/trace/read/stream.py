@@ -10,6 +10,10 @@ text before and after it. Anything unusual (no `traceEvents` array, a cut that d
 valid JSON, a field of an odd type, broken gzip data) makes `decode_streaming` return None and
 the caller reads the file in one piece, where the tolerant decoder and the precise error
 messages live (`decode.py`). A cut is never silently wrong: the decoder validates every part.
+
+Memory: what is held beside the columns is a few times the text in flight, the chunk plus any
+event no cut can split (docs/benchmarks.md, "Reader memory by layout"). A run of blanks after an
+event's comma is dropped as it is read, not held.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ except ImportError:  # pragma: no cover - isal is a dependency
 CHUNK_BYTES = 16 << 20  # text per part: peak memory ~ a few times this (docs/benchmarks.md)
 _KEY = b'"traceEvents"'
 _ARRAY_END = re.compile(rb"\}\s*\]")
+_TEXT = re.compile(rb"[^ \t\r\n]")  # the first byte that is not a JSON blank
 _END_TRIES = 8
 READ_ERRORS = (OSError, *GZIP_ERRORS)
 # text this reader gives up on: the one-piece reader says why (RecursionError: nested too deeply)
@@ -189,6 +194,34 @@ class _ReadAhead:
             self._thread = None
 
 
+def _last_text(buf: bytearray, end: int) -> int:
+    """Index of the last byte of `buf[:end]` that is not a blank, -1 when none."""
+    while end > 0:
+        lo = max(0, end - (1 << 16))
+        piece = bytes(buf[lo:end]).rstrip(b" \t\r\n")
+        if piece:
+            return lo + len(piece) - 1
+        end = lo
+    return -1
+
+
+def _cut_before_blanks(buf: bytearray, parts: list[RawColumns], threads: int) -> bool:
+    """Where `buf` ends with "}", blanks, ",", blanks (a run of blanks between events, its
+    "{" not read yet): the events before the comma decoded into `parts` and `buf` left as "[",
+    True; False (nothing changed) where that is no cut."""
+    comma = _last_text(buf, len(buf))
+    if comma <= 0 or buf[comma] != ord(",") or buf[_last_text(buf, comma)] != ord("}"):
+        return False
+    buf[comma] = ord("]")
+    try:
+        parts.append(_decode_part(buf, comma + 1, threads))
+    except msgspec.DecodeError:  # inside an event: text to keep
+        buf[comma] = ord(",")
+        return False
+    del buf[1:]
+    return True
+
+
 def _decode(text: BinaryIO, chunk_bytes: int, threads: int = 1) -> DecodedParts | None:
     buf = bytearray()
     key = -1
@@ -213,7 +246,12 @@ def _decode(text: BinaryIO, chunk_bytes: int, threads: int = 1) -> DecodedParts 
         data = text.read(chunk_bytes)
         if not data:
             break
+        if not tried and not _TEXT.search(data) and _cut_before_blanks(buf, parts, threads):
+            continue  # blanks after a cut: between events, dropped
         buf += data
+        if not tried and buf[1:2].isspace():  # blanks after a cut are between events: dropped
+            text_at = _TEXT.search(buf, 1)
+            del buf[1 : text_at.start() if text_at else len(buf)]
         at = cut.last_cut(buf, tried + 1, len(buf))
         if at < 0:
             continue
