@@ -21,8 +21,8 @@
  *
  * Memory, whatever the layout: a chunk ends at the last cut within `chunk_bytes`, or where one
  * event is longer, at the first cut after it (never the rest of the text); the blanks around a
- * chunk are not copied; the columns are reserved for the events found, not for the bytes; an
- * event longer than a chunk whose parse tree would pass twice its text is handed back to the
+ * chunk are not copied; the columns' reserved address space stops growing with the text past
+ * 64 MiB (its pages are touched only as rows are written); an event longer than a chunk whose parse tree would pass twice its text is handed back to the
  * caller (`stop`, `resume`), and so are the rest's events once there are more than one per 128
  * bytes of the text (their columns would be many times the text). docs/benchmarks.md gives the
  * measured peaks.
@@ -601,6 +601,8 @@ static size_t chunk_end(const char *text, size_t lo, size_t hi, size_t span) {
     return stop < 0 ? hi : (size_t)stop;
 }
 
+#define RESERVE_TEXT ((size_t)64 << 20)
+
 /* Read text[lo:hi] `chunk_bytes` at a time; 1, OTHER, NOMEM or NOT_JSON. On 1, `*stop` is hi,
  * or the start of an event TOO_BIG for the parse-tree bound, which ends at `*resume` (a cut's
  * comma, or hi): the events before it are read; or `*stop` == `*resume` < hi, where more events
@@ -613,7 +615,12 @@ static int scan_text(Scan *s, const char *text, size_t lo, size_t hi, size_t chu
     Buf copy = {0}, pool = {0};
     int res = 1;
     size_t first = lo;
-    int reserved = 0;
+    /* room for the events a text this long usually holds (Kineto's are 150-400 bytes), as many
+     * as the row bound below lets one call hold: address space, its pages touched only as rows
+     * are written; past 64 MiB of text (a forked part) the columns grow by half as they fill */
+    size_t rows = (hi - lo < RESERVE_TEXT ? hi - lo : RESERVE_TEXT) / 128 + 16;
+    for (int c = 0; c < N_COLUMNS; c++)
+        if ((c < S_ROW || c >= N_FIXED) && !buf_reserve(&s->col[c], rows * 8)) return NOMEM;
     *stop_at = *resume_at = hi;
     while (res == 1) {
         while (lo < hi && is_blank(text[lo])) lo++;
@@ -645,17 +652,6 @@ static int scan_text(Scan *s, const char *text, size_t lo, size_t hi, size_t chu
              * times the text): the caller takes these and calls again from lo */
             *stop_at = *resume_at = lo;
             break;
-        }
-        if (!reserved && lo < hi) {
-            /* room for the rest's events at the first chunk's rate (the columns grow by half
-             * when that falls short): reserved for events found, not for bytes */
-            size_t rows = (size_t)((double)s->rows * (double)(hi - first) / (double)(lo - first)) + 16;
-            for (int c = 0; c < N_COLUMNS; c++)
-                if ((c < S_ROW || c >= N_FIXED) && !buf_reserve(&s->col[c], rows * 8)) {
-                    res = NOMEM;
-                    break;
-                }
-            reserved = 1;
         }
         if (copy.cap > 4 * (chunk_bytes + 4096)) { /* an outlier's buffers: not kept */
             free(copy.data);

@@ -53,6 +53,7 @@ CHUNK_BYTES = 16 << 20  # text per part: peak memory ~ a few times this (docs/be
 _KEY = b'"traceEvents"'
 _ARRAY_END = re.compile(rb"\}\s*\]")
 _TEXT = re.compile(rb"[^ \t\r\n]")  # the first byte that is not a JSON blank
+_BLANK_RUN = 1 << 12  # blanks at a chunk's end this long are dropped where they follow a cut
 _END_TRIES = 8
 READ_ERRORS = (OSError, *GZIP_ERRORS)
 # text this reader gives up on: the one-piece reader says why (RecursionError: nested too deeply)
@@ -222,6 +223,26 @@ def _cut_before_blanks(buf: bytearray, parts: list[RawColumns], threads: int) ->
     return True
 
 
+def _decode_to_last_cut(buf: bytearray, tried: int, parts: list[RawColumns], threads: int) -> int:
+    """The events of `buf` (an array opened by its "[") up to its last cut past `tried` decoded
+    into `parts` and let go, `buf` left as "[" and the rest; the new `tried` (0 after a cut; the
+    failed cut where the text before it is not valid JSON)."""
+    at = cut.last_cut(buf, tried + 1, len(buf))
+    if at < 0:
+        return tried
+    buf[at] = ord("]")
+    try:
+        parts.append(_decode_part(buf, at + 1, threads))
+    except msgspec.DecodeError:
+        # a cut inside an event (a nested "}, {"), or past the array in the keys after it:
+        # no cut before it; the chunk grows to the next one (or to the end of the text)
+        buf[at] = ord(",")
+        return at
+    buf[at] = ord("[")
+    del buf[:at]
+    return 0
+
+
 def _decode(text: BinaryIO, chunk_bytes: int, threads: int = 1) -> DecodedParts | None:
     buf = bytearray()
     key = -1
@@ -242,31 +263,23 @@ def _decode(text: BinaryIO, chunk_bytes: int, threads: int = 1) -> DecodedParts 
     del buf[:start]  # buf[0] is "[": every part is decoded in place as buf[0:cut] + "]"
     parts: list[RawColumns] = []
     tried = 0  # buf[:tried + 1] holds no cut that gives valid JSON
+    first = True
     while True:
         data = text.read(chunk_bytes)
         if not data:
             break
+        if first and len(buf) > 1:  # more text: the header chunk's events are read before it
+            tried = _decode_to_last_cut(buf, tried, parts, threads)
+        first = False
         if not tried and not _TEXT.search(data) and _cut_before_blanks(buf, parts, threads):
             continue  # blanks after a cut: between events, dropped
         buf += data
         if not tried and buf[1:2].isspace():  # blanks after a cut are between events: dropped
             text_at = _TEXT.search(buf, 1)
             del buf[1 : text_at.start() if text_at else len(buf)]
-        at = cut.last_cut(buf, tried + 1, len(buf))
-        if at < 0:
-            continue
-        buf[at] = ord("]")
-        try:
-            parts.append(_decode_part(buf, at + 1, threads))
-        except msgspec.DecodeError:
-            # a cut inside an event (a nested "}, {"), or past the array in the keys after it:
-            # no cut before it; the chunk grows to the next one (or to the end of the text)
-            buf[at] = ord(",")
-            tried = at
-            continue
-        buf[at] = ord("[")
-        del buf[:at]
-        tried = 0
+        tried = _decode_to_last_cut(buf, tried, parts, threads)
+        if not tried and not _TEXT.search(buf, len(buf) - _BLANK_RUN):  # blanks at the end
+            _cut_before_blanks(buf, parts, threads)
     end, last = _array_end(buf, threads)
     if end < 0:
         return None
