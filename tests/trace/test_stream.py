@@ -230,6 +230,7 @@ _EVENT = (
 )
 _CHUNK = 1 << 21  # the stream's chunk in these tests
 _BIG = 1 << 23  # what no chunk can cut: an event, a run of blanks
+TINY_BOUND = 8  # times the chunk, for events far shorter than Kineto's (docs/benchmarks.md)
 
 
 def _events(n: int, start: int = 0, with_args: str = "") -> str:
@@ -246,7 +247,8 @@ def _trace(body: str) -> bytes:
 
 
 def _layouts() -> dict[str, tuple[bytes, int]]:
-    """Layout -> (its text, the text in flight: the stream's chunk, plus a run no cut can split)."""
+    """Layout -> (its text, the text in flight: the stream's chunk, plus a run no cut can split;
+    for tiny events, the bound over 3)."""
     compact = json.loads(_trace(_events(_BIG // 180)))
     many = ", ".join('{"a": [{"b": 1}, {"b": 2}]}' for _ in range(_BIG // 29))
     deep = '{"n": ' * 100 + "1" + "}" * 100
@@ -270,6 +272,12 @@ def _layouts() -> dict[str, tuple[bytes, int]]:
             _trace(",\n  ".join(_EVENT.replace("k%d", "n" * 2 * _CHUNK + "%d") % (k, k, k)
                                 for k in range(_BIG // _CHUNK))),
             3 * _CHUNK,
+        ),
+        # 18-byte events (no table keeps them): their columns, not their text, bound them (one
+        # per 128 bytes of a call's span at most, ~270 bytes each in C and while grouped)
+        "many tiny events": (
+            _trace(",".join(f'{{"ph":"i","ts":{k}}}' for k in range(_BIG // 18))),
+            TINY_BOUND * _CHUNK // 3,
         ),
     }  # fmt: skip
 
