@@ -7,8 +7,11 @@ Each layout is written to a file and read by `stream.decode_streaming` (the C re
 trace was read there (first-use imports). The figure is the peak resident memory (VmHWM, reset
 before reading) above the process before reading, less the columns returned, counted twice (the
 parts' columns and their merge are held at once while they are merged), over the text in flight:
-the stream's chunk, plus a run of text no event boundary splits (an event, blanks before a comma).
-`--tree` reads with another checkout of tpscope (its C reader built in place), to compare builds.
+the stream's chunk, plus a run of text no event boundary splits (an event, blanks before a comma),
+plus with two threads the two chunks read ahead.
+`--tree` reads with another checkout of tpscope (its C reader built in place), to compare builds;
+`--how threads` streams with two threads, `--how part` reads the events array held in memory as one
+forked part reads its run (`stream.decode_span`; the text in flight is then the whole array).
 
 Layouts: Kineto-like events with no blank at all; one event with a huge string argument; a long
 run of blanks between events; deeply nested arguments and one event of many tiny values (a list of
@@ -39,16 +42,22 @@ from tpscope.trace.read import native, stream
 def status(key):
     return int(re.search(key + r":\s+(\d+)", open("/proc/self/status").read()).group(1)) * 1024
 
-path, chunk, warm = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+path, chunk, warm, how = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 native.extract_text.__defaults__ = (chunk // 16, 1)
 stream.decode_streaming(io.BytesIO(open(warm, "rb").read()), 1 << 16)
+if how == "part":  # the whole events array in memory, read as one forked part reads its run
+    buf = bytearray(open(path, "rb").read())
+    lo, hi = buf.index(b"[", buf.index(b'"traceEvents"')) + 1, buf.rindex(b"]")
 with open(path, "rb") as fh:
     base = status("VmRSS")
     open("/proc/self/clear_refs", "w").write("5")
-    out = stream.decode_streaming(fh, chunk)
+    if how == "part":
+        raw = stream.decode_span(buf, lo, hi)
+    else:
+        raw = stream.decode_streaming(fh, chunk, threads=2 if how == "threads" else 1).raw
     peak = status("VmHWM")
-kept = sum(a.nbytes for g in out.raw.groups.values() for a in g.values())
-kept += sum(len(s.encode()) for s in out.raw.symbols)
+kept = sum(a.nbytes for g in raw.groups.values() for a in g.values())
+kept += sum(len(s.encode()) for s in raw.symbols)
 print(json.dumps({"peak": peak - base, "kept": kept}))
 """
 
@@ -96,13 +105,13 @@ def layouts(big: int, chunk: int) -> dict[str, tuple[bytes, int]]:
     }  # fmt: skip
 
 
-def measure(text: bytes, chunk: int, tree: Path) -> dict:
+def measure(text: bytes, chunk: int, tree: Path, how: str = "stream") -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         path, warm = Path(tmp) / "trace.json", Path(tmp) / "warm.json"
         path.write_bytes(text)
         warm.write_bytes(trace(events(3000)))
         done = subprocess.run(
-            [sys.executable, "-c", CHILD, str(path), str(chunk), str(warm)],
+            [sys.executable, "-c", CHILD, str(path), str(chunk), str(warm), how],
             env={**os.environ, "PYTHONPATH": str(tree)},
             cwd=tree,
             capture_output=True,
@@ -119,12 +128,22 @@ def main() -> None:
     p.add_argument("--big", type=float, default=64, help="MiB no chunk can cut (or of text)")
     p.add_argument("--chunk", type=float, default=16, help="the stream's chunk, MiB")
     p.add_argument("--tree", type=Path, default=ROOT, help="the tpscope checkout to read with")
+    p.add_argument(
+        "--how",
+        choices=("stream", "threads", "part"),
+        default="stream",
+        help="streamed by one thread or two, or the events array in memory read as one part",
+    )
     a = p.parse_args()
     big, chunk = int(a.big * 2**20), int(a.chunk * 2**20)
     print("| layout | text MiB | in flight MiB | peak above baseline MB | columns MB | ratio |")
     print("|---|---|---|---|---|---|")
     for name, (text, in_flight) in layouts(big, chunk).items():
-        m = measure(text, chunk, a.tree)
+        if a.how == "part":  # the whole array is in memory
+            in_flight = len(text)
+        elif a.how == "threads":  # and the chunks read ahead: one queued, one being read
+            in_flight += 2 * chunk
+        m = measure(text, chunk, a.tree, a.how)
         ratio = (m["peak"] - 2 * m["kept"]) / in_flight
         print(
             f"| {name} | {len(text) / 2**20:.1f} | {in_flight / 2**20:.0f} | {m['peak'] / 1e6:.1f}"
