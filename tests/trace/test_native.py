@@ -288,7 +288,7 @@ def _sanitizer_runtime(name: str) -> str:
 
 # the C reader built with AddressSanitizer and UndefinedBehaviorSanitizer, and this file's tests
 # of it (the random ones among them) run against that build, in a process of its own
-SANITIZED_TESTS = "random or refuses or lane or raw_arguments or nested or small_chunks"
+SANITIZED_TESTS = "random or refuses or lane or raw_arguments or nested or small_chunks or layouts"
 
 
 @pytest.mark.skipif(bool(SANITIZED_BUILD), reason="this is the sanitized run itself")
@@ -327,3 +327,33 @@ def test_the_fuzz_tests_pass_sanitized(tmp_path):
     assert done.returncode == 0, report
     assert "runtime error" not in report and "AddressSanitizer" not in report, report
     assert " passed" in done.stdout and "deselected" in done.stdout, report
+
+
+def _kernel(k: int, **args) -> str:
+    return json.dumps(
+        {"ph": "X", "cat": "kernel", "name": f"k{k % 5}", "pid": 0, "tid": 7, "ts": 10.0 * k,
+         "dur": 5.0, "args": {"device": 0, "stream": 7, "correlation": k, **args}}
+    )  # fmt: skip
+
+
+def test_layouts_the_chunks_cannot_cut_read_the_same():
+    """An event many chunks long (a long string, a list of objects whose "}, {" are no cuts, a
+    parse tree many times its text: read by msgspec), a long run of blanks between events, and
+    events far shorter than Kineto's (read in several calls): the C reader's columns are
+    msgspec's."""
+    chunk = 1 << 12
+    many = [{"a": [{"b": 1}, {"b": 2}]} for _ in range(2000)]  # 9 values per 27 bytes
+    texts = {
+        "long string": [_kernel(0), _kernel(1, blob="x" * 50 * chunk), _kernel(2)],
+        "nested list": [_kernel(0), _kernel(1, l=many, deep={"n": {"n": {"n": 1}}}), _kernel(2)],
+        "blank run": [_kernel(0), " " * 20 * chunk + _kernel(1), _kernel(2) + "\n" * 9 * chunk],
+        "tiny events": [json.dumps({"ph": "X", "cat": "kernel", "ts": k, "dur": 1})
+                        for k in range(20_000)],
+    }  # fmt: skip
+    for layout, events in texts.items():
+        for sep in (",", ", ", ",\n  "):
+            text = ("[" + sep.join(e.strip() if sep == "," else e for e in events) + "]").encode()
+            ref, got = both(text, chunk)
+            assert ref is not None and got is not None, layout
+            assert_same(ref, got)
+    assert len(got.groups["gpu"]["start_ns"]) == 20_000

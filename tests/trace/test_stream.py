@@ -6,6 +6,10 @@ import dataclasses
 import gzip
 import io
 import json
+import os
+import pickle
+import subprocess
+import sys
 import tracemalloc
 from pathlib import Path
 
@@ -195,3 +199,113 @@ def test_peak_memory_is_bounded_by_the_chunk_not_the_file():
     streamed_extra = streamed_peak - kept
     whole_extra = whole_peak - base - kept
     assert streamed_extra < whole_extra / 4, (streamed_extra, whole_extra)
+
+
+# Peak resident memory of a streamed read in a process of its own: the reader's memory above
+# the process before it, less the columns it returns (held twice while its parts are merged)
+_MEASURE = r"""
+import io, json, pickle, re, sys
+from tpscope.trace.read import native, stream
+
+def status(key):
+    return int(re.search(key + r":\s+(\d+)", open("/proc/self/status").read()).group(1)) * 1024
+
+path, chunk, warm = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+native.extract_text.__defaults__ = (chunk // 16, 1)  # C's chunk: 1/16 of the stream's, as by default
+stream.decode_streaming(io.BytesIO(open(warm, "rb").read()), 1 << 16)  # first-use imports
+with open(path, "rb") as fh:
+    base = status("VmRSS")
+    open("/proc/self/clear_refs", "w").write("5")  # the peak (VmHWM) starts from here
+    out = stream.decode_streaming(fh, chunk)
+    peak = status("VmHWM")
+kept = sum(a.nbytes for g in out.raw.groups.values() for a in g.values())
+kept += sum(len(s.encode()) for s in out.raw.symbols)
+pickle.dump(out.raw, open(path + ".raw", "wb"))
+print(json.dumps({"extra": peak - base - 2 * kept}))
+"""
+
+_EVENT = (
+    '{"ph": "X", "cat": "kernel", "name": "k%d", "pid": 0, "tid": 7, "ts": %d.0, "dur": 5.0, '
+    '"args": {"device": 0, "stream": 7, "correlation": %d, "grid": [132, 1, 1]}}'
+)
+_CHUNK = 1 << 21  # the stream's chunk in these tests
+_BIG = 1 << 23  # what no chunk can cut: an event, a run of blanks
+TINY_BOUND = 8  # times the chunk, for events far shorter than Kineto's (docs/benchmarks.md)
+
+
+def _events(n: int, start: int = 0, with_args: str = "") -> str:
+    event = _EVENT.replace('"args": {', '"args": {' + with_args, 1) if with_args else _EVENT
+    return ",\n  ".join(event % (k % 7, 10 * k, k) for k in range(start, start + n))
+
+
+def _trace(body: str) -> bytes:
+    return (
+        '{"schemaVersion": 1, "distributedInfo": {"rank": 0, "world_size": 1}, "traceEvents": [\n  '
+        + body
+        + '\n], "traceName": "x", "baseTimeNanoseconds": 0}'
+    ).encode()
+
+
+def _layouts() -> dict[str, tuple[bytes, int]]:
+    """Layout -> (its text, the text in flight: the stream's chunk, plus a run no cut can split;
+    for tiny events, the bound over 3)."""
+    compact = json.loads(_trace(_events(_BIG // 180)))
+    many = ", ".join('{"a": [{"b": 1}, {"b": 2}]}' for _ in range(_BIG // 29))
+    deep = '{"n": ' * 100 + "1" + "}" * 100
+    return {
+        "compact, no blank at all": (json.dumps(compact, separators=(",", ":")).encode(), _CHUNK),
+        "one event with a huge string argument": (
+            _trace(_events(500) + ",\n  " + _events(1, 500, f'"blob": "{"x" * _BIG}", ')
+                   + ",\n  " + _events(500, 501)),
+            _CHUNK + _BIG,
+        ),
+        "a long run of blanks between events": (
+            _trace(_events(500) + "," + " " * _BIG + _events(500, 500)),
+            _CHUNK,
+        ),
+        "deeply nested arguments, one event of many tiny values": (
+            _trace(_events(500, with_args=f'"deep": {deep}, ') + ",\n  "
+                   + _events(1, 500, f'"list": [{many}], ') + ",\n  " + _events(500, 501)),
+            _CHUNK + _BIG,
+        ),
+        "very long strings, each longer than a chunk": (
+            _trace(",\n  ".join(_EVENT.replace("k%d", "n" * 2 * _CHUNK + "%d") % (k, k, k)
+                                for k in range(_BIG // _CHUNK))),
+            3 * _CHUNK,
+        ),
+        # 18-byte events (no table keeps them): their columns, not their text, bound them (one
+        # per 128 bytes of a call's span at most, ~270 bytes each in C and while grouped)
+        "many tiny events": (
+            _trace(",".join(f'{{"ph":"i","ts":{k}}}' for k in range(_BIG // 18))),
+            TINY_BOUND * _CHUNK // 3,
+        ),
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("layout", list(_layouts()))
+def test_reading_memory_is_bounded_by_the_text_in_flight(layout, tmp_path):
+    """Peak resident memory of reading, in a fresh process, at most 3x the text in flight (the
+    chunk, or an event or a run no cut can split), whatever the layout; and the columns equal
+    those of the one-piece reader (decode.py) with the events extracted by `extract.py`."""
+    text, in_flight = _layouts()[layout]
+    path, warm = tmp_path / "trace.json", tmp_path / "warm.json"
+    path.write_bytes(text)
+    warm.write_bytes(_trace(_events(3000)))
+    done = subprocess.run(
+        [sys.executable, "-c", _MEASURE, str(path), str(_CHUNK), str(warm)],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    extra = json.loads(done.stdout)["extra"]
+    assert extra <= 3 * in_flight, f"{extra / in_flight:.2f}x the text in flight"
+    got = pickle.loads((tmp_path / "trace.json.raw").read_bytes())
+    ref = extract(TRACE_DECODER.decode(text).traceEvents, 0)
+    for group, cols in ref.groups.items():
+        for name, col in cols.items():
+            new = got.groups[group][name]
+            if name in SYMBOL_COLUMNS:
+                col, new = (np.array(r.symbols, object)[c] for r, c in ((ref, col), (got, new)))
+            np.testing.assert_array_equal(col, new, err_msg=f"{group}.{name}")

@@ -17,7 +17,15 @@
  * and parsed in place, so that string values point into the copy at the offsets they have in the
  * text. That is how the raw arguments ("Input Dims"...) are taken as their exact text, as
  * msgspec.Raw keeps them. A cut inside an event (a nested "}, {") gives invalid JSON; the chunk is
- * then extended to the next cut. The GIL is released while parsing.
+ * then grown by a quarter, to a later cut. The GIL is released while parsing.
+ *
+ * Memory, whatever the layout: a chunk ends at the last cut within `chunk_bytes`, or where one
+ * event is longer, at the first cut after it (never the rest of the text); the blanks around a
+ * chunk are not copied; the columns' reserved address space stops growing with the text past
+ * 64 MiB (its pages are touched only as rows are written); an event longer than a chunk whose parse tree would pass twice its text is handed back to the
+ * caller (`stop`, `resume`), and so are the rest's events once there are more than one per 128
+ * bytes of the text (their columns would be many times the text). docs/benchmarks.md gives the
+ * measured peaks.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -509,25 +517,63 @@ static ptrdiff_t last_cut(const char *text, size_t lo, size_t hi) {
     return -1;
 }
 
-/* Parse text[lo:stop] as events; 1, OTHER, NOMEM or NOT_JSON. On NOT_JSON nothing was added. */
-static int scan_chunk(Scan *s, const char *text, size_t lo, size_t stop, Buf *copy, Buf *pool) {
-    size_t n = stop - lo;
+/* The comma of the first event boundary whose "}" is in text[lo:hi], or -1. */
+static ptrdiff_t first_cut(const char *text, size_t lo, size_t hi) {
+    for (const char *p = text + lo, *end = text + hi; (p = memchr(p, '}', (size_t)(end - p)));) {
+        size_t j = (size_t)(++p - text);
+        while (j < hi && is_blank(text[j])) j++;
+        if (j >= hi || text[j] != ',') continue;
+        size_t comma = j++;
+        while (j < hi && is_blank(text[j])) j++;
+        if (j < hi && text[j] == '{') return (ptrdiff_t)comma;
+    }
+    return -1;
+}
+
+/* About how many parse-tree values text[lo:hi] makes: its ":", ",", "[" and "{" (a bound, give
+ * or take the few in strings). */
+static size_t values_in(const char *text, size_t lo, size_t hi) {
+    size_t n = 0;
+    for (size_t i = lo; i < hi; i++) {
+        char c = text[i];
+        n += c == ':' || c == ',' || c == '[' || c == '{';
+    }
+    return n;
+}
+
+/* Parse text[lo:stop] as events; 1, OTHER, NOMEM, NOT_JSON or TOO_BIG. On NOT_JSON or TOO_BIG
+ * nothing was added. A chunk up to `chunk_bytes` long is parsed in one pool reused by every
+ * chunk. A longer one (an event longer than a chunk) is parsed with malloc, whose pages are
+ * touched only as the parse tree fills them; its tree (16 bytes a value) must stay within twice
+ * its text, else it is TOO_BIG (an event of many tiny nested values) and left to the caller. */
+#define TOO_BIG (-3)
+static int scan_chunk(Scan *s, const char *text, size_t lo, size_t stop, size_t chunk_bytes,
+                      Buf *copy, Buf *pool) {
+    size_t end = stop; /* the blanks before a cut are not copied (a run of them may be long) */
+    while (end > lo && is_blank(text[end - 1])) end--;
+    size_t n = end - lo;
     const yyjson_read_flag flags = YYJSON_READ_INSITU | YYJSON_READ_BIGNUM_AS_RAW;
-    /* one buffer for every chunk's values: no allocation, no fresh pages per chunk */
-    size_t need = yyjson_read_max_memory_usage(n + 2, flags);
-    if (!need) return NOMEM;
-    pool->len = 0;
-    if (!buf_reserve(pool, need)) return NOMEM;
-    yyjson_alc alc;
-    if (!yyjson_alc_pool_init(&alc, pool->data, pool->cap)) return NOMEM;
+    yyjson_alc alc, *use = NULL;
+    if (n <= chunk_bytes) {
+        /* one buffer for every chunk's values: no allocation, no fresh pages per chunk */
+        size_t need = yyjson_read_max_memory_usage(n + 2, flags);
+        if (!need) return NOMEM;
+        pool->len = 0;
+        if (!buf_reserve(pool, need)) return NOMEM;
+        if (!yyjson_alc_pool_init(&alc, pool->data, pool->cap)) return NOMEM;
+        use = &alc;
+    } else if (values_in(text, lo, end) * sizeof(yyjson_val) > 2 * n) {
+        return TOO_BIG;
+    }
     copy->len = 0;
     if (!buf_reserve(copy, n + 2 + YYJSON_PADDING_SIZE)) return NOMEM;
     copy->data[0] = '[';
     memcpy(copy->data + 1, text + lo, n);
     copy->data[n + 1] = ']';
     memset(copy->data + n + 2, 0, YYJSON_PADDING_SIZE);
-    yyjson_doc *doc = yyjson_read_opts(copy->data, n + 2, flags, &alc, NULL);
-    if (!doc) return NOT_JSON;
+    yyjson_read_err err;
+    yyjson_doc *doc = yyjson_read_opts(copy->data, n + 2, flags, use, &err);
+    if (!doc) return err.code == YYJSON_READ_ERROR_MEMORY_ALLOCATION ? NOMEM : NOT_JSON;
     yyjson_val *root = yyjson_doc_get_root(doc);
     int res = 1;
     /* copy->data + 1 + (i - lo) holds text[i]: the shift from a text offset to a copy offset */
@@ -546,28 +592,73 @@ static void scan_free(Scan *s) {
     sym_free(&s->sym);
 }
 
-/* 1, OTHER, NOMEM or NOT_JSON. */
-static int scan_text(Scan *s, const char *text, size_t lo, size_t hi, size_t chunk_bytes) {
+/* The end of the chunk that starts at text[lo] (lo < hi, no blank there): the last cut within
+ * `span` bytes, else (one event longer than that) the first cut after lo, else hi. */
+static size_t chunk_end(const char *text, size_t lo, size_t hi, size_t span) {
+    if (hi - lo <= span) return hi;
+    ptrdiff_t stop = last_cut(text, lo, lo + span);
+    if (stop < 0) stop = first_cut(text, lo, hi);
+    return stop < 0 ? hi : (size_t)stop;
+}
+
+#define RESERVE_TEXT ((size_t)64 << 20)
+
+/* Read text[lo:hi] `chunk_bytes` at a time; 1, OTHER, NOMEM or NOT_JSON. On 1, `*stop` is hi,
+ * or the start of an event TOO_BIG for the parse-tree bound, which ends at `*resume` (a cut's
+ * comma, or hi): the events before it are read; or `*stop` == `*resume` < hi, where more events
+ * than one per 128 bytes were read: the rest is left for another call. The memory beside the columns stays a few
+ * times the chunk being parsed (its copy and its parse tree), whatever the layout: a chunk is
+ * never longer than its events, a run of blanks is not copied, and a failed parse grows the
+ * chunk by a quarter, not to the rest of the text. */
+static int scan_text(Scan *s, const char *text, size_t lo, size_t hi, size_t chunk_bytes,
+                     size_t *stop_at, size_t *resume_at) {
     Buf copy = {0}, pool = {0};
     int res = 1;
-    /* room for the events a text this long usually holds (Kineto's are 150-400 bytes) */
-    size_t rows = (hi - lo) / 128 + 16;
+    size_t first = lo;
+    /* room for the events a text this long usually holds (Kineto's are 150-400 bytes), as many
+     * as the row bound below lets one call hold: address space, its pages touched only as rows
+     * are written; past 64 MiB of text (a forked part) the columns grow by half as they fill */
+    size_t rows = (hi - lo < RESERVE_TEXT ? hi - lo : RESERVE_TEXT) / 128 + 16;
     for (int c = 0; c < N_COLUMNS; c++)
         if ((c < S_ROW || c >= N_FIXED) && !buf_reserve(&s->col[c], rows * 8)) return NOMEM;
+    *stop_at = *resume_at = hi;
     while (res == 1) {
         while (lo < hi && is_blank(text[lo])) lo++;
         if (lo >= hi) break;
-        size_t span = chunk_bytes;
-        ptrdiff_t stop;
+        size_t span = chunk_bytes, stop = chunk_end(text, lo, hi, span);
         for (;;) {
-            stop = hi - lo > span ? last_cut(text, lo, lo + span) : -1;
-            res = scan_chunk(s, text, lo, stop < 0 ? hi : (size_t)stop, &copy, &pool);
-            /* not JSON: maybe a cut inside an event (a nested "}, {"); try a chunk twice as
-             * long, up to the whole rest, where a failure is the text's own */
-            if (res != NOT_JSON || stop < 0) break;
-            span *= 2;
+            res = scan_chunk(s, text, lo, stop, chunk_bytes, &copy, &pool);
+            /* not JSON: maybe a cut inside an event (a nested "}, {"); a chunk a quarter longer
+             * (to the next cut at least), up to the whole rest, where a failure is the text's */
+            if (res != NOT_JSON || stop == hi) break;
+            span = stop - lo + (stop - lo) / 4 + 1;
+            size_t next = chunk_end(text, lo, hi, span);
+            if (next <= stop) {
+                ptrdiff_t after = first_cut(text, stop + 1, hi);
+                next = after < 0 ? hi : (size_t)after;
+            }
+            stop = next;
         }
-        if (res == 1) lo = stop < 0 ? hi : (size_t)stop + 1;
+        if (res == TOO_BIG) { /* an event (the cuts inside it fail), and maybe a few after it */
+            *stop_at = lo;
+            *resume_at = stop;
+            res = 1;
+            break;
+        }
+        if (res != 1) break;
+        lo = stop == hi ? hi : stop + 1;
+        if (lo < hi && (size_t)s->rows > (hi - first) / 128 + 4096) {
+            /* events far shorter than Kineto's (its columns, ~134 bytes an event, would be many
+             * times the text): the caller takes these and calls again from lo */
+            *stop_at = *resume_at = lo;
+            break;
+        }
+        if (copy.cap > 4 * (chunk_bytes + 4096)) { /* an outlier's buffers: not kept */
+            free(copy.data);
+            free(pool.data);
+            copy = (Buf){0};
+            pool = (Buf){0};
+        }
     }
     free(copy.data);
     free(pool.data);
@@ -626,12 +717,14 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     Scan s;
     memset(&s, 0, sizeof s);
     int res;
+    size_t stop = (size_t)hi, resume = (size_t)hi;
     s.empty_id = sym_id(&s.sym, "", 0);
     if (s.empty_id < 0) {
         res = NOMEM;
     } else {
         Py_BEGIN_ALLOW_THREADS
-        res = scan_text(&s, (const char *)view.buf, (size_t)lo, (size_t)hi, (size_t)chunk_bytes);
+        res = scan_text(&s, (const char *)view.buf, (size_t)lo, (size_t)hi, (size_t)chunk_bytes,
+                        &stop, &resume);
         Py_END_ALLOW_THREADS
     }
     PyBuffer_Release(&view);
@@ -663,7 +756,8 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         }
         Py_DECREF(column);
     }
-    out = Py_BuildValue("(OOL)", symbols, columns, (long long)s.rows);
+    out = Py_BuildValue("(OOLnn)", symbols, columns, (long long)s.rows, (Py_ssize_t)stop,
+                        (Py_ssize_t)resume);
 done:
     Py_XDECREF(symbols);
     Py_XDECREF(columns);
@@ -673,8 +767,10 @@ done:
 
 static PyMethodDef METHODS[] = {
     {"scan", scan, METH_VARARGS,
-     "scan(text, lo, hi, chunk_bytes) -> (symbols, columns, rows) | None: the events text[lo:hi] "
-     "as typed columns; None when msgspec's typed reading is needed."},
+     "scan(text, lo, hi, chunk_bytes) -> (symbols, columns, rows, stop, resume) | None: the "
+     "events text[lo:stop] as typed columns; text[stop:resume] (when stop < hi) is one event whose "
+     "parse tree is too large, the rest after resume's comma is not read; None when msgspec's "
+     "typed reading is needed."},
     {NULL, NULL, 0, NULL},
 };
 

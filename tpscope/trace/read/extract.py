@@ -404,7 +404,9 @@ def too_deep(symbols: list[str], limit: int = MAX_ARGUMENT_DEPTH) -> bool:
 
 
 def merge(parts: list[RawColumns]) -> RawColumns:
-    """One `RawColumns` from parts extracted separately (rows in part order, symbols remapped)."""
+    """One `RawColumns` from parts extracted separately (rows in part order, symbols remapped).
+    The parts are consumed: each column of theirs is let go once merged, so that the file's
+    columns are not held twice."""
     if len(parts) == 1:
         return parts[0]
     table = SymbolTable()
@@ -412,14 +414,15 @@ def merge(parts: list[RawColumns]) -> RawColumns:
     groups: dict[str, dict[str, np.ndarray]] = {}
     for group in parts[0].groups:
         merged: dict[str, np.ndarray] = {}
-        for col in parts[0].groups[group]:
+        for col in list(parts[0].groups[group]):
             pieces = []
             for p, remap in zip(parts, remaps):
-                a = p.groups[group][col]
+                a = p.groups[group].pop(col)
                 if col in SYMBOL_COLUMNS and len(a):
                     a = np.where(a >= 0, remap[np.maximum(a, 0)], MISSING).astype(a.dtype)
                 pieces.append(a)
             merged[col] = np.concatenate(pieces)
+            del pieces
         groups[group] = merged
     dropped: dict[str, int] = {}
     for p in parts:

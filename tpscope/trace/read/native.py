@@ -13,15 +13,18 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
+import msgspec
 import numpy as np
 
 from tpscope.trace.columns import MISSING, as_int
 from tpscope.trace.read import cut
+from tpscope.trace.read.decode import EVENTS_DECODER
 from tpscope.trace.read.extract import (
     HOSTNAME_EVENTS,
     KIND_OF_CATEGORY,
     RawColumns,
     collective_columns,
+    extract,
     group_code,
     lane_number,
     merge,
@@ -87,14 +90,70 @@ def extract_text(
 
 
 def _scan(text, lo: int, hi: int, chunk_bytes: int) -> RawColumns | None:
-    scanned = _event_columns.scan(text, lo, hi, chunk_bytes)
-    if scanned is None:
-        return None
-    symbols, raw, _ = scanned
-    cols = {k: np.frombuffer(v, dtype=_DTYPES[k]) for k, v in raw.items()}
-    for k in ("grid", "block"):
-        cols[k] = cols[k].reshape(-1, 3)
-    return _Columns(symbols, cols).raw_columns()
+    """The C reader over `text[lo:hi]`, in calls that each hold at most about one event per 128
+    bytes of the span in C's columns; an event whose parse tree would be too large for its memory
+    bound (many tiny nested values) is read by msgspec instead, which skips the arguments no
+    table keeps."""
+    parts = []
+    while True:
+        scanned = _event_columns.scan(text, lo, hi, chunk_bytes)
+        if scanned is None:
+            return None
+        symbols, raw, _, stop, resume = scanned
+        cols = {k: np.frombuffer(v, dtype=_DTYPES[k]) for k, v in raw.items()}
+        del raw
+        for k in ("grid", "block"):
+            cols[k] = cols[k].reshape(-1, 3)
+        parts.append(_Columns(symbols, cols).raw_columns())
+        del cols
+        if stop >= hi:
+            return merge(parts)
+        if resume == stop:  # many more events than bytes / 128: read in another call
+            lo = stop
+            continue
+        events = _decode_events(text, stop, resume, hi)
+        if events is None:
+            return None
+        resume = stop + events[1]
+        parts.append(extract(events[0], 0))
+        del events
+        if resume >= hi:
+            return merge(parts)
+        lo = resume + 1
+
+
+def _decode_events(text, lo: int, stop: int, hi: int) -> tuple[list, int] | None:
+    """msgspec's events of `text[lo:stop]` and that run's length, the run grown by a quarter
+    (to a later cut) while it is not valid JSON (a cut inside the event: a nested "}, {"), up
+    to `hi`; None where the text itself is not valid or well typed."""
+    with memoryview(text) as view:
+        while True:
+            try:
+                return _decode_run(text, view, lo, stop), stop - lo
+            except msgspec.DecodeError:
+                if stop >= hi:
+                    return None
+            except (msgspec.ValidationError, RecursionError):
+                return None
+            want = min(hi, stop + (stop - lo) // 4 + 1)
+            at = cut.last_cut(text, stop + 1, want)
+            at = at if at > stop else cut.first_cut(text, want, hi)
+            stop = hi if at < 0 else at
+
+
+def _decode_run(text, view: memoryview, lo: int, stop: int) -> list:
+    """msgspec's events of `text[lo:stop]`: in place between a "[" and a "]" written over the
+    bytes around it (a comma, a blank or a bracket) where `text` is a bytearray, else a copy."""
+    if not isinstance(text, bytearray) or lo < 1 or stop >= len(text):
+        array = bytearray(stop - lo + 2)
+        array[0], array[1:-1], array[-1] = ord("["), view[lo:stop], ord("]")
+        return EVENTS_DECODER.decode(array)
+    before, after = text[lo - 1], text[stop]
+    text[lo - 1], text[stop] = ord("["), ord("]")
+    try:
+        return EVENTS_DECODER.decode(view[lo - 1 : stop + 1])
+    finally:
+        text[lo - 1], text[stop] = before, after
 
 
 class _Columns:

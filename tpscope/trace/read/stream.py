@@ -10,6 +10,10 @@ text before and after it. Anything unusual (no `traceEvents` array, a cut that d
 valid JSON, a field of an odd type, broken gzip data) makes `decode_streaming` return None and
 the caller reads the file in one piece, where the tolerant decoder and the precise error
 messages live (`decode.py`). A cut is never silently wrong: the decoder validates every part.
+
+Memory: what is held beside the columns is a few times the text in flight, the chunk plus any
+event no cut can split (docs/benchmarks.md, "Reader memory by layout"). A run of blanks after an
+event's comma is dropped as it is read, not held.
 """
 
 from __future__ import annotations
@@ -48,6 +52,8 @@ except ImportError:  # pragma: no cover - isal is a dependency
 CHUNK_BYTES = 16 << 20  # text per part: peak memory ~ a few times this (docs/benchmarks.md)
 _KEY = b'"traceEvents"'
 _ARRAY_END = re.compile(rb"\}\s*\]")
+_TEXT = re.compile(rb"[^ \t\r\n]")  # the first byte that is not a JSON blank
+_BLANK_RUN = 1 << 12  # blanks at a chunk's end this long are dropped where they follow a cut
 _END_TRIES = 8
 READ_ERRORS = (OSError, *GZIP_ERRORS)
 # text this reader gives up on: the one-piece reader says why (RecursionError: nested too deeply)
@@ -189,6 +195,54 @@ class _ReadAhead:
             self._thread = None
 
 
+def _last_text(buf: bytearray, end: int) -> int:
+    """Index of the last byte of `buf[:end]` that is not a blank, -1 when none."""
+    while end > 0:
+        lo = max(0, end - (1 << 16))
+        piece = bytes(buf[lo:end]).rstrip(b" \t\r\n")
+        if piece:
+            return lo + len(piece) - 1
+        end = lo
+    return -1
+
+
+def _cut_before_blanks(buf: bytearray, parts: list[RawColumns], threads: int) -> bool:
+    """Where `buf` ends with "}", blanks, ",", blanks (a run of blanks between events, its
+    "{" not read yet): the events before the comma decoded into `parts` and `buf` left as "[",
+    True; False (nothing changed) where that is no cut."""
+    comma = _last_text(buf, len(buf))
+    if comma <= 0 or buf[comma] != ord(",") or buf[_last_text(buf, comma)] != ord("}"):
+        return False
+    buf[comma] = ord("]")
+    try:
+        parts.append(_decode_part(buf, comma + 1, threads))
+    except msgspec.DecodeError:  # inside an event: text to keep
+        buf[comma] = ord(",")
+        return False
+    del buf[1:]
+    return True
+
+
+def _decode_to_last_cut(buf: bytearray, tried: int, parts: list[RawColumns], threads: int) -> int:
+    """The events of `buf` (an array opened by its "[") up to its last cut past `tried` decoded
+    into `parts` and let go, `buf` left as "[" and the rest; the new `tried` (0 after a cut; the
+    failed cut where the text before it is not valid JSON)."""
+    at = cut.last_cut(buf, tried + 1, len(buf))
+    if at < 0:
+        return tried
+    buf[at] = ord("]")
+    try:
+        parts.append(_decode_part(buf, at + 1, threads))
+    except msgspec.DecodeError:
+        # a cut inside an event (a nested "}, {"), or past the array in the keys after it:
+        # no cut before it; the chunk grows to the next one (or to the end of the text)
+        buf[at] = ord(",")
+        return at
+    buf[at] = ord("[")
+    del buf[:at]
+    return 0
+
+
 def _decode(text: BinaryIO, chunk_bytes: int, threads: int = 1) -> DecodedParts | None:
     buf = bytearray()
     key = -1
@@ -209,26 +263,23 @@ def _decode(text: BinaryIO, chunk_bytes: int, threads: int = 1) -> DecodedParts 
     del buf[:start]  # buf[0] is "[": every part is decoded in place as buf[0:cut] + "]"
     parts: list[RawColumns] = []
     tried = 0  # buf[:tried + 1] holds no cut that gives valid JSON
+    first = True
     while True:
         data = text.read(chunk_bytes)
         if not data:
             break
+        if first and len(buf) > 1:  # more text: the header chunk's events are read before it
+            tried = _decode_to_last_cut(buf, tried, parts, threads)
+        first = False
+        if not tried and not _TEXT.search(data) and _cut_before_blanks(buf, parts, threads):
+            continue  # blanks after a cut: between events, dropped
         buf += data
-        at = cut.last_cut(buf, tried + 1, len(buf))
-        if at < 0:
-            continue
-        buf[at] = ord("]")
-        try:
-            parts.append(_decode_part(buf, at + 1, threads))
-        except msgspec.DecodeError:
-            # a cut inside an event (a nested "}, {"), or past the array in the keys after it:
-            # no cut before it; the chunk grows to the next one (or to the end of the text)
-            buf[at] = ord(",")
-            tried = at
-            continue
-        buf[at] = ord("[")
-        del buf[:at]
-        tried = 0
+        if not tried and buf[1:2].isspace():  # blanks after a cut are between events: dropped
+            text_at = _TEXT.search(buf, 1)
+            del buf[1 : text_at.start() if text_at else len(buf)]
+        tried = _decode_to_last_cut(buf, tried, parts, threads)
+        if not tried and not _TEXT.search(buf, len(buf) - _BLANK_RUN):  # blanks at the end
+            _cut_before_blanks(buf, parts, threads)
     end, last = _array_end(buf, threads)
     if end < 0:
         return None
