@@ -50,8 +50,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="processes (or a big file's reading threads) that decode traces "
-        "(default: every usable core)",
+        help="processes (or a big file's reading threads) that decode traces and, from three, "
+        "walk a big run's critical paths, a step each (default: every usable core)",
     )
     p.add_argument(
         "--engine",
