@@ -706,3 +706,22 @@ def test_steps_walked_in_worker_processes_give_the_same_paths_and_text(monkeypat
         assert isinstance(p.segments, Records)
         assert json.loads(p.segments.text) == p.segments
     assert dumps(json_fields(forked)) == json.dumps(as_json(alone), indent=1)
+
+
+def test_steps_are_forked_from_three_workers_only(monkeypatch):
+    """Two workers walk the steps in this process (forking gained nothing on two cores); three
+    fork them, one task per step."""
+    run = load_run(DATA / "foreign-cpu" / "pipeline", workers=1)
+    monkeypatch.setattr(critical_path, "PARALLEL_MIN_ACTIVITIES", 0)
+    calls = []
+    real = critical_path.map_forked
+
+    def counted(task, n, workers):
+        calls.append((n, workers))
+        return real(task, n, workers)
+
+    monkeypatch.setattr(critical_path, "map_forked", counted)
+    steps = len(analyze_run(run, workers=2).critical_path)
+    assert steps > 1 and calls == []
+    analyze_run(run, workers=3)
+    assert calls == [(steps, 3)]
