@@ -216,3 +216,33 @@ def json_events(text: bytes):
     from tpscope.trace.read.decode import EVENTS_DECODER
 
     return EVENTS_DECODER.decode(b"[" + text + b"]")
+
+
+def test_a_sent_part_is_taken_while_the_rest_is_read(monkeypatch):
+    """A child that has sent its part is received between reads (so that it exits and lets go of
+    its memory before the text is all inflated), and the parts taken so are the file's events."""
+    import time
+
+    from tpscope.trace.read.extract import extract
+
+    doc = json.load(gzip.open(next((DATA / "h200-shm-chunked4").glob("rank0*"))))
+    buf = json.dumps(doc, indent=1).encode()
+    read_all = []
+
+    class Slow(io.BytesIO):  # a slow inflate: the children finish while it is read
+        def read(self, n=-1):
+            time.sleep(0.02)
+            data = super().read(n)
+            if not data:
+                read_all.append(True)
+            return data
+
+    taken_early = []
+    real = parallel._receive
+    monkeypatch.setattr(
+        parallel, "_receive", lambda recv: taken_early.append(not read_all) or real(recv)
+    )
+    got = parallel._in_parts(Slow(buf), [5_000, 60_000], 1 << 14)
+    assert len(taken_early) == 2 and any(taken_early)
+    start = buf.index(b"[", buf.index(b'"traceEvents"'))
+    assert_same_raw(got.raw, extract(json_events(buf[start + 1 : buf.rindex(b"]")]), 0))

@@ -149,15 +149,18 @@ def _in_parts(text, ends: list[int], chunk_bytes: int = CHUNK_BYTES) -> DecodedP
     boundary after its end (`ends`) is read; the parent decodes the last part once all is read.
     Parts end at event boundaries (`cut.py`); where there is none, the parent decodes the rest
     itself. A cut inside an event (a nested `}, {`) gives invalid JSON, which the decoder
-    reports, so it is never silently wrong."""
+    reports, so it is never silently wrong. A part a child has sent is received between reads,
+    so that the child exits and lets go of its memory while the rest is inflated."""
     ctx = multiprocessing.get_context("fork")
     buf = bytearray()
     start = -1
     commas: list[int] = []  # the array's "[", then the comma after each forked part
     children = []
+    received: dict[int, object] = {}  # a part's columns, taken as soon as its child sends them
     done = False
     try:
         while data := text.read(chunk_bytes):
+            _take_ready(children, received)  # a child that sent its part exits, its memory freed
             buf += data
             if start < 0 and (start := _array_start(buf)) >= 0:
                 commas.append(start)
@@ -178,7 +181,9 @@ def _in_parts(text, ends: list[int], chunk_bytes: int = CHUNK_BYTES) -> DecodedP
             return None  # no array, or a cut past its end: the caller reads the file another way
         last = decode_span(buf, commas[-1] + 1, end)
         del buf
-        results = [_receive(recv) for _, recv in children] + [last]
+        results = [
+            received[k] if k in received else _receive(recv) for k, (_, recv) in enumerate(children)
+        ] + [last]
         done = True
     finally:
         for proc, _ in children:
@@ -188,6 +193,13 @@ def _in_parts(text, ends: list[int], chunk_bytes: int = CHUNK_BYTES) -> DecodedP
     if any(r is None for r in results):
         return None
     return DecodedParts(header=header, raw=merge(results))
+
+
+def _take_ready(children: list, received: dict) -> None:
+    """The parts whose children have sent them, received now (each child then exits)."""
+    for k, (_, recv) in enumerate(children):
+        if k not in received and recv.poll():
+            received[k] = _receive(recv)
 
 
 def _receive(recv):
