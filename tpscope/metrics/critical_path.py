@@ -11,6 +11,7 @@ per GPU activity on the path; a CPU stretch is cut into segments by array slicin
 
 from __future__ import annotations
 
+import array
 import bisect
 import dataclasses
 import itertools
@@ -149,35 +150,35 @@ class CpuThreads:
 @dataclass(frozen=True, slots=True)
 class RankGraph:
     """One rank's part of the graph, its rows those of its activities (RunActivities rows
-    `base + k`): aligned times and the predecessors within the rank, as lists (the walk indexes
-    single elements, which Python lists do several times faster than arrays)."""
+    `base + k`): aligned times and the predecessors within the rank, as Python arrays of int64
+    (`_ints`: the walk indexes single elements, which these do faster than numpy arrays or lists)."""
 
     base: int
-    start_ns: list
-    end_ns: list
-    launch_end_ns: list  # _NONE where unknown
-    launch_call: list  # CpuThreads row of the launch call, -1 where unknown
-    category: list
-    lane_prev: list  # -1: first on its lane
-    event_pred: list  # producer of a recorded cudaStreamWaitEvent, else -1
-    other_prev: list  # latest-ending activity on another lane ending by its start, else -1
-    instance: list  # matched collective instance, -1
+    start_ns: array.array
+    end_ns: array.array
+    launch_end_ns: array.array  # _NONE where unknown
+    launch_call: array.array  # CpuThreads row of the launch call, -1 where unknown
+    category: array.array
+    lane_prev: array.array  # -1: first on its lane
+    event_pred: array.array  # producer of a recorded cudaStreamWaitEvent, else -1
+    other_prev: array.array  # latest-ending activity on another lane ending by its start, else -1
+    instance: array.array  # matched collective instance, -1
     has_waits: bool  # the rank's trace records stream waits
     cpu: CpuThreads
     # what held the GPU when a ready activity could not start (`resource_holders`), else -1
-    holder: list | None = None
+    holder: array.array | None = None
     names: HostNames | None = None  # the rank's CPU ops and user ranges, to name host time by
     cpu_run: bool = False  # the rank's activities are CPU threads' (metrics.md §1)
-    tid: list | None = None  # a CPU run's activity: its thread
+    tid: array.array | None = None  # a CPU run's activity: its thread
     # a CPU run's collective: the issuing thread's last activity before it, -1; and that thread
-    issuer_prev: list | None = None
-    issuer_tid: list | None = None
+    issuer_prev: array.array | None = None
+    issuer_tid: array.array | None = None
     issuer_label: list | None = None  # the issuing op's name, index into `names.strings`, -1
     # a CPU run's activity: the collective its thread issued and then waited for, ending in the
     # thread's gap before it, -1
-    waited_coll: list | None = None
-    run_start: list | None = None  # activities' starts, sorted
-    run_last: list | None = None  # per prefix of those: the activity that ends last
+    waited_coll: array.array | None = None
+    run_start: array.array | None = None  # activities' starts, sorted
+    run_last: array.array | None = None  # per prefix of those: the activity that ends last
 
 
 RECENT_RANKS = 64  # rank graphs a PathGraph keeps once built
@@ -202,8 +203,8 @@ class PathGraph:
         self.ranks = ranks
         self.rank_pos = acts.rank_pos
         self.instance = match.instance
-        self.arrival_ns = timing.arrival_ns.tolist()
-        self.binding = timing.binding.tolist()
+        self.arrival_ns = _ints(timing.arrival_ns)
+        self.binding = _ints(timing.binding)
         self.bounds = acts.rank_bounds.tolist()
         self._built: OrderedDict[int, RankGraph] = OrderedDict()
         self._lock = threading.Lock()  # the dashboard's callbacks share one graph
@@ -508,28 +509,35 @@ def rank_graph(
         ]
     return RankGraph(
         base=lo,
-        start_ns=start.tolist(),
-        end_ns=end.tolist(),
-        launch_end_ns=launch_end.tolist(),
-        launch_call=launch_call.tolist(),
-        category=category.tolist(),
-        lane_prev=lane_prev.tolist(),
-        event_pred=event_pred.tolist(),
-        other_prev=other_lane_predecessors(g.lane, start, end).tolist(),
-        instance=instance[lo:hi].tolist(),
+        start_ns=_ints(start),
+        end_ns=_ints(end),
+        launch_end_ns=_ints(launch_end),
+        launch_call=_ints(launch_call),
+        category=_ints(category),
+        lane_prev=_ints(lane_prev),
+        event_pred=_ints(event_pred),
+        other_prev=_ints(other_lane_predecessors(g.lane, start, end)),
+        instance=_ints(instance[lo:hi]),
         has_waits=bool(((w.lane >= 0) & (w.wait_on_lane >= 0)).any()),
         cpu=cpu,
-        holder=resource_holders(g.lane, start, end, ready).tolist(),
+        holder=_ints(resource_holders(g.lane, start, end, ready)),
         names=names,
-        run_start=start[by_start].tolist(),
-        run_last=last_row.tolist(),
+        run_start=_ints(start[by_start]),
+        run_last=_ints(last_row),
         cpu_run=r.cpu_run,
-        tid=waits.tid.tolist() if waits else None,
-        issuer_prev=waits.issuer_prev.tolist() if waits else None,
-        issuer_tid=waits.issuer_tid.tolist() if waits else None,
+        tid=_ints(waits.tid) if waits else None,
+        issuer_prev=_ints(waits.issuer_prev) if waits else None,
+        issuer_tid=_ints(waits.issuer_tid) if waits else None,
         issuer_label=issuer_label,
-        waited_coll=waits.waited_coll.tolist() if waits else None,
+        waited_coll=_ints(waits.waited_coll) if waits else None,
     )
+
+
+def _ints(values: np.ndarray) -> array.array:
+    """`values` as a Python array of int64: its items are read one at a time by the walk, faster
+    than a list's (contiguous, no object per item to reach), and a forked walk reading them writes
+    nothing to the pages it shares (a list's items would have their reference counts written)."""
+    return array.array("q", np.ascontiguousarray(values, np.int64).tobytes())
 
 
 def path_graph(
