@@ -1135,9 +1135,8 @@ def _host_ops(seg: PathSegments, dur: np.ndarray, graph: PathGraph) -> dict[str,
     acts = graph.acts
     own_name = _objects(acts.strings)[acts.name[seg.row[mine]]] if len(acts) else ops
     names = np.where(labels != "", labels, np.where(seg.call[mine] >= 0, ops, own_name))
-    listed = names.tolist()
-    index = {n: k for k, n in enumerate(dict.fromkeys(listed))}  # its number, in order first seen
-    code = np.fromiter(map(index.__getitem__, listed), np.int64, len(mine))
+    coded = _coded_strings(names)  # each name's number, in the order first seen
+    code, index = coded.codes, coded.values
     # per name: its time (whole ns, so the float sums are exact in any order) and first rank
     sums = np.bincount(code, weights=dur[mine].astype(np.float64), minlength=len(index))
     lowest = np.full(len(index), np.iinfo(np.int64).max, np.int64)
