@@ -22,6 +22,9 @@ from tpscope.trace.read.decode import EVENTS_DECODER, TRACE_DECODER
 from tpscope.trace.read.extract import SYMBOL_COLUMNS, extract
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import reader_memory  # noqa: E402 - the layouts the reader is measured on
+
 CORPUS = ROOT / "tests" / "data"
 
 
@@ -224,62 +227,20 @@ pickle.dump(out.raw, open(path + ".raw", "wb"))
 print(json.dumps({"extra": peak - base - 2 * kept}))
 """
 
-_EVENT = (
-    '{"ph": "X", "cat": "kernel", "name": "k%d", "pid": 0, "tid": 7, "ts": %d.0, "dur": 5.0, '
-    '"args": {"device": 0, "stream": 7, "correlation": %d, "grid": [132, 1, 1]}}'
-)
 _CHUNK = 1 << 21  # the stream's chunk in these tests
 _BIG = 1 << 23  # what no chunk can cut: an event, a run of blanks
 TINY_BOUND = 8  # times the chunk, for events far shorter than Kineto's (docs/benchmarks.md)
 
 
-def _events(n: int, start: int = 0, with_args: str = "") -> str:
-    event = _EVENT.replace('"args": {', '"args": {' + with_args, 1) if with_args else _EVENT
-    return ",\n  ".join(event % (k % 7, 10 * k, k) for k in range(start, start + n))
-
-
-def _trace(body: str) -> bytes:
-    return (
-        '{"schemaVersion": 1, "distributedInfo": {"rank": 0, "world_size": 1}, "traceEvents": [\n  '
-        + body
-        + '\n], "traceName": "x", "baseTimeNanoseconds": 0}'
-    ).encode()
-
-
 def _layouts() -> dict[str, tuple[bytes, int]]:
-    """Layout -> (its text, the text in flight: the stream's chunk, plus a run no cut can split;
-    for tiny events, the bound over 3)."""
-    compact = json.loads(_trace(_events(_BIG // 180)))
-    many = ", ".join('{"a": [{"b": 1}, {"b": 2}]}' for _ in range(_BIG // 29))
-    deep = '{"n": ' * 100 + "1" + "}" * 100
-    return {
-        "compact, no blank at all": (json.dumps(compact, separators=(",", ":")).encode(), _CHUNK),
-        "one event with a huge string argument": (
-            _trace(_events(500) + ",\n  " + _events(1, 500, f'"blob": "{"x" * _BIG}", ')
-                   + ",\n  " + _events(500, 501)),
-            _CHUNK + _BIG,
-        ),
-        "a long run of blanks between events": (
-            _trace(_events(500) + "," + " " * _BIG + _events(500, 500)),
-            _CHUNK,
-        ),
-        "deeply nested arguments, one event of many tiny values": (
-            _trace(_events(500, with_args=f'"deep": {deep}, ') + ",\n  "
-                   + _events(1, 500, f'"list": [{many}], ') + ",\n  " + _events(500, 501)),
-            _CHUNK + _BIG,
-        ),
-        "very long strings, each longer than a chunk": (
-            _trace(",\n  ".join(_EVENT.replace("k%d", "n" * 2 * _CHUNK + "%d") % (k, k, k)
-                                for k in range(_BIG // _CHUNK))),
-            3 * _CHUNK,
-        ),
-        # 18-byte events (no table keeps them): their columns, not their text, bound them (one
-        # per 128 bytes of a call's span at most, ~270 bytes each in C and while grouped)
-        "many tiny events": (
-            _trace(",".join(f'{{"ph":"i","ts":{k}}}' for k in range(_BIG // 18))),
-            TINY_BOUND * _CHUNK // 3,
-        ),
-    }  # fmt: skip
+    """Layout -> (its text, the text in flight), as `benchmarks/reader_memory.py` lays them out:
+    the stream's chunk, plus a run no cut can split; for tiny events (18 bytes, no table keeps
+    them), whose columns and not their text bound them (one per 128 bytes of a call's span at
+    most, ~270 bytes each in C and while grouped), the bound over 3."""
+    out = reader_memory.layouts(_BIG, _CHUNK)
+    text, _ = out["tiny events (18 bytes)"]
+    out["tiny events (18 bytes)"] = (text, TINY_BOUND * _CHUNK // 3)
+    return out
 
 
 @pytest.mark.parametrize("layout", list(_layouts()))
@@ -290,7 +251,7 @@ def test_reading_memory_is_bounded_by_the_text_in_flight(layout, tmp_path):
     text, in_flight = _layouts()[layout]
     path, warm = tmp_path / "trace.json", tmp_path / "warm.json"
     path.write_bytes(text)
-    warm.write_bytes(_trace(_events(3000)))
+    warm.write_bytes(reader_memory.trace(reader_memory.events(3000)))
     done = subprocess.run(
         [sys.executable, "-c", _MEASURE, str(path), str(_CHUNK), str(warm)],
         env={**os.environ, "PYTHONPATH": str(ROOT)},
