@@ -33,6 +33,9 @@ def _entry(rank: int, world: int, port: int, fn, args) -> None:
     )
     try:
         fn(rank, world, *args)
+        # No rank leaves while another is still inside a collective or connecting a group
+        # (gloo's connectFullMesh fails "closed by peer" when the peer exits first).
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 

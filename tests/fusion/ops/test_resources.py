@@ -64,6 +64,7 @@ def _groups(rank: int, world: int) -> None:
     assert fusion_group(None, 0) is None  # no cap: the caller's own group
     assert fusion_group(None, 4) is None  # gloo has no CTAs: the caller's own group
     sub = dist.new_group([0, 1])
+    dist.barrier(group=sub)  # the group is connected on both ranks
     assert fusion_group(sub, 4) is sub
     assert resources._GROUPS == {}
 
