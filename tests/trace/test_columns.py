@@ -10,10 +10,12 @@ from tpscope.trace.columns import (
     containing,
     int_column,
     lookup,
+    matching_rows,
     sorted_unique,
     unique_ids,
     unique_rows,
     us_to_ns,
+    values_at,
 )
 
 
@@ -60,6 +62,23 @@ def test_lookup_joins_on_unsorted_keys():
     keys = np.array([30, 10, 20])
     values = np.array([3, 1, 2])
     assert lookup(keys, values, np.array([10, 20, 99, -1, 30])).tolist() == [1, 2, -1, -1, 3]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-1, 6), max_size=10), st.lists(st.integers(-2, 8), max_size=10))
+def test_matching_rows_is_the_last_equal_key_and_serves_every_column(keys, queries):
+    """Against a dict built key by key (a later duplicate replaces an earlier one)."""
+    last = {}
+    for row, key in enumerate(keys):
+        last[key] = row
+    want = [last.get(q, -1) if q != -1 else -1 for q in queries]
+    k, q = np.array(keys, np.int64), np.array(queries, np.int64)
+    rows = matching_rows(k, q)
+    assert rows.tolist() == want
+    values = np.arange(100, 100 + len(keys), dtype=np.int32)
+    assert values_at(values, rows).tolist() == [100 + r if r >= 0 else -1 for r in want]
+    assert values_at(values, rows).dtype == np.int32
+    assert lookup(k, values, q).tolist() == values_at(values, rows).tolist()
 
 
 @settings(max_examples=200, deadline=None)

@@ -14,7 +14,14 @@ import msgspec
 import numpy as np
 
 from tpscope.trace.classify import ActivityClass, ActivityKind, classify, is_transfer_range
-from tpscope.trace.columns import MISSING, SymbolTable, containing, lookup, unique_rows
+from tpscope.trace.columns import (
+    MISSING,
+    SymbolTable,
+    containing,
+    matching_rows,
+    unique_rows,
+    values_at,
+)
 from tpscope.trace.cpu_activities import cpu_activities, has_cpu_activity
 from tpscope.trace.read.extract import COLLECTIVE_COLUMNS, RawColumns
 from tpscope.trace.read.schema import TraceFile
@@ -203,17 +210,16 @@ def _drop_overlong(raw: RawColumns) -> int:
 def _gpu_table(raw: RawColumns, symbols: SymbolTable, lanes: _Lanes) -> GpuActivities:
     g, launch, ops = raw.groups["gpu"], raw.groups["launch"], raw.groups["cpu_op"]
     corr = g["correlation"]
-    launch_start = lookup(launch["correlation"], launch["start_ns"], corr)
-    launch_end = lookup(launch["correlation"], launch["end_ns"], corr)
-    launch_tid = lookup(launch["correlation"], launch["tid"], corr)
-    ext = lookup(launch["correlation"], launch["external_id"], corr)
+    launched_by = matching_rows(launch["correlation"], corr)  # one search for four columns
+    launch_start = values_at(launch["start_ns"], launched_by)
+    launch_end = values_at(launch["end_ns"], launched_by)
+    launch_tid = values_at(launch["tid"], launched_by)
+    ext = values_at(launch["external_id"], launched_by)
+    op_of = matching_rows(ops["external_id"], ext)  # the launching op, for eight columns
 
     # Collective metadata: the kernel's own args (newer torch), else its launching CPU op's.
     use_own = g["coll_name_id"] != MISSING
-    coll = {
-        f: np.where(use_own, g[f], lookup(ops["external_id"], ops[f], ext))
-        for f in COLLECTIVE_COLUMNS
-    }
+    coll = {f: np.where(use_own, g[f], values_at(ops[f], op_of)) for f in COLLECTIVE_COLUMNS}
     cls = classify(g["name_id"], g["kind"], symbols.symbols)
     # Only communication kernels carry collective metadata (a GEMM launched inside a
     # record_param_comms op must not inherit it).
@@ -221,7 +227,7 @@ def _gpu_table(raw: RawColumns, symbols: SymbolTable, lanes: _Lanes) -> GpuActiv
     for f in COLLECTIVE_COLUMNS:
         coll[f] = np.where(not_comm, MISSING, coll[f])
     p2p_id = _p2p_join(symbols, g["name_id"], ~not_comm, launch_tid, launch_start, coll, ops)
-    dims = lookup(ops["external_id"], ops["dims_id"], ext)
+    dims = values_at(ops["dims_id"], op_of)
     table = GpuActivities(
         start_ns=g["start_ns"],
         end_ns=g["end_ns"],
@@ -237,10 +243,10 @@ def _gpu_table(raw: RawColumns, symbols: SymbolTable, lanes: _Lanes) -> GpuActiv
         external_id=ext,
         signature_id=_signatures(symbols, g["name_id"], g["grid"], g["block"], dims),
         grid=g["grid"],
-        op_name_id=lookup(ops["external_id"], ops["name_id"], ext).astype(np.int32),
+        op_name_id=values_at(ops["name_id"], op_of).astype(np.int32),
         dims_id=dims.astype(np.int32),
-        types_id=lookup(ops["external_id"], ops["types_id"], ext).astype(np.int32),
-        strides_id=lookup(ops["external_id"], ops["strides_id"], ext).astype(np.int32),
+        types_id=values_at(ops["types_id"], op_of).astype(np.int32),
+        strides_id=values_at(ops["strides_id"], op_of).astype(np.int32),
         **{
             f: coll[f].astype(np.int32 if f.endswith("_id") else np.int64)
             for f in COLLECTIVE_COLUMNS

@@ -141,13 +141,28 @@ def lookup(
     """
     if len(keys) == 0 or len(queries) == 0:
         return np.full(len(queries), missing, dtype=values.dtype if len(values) else np.int64)
+    return values_at(values, matching_rows(keys, queries), missing)
+
+
+def matching_rows(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """Per query: the index of the key equal to it (keys need not be sorted; with duplicates the
+    last in `keys` order), -1 where none is or the query is `MISSING`. `lookup` without the
+    values: one search serves every column of the same keys (`values_at`)."""
+    if len(keys) == 0 or len(queries) == 0:
+        return np.full(len(queries), -1, np.int64)
     order = np.argsort(keys, kind="stable")
     sk = keys[order]
     pos = np.searchsorted(sk, queries, side="right") - 1
     pos_clipped = np.clip(pos, 0, len(sk) - 1)
     found = (pos >= 0) & (sk[pos_clipped] == queries) & (queries != MISSING)
-    out = np.full(len(queries), missing, dtype=values.dtype)
-    out[found] = values[order[pos_clipped[found]]]
+    return np.where(found, order[pos_clipped], -1)
+
+
+def values_at(values: np.ndarray, rows: np.ndarray, missing=MISSING) -> np.ndarray:
+    """values[rows], `missing` where a row is -1 (`matching_rows`'s rows)."""
+    out = np.full(len(rows), missing, dtype=values.dtype)
+    found = rows >= 0
+    out[found] = values[rows[found]]
     return out
 
 
