@@ -191,16 +191,29 @@ def test_a_cut_inside_an_event_falls_back_to_one_piece(tmp_path, monkeypatch):
     assert len(run.ranks[0].gpu) == 1
 
 
-def test_a_part_decoded_a_piece_at_a_time_equals_the_part_decoded_whole():
+@pytest.mark.parametrize("reader", ["C", "msgspec"])
+@pytest.mark.parametrize("nested", [False, True])
+def test_a_part_decoded_a_piece_at_a_time_equals_the_part_decoded_whole(
+    reader, nested, monkeypatch
+):
+    """With `nested`, events whose arguments hold lists of objects (`}, {` inside an event) longer
+    than a piece: a piece cut inside one is not JSON and grows to a later boundary."""
+    from tpscope.trace.read import stream
     from tpscope.trace.read.extract import SYMBOL_COLUMNS, extract
     from tpscope.trace.read.stream import decode_span
 
+    if reader == "msgspec":  # as where the C reader is not built
+        monkeypatch.setattr(stream, "extract_text", lambda *a, **k: None)
     doc = json.load(gzip.open(next((DATA / "h200-shm-chunked4").glob("rank0*"))))
+    if nested:
+        for k, event in enumerate(doc["traceEvents"][::50]):
+            event.setdefault("args", {})["parts"] = [{"k": j} for j in range(700 + k)]
     buf = json.dumps(doc, indent=1).encode()
     lo, hi = buf.index(b"[", buf.index(b'"traceEvents"')) + 1, buf.rindex(b"]")
     whole = extract(json_events(buf[lo:hi]), 0)
-    pieces = decode_span(buf, lo, hi, chunk_bytes=8192)  # about 60 pieces
+    pieces = decode_span(buf, lo, hi, chunk_bytes=8192)  # at least 60 pieces
     assert pieces is not None
+    assert bytes(buf) == json.dumps(doc, indent=1).encode()  # the text is left as it was
     for group, cols in whole.groups.items():
         for name, col in cols.items():
             got = pieces.groups[group][name]

@@ -17,6 +17,7 @@ from pathlib import Path
 import msgspec
 
 from tpscope.errors import TraceError
+from tpscope.trace.read import cut
 from tpscope.trace.read.schema import Args, Event, TraceFile
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -32,6 +33,41 @@ except ImportError:  # pragma: no cover - isal is a dependency; zlib keeps worki
 GZIP_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error, _IsalError)
 TRACE_DECODER = msgspec.json.Decoder(TraceFile)  # a whole file into the structs of schema.py
 EVENTS_DECODER = msgspec.json.Decoder(list[Event])  # a bare array of events
+
+
+def decode_run(text, lo: int, stop: int, hi: int) -> tuple[list, int] | None:
+    """msgspec's events of `text[lo:stop]` (whole events separated by commas) and where that run
+    ends: where the run is not valid JSON (a cut inside an event: a nested "}, {"), it grows by a
+    quarter, to a later event boundary (`cut.py`), up to `hi`, as the C reader's chunks do. None
+    where the text itself is not valid or well typed."""
+    with memoryview(text) as view:
+        while True:
+            try:
+                return _decode_in_place(text, view, lo, stop), stop
+            except msgspec.DecodeError:
+                if stop >= hi:
+                    return None
+            except (msgspec.ValidationError, RecursionError):
+                return None
+            want = min(hi, stop + (stop - lo) // 4 + 1)
+            at = cut.last_cut(text, stop + 1, want)
+            at = at if at > stop else cut.first_cut(text, want, hi)
+            stop = hi if at < 0 else at
+
+
+def _decode_in_place(text, view: memoryview, lo: int, stop: int) -> list:
+    """msgspec's events of `text[lo:stop]`: in place between a "[" and a "]" written over the
+    bytes around it (a comma, a blank or a bracket) where `text` is a bytearray, else a copy."""
+    if not isinstance(text, bytearray) or lo < 1 or stop >= len(text):
+        array = bytearray(stop - lo + 2)
+        array[0], array[1:-1], array[-1] = ord("["), view[lo:stop], ord("]")
+        return EVENTS_DECODER.decode(array)
+    before, after = text[lo - 1], text[stop]
+    text[lo - 1], text[stop] = ord("["), ord("]")
+    try:
+        return EVENTS_DECODER.decode(view[lo - 1 : stop + 1])
+    finally:
+        text[lo - 1], text[stop] = before, after
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-import msgspec
 import numpy as np
 
 from tpscope.trace.columns import MISSING, as_int
 from tpscope.trace.read import cut
-from tpscope.trace.read.decode import EVENTS_DECODER
+from tpscope.trace.read.decode import decode_run
 from tpscope.trace.read.extract import (
     HOSTNAME_EVENTS,
     KIND_OF_CATEGORY,
@@ -111,49 +110,15 @@ def _scan(text, lo: int, hi: int, chunk_bytes: int) -> RawColumns | None:
         if resume == stop:  # many more events than bytes / 128: read in another call
             lo = stop
             continue
-        events = _decode_events(text, stop, resume, hi)
+        events = decode_run(text, stop, resume, hi)
         if events is None:
             return None
-        resume = stop + events[1]
+        resume = events[1]
         parts.append(extract(events[0], 0))
         del events
         if resume >= hi:
             return merge(parts)
         lo = resume + 1
-
-
-def _decode_events(text, lo: int, stop: int, hi: int) -> tuple[list, int] | None:
-    """msgspec's events of `text[lo:stop]` and that run's length, the run grown by a quarter
-    (to a later cut) while it is not valid JSON (a cut inside the event: a nested "}, {"), up
-    to `hi`; None where the text itself is not valid or well typed."""
-    with memoryview(text) as view:
-        while True:
-            try:
-                return _decode_run(text, view, lo, stop), stop - lo
-            except msgspec.DecodeError:
-                if stop >= hi:
-                    return None
-            except (msgspec.ValidationError, RecursionError):
-                return None
-            want = min(hi, stop + (stop - lo) // 4 + 1)
-            at = cut.last_cut(text, stop + 1, want)
-            at = at if at > stop else cut.first_cut(text, want, hi)
-            stop = hi if at < 0 else at
-
-
-def _decode_run(text, view: memoryview, lo: int, stop: int) -> list:
-    """msgspec's events of `text[lo:stop]`: in place between a "[" and a "]" written over the
-    bytes around it (a comma, a blank or a bracket) where `text` is a bytearray, else a copy."""
-    if not isinstance(text, bytearray) or lo < 1 or stop >= len(text):
-        array = bytearray(stop - lo + 2)
-        array[0], array[1:-1], array[-1] = ord("["), view[lo:stop], ord("]")
-        return EVENTS_DECODER.decode(array)
-    before, after = text[lo - 1], text[stop]
-    text[lo - 1], text[stop] = ord("["), ord("]")
-    try:
-        return EVENTS_DECODER.decode(view[lo - 1 : stop + 1])
-    finally:
-        text[lo - 1], text[stop] = before, after
 
 
 class _Columns:

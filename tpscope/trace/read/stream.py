@@ -28,7 +28,13 @@ from typing import BinaryIO
 import msgspec
 
 from tpscope.trace.read import cut
-from tpscope.trace.read.decode import EVENTS_DECODER, GZIP_ERRORS, GZIP_MAGIC, TRACE_DECODER
+from tpscope.trace.read.decode import (
+    EVENTS_DECODER,
+    GZIP_ERRORS,
+    GZIP_MAGIC,
+    TRACE_DECODER,
+    decode_run,
+)
 from tpscope.trace.read.extract import RawColumns, extract, merge
 from tpscope.trace.read.native import available as native_available
 from tpscope.trace.read.native import extract_text
@@ -74,22 +80,20 @@ def decode_span(
 ) -> RawColumns | None:
     """Extract the events `buf[lo:hi]` (whole events separated by commas, a part cut by
     `parallel.read_in_parts`) about `chunk_bytes` of text at a time, so that only one piece's events
-    exist at once; None when a piece is not valid JSON (a cut inside an event)."""
+    exist at once (a piece cut inside an event grows to a later boundary: `decode.decode_run`);
+    None when the text is not valid JSON or not well typed."""
     native = extract_text(buf, lo, hi)  # the C reader, where it is built, cuts its own chunks
     if native is not None:
         return native
     parts: list[RawColumns] = []
-    with memoryview(buf) as view:
-        while lo < hi:
-            stop = cut.last_cut(buf, lo, lo + chunk_bytes) if hi - lo > chunk_bytes else -1
-            stop = hi if stop < 0 else stop
-            try:
-                events = EVENTS_DECODER.decode(b"[" + view[lo:stop] + b"]")
-            except _NOT_DECODED:
-                return None
-            parts.append(extract(events, 0))
-            del events
-            lo = stop + 1
+    while lo < hi:
+        stop = cut.last_cut(buf, lo, lo + chunk_bytes) if hi - lo > chunk_bytes else -1
+        events = decode_run(buf, lo, hi if stop < 0 else stop, hi)
+        if events is None:
+            return None
+        parts.append(extract(events[0], 0))
+        lo = events[1] + 1
+        del events
     return merge(parts) if parts else None
 
 
