@@ -18,6 +18,7 @@ TABS = [
     ("whatif", "What-if"),
 ]
 TAB_STYLE = {"padding": "6px 12px", "lineHeight": "22px"}
+FIT_MIN_WIDTH = 72  # px: a table fitted to the page's width gives no column less
 # No button that offers to upload a chart to a cloud service (Chart Studio): the runs stay here.
 GRAPH_CONFIG = {
     "displaylogo": False,
@@ -41,16 +42,42 @@ def _overview_columns() -> list[dict]:
             spec = ".2f"
         elif key in ("ranks", "steps"):
             spec = ",d"
-        cols.append(column(key, name, spec, filtered=False))
+        # headers wrap (two lines) so that the columns fit the page's width (`_grid`'s fit)
+        cols.append(
+            {
+                **column(key, name, spec, filtered=False),
+                "wrapHeaderText": True,
+                "minWidth": FIT_MIN_WIDTH,
+                "autoHeaderHeight": True,
+            }
+        )
     return cols
 
 
 def _grid(
-    grid_id: str, columns: list[dict], page_size: int | None = None, row_id: str | None = None
+    grid_id: str,
+    columns: list[dict],
+    page_size: int | None = None,
+    row_id: str | None = None,
+    fit: dict | None = None,
 ) -> dag.AgGrid:
-    """A sortable table (tpscope.dashboards.figures.tables), `page_size` rows a page if given."""
+    """A sortable table (tpscope.dashboards.figures.tables), `page_size` rows a page if given.
+    `fit`: its columns share the page's width (none scrolled off sideways), at least `fit[key]`
+    pixels for the columns it names and FIT_MIN_WIDTH for the others."""
+    sizing = (
+        {
+            "autoSizeStrategy": {
+                "type": "fitGridWidth",
+                "defaultMinWidth": FIT_MIN_WIDTH,
+                "columnLimits": [{"colId": k, "minWidth": w} for k, w in fit.items()],
+            }
+        }
+        if fit
+        else {}
+    )
     options = {
         **GRID_OPTIONS,
+        **sizing,
         **(
             {
                 "pagination": True,
@@ -102,7 +129,12 @@ def _tab_children(name: str) -> list:
                 ],
                 className="row",
             ),
-            _grid("overview-table", _overview_columns(), row_id="run"),
+            _grid(
+                "overview-table",
+                _overview_columns(),
+                row_id="run",
+                fit={"run": 170, "status": 100},
+            ),
             html.Div(id="baseline-note", className="note"),
         ]
     if name == "timeline":

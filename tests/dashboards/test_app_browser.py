@@ -135,6 +135,15 @@ def test_app_starts_on_sample_runs_and_overview_shows_summaries(
         ".map(h => [h.innerText, h.getAttribute('title') || ''])"
     )
     assert headers  # every header with a definition carries it (the grid's tooltip)
+    # the runs table fits the 1400-px window: every column in view, none scrolled off sideways
+    fit = page.execute_script(
+        "const g = document.querySelector('#overview-table .ag-root-wrapper').getBoundingClientRect();"
+        "const v = document.querySelector('#overview-table .ag-center-cols-viewport');"
+        "return [v.scrollWidth - v.clientWidth, Math.max(...Array.from("
+        "document.querySelectorAll('#overview-table .ag-header-cell'))"
+        ".map(h => h.getBoundingClientRect().right)) - g.right];"
+    )
+    assert fit[0] <= 1 and fit[1] <= 1, fit
     page.save_screenshot(str(shots / "overview.png"))
     # one click from a collective's finding to its kernels on the Timeline
     link = next(
