@@ -698,10 +698,11 @@ def _timeline(store, run_id, data, step, selection=None):
     detail = store.activity_detail(run_id)
     members = _overlay(overlays.collective_members, detail, step)
     waits = overlay_segments(data, _overlay(overlays.wait_parts, detail, step))
-    path = path_arrays(data, _overlay(overlays.critical_path, detail, step))
+    path_overlay = _overlay(overlays.critical_path, detail, step)
+    path = path_arrays(data, path_overlay)
     links = link_arrays(data, members)
     shapes = store.gemm_shapes(run_id) if selection and selection.get("kind") == "gemm" else None
-    selected = focus.selected_segments(data, detail, selection, shapes)
+    selected = focus.selected_segments(data, detail, selection, shapes, path_overlay)
     label = f"{selection['kind']}:{selection['key']}" if selection else None
     fig = timeline.timeline_figure(
         data, waits=waits, links=links, path=path, selected=selected, selection=label

@@ -13,17 +13,42 @@ import numpy as np
 from tpscope.dashboards.overlays import Overlay
 from tpscope.dashboards.timeline_data import (
     CLASS_NAMES,
+    LAUNCH_LANE,
     Segments,
     TimelineData,
     concat_segments,
     empty_segments,
     overlay_segments,
+    relative_us,
     short_names,
     step_extent_ns,
 )
 
 PAD_RATIO = 0.25  # each side of a zoomed-to instance, as a share of its span
 MIN_PAD_US = 1.0
+
+
+def _holds(names: np.ndarray, needle: str) -> np.ndarray:
+    """Per name: whether it holds `needle` (lower case), ignoring case."""
+    return np.char.find(np.char.lower(names.astype(str)), needle) >= 0
+
+
+def _path_pieces(data: TimelineData, path: Overlay | None, needle: str) -> Segments:
+    """The critical path's CPU segments whose names hold `needle`, on their threads' rows (drawn
+    when the Timeline shows CPU threads), clipped to the view."""
+    if path is None or path.name is None or path.tid is None or not data.thread_of:
+        return empty_segments()
+    rows = np.flatnonzero((path.lane == LAUNCH_LANE) & _holds(path.name, needle))
+    y = np.array(
+        [
+            data.thread_of.get((r, t), -1)
+            for r, t in zip(path.rank[rows].tolist(), path.tid[rows].tolist())
+        ],
+        np.int64,
+    )
+    start, end = relative_us(path.start_ns[rows], data), relative_us(path.end_ns[rows], data)
+    keep = (y >= 0) & (end > data.view_us[0]) & (start < data.view_us[1]) & (end > start)
+    return Segments(start[keep], end[keep], y[keep], path.name[rows][keep])
 
 
 def instance_rows(detail, step: int, key: str) -> np.ndarray:
@@ -58,10 +83,17 @@ def collective_window(
 
 
 def selected_segments(
-    data: TimelineData, detail, selection: dict | None, gemm_shapes: np.ndarray | None = None
+    data: TimelineData,
+    detail,
+    selection: dict | None,
+    gemm_shapes: np.ndarray | None = None,
+    path: Overlay | None = None,
 ) -> Segments:
     """The drawn activities a selection names, as segments to outline on the Timeline;
-    `gemm_shapes` (per row of `detail`, `overlays.gemm_shape_labels`) for a "gemm" selection."""
+    `gemm_shapes` (per row of `detail`, `overlays.gemm_shape_labels`) for a "gemm" selection. A
+    "search" outlines the activities and the CPU threads' outermost ops whose names hold its text,
+    and the CPU segments of the critical path (`path`, `overlays.critical_path`) named so: host
+    time in an op nested in another, a runtime call or a user range, which no drawn op shows."""
     if not selection or data is None:
         return empty_segments()
     kind, key = selection.get("kind"), str(selection.get("key"))
@@ -94,11 +126,12 @@ def selected_segments(
     if kind == "class" and key in CLASS_NAMES.values():
         return data.activities[key]
     if kind == "search":
+        needle = key.lower()
         parts = [seg for seg in data.activities.values() if len(seg)]
-        hits = [
-            s.take(np.char.find(np.char.lower(s.text.astype(str)), key.lower()) >= 0) for s in parts
-        ]
-        return concat_segments(hits)
+        if data.launches is not None and len(data.launches):
+            parts.append(data.launches)
+        hits = [s.take(_holds(s.text, needle)) for s in parts]
+        return concat_segments([*hits, _path_pieces(data, path, needle)])
     if kind == "kernel":  # a signature is "name|grid=..|block=..|dims=..": its kernel's name
         name = short_names((key.split("|", 1)[0],))[0]
         parts = [seg for seg in data.activities.values() if len(seg)]

@@ -14,6 +14,7 @@ import numpy as np
 
 from tpscope.dashboards.timeline_data import LAUNCH_LANE
 from tpscope.metrics.activities import run_activities
+from tpscope.metrics.critical_path import segment_names
 from tpscope.metrics.gemm import GemmFinder
 from tpscope.metrics.per_activity import PATH_KINDS, ActivityDetail, path_segments
 from tpscope.trace import Run
@@ -32,6 +33,7 @@ class Overlay:
     group: np.ndarray  # collective instance, or the path's order
     text: np.ndarray  # object
     tid: np.ndarray | None = None  # the CPU thread of a row on lane LAUNCH_LANE (a CPU thread row)
+    name: np.ndarray | None = None  # object: a path segment's name (metrics.md §7)
 
     def __len__(self) -> int:
         return len(self.rank)
@@ -90,7 +92,8 @@ def arrival_us(members: Overlay) -> np.ndarray:
 def critical_path(x: ActivityDetail, step: int) -> Overlay:
     """The segments of `step`'s critical path in time order: a GPU segment on the lane of its
     activity, a CPU segment (row -1) on lane LAUNCH_LANE with the thread of its call (`tid`), which
-    the Timeline draws on that thread's row when it shows CPU threads."""
+    the Timeline draws on that thread's row when it shows CPU threads; each with its kind (`text`)
+    and its name as `analyze --json` gives it (`name`)."""
     seg = path_segments(x, step)
     if len(seg.row) == 0:
         return _empty_overlay()
@@ -105,7 +108,8 @@ def critical_path(x: ActivityDetail, step: int) -> Overlay:
     rank = np.where(gpu, x.rank[row], rank_of_pos[seg.rank_pos])
     lane = np.where(gpu, x.lane[row], LAUNCH_LANE)
     kinds = np.array(KIND_NAMES, dtype=object)[seg.category]
-    return Overlay(rank, lane, seg.start_ns, seg.end_ns, np.arange(len(seg.row)), kinds, tid)
+    names = segment_names(seg, x.graph.acts, x.graph)
+    return Overlay(rank, lane, seg.start_ns, seg.end_ns, np.arange(len(seg.row)), kinds, tid, names)
 
 
 def gemm_shape_labels(run: Run) -> np.ndarray:

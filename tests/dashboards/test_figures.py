@@ -650,6 +650,38 @@ def test_cpu_threads_show_their_outermost_ops_launch_arrows_and_the_paths_cpu_se
     ]
 
 
+def test_a_search_outlines_the_paths_host_time_named_so_on_its_thread_row(tmp_path):
+    """Host time in a nested op, which no drawn CPU op shows: `aten::linear` holds [5, 30] on
+    thread 100 but for gemm_a's launch inside it ([9.5, 15.5], its own `aten::mm`); the path's
+    host time on that thread is [0, 75] then the launch (_threads_rank)."""
+    run = load_run(write_run(tmp_path / "threads", [_threads_rank()]))
+    d = timeline_data(run, 1, [0], launches=True)
+    path = overlays.critical_path(activity_detail(run), 1)
+
+    def outlined(key, shown=d):
+        s = focus.selected_segments(shown, None, {"kind": "search", "key": key}, None, path)
+        return sorted(zip(s.start_us.tolist(), s.end_us.tolist(), s.y.tolist(), s.text.tolist()))
+
+    # the outermost op on thread 100's row, and the path's two pieces of it
+    assert outlined("aten::linear") == [
+        (5.0, 9.5, 0, "aten::linear"),
+        (5.0, 30.0, 0, "aten::linear"),
+        (15.5, 30.0, 0, "aten::linear"),
+    ]
+    # both outermost aten::mm (threads 100 and 200), and the path's time in gemm_a's nested one,
+    # before aten::linear and up to gemm_b's launch (named by the op it led to), any case typed
+    assert outlined("ATEN::MM") == [
+        (0.0, 5.0, 0, "aten::mm"),
+        (9.5, 15.5, 0, "aten::mm"),
+        (30.0, 75.0, 0, "aten::mm"),
+        (39.5, 45.5, 1, "aten::mm"),
+        (69.5, 75.5, 0, "aten::mm"),
+    ]
+    assert outlined("gemm_b") == [(76.0, 126.0, 2, "gemm_b")]  # a kernel, as before
+    # without the CPU threads' rows nothing of the host side is drawn, so nothing of it outlined
+    assert outlined("aten::linear", timeline_data(run, 1, [0])) == []
+
+
 def test_a_million_cpu_ops_are_merged_per_pixel_on_their_thread_row(tmp_path):
     from dataclasses import replace
 

@@ -570,9 +570,12 @@ def test_a_gemm_a_host_and_the_headroom_finding_each_open_what_they_name(browser
     link = _finding(browser, "Host-bound")
     op = link.find_element(By.XPATH, "..").text.split("most in ")[1].split(" ")[0]
     link.click()
-    _timeline(browser, lambda f: f["layout"]["meta"].get("selection") == f"search:{op}")
-    # the CPU threads' lanes shown, where the host time is spent
+    fig = _timeline(browser, lambda f: f["layout"]["meta"].get("selection") == f"search:{op}")
+    # the CPU threads' lanes shown, where the host time is spent, and the path's time in it
+    # outlined there (a runtime call or a nested op, which no drawn activity is named by)
     assert browser.find_element(By.CSS_SELECTOR, "#timeline-options input").is_selected()
+    fig = _timeline(browser, lambda f: f["layout"]["meta"].get("selected", 0) > 0)
+    assert fig["layout"]["meta"]["selection"] == f"search:{op}"
     browser.get(served_sample.url)
     _finding(browser, "Headroom").click()
     wait_until(browser, lambda d: _selected_tab(d) == "What-if", timeout=30)

@@ -1051,13 +1051,7 @@ def segment_fields(
             ]
         )
         where[host] = texts[inverse.ravel()]
-    strings = np.array(acts.strings + ("",), dtype=object)
-    name_id = acts.name[np.maximum(row, 0)] if len(acts) else np.zeros(len(row), np.int64)
-    name = np.where(
-        row >= 0, strings[np.where(name_id >= 0, name_id, len(acts.strings))], graph.call_ops(seg)
-    )
-    labels = graph.labels(seg)
-    name = np.where(labels != "", labels, name)
+    name = segment_names(seg, acts, graph)
     fields = [
         ("start_us", MicrosOfNs(seg.start_ns - floor_ns)),
         ("dur_us", MicrosOfNs(seg.end_ns - seg.start_ns)),
@@ -1069,6 +1063,19 @@ def segment_fields(
         ("name", _coded_strings(name)),
     ]
     return fields, len(row)
+
+
+def segment_names(seg: PathSegments, acts: RunActivities, graph: PathGraph) -> np.ndarray:
+    """Each segment's name (metrics.md §7), an object array: the innermost CPU op or user range
+    holding its time, else its activity's name, else the op of the runtime call it led to."""
+    row = seg.row
+    strings = np.array(acts.strings + ("",), dtype=object)
+    name_id = acts.name[np.maximum(row, 0)] if len(acts) else np.zeros(len(row), np.int64)
+    name = np.where(
+        row >= 0, strings[np.where(name_id >= 0, name_id, len(acts.strings))], graph.call_ops(seg)
+    )
+    labels = graph.labels(seg)
+    return np.where(labels != "", labels, name)
 
 
 def _coded_strings(values: np.ndarray) -> Coded:
