@@ -124,6 +124,23 @@ def test_an_internal_error_exits_3_with_one_line_and_the_traceback_in_a_file(
     assert "ZeroDivisionError: a bug in the comparison" in details.read_text()
 
 
+def test_a_command_imports_its_own_module_alone():
+    """`tpscope analyze` builds its own options only: the other commands' modules (and `run`'s
+    options, read from its config's source) are not loaded."""
+    code = (
+        "import contextlib, io, sys\n"
+        "from tpscope.cli import SUBCOMMANDS, main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    assert main(['analyze', {str(RUN)!r}, '--json', '--no-cache']) == 0\n"
+        "print(sorted(n for n, (m, _) in SUBCOMMANDS.items() if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
+    )
+    assert done.stdout.split() == ["['analyze']"]
+    assert tpscope().returncode == 2  # no command: every command's help, as before
+
+
 def test_help_lists_the_exit_codes():
     for command in ("analyze", "report", "run"):
         done = tpscope(command, "--help")

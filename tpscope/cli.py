@@ -58,7 +58,9 @@ stderr naming the file that holds the details; never a verdict)"""
 EXIT_INTERNAL = 3
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command's parser; with `only` (a subcommand), that subcommand's alone: the others'
+    modules are not imported (`run`'s options, for one, are read from its config's source)."""
     parser = argparse.ArgumentParser(
         prog="tpscope",
         description="How much of a tensor-parallel training step is communication that nothing hides.",
@@ -67,6 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tpscope {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in SUBCOMMANDS.items():
+        if only is not None and name != only:
+            continue
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:  # a room not present in this checkout or install
@@ -81,9 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     pad_the_heap()  # numpy's big temporaries reuse freed pages (tpscope/allocator.py)
-    parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
     given = sys.argv[1:] if argv is None else argv
+    parser = build_parser(given[0] if given and given[0] in SUBCOMMANDS else None)
+    args, extra = parser.parse_known_args(argv)
     value = _json_value(given, extra)
     if value is not None:  # `--json FILE`: --json takes no value in any command
         print(
