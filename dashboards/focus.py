@@ -8,6 +8,8 @@ ranks, clocks aligned (§6).
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from tpscope.dashboards.overlays import Overlay
@@ -19,7 +21,6 @@ from tpscope.dashboards.timeline_data import (
     concat_segments,
     empty_segments,
     overlay_segments,
-    relative_us,
     short_names,
     step_extent_ns,
 )
@@ -36,19 +37,10 @@ def _holds(names: np.ndarray, needle: str) -> np.ndarray:
 def _path_pieces(data: TimelineData, path: Overlay | None, needle: str) -> Segments:
     """The critical path's CPU segments whose names hold `needle`, on their threads' rows (drawn
     when the Timeline shows CPU threads), clipped to the view."""
-    if path is None or path.name is None or path.tid is None or not data.thread_of:
+    if path is None or path.name is None:
         return empty_segments()
     rows = np.flatnonzero((path.lane == LAUNCH_LANE) & _holds(path.name, needle))
-    y = np.array(
-        [
-            data.thread_of.get((r, t), -1)
-            for r, t in zip(path.rank[rows].tolist(), path.tid[rows].tolist())
-        ],
-        np.int64,
-    )
-    start, end = relative_us(path.start_ns[rows], data), relative_us(path.end_ns[rows], data)
-    keep = (y >= 0) & (end > data.view_us[0]) & (start < data.view_us[1]) & (end > start)
-    return Segments(start[keep], end[keep], y[keep], path.name[rows][keep])
+    return overlay_segments(data, dataclasses.replace(path.take(rows), text=path.name[rows]))
 
 
 def instance_rows(detail, step: int, key: str) -> np.ndarray:

@@ -573,11 +573,26 @@ def lane_rows(data: TimelineData, rank: np.ndarray, lane: np.ndarray) -> np.ndar
     return y
 
 
+def overlay_rows(data: TimelineData, overlay) -> np.ndarray:
+    """The timeline row (y) of each of an overlay's intervals: its (rank, lane)'s, or for a CPU
+    thread's interval (lane LAUNCH_LANE, `tid`) that thread's row when CPU threads are shown;
+    -1 where it is not drawn."""
+    y = lane_rows(data, overlay.rank, overlay.lane)
+    if getattr(overlay, "tid", None) is not None and data.thread_of:
+        cpu = np.flatnonzero(overlay.lane == LAUNCH_LANE)
+        y[cpu] = [
+            data.thread_of.get((r, t), -1)
+            for r, t in zip(overlay.rank[cpu].tolist(), overlay.tid[cpu].tolist())
+        ]
+    return y
+
+
 def overlay_segments(data: TimelineData, overlay) -> Segments:
-    """An overlay's intervals (aligned ns on (rank, lane)) on the drawn lanes, clipped to the view."""
+    """An overlay's intervals (aligned ns on (rank, lane), or a CPU thread's) on the drawn rows,
+    clipped to the view."""
     if overlay is None or len(overlay) == 0:
         return empty_segments()
-    y = lane_rows(data, overlay.rank, overlay.lane)
+    y = overlay_rows(data, overlay)
     start, end = relative_us(overlay.start_ns, data), relative_us(overlay.end_ns, data)
     keep = (y >= 0) & (end > data.view_us[0]) & (start < data.view_us[1]) & (end > start)
     return Segments(start[keep], end[keep], y[keep], overlay.text[keep])
@@ -606,13 +621,7 @@ def path_arrays(data: TimelineData, path) -> tuple[np.ndarray, np.ndarray, np.nd
     segment's kind."""
     if path is None or len(path) == 0:
         return np.zeros(0), np.zeros(0), np.zeros((0, 2)), []
-    y = lane_rows(data, path.rank, path.lane)
-    if path.tid is not None and data.thread_of:
-        cpu = np.flatnonzero(path.lane == LAUNCH_LANE)
-        y[cpu] = [
-            data.thread_of.get((r, t), -1)
-            for r, t in zip(path.rank[cpu].tolist(), path.tid[cpu].tolist())
-        ]
+    y = overlay_rows(data, path)
     start, end = relative_us(path.start_ns, data), relative_us(path.end_ns, data)
     keep = np.flatnonzero(
         (y >= 0) & (end > data.view_us[0]) & (start < data.view_us[1]) & (end > start)
