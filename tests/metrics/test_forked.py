@@ -50,3 +50,49 @@ def test_one_worker_or_a_running_thread_keeps_every_task_here():
     finally:
         stop.set()
         thread.join()
+
+
+def test_a_failing_task_or_a_worker_that_dies_is_an_error_here():
+    def fails(k: int):
+        if k == 4:  # a forked worker's (this process takes 0 and 3)
+            raise ValueError("bad step 4")
+        return k
+
+    def dies(k: int):
+        if k == 2:
+            os._exit(1)
+        return k
+
+    for task, message in ((fails, "ValueError: bad step 4"), (dies, "ended without")):
+        try:
+            map_forked(task, 5, 3)
+        except RuntimeError as exc:
+            assert message in str(exc)
+        else:
+            raise AssertionError("no error")
+
+
+def test_each_worker_sends_its_results_through_its_own_process_once():
+    """Every task runs exactly once over all processes (a task ran twice would append twice)."""
+    done = map_forked(lambda k: (k, os.getpid()), 11, 4)
+    assert [k for k, _ in done] == list(range(11))
+    by_pid: dict[int, list[int]] = {}
+    for k, pid in done:
+        by_pid.setdefault(pid, []).append(k)
+    assert len(by_pid) == 4 and by_pid[os.getpid()] == [0, 4, 8]
+
+
+def test_workers_find_numpys_masked_arrays_loaded_before_they_are_forked():
+    """np.unique, np.isin and np.median import numpy.ma on first use: loaded once before the
+    fork, no worker loads it again (a fresh interpreter, where nothing has loaded it yet)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from tpscope.metrics.forked import map_forked\n"
+        "assert 'numpy.ma' not in sys.modules\n"
+        "print(map_forked(lambda k: 'numpy.ma' in sys.modules, 3, 4))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[True, True, True]"

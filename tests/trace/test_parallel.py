@@ -64,7 +64,7 @@ def assert_same_raw(a, b):
 
 
 def _forks(monkeypatch):
-    """The spans the parent hands to forked children, as (lo, hi)."""
+    """The spans the parent hands to the children forked to read parts, as (lo, hi)."""
     spans = []
     real = parallel.multiprocessing.get_context
 
@@ -73,9 +73,10 @@ def _forks(monkeypatch):
             self.ctx = ctx
             self.Pipe = ctx.Pipe
 
-        def Process(self, target, args):
-            spans.append(args[2:])
-            return self.ctx.Process(target=target, args=args)
+        def Process(self, target, args, **kwargs):
+            if target is parallel._child:  # not the process that inflates a file whole
+                spans.append(args[2:])
+            return self.ctx.Process(target=target, args=args, **kwargs)
 
     monkeypatch.setattr(parallel.multiprocessing, "get_context", lambda m: Context(real(m)))
     return spans
@@ -139,11 +140,18 @@ def test_gzip_text_size_is_read_from_its_trailer(tmp_path):
         assert parallel._text_size(fh) == (len(text), False)
 
 
+@pytest.mark.parametrize("inflate_whole", [False, True], ids=["inflated-as-cut", "inflated-first"])
 @pytest.mark.parametrize("run", ["h200-shm-chunked4", "h200-nvlink-unfused"])
-def test_file_in_parts_equals_one_piece(run, tmp_path, monkeypatch):
+def test_file_in_parts_equals_one_piece(run, inflate_whole, tmp_path, monkeypatch):
     monkeypatch.setattr(strategy, "SPLIT_MIN_BYTES", 0)
     monkeypatch.setattr(strategy, "THREADS_MIN_BYTES", 0)
     monkeypatch.setattr(strategy, "PARTS_MIN_WORKERS", 2)
+    monkeypatch.setattr(strategy, "INFLATE_MIN_WORKERS", 2 if inflate_whole else 10**6)
+    inflated = []
+    real_inflate = parallel._inflate_whole
+    monkeypatch.setattr(
+        parallel, "_inflate_whole", lambda *a: inflated.append(a[2]) or real_inflate(*a)
+    )
     for path in (DATA / run).glob("*.json.gz"):
         (tmp_path / path.name).write_bytes(path.read_bytes())
     used = []
@@ -153,7 +161,31 @@ def test_file_in_parts_equals_one_piece(run, tmp_path, monkeypatch):
     one = load_run(tmp_path / sorted(p.name for p in tmp_path.iterdir())[0], workers=1)
     split = load_run(tmp_path / sorted(p.name for p in tmp_path.iterdir())[0], workers=2)
     assert len(used) == 1 and used[0] is not None and len(forks) == 1  # really in two parts
+    assert inflated == ([2] if inflate_whole else [])  # two threads inflated it whole, or none
     assert_same_ranks(one, split)
+
+
+@pytest.mark.parametrize("size_guess", ["last-member", "exact", "too-long"])
+def test_a_gzip_file_is_inflated_whole_only_when_its_size_is_known(size_guess, tmp_path):
+    """The text comes back whole, no byte more or less, where the size is the trailer's ISIZE of
+    a one-member file; two gzip members (ISIZE is the last one's length alone) or a guess too long
+    (past 4 GiB) give None: the file is then inflated as it is cut."""
+    a = json.dumps({"traceEvents": [{"name": f"e{k}", "ts": k} for k in range(20_000)]})
+    b = "x" * 300_000
+    path = tmp_path / "t.json.gz"
+    if size_guess == "last-member":
+        path.write_bytes(gzip.compress(a.encode()) + gzip.compress(b.encode()))
+        size = len(b)
+    else:
+        path.write_bytes(gzip.compress((a + b).encode()))
+        size = len(a + b) + (9 if size_guess == "too-long" else 0)
+    with open(path, "rb") as fh:
+        assert parallel._text_size(fh)[0] == size or size_guess == "too-long"
+    whole = parallel._inflate_whole(path, size, 2)
+    if size_guess == "exact":
+        assert whole is not None and whole[:] == (a + b).encode()
+    else:
+        assert whole is None
 
 
 def test_many_files_over_a_pool_equal_one_process():

@@ -1,6 +1,7 @@
 """The one choice of how a file is read (`read/strategy.py`), case by case."""
 
 from tpscope.trace.read.strategy import (
+    INFLATE_MIN_WORKERS,
     PARTS_MIN_WORKERS,
     SPLIT_MIN_BYTES,
     THREADS_MIN_BYTES,
@@ -33,3 +34,13 @@ def test_otherwise_threads_read_each_chunk_where_the_c_reader_is_built():
 
 def test_without_the_c_reader_two_workers_are_two_processes():
     assert choose(BIG, 2, False, True) == Plan("parts", workers=2)
+
+
+def test_a_gzip_file_is_inflated_by_many_threads_first_on_many_cores_where_it_can_be():
+    many, fewer = INFLATE_MIN_WORKERS, INFLATE_MIN_WORKERS - 1
+    assert choose(BIG, many, True, True, parallel_inflate=True) == Plan(
+        "parts", workers=many, inflate_threads=many
+    )
+    assert choose(BIG, fewer, True, True, parallel_inflate=True) == Plan("parts", workers=fewer)
+    assert choose(BIG, many, True, True, parallel_inflate=False) == Plan("parts", workers=many)
+    assert choose(BIG - 1, many, True, True, parallel_inflate=True).inflate_threads == 1  # stream

@@ -218,9 +218,10 @@ def _read_raw(path: Path | str, workers: int, chunk_bytes: int = stream.CHUNK_BY
         native.available(),
         parallel.can_fork(),
         local,
+        parallel.can_inflate_in_parallel(),
     )
     if plan.how == "parts":
-        parts = parallel.read_in_parts(path, plan.workers)
+        parts = parallel.read_in_parts(path, plan.workers, plan.inflate_threads)
     if parts is None:
         parts = _stream_file(path, chunk_bytes, plan.threads)
     if parts is not None:

@@ -17,6 +17,8 @@ parent never holds more than the workers' files' events at once.
 
 from __future__ import annotations
 
+import importlib.util
+import mmap
 import multiprocessing
 import os
 import threading
@@ -37,6 +39,10 @@ from tpscope.trace.read.stream import (
     open_text,
 )
 
+# the compressed bytes each of rapidgzip's threads inflates at a time: a 30 MB gzip file gives all
+# 16 threads work, and the decoded chunks it holds ahead are a quarter of those of its 4 MiB
+# default (docs/benchmarks.md)
+INFLATE_CHUNK_BYTES = 512 << 10
 # gunzipping a byte of trace text is taken to cost this share of decoding and extracting it
 # (docs/benchmarks.md): it sets how much longer the earlier parts of a gzip file are
 GUNZIP_SHARE = 0.2
@@ -52,6 +58,11 @@ def usable_cores() -> int:
 def can_fork() -> bool:
     """Forking is safe only from a single-threaded process (no server threads holding locks)."""
     return "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
+
+
+def can_inflate_in_parallel() -> bool:
+    """Whether rapidgzip, which inflates one gzip file over many threads, is installed."""
+    return importlib.util.find_spec("rapidgzip") is not None
 
 
 def _array_start(buf: bytes | bytearray) -> int:
@@ -112,19 +123,68 @@ def text_size(path) -> int | None:
         return None
 
 
-def read_in_parts(path, workers: int) -> DecodedParts | None:
+def read_in_parts(path, workers: int, inflate_threads: int = 1) -> DecodedParts | None:
     """Read a trace file in `workers` processes, each part forked as soon as its text is read
     (gunzipped on the way when it is gzip); None when it cannot be read or cut cleanly (the
-    caller reads it another way). `strategy.choose` decides when this pays."""
+    caller reads it another way). With `inflate_threads` > 1 a gzip file is first inflated whole
+    by that many threads (rapidgzip), then cut into equal parts, all forked at once.
+    `strategy.choose` decides when this pays."""
     try:
         with open(path, "rb") as fh:
             size, gzipped = _text_size(fh)
             if workers < 2:
                 return None
+            many = gzipped and inflate_threads > 1
+            whole = [_inflate_whole(path, size, inflate_threads) if many else None]
+            if whole[0] is not None:  # else inflated in one stream as it is cut
+                return _in_parts(None, part_ends(size, workers, 0.0), whole=whole)
             ends = part_ends(size, workers, GUNZIP_SHARE if gzipped else 0.0)
             return _in_parts(open_text(fh), ends)
     except READ_ERRORS:
         return None
+
+
+def _inflate_whole(path, size: int, threads: int) -> mmap.mmap | None:
+    """A gzip file's whole text, inflated by `threads` threads at once (rapidgzip finds where
+    each block starts and inflates the blocks in parallel) in a forked process, into memory it
+    shares with this one: the inflater's own allocator keeps its buffers (a few hundred MB on
+    16 threads) until its process ends. None where the text is not `size` bytes (several gzip
+    members, or past 4 GiB: the caller inflates it as it cuts it) or cannot be inflated."""
+    if size <= 0:
+        return None
+    text = mmap.mmap(-1, size)  # anonymous and shared: what the inflater writes, this one reads
+    ctx = multiprocessing.get_context("fork")
+    recv, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_inflate_into, args=(send, path, text, threads), daemon=True)
+    proc.start()
+    send.close()
+    try:
+        whole = _receive(recv)
+    finally:
+        proc.join()
+    if whole is not True:
+        text.close()
+        return None
+    return text
+
+
+def _inflate_into(send, path, text: mmap.mmap, threads: int) -> None:
+    """The inflating process's body: `text` filled, then whether it holds the whole file."""
+    try:
+        import rapidgzip  # only here: the one reader that uses it
+
+        with rapidgzip.RapidgzipFile(
+            str(path), parallelization=threads, chunk_size=INFLATE_CHUNK_BYTES
+        ) as gz:
+            whole = gz.readinto(text) == len(text) and not gz.read(1)
+        send.send(whole)
+    except BaseException:  # noqa: BLE001 - the parent reads the file another way
+        try:
+            send.send(False)
+        except BaseException:  # noqa: BLE001
+            pass
+    finally:
+        os._exit(0)
 
 
 def _text_size(fh) -> tuple[int, bool]:
@@ -144,39 +204,31 @@ def _text_size(fh) -> tuple[int, bool]:
     return size, gzipped
 
 
-def _in_parts(text, ends: list[int], chunk_bytes: int = CHUNK_BYTES) -> DecodedParts | None:
+def _in_parts(
+    text, ends: list[int], chunk_bytes: int = CHUNK_BYTES, whole: list | None = None
+) -> DecodedParts | None:
     """Read `text` `chunk_bytes` at a time; fork one process per part as soon as the event
     boundary after its end (`ends`) is read; the parent decodes the last part once all is read.
+    `whole`: a list holding the text already read (`text` None), every part forked at once; the
+    text is taken out of it, so that it is freed once the last part is decoded.
     Parts end at event boundaries (`cut.py`); where there is none, the parent decodes the rest
     itself. A cut inside an event (a nested `}, {`) gives invalid JSON, which the decoder
     reports, so it is never silently wrong. A part a child has sent is received between reads,
     so that the child exits and lets go of its memory while the rest is inflated."""
     ctx = multiprocessing.get_context("fork")
-    buf = bytearray()
-    start = -1
+    buf: bytearray | mmap.mmap = bytearray() if whole is None else whole.pop()
     commas: list[int] = []  # the array's "[", then the comma after each forked part
-    children = []
+    children: list = []
     received: dict[int, object] = {}  # a part's columns, taken as soon as its child sends them
     done = False
     try:
-        while data := text.read(chunk_bytes):
+        _fork_parts(ctx, buf, ends, commas, children)
+        while text is not None and (data := text.read(chunk_bytes)):
             _take_ready(children, received)  # a child that sent its part exits, its memory freed
             buf += data
-            if start < 0 and (start := _array_start(buf)) >= 0:
-                commas.append(start)
-            while start >= 0 and len(commas) <= len(ends):
-                comma = cut.first_cut(buf, max(commas[-1] + 1, ends[len(commas) - 1]), len(buf))
-                if comma < 0:
-                    break  # the boundary is not read yet
-                recv, send = ctx.Pipe(duplex=False)
-                proc = ctx.Process(target=_child, args=(send, buf, commas[-1] + 1, comma))
-                proc.daemon = True
-                proc.start()  # the child sees the text read so far, which holds its part
-                send.close()
-                children.append((proc, recv))
-                commas.append(comma)
+            _fork_parts(ctx, buf, ends, commas, children)
         end = buf.rfind(b"]")
-        header = header_of(buf) if start >= 0 else None
+        header = header_of(buf) if commas else None
         if header is None or end <= commas[-1]:
             return None  # no array, or a cut past its end: the caller reads the file another way
         last = decode_span(buf, commas[-1] + 1, end)
@@ -193,6 +245,35 @@ def _in_parts(text, ends: list[int], chunk_bytes: int = CHUNK_BYTES) -> DecodedP
     if any(r is None for r in results):
         return None
     return DecodedParts(header=header, raw=merge(results))
+
+
+def before_forking() -> None:
+    """What every forked process would otherwise load again on its own: numpy's masked arrays,
+    which `np.unique`, `np.isin` and `np.median` import on their first call (46-74 ms in each
+    of 15 forked parts on the lent 16-core machine), loaded once here."""
+    import numpy.ma  # noqa: F401
+
+
+def _fork_parts(ctx, buf: bytearray, ends: list[int], commas: list[int], children: list) -> None:
+    """Fork a process for each part whose end boundary is now in `buf` (`commas` gains the
+    array's "[" once it is read, then each forked part's closing comma)."""
+    before_forking()
+    if not commas:
+        start = _array_start(buf)
+        if start < 0:
+            return  # the array has not begun yet
+        commas.append(start)
+    while len(commas) <= len(ends):
+        comma = cut.first_cut(buf, max(commas[-1] + 1, ends[len(commas) - 1]), len(buf))
+        if comma < 0:
+            return  # the boundary is not read yet
+        recv, send = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_child, args=(send, buf, commas[-1] + 1, comma))
+        proc.daemon = True
+        proc.start()  # the child sees the text read so far, which holds its part
+        send.close()
+        children.append((proc, recv))
+        commas.append(comma)
 
 
 def _take_ready(children: list, received: dict) -> None:
