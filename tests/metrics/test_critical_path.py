@@ -714,13 +714,13 @@ def test_steps_are_forked_from_three_workers_only(monkeypatch):
     run = load_run(DATA / "foreign-cpu" / "pipeline", workers=1)
     monkeypatch.setattr(critical_path, "PARALLEL_MIN_ACTIVITIES", 0)
     calls = []
-    real = critical_path.map_forked
+    real = critical_path.Forked
 
     def counted(task, n, workers):
         calls.append((n, workers))
         return real(task, n, workers)
 
-    monkeypatch.setattr(critical_path, "map_forked", counted)
+    monkeypatch.setattr(critical_path, "Forked", counted)
     steps = len(analyze_run(run, workers=2).critical_path)
     assert steps > 1 and calls == []
     analyze_run(run, workers=3)

@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 
-from tpscope.metrics.forked import map_forked
+from tpscope.metrics.forked import Forked, map_forked
 
 
 def _task(shared: np.ndarray):
@@ -96,3 +96,24 @@ def test_workers_find_numpys_masked_arrays_loaded_before_they_are_forked():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[True, True, True]"
+
+
+def test_this_process_works_while_the_workers_walk_then_gathers_them():
+    """`Forked` begins the workers when made: they finish while this process sleeps as long as
+    each of them takes, so gathering afterwards takes almost nothing."""
+    with Forked(lambda k: time.sleep(0.3) or (k, os.getpid()), 3, 4) as forked:
+        time.sleep(0.6)  # this process's own work, longer than any worker's task
+        start = time.perf_counter()
+        done = forked.results()
+        gathered_s = time.perf_counter() - start
+    assert [k for k, _ in done] == [0, 1, 2] and os.getpid() not in {p for _, p in done}
+    assert gathered_s < 0.2  # the workers ran beside this process's work, not after it
+
+
+def test_leaving_before_gathering_ends_the_workers():
+    forked = Forked(lambda k: time.sleep(30), 2, 3)
+    procs = list(forked._procs)
+    assert len(procs) == 2 and all(p.is_alive() for p in procs)
+    with forked:
+        pass  # an error before the results are asked for
+    assert not any(p.is_alive() for p in procs)

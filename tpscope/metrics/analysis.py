@@ -18,9 +18,11 @@ from tpscope.metrics.breakdown import (
     rank_breakdown,
     wait_transfer_by_step,
 )
-from tpscope.metrics.clocks import clock_offsets
+from tpscope.metrics.clocks import ClockOffsets, clock_offsets
 from tpscope.metrics.collectives import (
     CollectiveInstance,
+    CollectiveMatch,
+    CollectiveTiming,
     collective_instances,
     collective_timing,
     match_collectives,
@@ -36,7 +38,7 @@ from tpscope.metrics.contention import (
     isolated_baselines,
     reference_gemm_samples,
 )
-from tpscope.metrics.critical_path import CriticalPath, critical_paths, path_graph
+from tpscope.metrics.critical_path import CriticalPath, CriticalPaths, path_graph
 from tpscope.metrics.gemm import GemmFinder, Gemms, Samples
 from tpscope.metrics.intervals import IntervalSet
 from tpscope.runfolder.manifest import Manifest
@@ -210,6 +212,26 @@ def _cross_rank(
     clocks = clock_offsets(acts, match, align)
     timing = collective_timing(acts, match, clocks.offsets_ns)
     graph = path_graph(acts, match, timing, clocks.offsets_ns, run.ranks)
+    # the steps' walks begin here (in forked workers on many cores) while the rest is computed
+    with CriticalPaths(acts, graph, [h.steps for h in run.ranks.headers], workers) as paths:
+        return _besides_paths(
+            run, acts, compute, gemms, reference, calibration, match, clocks, timing, paths
+        )
+
+
+def _besides_paths(
+    run: Run,
+    acts: RunActivities,
+    compute: list[IntervalSet],
+    gemms: Gemms,
+    reference: Run | None,
+    calibration: Samples | None,
+    match: CollectiveMatch,
+    clocks: ClockOffsets,
+    timing: CollectiveTiming,
+    paths: CriticalPaths,
+) -> dict:
+    """`_cross_rank`'s metrics other than the critical path (§5, §6, §8), then the paths."""
     baselines, ref_samples, ref_gemm_us = None, {}, None
     if reference is not None:
         ref_gemms = GemmFinder()  # found in the pass that reads each reference rank once
@@ -238,7 +260,7 @@ def _cross_rank(
         "collectives": collective_instances(acts, match, timing, exposed_ns(acts, compute)),
         "offsets_us": clocks.as_us(acts.rank_ids),
         "residual_us": clocks.residual_us(acts.rank_ids),
-        "paths": critical_paths(acts, graph, [h.steps for h in run.ranks.headers], workers),
+        "paths": paths.results(),
         "contention": found,
         "warnings": list(match.warnings) + list(clocks.warnings),
     }

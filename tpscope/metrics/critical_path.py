@@ -25,7 +25,7 @@ import numpy as np
 from tpscope.jsonable import Coded, MicrosOfNs, Records
 from tpscope.metrics.activities import NS_PER_US, RunActivities
 from tpscope.metrics.collectives import CollectiveMatch, CollectiveTiming
-from tpscope.metrics.forked import map_forked
+from tpscope.metrics.forked import Forked
 from tpscope.metrics.host_names import HostNames, host_names, named_pieces
 from tpscope.metrics.thread_edges import cpu_run_waits
 from tpscope.trace import ActivityClass, GpuActivities, RankTrace, StreamWaits
@@ -1213,31 +1213,58 @@ def critical_paths(
     acts: RunActivities, graph: PathGraph, windows: list | None = None, workers: int = 1
 ) -> list[CriticalPath]:
     """One CriticalPath per step number present on any rank; the first profiled step is marked.
-    `windows`: each rank's step windows (metrics.md §3), as `step_plan` takes them.
+    `windows`: each rank's step windows (metrics.md §3), as `step_plan` takes them; `workers` as
+    `CriticalPaths` takes them."""
+    with CriticalPaths(acts, graph, windows, workers) as paths:
+        return paths.results()
+
+
+class CriticalPaths:
+    """The critical paths of a run's steps (`critical_paths`), begun when made, so that the
+    caller can compute other metrics while forked workers walk them; `results()` gathers them.
 
     With at least PARALLEL_MIN_WORKERS workers and steps of at least PARALLEL_MIN_ACTIVITIES
     activities in all, the steps (independent walks) are walked in `workers` processes
-    (`map_forked`), forked after the graphs of the ranks where the walks start are built here
+    (`Forked`), forked after the graphs of the ranks where the walks start are built here
     (shared copy-on-write, never sent), each of which also writes its path's segments as JSON:
-    the path comes back with its segments as columns (`Records`) and their text."""
-    plan = step_plan(acts, graph, windows)
-    first = plan[0][0] if len(plan) > 1 else None
-    if (
-        workers < PARALLEL_MIN_WORKERS
-        or len(plan) <= 1
-        or sum(p[4] for p in plan) < PARALLEL_MIN_ACTIVITIES
-    ):
-        paths = [_step_path(acts, graph, item, first) for item in plan]
-        return [p for p in paths if p is not None]
-    for pos in sorted({graph.pos_of(item[3]) for item in plan}):  # built once, shared
-        graph.rank(pos)
-    done = map_forked(lambda k: _encoded_path(acts, graph, plan[k], first), len(plan), workers)
-    return [
-        dataclasses.replace(
-            path, segments=Records(path.segments.fields, path.segments.n, SEGMENTS_INDENT, text)
+    the path comes back with its segments as columns (`Records`) and their text. Otherwise the
+    steps are walked here, in `results()`."""
+
+    def __init__(
+        self, acts: RunActivities, graph: PathGraph, windows: list | None, workers: int
+    ) -> None:
+        plan = step_plan(acts, graph, windows)
+        first = plan[0][0] if len(plan) > 1 else None
+        self._here = (
+            workers < PARALLEL_MIN_WORKERS
+            or len(plan) <= 1
+            or sum(p[4] for p in plan) < PARALLEL_MIN_ACTIVITIES
         )
-        for path, text in filter(None, done)
-    ]
+        if self._here:
+            self._walk = lambda: [_step_path(acts, graph, item, first) for item in plan]
+            self._forked = None
+            return
+        for pos in sorted({graph.pos_of(item[3]) for item in plan}):  # built once, shared
+            graph.rank(pos)
+        task = lambda k: _encoded_path(acts, graph, plan[k], first)  # noqa: E731 - one use
+        self._forked = Forked(task, len(plan), workers)
+
+    def results(self) -> list[CriticalPath]:
+        if self._forked is None:
+            return [p for p in self._walk() if p is not None]
+        return [
+            dataclasses.replace(
+                path, segments=Records(path.segments.fields, path.segments.n, SEGMENTS_INDENT, text)
+            )
+            for path, text in filter(None, self._forked.results())
+        ]
+
+    def __enter__(self) -> CriticalPaths:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._forked is not None:
+            self._forked.close()
 
 
 def _step_path(
@@ -1263,6 +1290,7 @@ __all__ = [
     "CATEGORIES",
     "EDGES",
     "CriticalPath",
+    "CriticalPaths",
     "PathGraph",
     "PathSegments",
     "critical_paths",

@@ -17,50 +17,83 @@ from tpscope.trace.read.parallel import before_forking, can_fork
 
 
 def map_forked(task: Callable[[int], object], n: int, workers: int) -> list:
-    """[task(0), ..., task(n - 1)] in order, over `workers` processes: with more workers than
-    tasks, one forked process per task (this one only receives their results); else this one and
-    `workers - 1` forked ones, each taking every `workers`-th task. All here where there is one
-    worker, one task, or no safe fork (a thread running). A task's exception is raised here."""
-    if workers <= 1 or n <= 1 or not can_fork():
-        return [task(k) for k in range(n)]
-    slots = min(workers, n)
-    here = range(0, n, slots) if workers <= n else range(0)  # this process's share
-    before_forking()
-    gc.freeze()  # the objects built so far: a worker's collections never touch (copy) them
-    for stream in (sys.stdout, sys.stderr):  # text still buffered would be written by each worker
-        stream.flush()
-    ctx = multiprocessing.get_context("fork")
-    procs, pipes = [], []
-    done: dict[int, object] = {}
-    try:
-        for j in range(1 if len(here) else 0, slots):
-            recv, send = ctx.Pipe(duplex=False)
-            proc = ctx.Process(target=_worker, args=(send, task, range(j, n, slots)), daemon=True)
-            proc.start()
-            send.close()
-            procs.append(proc)
-            pipes.append(recv)
-        done.update((k, task(k)) for k in here)
-        while pipes:
-            for recv in wait(pipes):
+    """[task(0), ..., task(n - 1)] in order, over `workers` processes (`Forked`)."""
+    with Forked(task, n, workers) as forked:
+        return forked.results()
+
+
+class Forked:
+    """`task(0)`, ..., `task(n - 1)` begun over `workers` processes when made: with more workers
+    than tasks, one forked process per task; else this one and `workers - 1` forked ones, each
+    taking every `workers`-th task, this one's share run in `results()`. So this process can do
+    other work while the workers run, and then gather their results. All here where there is one
+    worker, one task, or no safe fork (a thread running). A task's exception is raised by
+    `results()`; leaving the `with` block before it ends the workers."""
+
+    def __init__(self, task: Callable[[int], object], n: int, workers: int) -> None:
+        self._task, self._n = task, n
+        self._procs: list = []
+        self._pipes: list = []
+        self._done: dict[int, object] = {}
+        self._frozen = False
+        if workers <= 1 or n <= 1 or not can_fork():
+            self._here = range(n)
+            return
+        slots = min(workers, n)
+        self._here = range(0, n, slots) if workers <= n else range(0)  # this process's share
+        before_forking()
+        gc.freeze()  # the objects built so far: a worker's collections never touch (copy) them
+        self._frozen = True
+        for stream in (sys.stdout, sys.stderr):  # text still buffered would be written by each
+            stream.flush()
+        ctx = multiprocessing.get_context("fork")
+        try:
+            for j in range(1 if len(self._here) else 0, slots):
+                recv, send = ctx.Pipe(duplex=False)
+                args = (send, task, range(j, n, slots))
+                proc = ctx.Process(target=_worker, args=args, daemon=True)
+                proc.start()
+                send.close()
+                self._procs.append(proc)
+                self._pipes.append(recv)
+        except BaseException:
+            self.close()
+            raise
+
+    def results(self) -> list:
+        """Every task's result in order: this process's share run now, the workers' gathered."""
+        self._done.update((k, self._task(k)) for k in self._here)
+        while self._pipes:
+            for recv in wait(self._pipes):
                 try:
                     message = recv.recv()
                 except EOFError:
                     raise RuntimeError("a forked worker ended without its results") from None
                 if message is None:  # that worker's tasks are all sent
-                    pipes.remove(recv)
+                    self._pipes.remove(recv)
                     continue
                 k, ok, result = message
                 if not ok:
                     raise RuntimeError(f"a forked worker failed: {result}")
-                done[k] = result
-    finally:
-        for proc in procs:
-            if len(done) < n:  # an error: the rest is not wanted
+                self._done[k] = result
+        return [self._done[k] for k in range(self._n)]
+
+    def close(self) -> None:
+        """The workers ended (killed where their results are not all in) and reaped."""
+        for proc in self._procs:
+            if len(self._done) < self._n:  # an error, or results never asked for
                 proc.kill()
             proc.join()
-        gc.unfreeze()
-    return [done[k] for k in range(n)]
+        self._procs = []
+        if self._frozen:
+            gc.unfreeze()
+            self._frozen = False
+
+    def __enter__(self) -> Forked:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def _worker(send, task: Callable[[int], object], ks: range) -> None:
