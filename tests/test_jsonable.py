@@ -244,6 +244,30 @@ def test_records_from_columns_are_written_as_json_dumps_writes_their_dicts(n, in
     assert type(back) is jsonable.Records and back == want and back.text == expected
 
 
+@pytest.mark.parametrize("cuts", [[], [0], [1], [2500], [1, 2, 4999], [0, 0, 1700, 5000]])
+def test_records_written_a_slice_at_a_time_are_the_text_of_all(cuts):
+    """`records_body` of consecutive slices (empty ones too), put together by
+    `records_enclosed`, against `json.dumps` of every record at once."""
+    fields, want = _columns(5000, 11)
+    expected = json.dumps(want, indent=1).replace("\n", "\n   ")
+    assert jsonable.in_parts(fields)
+    bounds = [0, *cuts, 5000]
+    bodies = [
+        jsonable.records_body(jsonable.sliced(fields, lo, hi), hi - lo, 3)
+        for lo, hi in zip(bounds, bounds[1:])
+    ]
+    parts = jsonable.records_enclosed(bodies, 3)
+    assert "".join(parts) == expected
+    assert jsonable.records_enclosed(["", ""], 3) == ["[]"]
+    # held as those pieces: written into a document without joining them first
+    held = jsonable.Records(fields, 5000, 3, parts)
+    assert held.text_parts == parts and held.text == expected and held == want
+    assert dumps({"a": {"b": [jsonable.encoded(held)]}}) == json.dumps(
+        {"a": {"b": [want]}}, indent=1
+    )
+    assert not jsonable.in_parts([("t", jsonable.MicrosOfNs(np.array([0, -(10**15)])))])
+
+
 def test_records_beyond_fifteen_digits_are_written_as_repr_writes_them():
     """Over 15 significant digits the decimal is not the float's: the records are written by the
     general encoder, and still equal Python's text."""

@@ -26,22 +26,27 @@ import numpy as np
 
 
 class Encoded:
-    """A value in a document given to `dumps` with its text (as `dumps(value)` writes it), which
-    `dumps` puts in place, indented to where the value sits; `plain` gives the value's. (Not a
-    dataclass: msgspec would write one as an object of its fields.)"""
+    """A value in a document given to `dumps` with its text (as `dumps(value)` writes it, or
+    that text's consecutive pieces), which `dumps` puts in place, indented to where the value
+    sits; `plain` gives the value's. (Not a dataclass: msgspec would write one as an object of
+    its fields.)"""
 
-    __slots__ = ("value", "text", "indent")
+    __slots__ = ("value", "parts", "indent")
 
-    def __init__(self, value: Any, text: str, indent: int = 0) -> None:
+    def __init__(self, value: Any, text: str | Sequence[str], indent: int = 0) -> None:
         self.value = value
-        self.text = text
+        self.parts = [text] if isinstance(text, str) else list(text)
         self.indent = indent  # `encode_at`'s: the depth the text was indented for
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
 
 
 def encoded(value: Any) -> Any:
     """`value` as `Encoded` where it is `Records` (for a document's field), else itself."""
     if isinstance(value, Records):
-        return Encoded(value, value.text, value.indent)
+        return Encoded(value, value.text_parts, value.indent)
     return value
 
 
@@ -85,11 +90,50 @@ def records_text(fields: Sequence[tuple[str, MicrosOfNs | Coded]], n: int, inden
     looked up. Falls back to `encode_at` on the records where a value has more digits."""
     if n == 0:
         return "[]"
-    if any(
+    if not in_parts(fields):
+        return encode_at(records(fields, n), indent)
+    return "".join(records_enclosed([records_body(fields, n, indent)], indent))
+
+
+def in_parts(fields: Sequence[tuple[str, MicrosOfNs | Coded]]) -> bool:
+    """Whether `records_body` can write these columns (every µs value exact in 15 digits), so
+    that their text may be written a slice of records at a time (`sliced`)."""
+    return not any(
         isinstance(c, MicrosOfNs) and len(c.ns) and np.abs(c.ns).max() >= _EXACT_NS
         for _, c in fields
-    ):
-        return encode_at(records(fields, n), indent)
+    )
+
+
+def sliced(
+    fields: Sequence[tuple[str, MicrosOfNs | Coded]], lo: int, hi: int
+) -> list[tuple[str, MicrosOfNs | Coded]]:
+    """The columns of records lo..hi-1."""
+    return [
+        (
+            name,
+            MicrosOfNs(c.ns[lo:hi])
+            if isinstance(c, MicrosOfNs)
+            else Coded(c.codes[lo:hi], c.values),
+        )
+        for name, c in fields
+    ]
+
+
+def records_enclosed(bodies: Sequence[str], indent: int = 0) -> list[str]:
+    """`records_text` of consecutive slices of records from their `records_body` texts, as
+    pieces to put end to end (not joined: the document they go in is)."""
+    first = next((k for k, b in enumerate(bodies) if b), None)
+    if first is None:
+        return ["[]"]
+    return ["[", bodies[first][1:], *bodies[first + 1 :], "\n" + " " * indent + "]"]
+
+
+def records_body(fields: Sequence[tuple[str, MicrosOfNs | Coded]], n: int, indent: int = 0) -> str:
+    """The text of n records (`in_parts` columns) as `records_text` writes them inside its
+    brackets, each led by its comma: the texts of consecutive slices put end to end are that of
+    all (`records_enclosed`)."""
+    if n == 0:
+        return ""
     inner, deeper = "\n" + " " * (indent + 1), "\n" + " " * (indent + 2)
     columns: list = []  # each a str (the same for every record) or a list of n str
     prefix = "," + inner + "{"
@@ -146,8 +190,7 @@ def records_text(fields: Sequence[tuple[str, MicrosOfNs | Coded]], n: int, inden
         else:
             merged.append(c)
     parts = [itertools.repeat(c, n) if isinstance(c, str) else c for c in merged]
-    body = "".join(itertools.chain.from_iterable(zip(*parts)))
-    return "[" + body[1:] + "\n" + " " * indent + "]"
+    return "".join(itertools.chain.from_iterable(zip(*parts)))
 
 
 def _scalar(value: Any) -> str:
@@ -173,26 +216,36 @@ def records(fields: Sequence[tuple[str, MicrosOfNs | Coded]], n: int) -> list[di
 class Records(Sequence):
     """A list of records held as their columns (`records_text`'s fields): its dicts are made when
     first read, its text (as `encode_at(records, indent)` writes it) when first asked for or
-    where given (made in a worker process). Equal to a list of the same dicts; pickled as its
-    columns (compact; the text is not sent)."""
+    where given (made in worker processes: whole, or as consecutive pieces). Equal to a list of
+    the same dicts; pickled as its columns (compact; the text is not sent)."""
 
-    __slots__ = ("fields", "n", "indent", "_text", "_items")
+    __slots__ = ("fields", "n", "indent", "_text", "_parts", "_items")
 
     def __init__(
         self,
         fields: Sequence[tuple[str, MicrosOfNs | Coded]],
         n: int,
         indent: int = 0,
-        text: str | None = None,
+        text: str | Sequence[str] | None = None,
     ) -> None:
         self.fields, self.n, self.indent = tuple(fields), n, indent
-        self._text, self._items = text, None
+        self._parts = None if text is None or isinstance(text, str) else list(text)
+        self._text = text if isinstance(text, str) else None
+        self._items = None
 
     @property
     def text(self) -> str:
         if self._text is None:
-            self._text = records_text(self.fields, self.n, self.indent)
+            if self._parts is not None:
+                self._text = "".join(self._parts)
+            else:
+                self._text = records_text(self.fields, self.n, self.indent)
         return self._text
+
+    @property
+    def text_parts(self) -> list[str]:
+        """The text as consecutive pieces (as given; else the whole text, one piece)."""
+        return self._parts if self._parts is not None and self._text is None else [self.text]
 
     @property
     def items(self) -> list[dict]:
@@ -332,12 +385,12 @@ def dumps(doc: Any, end: str = "") -> str:
     `\\uXXXX` escapes (`ensure_ascii`). An `Encoded` value's text is put in as it is, each of its
     lines indented as deep as the line the value starts on (less what `encode_at` indented).
     `end` follows the text (a document's last newline, without copying the text once more)."""
-    texts: list[tuple[Any, str, int]] = []
+    texts: list[tuple[Any, list[str], int]] = []
     marker = f"\x00tpscope-encoded-{os.urandom(8).hex()}-"
 
     def hook(value: Any) -> Any:
         if isinstance(value, Encoded):  # a placeholder string, replaced below
-            texts.append((value.value, value.text, value.indent))
+            texts.append((value.value, value.parts, value.indent))
             return f"{marker}{len(texts) - 1}"
         return _hook(value)
 
@@ -351,12 +404,16 @@ def dumps(doc: Any, end: str = "") -> str:
     text = _fixed(msgspec.json.format(raw, indent=1))
     quoted = '"' + marker.replace("\x00", "\\u0000")
     pieces, done = [], 0
-    for k, (value, part, made_at) in enumerate(texts):
+    for k, (value, parts, made_at) in enumerate(texts):
         at = text.index(f'{quoted}{k}"', done)
         depth = _indent_of(text, at)
-        if depth < made_at:  # indented deeper than it sits here: written again
-            part, made_at = dumps(value), 0
-        pieces += [text[done:at], _indented(part, depth - made_at)]
+        pieces.append(text[done:at])
+        if depth == made_at:  # as it sits here: its pieces put in as they are
+            pieces += parts
+        elif depth > made_at:
+            pieces.append(_indented("".join(parts), depth - made_at))
+        else:  # indented deeper than it sits here: written again
+            pieces.append(_indented(dumps(value), depth))
         done = at + len(quoted) + len(str(k)) + 1
     pieces += [text[done:], end]
     return "".join(pieces)

@@ -693,19 +693,48 @@ def test_path_leaves_the_cpu_where_the_thread_ran_ahead_of_the_gpu(tmp_path):
     [REPO / "sample_traces" / "h200x2-nvlink-none", DATA / "foreign-cpu" / "pipeline"],
     ids=["gpu-two-ranks", "cpu-run"],
 )
-def test_steps_walked_in_worker_processes_give_the_same_paths_and_text(monkeypatch, folder):
+@pytest.mark.parametrize("workers, part_min", [(3, 10**9), (16, 7)], ids=["whole", "in-slices"])
+def test_steps_walked_in_worker_processes_give_the_same_paths_and_text(
+    monkeypatch, folder, workers, part_min
+):
     """The steps' walks in forked processes (`--workers`, a big run) give the paths one process
-    gives, and the segments' JSON text each worker wrote is the text of those segments."""
+    gives, and the segments' JSON text the workers wrote (whole, or a slice each by processes
+    the walking one forked) is the text of those segments."""
     run = load_run(folder, workers=1)
     alone = analyze_run(run)
     monkeypatch.setattr(critical_path, "PARALLEL_MIN_ACTIVITIES", 0)
-    forked = analyze_run(run, workers=3)
+    monkeypatch.setattr(critical_path, "TEXT_PART_MIN_SEGMENTS", part_min)
+    forked = analyze_run(run, workers=workers)
     assert len(alone.critical_path) > 1
     assert forked.critical_path == alone.critical_path
     for p in forked.critical_path:
         assert isinstance(p.segments, Records)
         assert json.loads(p.segments.text) == p.segments
     assert dumps(json_fields(forked)) == json.dumps(as_json(alone), indent=1)
+
+
+def test_a_single_step_is_walked_here_and_its_segments_written_in_slices(monkeypatch):
+    """One step and many workers: the walk stays here, its segments are written by forked
+    processes a slice each (their text the text of the whole), into memory read back here."""
+    run = load_run(DATA / "foreign-cpu" / "pipeline", workers=1)
+    alone = analyze_run(run)
+    first = alone.critical_path[0]
+    monkeypatch.setattr(critical_path, "PARALLEL_MIN_ACTIVITIES", 0)
+    monkeypatch.setattr(critical_path, "TEXT_PART_MIN_SEGMENTS", 3)
+    real_plan, real_map, writers = critical_path.step_plan, critical_path.map_forked, []
+    monkeypatch.setattr(critical_path, "step_plan", lambda *a: real_plan(*a)[:1])
+
+    def counted(task, n, workers):
+        writers.append((n, workers))
+        return real_map(task, n, workers)
+
+    monkeypatch.setattr(critical_path, "map_forked", counted)
+    paths = analyze_run(run, workers=8).critical_path
+    assert len(paths) == 1 and writers == [(4, 4)]  # TEXT_PARTS_MAX slices
+    assert paths[0].segments == first.segments and paths[0].segments.n >= 12
+    assert paths[0].segments.text == json.dumps(list(first.segments), indent=1).replace(
+        "\n", "\n" + " " * critical_path.SEGMENTS_INDENT
+    )
 
 
 def test_steps_are_forked_from_three_workers_only(monkeypatch):
@@ -725,3 +754,44 @@ def test_steps_are_forked_from_three_workers_only(monkeypatch):
     assert steps > 1 and calls == []
     analyze_run(run, workers=3)
     assert calls == [(steps, 3)]
+
+
+def test_host_stretches_found_after_the_walk_over_forked_processes_are_those_found_in_it(
+    monkeypatch,
+):
+    """A launch-bound foreign rank: its walk's host stretches, found after the walk by forked
+    processes (a share each) and put back where they belong, give the path the walk gives when
+    it finds each stretch as it goes."""
+    run = load_run(REPO / "tests" / "data" / "real" / "tracelens-b200-eager-rank0of8", workers=1)
+    alone = analyze_run(run)
+    monkeypatch.setattr(critical_path, "PARALLEL_MIN_ACTIVITIES", 0)
+    monkeypatch.setattr(critical_path, "EXPAND_MIN_STRETCHES", 5)
+    real_map, calls = critical_path.map_forked, []
+
+    def counted(task, n, workers):
+        calls.append(n)
+        return real_map(task, n, workers)
+
+    monkeypatch.setattr(critical_path, "map_forked", counted)
+    forked = analyze_run(run, workers=16)
+    assert calls and calls[0] == critical_path.TEXT_PARTS_MAX  # the stretches, a share each
+    assert forked.critical_path == alone.critical_path
+    assert all(p.host_us > 0 for p in alone.critical_path)  # host stretches were on the path
+
+
+def test_deferred_rows_are_spliced_in_where_they_were_added():
+    """`_spliced` against inserting each stretch's rows one at a time into a list."""
+    rng = np.random.default_rng(5)
+    rows = rng.integers(0, 100, (40, 10))
+    at = np.sort(rng.integers(0, 41, 12))
+    counts = rng.integers(0, 4, 12)
+    pieces = rng.integers(1000, 2000, (int(counts.sum()), 10))
+    want, done, k = [], 0, 0
+    for i in range(len(rows) + 1):
+        while k < len(at) and at[k] == i:
+            want += pieces[done : done + counts[k]].tolist()
+            done += counts[k]
+            k += 1
+        if i < len(rows):
+            want.append(rows[i].tolist())
+    assert critical_path._spliced(rows, at, counts, pieces).tolist() == want

@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 
-from tpscope.metrics.forked import Forked, map_forked
+from tpscope.metrics.forked import Forked, SharedTexts, map_forked
 
 
 def _task(shared: np.ndarray):
@@ -110,10 +110,45 @@ def test_this_process_works_while_the_workers_walk_then_gathers_them():
     assert gathered_s < 0.2  # the workers ran beside this process's work, not after it
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def test_leaving_before_gathering_ends_the_workers():
     forked = Forked(lambda k: time.sleep(30), 2, 3)
-    procs = list(forked._procs)
-    assert len(procs) == 2 and all(p.is_alive() for p in procs)
+    pids = list(forked._procs)
+    assert len(pids) == 2 and all(_alive(p) for p in pids)
+    start = time.perf_counter()
     with forked:
         pass  # an error before the results are asked for
-    assert not any(p.is_alive() for p in procs)
+    assert not any(_alive(p) for p in pids)  # killed and reaped
+    assert time.perf_counter() - start < 5  # not left to sleep their 30 s
+
+
+def test_a_worker_forks_workers_of_its_own():
+    """A task may map over forked processes itself (a path's segments written in slices by the
+    worker that walked it): the tasks' tasks run in processes of their own."""
+
+    def inner(k: int):
+        return k * 10, os.getpid()
+
+    def outer(k: int):
+        return k, os.getpid(), map_forked(inner, 3, 3)
+
+    done = map_forked(outer, 2, 2)
+    assert [k for k, _, _ in done] == [0, 1]
+    for _, pid, inner_done in done:
+        assert [v for v, _ in inner_done] == [0, 10, 20]
+        assert len({p for _, p in inner_done}) == 3 and pid in {p for _, p in inner_done}
+
+
+def test_shared_texts_written_by_forked_processes_are_read_here():
+    texts = ["", "a" * 3_000_000, "é€ and \u2028 ascii", '{"k": [1, 2]}']
+    with SharedTexts(len(texts)) as shared:
+        pids = map_forked(lambda k: shared.write(k, texts[k]) or os.getpid(), 4, 4)
+        assert pids[0] == os.getpid() and os.getpid() not in pids[1:]  # three written elsewhere
+        assert [shared.read(k) for k in range(4)] == texts

@@ -3,6 +3,7 @@
 import gzip
 import io
 import json
+import os
 import re
 from pathlib import Path
 
@@ -75,7 +76,7 @@ def _forks(monkeypatch):
 
         def Process(self, target, args, **kwargs):
             if target is parallel._child:  # not the process that inflates a file whole
-                spans.append(args[2:])
+                spans.append(args[3:])
             return self.ctx.Process(target=target, args=args, **kwargs)
 
     monkeypatch.setattr(parallel.multiprocessing, "get_context", lambda m: Context(real(m)))
@@ -264,8 +265,8 @@ def json_events(text: bytes):
 
 
 def test_a_sent_part_is_taken_while_the_rest_is_read(monkeypatch):
-    """A child that has sent its part is received between reads (so that it exits and lets go of
-    its memory before the text is all inflated), and the parts taken so are the file's events."""
+    """A part its child has written is read back between reads (its memory freed before the text
+    is all inflated), and the parts taken so are the file's events."""
     import time
 
     from tpscope.trace.read.extract import extract
@@ -291,3 +292,29 @@ def test_a_sent_part_is_taken_while_the_rest_is_read(monkeypatch):
     assert len(taken_early) == 2 and any(taken_early)
     start = buf.index(b"[", buf.index(b'"traceEvents"'))
     assert_same_raw(got.raw, extract(json_events(buf[start + 1 : buf.rindex(b"]")]), 0))
+
+
+def test_a_result_written_to_an_anonymous_file_lets_its_writer_exit_before_it_is_read():
+    """A forked process writes 8 MB of columns (a pipe holds 64 KiB) and exits before the parent
+    reads them; what the parent reads back is what was written, and the file is not inherited by
+    programs the parent runs."""
+    import multiprocessing
+    import subprocess
+    import sys
+
+    columns = {"ts": np.arange(1_000_000, dtype=np.int64), "name": ["a", "é"] * 3}
+    out = parallel.anonymous_file()
+    try:
+        ctx = multiprocessing.get_context("fork")
+        recv, send = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=lambda: send.send(parallel.write_pickled(out, columns)))
+        proc.start()
+        proc.join(timeout=20)
+        assert proc.exitcode == 0  # done before anything was read
+        back = parallel.read_pickled(out, recv.recv())
+        np.testing.assert_array_equal(back["ts"], columns["ts"])
+        assert back["name"] == columns["name"]
+        probe = f"import os; os.fstat({out})"
+        assert subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode != 0
+    finally:
+        os.close(out)

@@ -22,10 +22,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tpscope.jsonable import Coded, MicrosOfNs, Records
+from tpscope.jsonable import (
+    Coded,
+    MicrosOfNs,
+    Records,
+    in_parts,
+    records_body,
+    records_enclosed,
+    sliced,
+)
 from tpscope.metrics.activities import NS_PER_US, RunActivities
 from tpscope.metrics.collectives import CollectiveMatch, CollectiveTiming
-from tpscope.metrics.forked import Forked
+from tpscope.metrics.forked import Forked, SharedTexts, map_forked
 from tpscope.metrics.host_names import HostNames, host_names, named_pieces
 from tpscope.metrics.thread_edges import cpu_run_waits
 from tpscope.trace import ActivityClass, GpuActivities, RankTrace, StreamWaits
@@ -552,11 +560,15 @@ def path_graph(
 
 
 class _Segments:
-    """Segments appended during a walk (latest first)."""
+    """Segments appended during a walk (latest first). With `defer`, a CPU stretch's pieces
+    (`add_cpu`, which the walk's next move does not depend on) are found after the walk, where
+    they belong among the rest, over forked processes when there are many (`arrays`)."""
 
-    def __init__(self, floor: int) -> None:
+    def __init__(self, floor: int, defer: bool = False) -> None:
         self.floor = floor
         self.rows: list[tuple] = []
+        self.defer = defer
+        self.deferred: list[tuple[int, tuple]] = []  # (len(rows) when added, add_cpu's arguments)
 
     def add(
         self,
@@ -629,6 +641,25 @@ class _Segments:
         first..last (each piece named by the op of the call that ends it; the last piece by
         `named_by`) and where the thread's ops and user ranges begin and end (a piece one of them
         holds is named by the innermost: `names`), merged where the same name follows itself."""
+        args = (cpu, pos, first, last, lo, hi, named_by, names, edge, inferred)
+        if self.defer:
+            self.deferred.append((len(self.rows), args))
+        else:
+            self._add_cpu(*args)
+
+    def _add_cpu(
+        self,
+        cpu: CpuThreads,
+        pos: int,
+        first: int,
+        last: int,
+        lo: int,
+        hi: int,
+        named_by: int,
+        names: HostNames | None,
+        edge: int,
+        inferred: bool,
+    ) -> None:
         lo = max(lo, self.floor)
         if hi <= lo:
             return
@@ -705,10 +736,20 @@ class _Segments:
             )
         )
 
-    def arrays(self) -> PathSegments:
-        a = np.fromiter(
-            itertools.chain.from_iterable(self.rows), np.int64, count=10 * len(self.rows)
-        ).reshape(len(self.rows), 10)
+    def arrays(self, workers: int = 1) -> PathSegments:
+        """The segments as columns; deferred CPU stretches found now, over up to `workers`
+        processes when there are at least EXPAND_MIN_STRETCHES of them."""
+        a = _row_array(self.rows)
+        if self.deferred:
+            parts = min(workers, len(self.deferred) // EXPAND_MIN_STRETCHES) or 1
+            bounds = np.linspace(0, len(self.deferred), parts + 1).astype(np.int64).tolist()
+            found = map_forked(lambda k: self._expanded(bounds[k], bounds[k + 1]), parts, parts)
+            a = _spliced(
+                a,
+                np.array([at for at, _ in self.deferred], np.int64),
+                np.concatenate([n for n, _ in found]),
+                np.concatenate([rows for _, rows in found]),
+            )
         return PathSegments(
             a[:, 0],
             a[:, 1],
@@ -721,6 +762,45 @@ class _Segments:
             a[:, 8],
             a[:, 9],
         )
+
+    def _expanded(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        """The pieces of deferred stretches lo..hi-1: how many each, and their rows in order."""
+        counts = np.zeros(hi - lo, np.int64)
+        pieces = _Segments(self.floor)
+        for k in range(lo, hi):
+            before = len(pieces.rows)
+            pieces._add_cpu(*self.deferred[k][1])
+            counts[k - lo] = len(pieces.rows) - before
+        return counts, _row_array(pieces.rows)
+
+
+# deferred CPU stretches per forked process from which a walk's stretches are found over several
+EXPAND_MIN_STRETCHES = 400
+
+
+def _row_array(rows: list[tuple]) -> np.ndarray:
+    """`_Segments` rows (tuples of 10 ints) as an (n, 10) int64 array."""
+    return np.fromiter(itertools.chain.from_iterable(rows), np.int64, count=10 * len(rows)).reshape(
+        len(rows), 10
+    )
+
+
+def _spliced(
+    rows: np.ndarray, at: np.ndarray, counts: np.ndarray, pieces: np.ndarray
+) -> np.ndarray:
+    """`rows` with each deferred stretch's `counts[i]` rows (consecutive in `pieces`) put in
+    before `rows[at[i]]` (`at` ascending; stretches at the same place in the order given)."""
+    before = np.zeros(len(counts) + 1, np.int64)
+    np.cumsum(counts, out=before[1:])  # pieces of the stretches before each
+    out = np.empty((len(rows) + len(pieces), 10), np.int64)
+    # a row moves down by the pieces of every stretch put in at or before it
+    out[np.arange(len(rows)) + before[np.searchsorted(at, np.arange(len(rows)), side="right")]] = (
+        rows
+    )
+    # a stretch's pieces start after the rows before it and the pieces of the stretches before
+    start = np.repeat(at + before[:-1], counts)
+    out[start + np.arange(len(pieces)) - np.repeat(before[:-1], counts)] = pieces
+    return out
 
 
 _NO_NS = np.zeros(0, np.int64)
@@ -741,6 +821,7 @@ def walk_step(
     floor_ns: int,
     n_in_step: int,
     tolerance_ns: int = HELD_TOLERANCE_NS,
+    workers: int = 1,
 ) -> PathSegments:
     """metrics.md §7: from `last`, the activity that ends last in the step, walk back through what
     each activity waited for, down to `floor_ns` (the step's earliest start over all ranks).
@@ -756,10 +837,12 @@ def walk_step(
     `event` on a rank without recorded waits; inferred).
 
     Rows are RunActivities rows; the walk reads one rank's graph at a time (`PathGraph.rank`) and
-    changes rank only through a collective's last arrival.
+    changes rank only through a collective's last arrival. With `workers` > 1, the pieces of the
+    host time on the path are found after the walk, over that many forked processes where the
+    host stretches are many.
     """
     arrival, binding = graph.arrival_ns, graph.binding
-    out = _Segments(int(floor_ns))
+    out = _Segments(int(floor_ns), defer=workers > 1)
     add = out.rows.append  # `out.add` spelled out below: this loop runs once per segment
     floor = int(floor_ns)
     pos = graph.pos_of(int(last))
@@ -868,7 +951,7 @@ def walk_step(
         cur, edge, inferred = waited, SYNC, True
         if cursor <= floor:
             break
-    return out.arrays()
+    return out.arrays(workers)
 
 
 def _walked(g: RankGraph) -> tuple:
@@ -1202,11 +1285,15 @@ def window_floor(
     return min(min(starts), top) if starts else span_floor
 
 
-# activities in a run's steps from which their walks run in worker processes: below, forking
-# costs more than it saves
+# activities in a run's steps and runtime calls on the ranks where their walks start from which
+# the walks run in worker processes: below, forking costs more than it saves
 PARALLEL_MIN_ACTIVITIES = 50_000
 # workers from which the walks fork: on two cores they gained nothing (docs/benchmarks.md)
 PARALLEL_MIN_WORKERS = 3
+# a path's segments written as JSON in at most this many forked processes at once, each at
+# least TEXT_PART_MIN_SEGMENTS of them: a fork costs about what writing ~10k segments does
+TEXT_PARTS_MAX = 4
+TEXT_PART_MIN_SEGMENTS = 10_000
 
 
 def critical_paths(
@@ -1223,40 +1310,60 @@ class CriticalPaths:
     """The critical paths of a run's steps (`critical_paths`), begun when made, so that the
     caller can compute other metrics while forked workers walk them; `results()` gathers them.
 
-    With at least PARALLEL_MIN_WORKERS workers and steps of at least PARALLEL_MIN_ACTIVITIES
-    activities in all, the steps (independent walks) are walked in `workers` processes
-    (`Forked`), forked after the graphs of the ranks where the walks start are built here
-    (shared copy-on-write, never sent), each of which also writes its path's segments as JSON:
-    the path comes back with its segments as columns (`Records`) and their text. Otherwise the
-    steps are walked here, in `results()`."""
+    With at least PARALLEL_MIN_WORKERS workers and at least PARALLEL_MIN_ACTIVITIES activities
+    in the steps and runtime calls on the ranks where their walks start, the steps (independent
+    walks) are walked in `workers` processes (`Forked`), forked after the graphs of the ranks
+    where the walks start are built here (shared copy-on-write, never sent). The workers left
+    over (`workers` // steps, at most TEXT_PARTS_MAX per step) find a share of a walk's host
+    stretches (`walk_step`) and write a slice of its segments as JSON each, into memory this
+    process reads (`SharedTexts`): a path comes back with its segments as columns (`Records`)
+    and their text. A single step is walked here, its stretches and text over forked processes
+    the same way. Otherwise the steps are walked here, in `results()`."""
 
     def __init__(
         self, acts: RunActivities, graph: PathGraph, windows: list | None, workers: int
     ) -> None:
         plan = step_plan(acts, graph, windows)
         first = plan[0][0] if len(plan) > 1 else None
-        self._here = (
-            workers < PARALLEL_MIN_WORKERS
-            or len(plan) <= 1
-            or sum(p[4] for p in plan) < PARALLEL_MIN_ACTIVITIES
-        )
-        if self._here:
+        self._forked: Forked | None = None
+        self._texts: SharedTexts | None = None
+        starts = sorted({graph.pos_of(item[3]) for item in plan})
+        work = sum(p[4] for p in plan) + sum(len(graph.ranks[pos].runtime) for pos in starts)
+        if workers < PARALLEL_MIN_WORKERS or work < PARALLEL_MIN_ACTIVITIES:
             self._walk = lambda: [_step_path(acts, graph, item, first) for item in plan]
-            self._forked = None
             return
-        for pos in sorted({graph.pos_of(item[3]) for item in plan}):  # built once, shared
+        share = max(1, min(workers // len(plan), TEXT_PARTS_MAX)) if plan else 1
+        self._texts = SharedTexts(len(plan) * share)
+        slots = [range(k * share, (k + 1) * share) for k in range(len(plan))]
+        if len(plan) == 1:
+            self._walk = lambda: [_written_path(acts, graph, plan[0], first, self._texts, slots[0])]
+            return
+        for pos in starts:  # built once, shared
             graph.rank(pos)
-        task = lambda k: _encoded_path(acts, graph, plan[k], first)  # noqa: E731 - one use
-        self._forked = Forked(task, len(plan), workers)
+        texts = self._texts
+        self._forked = Forked(
+            lambda k: _written_path(acts, graph, plan[k], first, texts, slots[k]),
+            len(plan),
+            workers,
+        )
 
     def results(self) -> list[CriticalPath]:
-        if self._forked is None:
-            return [p for p in self._walk() if p is not None]
+        found = self._walk() if self._forked is None else self._forked.results()
+        if self._texts is None:
+            return [p for p in found if p is not None]
         return [
             dataclasses.replace(
-                path, segments=Records(path.segments.fields, path.segments.n, SEGMENTS_INDENT, text)
+                path,
+                segments=Records(
+                    path.segments.fields,
+                    path.segments.n,
+                    SEGMENTS_INDENT,
+                    self._texts.read(slots[0])
+                    if whole  # else the slices' texts, joined only with the whole document
+                    else records_enclosed([self._texts.read(k) for k in slots], SEGMENTS_INDENT),
+                ),
             )
-            for path, text in filter(None, self._forked.results())
+            for path, whole, slots in filter(None, found)
         ]
 
     def __enter__(self) -> CriticalPaths:
@@ -1265,25 +1372,49 @@ class CriticalPaths:
     def __exit__(self, *exc) -> None:
         if self._forked is not None:
             self._forked.close()
+        if self._texts is not None:
+            self._texts.close()
 
 
 def _step_path(
-    acts: RunActivities, graph: PathGraph, item: tuple, first: int | None
+    acts: RunActivities, graph: PathGraph, item: tuple, first: int | None, workers: int = 1
 ) -> CriticalPath | None:
-    """The CriticalPath of one `step_plan` item; None where the walk found nothing."""
+    """The CriticalPath of one `step_plan` item (`walk_step` given `workers`); None where the
+    walk found nothing."""
     step, floor, top, last, n = item
-    seg = walk_step(graph, last, floor, n)
+    seg = walk_step(graph, last, floor, n, workers=workers)
     if not len(seg):
         return None
     return summarize_path(seg, acts, graph, step, floor, top - floor, step == first)
 
 
-def _encoded_path(
-    acts: RunActivities, graph: PathGraph, item: tuple, first: int | None
-) -> tuple[CriticalPath, str] | None:
-    """`_step_path` in a worker, with its segments' JSON text (`Records` pickle as columns)."""
-    path = _step_path(acts, graph, item, first)
-    return None if path is None else (path, path.segments.text)
+def _written_path(
+    acts: RunActivities,
+    graph: PathGraph,
+    item: tuple,
+    first: int | None,
+    texts: SharedTexts,
+    slots: range,
+) -> tuple[CriticalPath, bool, range] | None:
+    """`_step_path`, its segments' JSON written into `texts`: in `slots`, one slice of the
+    segments each (by processes forked here), or the whole text in the first (True with it)
+    where the segments are too few to cut or cannot be cut (`jsonable.in_parts`)."""
+    path = _step_path(acts, graph, item, first, len(slots))
+    if path is None:
+        return None
+    fields, n = path.segments.fields, path.segments.n
+    parts = min(len(slots), n // TEXT_PART_MIN_SEGMENTS)
+    if parts < 2 or not in_parts(fields):
+        texts.write(slots[0], path.segments.text)
+        return path, True, slots
+    bounds = np.linspace(0, n, parts + 1).astype(np.int64).tolist()
+
+    def write(k: int) -> None:
+        lo, hi = bounds[k], bounds[k + 1]
+        texts.write(slots[k], records_body(sliced(fields, lo, hi), hi - lo, SEGMENTS_INDENT))
+
+    map_forked(write, parts, parts)
+    return path, False, slots[:parts]
 
 
 __all__ = [

@@ -7,13 +7,15 @@ would copy every page they touch."""
 from __future__ import annotations
 
 import gc
+import mmap
 import multiprocessing
 import os
+import signal
 import sys
 from collections.abc import Callable
 from multiprocessing.connection import wait
 
-from tpscope.trace.read.parallel import before_forking, can_fork
+from tpscope.trace.read.parallel import anonymous_file, before_forking, can_fork, write_bytes
 
 
 def map_forked(task: Callable[[int], object], n: int, workers: int) -> list:
@@ -46,15 +48,15 @@ class Forked:
         self._frozen = True
         for stream in (sys.stdout, sys.stderr):  # text still buffered would be written by each
             stream.flush()
-        ctx = multiprocessing.get_context("fork")
         try:
             for j in range(1 if len(self._here) else 0, slots):
-                recv, send = ctx.Pipe(duplex=False)
-                args = (send, task, range(j, n, slots))
-                proc = ctx.Process(target=_worker, args=args, daemon=True)
-                proc.start()
+                recv, send = multiprocessing.Pipe(duplex=False)
+                pid = os.fork()  # not a multiprocessing.Process: a worker may fork its own
+                if pid == 0:
+                    recv.close()
+                    _worker(send, task, range(j, n, slots))
                 send.close()
-                self._procs.append(proc)
+                self._procs.append(pid)
                 self._pipes.append(recv)
         except BaseException:
             self.close()
@@ -71,6 +73,7 @@ class Forked:
                     raise RuntimeError("a forked worker ended without its results") from None
                 if message is None:  # that worker's tasks are all sent
                     self._pipes.remove(recv)
+                    recv.close()
                     continue
                 k, ok, result = message
                 if not ok:
@@ -80,11 +83,17 @@ class Forked:
 
     def close(self) -> None:
         """The workers ended (killed where their results are not all in) and reaped."""
-        for proc in self._procs:
+        for pid in self._procs:
             if len(self._done) < self._n:  # an error, or results never asked for
-                proc.kill()
-            proc.join()
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            os.waitpid(pid, 0)
         self._procs = []
+        for recv in self._pipes:
+            recv.close()
+        self._pipes = []
         if self._frozen:
             gc.unfreeze()
             self._frozen = False
@@ -108,3 +117,38 @@ def _worker(send, task: Callable[[int], object], ks: range) -> None:
         send.send(None)
     finally:
         os._exit(0)
+
+
+class SharedTexts:
+    """Slots of text that forked processes write into memory this process reads back, so that a
+    long text (a path's segments as JSON) never passes through a pipe: one anonymous file per
+    slot (`memfd`), made here before forking, so that every process forked after shares it.
+    Each slot is written once, by one process (`write`), and read once here after (`read`)."""
+
+    def __init__(self, slots: int) -> None:
+        self._fds = [anonymous_file() for _ in range(slots)]
+
+    def write(self, slot: int, text: str) -> None:
+        write_bytes(self._fds[slot], text.encode("utf-8"))
+
+    def read(self, slot: int) -> str:
+        """The text written in `slot` ("" where none was), once: its memory is freed."""
+        fd = self._fds[slot]
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return ""
+        with mmap.mmap(fd, size, prot=mmap.PROT_READ) as mapped:
+            text = str(mapped, "utf-8")
+        os.ftruncate(fd, 0)
+        return text
+
+    def close(self) -> None:
+        for fd in self._fds:
+            os.close(fd)
+        self._fds = []
+
+    def __enter__(self) -> SharedTexts:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

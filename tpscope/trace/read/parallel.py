@@ -3,7 +3,9 @@
 One file: the `traceEvents` array of the text is cut at event boundaries into one run of events
 per core; each run is decoded and extracted (`extract.py`) in its own process (forked, so the text
 is shared, not copied or sent), a piece of `stream.CHUNK_BYTES` at a time so that only one piece's
-events exist at once, and the raw columns come back through a pipe and are merged. A cut that
+events exist at once, and the raw columns come back pickled into an anonymous file in memory
+(`anonymous_file`: written at once, where a pipe would hold the process until read) and are
+merged. A cut that
 does not give valid JSON (an unusual layout) is detected by the decoder, and the file is then
 read another way (streamed in one process, else in one piece: `run_folder._read_raw`).
 
@@ -21,6 +23,8 @@ import importlib.util
 import mmap
 import multiprocessing
 import os
+import pickle
+import tempfile
 import threading
 from concurrent.futures import ProcessPoolExecutor
 
@@ -101,10 +105,11 @@ def header_of(buf: bytes) -> TraceFile | None:
         return None
 
 
-def _child(conn, buf: bytes, lo: int, hi: int) -> None:
-    """Worker body: decode one part, send the raw columns, leave without tearing down."""
+def _child(conn, out: int, buf: bytes, lo: int, hi: int) -> None:
+    """Worker body: decode one part, write its raw columns pickled into the file `out` and
+    send their length, leave without tearing down."""
     try:
-        conn.send(decode_span(buf, lo, hi))
+        conn.send(write_pickled(out, decode_span(buf, lo, hi)))
     except BaseException:  # noqa: BLE001 - the parent treats any failure as "read in one piece"
         try:
             conn.send(None)
@@ -112,6 +117,39 @@ def _child(conn, buf: bytes, lo: int, hi: int) -> None:
             pass
     finally:
         os._exit(0)  # skip freeing half a million events: the process ends here
+
+
+def anonymous_file() -> int:
+    """A file descriptor of an anonymous file in memory (`memfd`; elsewhere than Linux, an
+    unlinked temporary file) that processes forked after it share, not passed on to programs a
+    process runs. A result written there is read back at memory speed, where a pipe passes it
+    64 KiB at a time and holds its writer until the reader takes it."""
+    if hasattr(os, "memfd_create"):
+        return os.memfd_create("tpscope", os.MFD_CLOEXEC)
+    fh = tempfile.TemporaryFile()
+    fd = os.dup(fh.fileno())
+    fh.close()
+    os.set_inheritable(fd, False)
+    return fd
+
+
+def write_bytes(fd: int, data: bytes | memoryview) -> int:
+    """`data` written at the start of the file `fd`; its length."""
+    view, done = memoryview(data), 0
+    while done < len(view):
+        done += os.pwrite(fd, view[done:], done)
+    return done
+
+
+def write_pickled(fd: int, value) -> int:
+    """`value` pickled at the start of the file `fd`; the length of its pickle."""
+    return write_bytes(fd, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def read_pickled(fd: int, size: int):
+    """What `write_pickled` wrote into `fd` (`size` bytes)."""
+    with mmap.mmap(fd, size, prot=mmap.PROT_READ) as mapped:
+        return pickle.loads(mapped)
 
 
 def text_size(path) -> int | None:
@@ -213,8 +251,8 @@ def _in_parts(
     text is taken out of it, so that it is freed once the last part is decoded.
     Parts end at event boundaries (`cut.py`); where there is none, the parent decodes the rest
     itself. A cut inside an event (a nested `}, {`) gives invalid JSON, which the decoder
-    reports, so it is never silently wrong. A part a child has sent is received between reads,
-    so that the child exits and lets go of its memory while the rest is inflated."""
+    reports, so it is never silently wrong. A child writes its part's columns into a file in
+    memory and exits; a part written is read back between reads, while the rest is inflated."""
     ctx = multiprocessing.get_context("fork")
     buf: bytearray | mmap.mmap = bytearray() if whole is None else whole.pop()
     commas: list[int] = []  # the array's "[", then the comma after each forked part
@@ -224,7 +262,7 @@ def _in_parts(
     try:
         _fork_parts(ctx, buf, ends, commas, children)
         while text is not None and (data := text.read(chunk_bytes)):
-            _take_ready(children, received)  # a child that sent its part exits, its memory freed
+            _take_ready(children, received)  # the parts written so far, read while inflating
             buf += data
             _fork_parts(ctx, buf, ends, commas, children)
         end = buf.rfind(b"]")
@@ -234,14 +272,16 @@ def _in_parts(
         last = decode_span(buf, commas[-1] + 1, end)
         del buf
         results = [
-            received[k] if k in received else _receive(recv) for k, (_, recv) in enumerate(children)
+            received[k] if k in received else _receive_part(child)
+            for k, child in enumerate(children)
         ] + [last]
         done = True
     finally:
-        for proc, _ in children:
+        for proc, _, out in children:
             if not done:  # an error or an early return: the parts are not wanted
                 proc.kill()
             proc.join()
+            os.close(out)
     if any(r is None for r in results):
         return None
     return DecodedParts(header=header, raw=merge(results))
@@ -268,19 +308,37 @@ def _fork_parts(ctx, buf: bytearray, ends: list[int], commas: list[int], childre
         if comma < 0:
             return  # the boundary is not read yet
         recv, send = ctx.Pipe(duplex=False)
-        proc = ctx.Process(target=_child, args=(send, buf, commas[-1] + 1, comma))
+        out = anonymous_file()
+        proc = ctx.Process(target=_child, args=(send, out, buf, commas[-1] + 1, comma))
         proc.daemon = True
-        proc.start()  # the child sees the text read so far, which holds its part
+        try:
+            proc.start()  # the child sees the text read so far, which holds its part
+        except BaseException:
+            os.close(out)
+            raise
         send.close()
-        children.append((proc, recv))
+        children.append((proc, recv, out))
         commas.append(comma)
 
 
 def _take_ready(children: list, received: dict) -> None:
-    """The parts whose children have sent them, received now (each child then exits)."""
-    for k, (_, recv) in enumerate(children):
-        if k not in received and recv.poll():
-            received[k] = _receive(recv)
+    """The parts whose children have sent them, received now."""
+    for k, child in enumerate(children):
+        if k not in received and child[1].poll():
+            received[k] = _receive_part(child)
+
+
+def _receive_part(child: tuple):
+    """A part's raw columns from its child (process, pipe, file); None when it failed."""
+    size = _receive(child[1])
+    if size is None:
+        return None
+    try:
+        return read_pickled(child[2], size)
+    except (OSError, ValueError, pickle.UnpicklingError):
+        return None
+    finally:
+        os.ftruncate(child[2], 0)  # its memory freed now, not when the file is closed
 
 
 def _receive(recv):
