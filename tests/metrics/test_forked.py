@@ -4,10 +4,12 @@ once, in several processes only when asked for and safe."""
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 
 import numpy as np
+import pytest
 
 from tpscope.metrics.forked import Forked, SharedTexts, map_forked
 
@@ -111,11 +113,19 @@ def test_this_process_works_while_the_workers_walk_then_gathers_them():
 
 
 def _alive(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie, ended but not yet reaped by whoever adopted it,
+    does not)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    return True
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False  # reaped since
+    except OSError:
+        return True  # no /proc: os.kill's answer
 
 
 def test_leaving_before_gathering_ends_the_workers():
@@ -152,3 +162,27 @@ def test_shared_texts_written_by_forked_processes_are_read_here():
         pids = map_forked(lambda k: shared.write(k, texts[k]) or os.getpid(), 4, 4)
         assert pids[0] == os.getpid() and os.getpid() not in pids[1:]  # three written elsewhere
         assert [shared.read(k) for k in range(4)] == texts
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_workers_end_when_the_analyzing_process_is_killed():
+    """An analysis killed while its workers walk (SIGKILL: no clean-up runs) leaves none running."""
+    import signal
+    import subprocess
+
+    code = (
+        "import os, sys, time\n"
+        "from tpscope.metrics.forked import Forked\n"
+        "forked = Forked(lambda k: time.sleep(60), 3, 4)\n"
+        "print(*forked._procs, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    pids = [int(p) for p in proc.stdout.readline().split()]
+    assert len(pids) == 3 and all(_alive(p) for p in pids)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(p) for p in pids)

@@ -6,6 +6,7 @@ would copy every page they touch."""
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import mmap
 import multiprocessing
@@ -51,9 +52,11 @@ class Forked:
         try:
             for j in range(1 if len(self._here) else 0, slots):
                 recv, send = multiprocessing.Pipe(duplex=False)
+                parent = os.getpid()
                 pid = os.fork()  # not a multiprocessing.Process: a worker may fork its own
                 if pid == 0:
                     recv.close()
+                    _die_with(parent)
                     _worker(send, task, range(j, n, slots))
                 send.close()
                 self._procs.append(pid)
@@ -103,6 +106,20 @@ class Forked:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _die_with(parent: int) -> None:
+    """On Linux, this forked process killed when `parent` ends (`PR_SET_PDEATHSIG`), so that an
+    analysis killed while its workers run leaves none running; it ends now if `parent` already
+    has."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            return
+        if os.getppid() != parent:  # it ended before the line above
+            os._exit(1)
 
 
 def _worker(send, task: Callable[[int], object], ks: range) -> None:
