@@ -640,26 +640,12 @@ class _Segments:
         """The host time [lo, hi] on one thread of the rank at `pos`, cut at the ends of its calls
         first..last (each piece named by the op of the call that ends it; the last piece by
         `named_by`) and where the thread's ops and user ranges begin and end (a piece one of them
-        holds is named by the innermost: `names`), merged where the same name follows itself."""
-        args = (cpu, pos, first, last, lo, hi, named_by, names, edge, inferred)
+        holds is named by the innermost: `names`), merged where the same name follows itself.
+        Deferred (`defer`): its arguments kept, for `arrays` to give a `_Segments` that does not."""
         if self.defer:
+            args = (cpu, pos, first, last, lo, hi, named_by, names, edge, inferred)
             self.deferred.append((len(self.rows), args))
-        else:
-            self._add_cpu(*args)
-
-    def _add_cpu(
-        self,
-        cpu: CpuThreads,
-        pos: int,
-        first: int,
-        last: int,
-        lo: int,
-        hi: int,
-        named_by: int,
-        names: HostNames | None,
-        edge: int,
-        inferred: bool,
-    ) -> None:
+            return
         lo = max(lo, self.floor)
         if hi <= lo:
             return
@@ -769,7 +755,7 @@ class _Segments:
         pieces = _Segments(self.floor)
         for k in range(lo, hi):
             before = len(pieces.rows)
-            pieces._add_cpu(*self.deferred[k][1])
+            pieces.add_cpu(*self.deferred[k][1])
             counts[k - lo] = len(pieces.rows) - before
         return counts, _row_array(pieces.rows)
 

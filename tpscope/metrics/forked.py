@@ -49,10 +49,10 @@ class Forked:
         self._frozen = True
         for stream in (sys.stdout, sys.stderr):  # text still buffered would be written by each
             stream.flush()
+        parent = os.getpid()
         try:
             for j in range(1 if len(self._here) else 0, slots):
                 recv, send = multiprocessing.Pipe(duplex=False)
-                parent = os.getpid()
                 pid = os.fork()  # not a multiprocessing.Process: a worker may fork its own
                 if pid == 0:
                     recv.close()
