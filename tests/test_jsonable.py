@@ -265,6 +265,10 @@ def test_records_written_a_slice_at_a_time_are_the_text_of_all(cuts):
     assert dumps({"a": {"b": [jsonable.encoded(held)]}}) == json.dumps(
         {"a": {"b": [want]}}, indent=1
     )
+    # and as pieces to be written one after another: around the records, the records
+    pieces = jsonable.dumps_pieces({"a": {"b": [jsonable.encoded(held)]}}, end="\n")
+    assert len(pieces) >= 3
+    assert "".join(pieces) == json.dumps({"a": {"b": [want]}}, indent=1) + "\n"
     assert not jsonable.in_parts([("t", jsonable.MicrosOfNs(np.array([0, -(10**15)])))])
 
 

@@ -378,13 +378,19 @@ def _repr_float(m: re.Match) -> bytes:
 
 
 def dumps(doc: Any, end: str = "") -> str:
-    """`json.dumps(plain(doc), indent=1)`, written in C: msgspec encodes (non-finite floats as
-    `null`, enums as their values, numpy scalars and arrays through `_hook`) and indents, and the two
-    places where its text differs from Python's are put back: floats with an exponent or below 1e-4
-    as `repr(float)` writes them (`1e+16`, `9e-05`), and characters outside printable ASCII as
+    """`json.dumps(plain(doc), indent=1)`: `dumps_pieces` joined."""
+    return "".join(dumps_pieces(doc, end))
+
+
+def dumps_pieces(doc: Any, end: str = "") -> list[str]:
+    """`json.dumps(plain(doc), indent=1)` as pieces that follow one another (a long document is
+    written without joining it into one string first), written in C: msgspec encodes (non-finite
+    floats as `null`, enums as their values, numpy scalars and arrays through `_hook`) and
+    indents, and the two places where its text differs from Python's are put back: floats with
+    an exponent or below 1e-4 as `repr(float)` writes them (`1e+16`, `9e-05`), and characters outside printable ASCII as
     `\\uXXXX` escapes (`ensure_ascii`). An `Encoded` value's text is put in as it is, each of its
     lines indented as deep as the line the value starts on (less what `encode_at` indented).
-    `end` follows the text (a document's last newline, without copying the text once more)."""
+    `end` follows the text (a document's last newline)."""
     texts: list[tuple[Any, list[str], int]] = []
     marker = f"\x00tpscope-encoded-{os.urandom(8).hex()}-"
 
@@ -400,7 +406,7 @@ def dumps(doc: Any, end: str = "") -> str:
         texts.clear()
         raw = _ENCODER.encode(_encodable(plain(doc)))
     if not texts:
-        return _fixed(msgspec.json.format(raw, indent=1), end)
+        return [_fixed(msgspec.json.format(raw, indent=1), end)]
     text = _fixed(msgspec.json.format(raw, indent=1))
     quoted = '"' + marker.replace("\x00", "\\u0000")
     pieces, done = [], 0
@@ -416,7 +422,7 @@ def dumps(doc: Any, end: str = "") -> str:
             pieces.append(_indented(dumps(value), depth))
         done = at + len(quoted) + len(str(k)) + 1
     pieces += [text[done:], end]
-    return "".join(pieces)
+    return pieces
 
 
 def _indent_of(text: str, at: int) -> int:

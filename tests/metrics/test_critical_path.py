@@ -721,14 +721,14 @@ def test_a_single_step_is_walked_here_and_its_segments_written_in_slices(monkeyp
     first = alone.critical_path[0]
     monkeypatch.setattr(critical_path, "PARALLEL_MIN_ACTIVITIES", 0)
     monkeypatch.setattr(critical_path, "TEXT_PART_MIN_SEGMENTS", 3)
-    real_plan, real_map, writers = critical_path.step_plan, critical_path.map_forked, []
+    real_plan, real_forked, writers = critical_path.step_plan, critical_path.Forked, []
     monkeypatch.setattr(critical_path, "step_plan", lambda *a: real_plan(*a)[:1])
 
     def counted(task, n, workers):
         writers.append((n, workers))
-        return real_map(task, n, workers)
+        return real_forked(task, n, workers)
 
-    monkeypatch.setattr(critical_path, "map_forked", counted)
+    monkeypatch.setattr(critical_path, "Forked", counted)
     paths = analyze_run(run, workers=8).critical_path
     assert len(paths) == 1 and writers == [(4, 4)]  # TEXT_PARTS_MAX slices
     assert paths[0].segments == first.segments and paths[0].segments.n >= 12
@@ -756,25 +756,41 @@ def test_steps_are_forked_from_three_workers_only(monkeypatch):
     assert calls == [(steps, 3)]
 
 
-def test_host_stretches_found_after_the_walk_over_forked_processes_are_those_found_in_it(
+def test_host_stretches_found_apart_from_the_walk_over_forked_processes_are_those_found_in_it(
     monkeypatch,
 ):
-    """A launch-bound foreign rank: its walk's host stretches, found after the walk by forked
-    processes (a share each) and put back where they belong, give the path the walk gives when
-    it finds each stretch as it goes."""
+    """A launch-bound foreign rank: its walk's host stretches, handed in batches to processes
+    forked while it goes on (at most workers - 1 at once) and the last ones shared out after it,
+    then put back where they belong, give the path the walk gives when it finds each stretch as
+    it goes."""
     run = load_run(REPO / "tests" / "data" / "real" / "tracelens-b200-eager-rank0of8", workers=1)
     alone = analyze_run(run)
     monkeypatch.setattr(critical_path, "PARALLEL_MIN_ACTIVITIES", 0)
     monkeypatch.setattr(critical_path, "EXPAND_MIN_STRETCHES", 5)
-    real_map, calls = critical_path.map_forked, []
+    monkeypatch.setattr(critical_path, "EXPAND_LAST_MIN_STRETCHES", 1)
+    real_map, real_call, shares, batches, most = (
+        critical_path.map_forked,
+        critical_path.ForkedCall,
+        [],
+        [],
+        [0],
+    )
 
-    def counted(task, n, workers):
-        calls.append(n)
+    def counted_map(task, n, workers):
+        shares.append(n)
         return real_map(task, n, workers)
 
-    monkeypatch.setattr(critical_path, "map_forked", counted)
-    forked = analyze_run(run, workers=16)
-    assert calls and calls[0] == critical_path.TEXT_PARTS_MAX  # the stretches, a share each
+    def counted_call(task):
+        call = real_call(task)
+        batches.append(call)
+        most[0] = max(most[0], sum(1 for c in batches if c._pid is not None and not c.done()))
+        return call
+
+    monkeypatch.setattr(critical_path, "map_forked", counted_map)
+    monkeypatch.setattr(critical_path, "ForkedCall", counted_call)
+    forked = analyze_run(run, workers=3)
+    assert len(batches) >= 2 and 1 <= most[0] <= 2  # handed out during the walk, two at most
+    assert shares and shares[0] >= 1  # the stretches left at the end
     assert forked.critical_path == alone.critical_path
     assert all(p.host_us > 0 for p in alone.critical_path)  # host stretches were on the path
 

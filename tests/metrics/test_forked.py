@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from tpscope.metrics.forked import Forked, SharedTexts, map_forked
+from tpscope.metrics.forked import Forked, ForkedCall, SharedTexts, map_forked
 
 
 def _task(shared: np.ndarray):
@@ -154,6 +154,44 @@ def test_a_worker_forks_workers_of_its_own():
     for _, pid, inner_done in done:
         assert [v for v, _ in inner_done] == [0, 10, 20]
         assert len({p for _, p in inner_done}) == 3 and pid in {p for _, p in inner_done}
+
+
+def test_a_forked_call_runs_beside_this_process_and_its_value_comes_back():
+    """`ForkedCall` runs its task in a process of its own while this one works, and its value
+    (large: through memory, not a pipe) is taken once it is done."""
+    shared = np.arange(2_000_000)
+    call = ForkedCall(lambda: (os.getpid(), shared * 2, time.sleep(0.3)))
+    time.sleep(0.5)  # this process's own work, longer than the task
+    assert call.done()
+    start = time.perf_counter()
+    pid, doubled, _ = call.result()
+    assert time.perf_counter() - start < 0.2  # it ran beside this process, not after it
+    assert pid != os.getpid() and np.array_equal(doubled, np.arange(2_000_000) * 2)
+
+
+def test_a_forked_call_that_fails_is_an_error_here_and_one_never_taken_is_ended():
+    def fails():
+        raise ValueError("bad stretch")
+
+    with pytest.raises(RuntimeError, match="ValueError: bad stretch"):
+        ForkedCall(fails).result()
+    slow = ForkedCall(lambda: time.sleep(30))
+    pid = slow._pid
+    assert _alive(pid) and not slow.done()
+    slow.close()  # an error left the walk: the process is not wanted
+    assert not _alive(pid)
+
+
+def test_a_forked_call_runs_here_while_a_thread_runs():
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        call = ForkedCall(os.getpid)
+        assert call.done() and call.result() == os.getpid()
+    finally:
+        stop.set()
+        thread.join()
 
 
 def test_shared_texts_written_by_forked_processes_are_read_here():

@@ -93,7 +93,7 @@ def test_parts_hold_every_event(ends, indent, chunk_bytes, monkeypatch):
     doc["traceName"] = "after the events"
     buf = json.dumps(doc, indent=indent).encode()
     forks = _forks(monkeypatch)
-    got = parallel._in_parts(io.BytesIO(buf), ends, chunk_bytes)
+    got = parallel._in_parts(parallel._Stream(io.BytesIO(buf), chunk_bytes), ends)
     # one child per end, each cut after its end; the parts tile the array
     assert len(forks) == len(ends)
     start = buf.index(b"[", buf.index(b'"traceEvents"'))
@@ -109,11 +109,13 @@ def test_parts_hold_every_event(ends, indent, chunk_bytes, monkeypatch):
 
 def test_no_cut_without_trace_events_and_compact_text_cut_by_the_same_rule(monkeypatch):
     forks = _forks(monkeypatch)
-    assert parallel._in_parts(io.BytesIO(b'{"a": [{"b": 1}, {"c": 2}]}'), [5]) is None
+    no_events = parallel._Stream(io.BytesIO(b'{"a": [{"b": 1}, {"c": 2}]}'))
+    assert parallel._in_parts(no_events, [5]) is None
     assert forks == []
     events = [{"ph": "X", "cat": "kernel", "name": "k", "ts": k, "dur": 1} for k in range(3)]
     compact = json.dumps({"traceEvents": events}, separators=(",", ":")).encode()
-    got = parallel._in_parts(io.BytesIO(compact), [20])  # no blank between events: cut too
+    # no blank between events: cut too
+    got = parallel._in_parts(parallel._Stream(io.BytesIO(compact)), [20])
     assert len(forks) == 1 and compact[forks[0][1]] == ord(",")
     assert got is not None and got.raw.dropped == {}
     assert got.raw.groups["gpu"]["start_ns"].tolist() == [0, 1000, 2000]
@@ -149,10 +151,13 @@ def test_file_in_parts_equals_one_piece(run, inflate_whole, tmp_path, monkeypatc
     monkeypatch.setattr(strategy, "PARTS_MIN_WORKERS", 2)
     monkeypatch.setattr(strategy, "INFLATE_MIN_WORKERS", 2 if inflate_whole else 10**6)
     inflated = []
-    real_inflate = parallel._inflate_whole
-    monkeypatch.setattr(
-        parallel, "_inflate_whole", lambda *a: inflated.append(a[2]) or real_inflate(*a)
-    )
+
+    class Counted(parallel._Inflater):
+        def __init__(self, path, size, threads):
+            inflated.append(threads)
+            super().__init__(path, size, threads)
+
+    monkeypatch.setattr(parallel, "_Inflater", Counted)
     for path in (DATA / run).glob("*.json.gz"):
         (tmp_path / path.name).write_bytes(path.read_bytes())
     used = []
@@ -182,11 +187,39 @@ def test_a_gzip_file_is_inflated_whole_only_when_its_size_is_known(size_guess, t
         size = len(a + b) + (9 if size_guess == "too-long" else 0)
     with open(path, "rb") as fh:
         assert parallel._text_size(fh)[0] == size or size_guess == "too-long"
-    whole = parallel._inflate_whole(path, size, 2)
+    inflater = parallel._Inflater(path, size, 2)
+    landed = list(inflater.landed())
+    inflater.close()
+    assert inflater._proc.exitcode == 0
     if size_guess == "exact":
-        assert whole is not None and whole[:] == (a + b).encode()
+        assert inflater.whole and inflater.buf[:] == (a + b).encode()
+        assert landed == sorted(landed) and landed[-1] == size  # reported as it was written
     else:
-        assert whole is None
+        assert not inflater.whole
+
+
+def test_parts_are_forked_while_the_inflater_is_still_writing(tmp_path, monkeypatch):
+    """Rapidgzip's process reports each step it writes: the first parts are forked (and read
+    back) before the text is all there, and the parts hold the file's events."""
+    from tpscope.trace.read.extract import extract
+
+    doc = json.load(gzip.open(next((DATA / "h200-shm-chunked4").glob("rank0*"))))
+    buf = json.dumps(doc, indent=1).encode()
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(gzip.compress(buf))
+    monkeypatch.setattr(parallel, "INFLATE_STEP_BYTES", 1 << 16)
+    forked_at, real_fork = [], parallel._fork_parts
+
+    def fork(ctx, text, ends, commas, children, filled):
+        before = len(children)
+        real_fork(ctx, text, ends, commas, children, filled)
+        forked_at.extend([filled] * (len(children) - before))
+
+    monkeypatch.setattr(parallel, "_fork_parts", fork)
+    got = parallel.read_in_parts(path, 4, inflate_threads=2)
+    assert len(forked_at) == 3 and forked_at[0] < len(buf)  # before the text was all there
+    start = buf.index(b"[", buf.index(b'"traceEvents"'))
+    assert_same_raw(got.raw, extract(json_events(buf[start + 1 : buf.rindex(b"]")]), 0))
 
 
 def test_many_files_over_a_pool_equal_one_process():
@@ -216,8 +249,9 @@ def test_a_cut_inside_an_event_falls_back_to_one_piece(tmp_path, monkeypatch):
     }
     text = json.dumps(doc, indent=2).encode()
     forks = _forks(monkeypatch)
-    assert parallel._in_parts(io.BytesIO(text), [len(text) // 2]) is None  # a cut is made ...
-    assert len(forks) == 1  # ... inside the event, and found bad
+    # a cut is made inside the event, and found bad
+    assert parallel._in_parts(parallel._Stream(io.BytesIO(text)), [len(text) // 2]) is None
+    assert len(forks) == 1
     path = tmp_path / "r.json"
     path.write_bytes(text)
     run = load_run(path, workers=2)
@@ -288,7 +322,7 @@ def test_a_sent_part_is_taken_while_the_rest_is_read(monkeypatch):
     monkeypatch.setattr(
         parallel, "_receive", lambda recv: taken_early.append(not read_all) or real(recv)
     )
-    got = parallel._in_parts(Slow(buf), [5_000, 60_000], 1 << 14)
+    got = parallel._in_parts(parallel._Stream(Slow(buf), 1 << 14), [5_000, 60_000])
     assert len(taken_early) == 2 and any(taken_early)
     start = buf.index(b"[", buf.index(b'"traceEvents"'))
     assert_same_raw(got.raw, extract(json_events(buf[start + 1 : buf.rindex(b"]")]), 0))

@@ -33,7 +33,7 @@ from tpscope.jsonable import (
 )
 from tpscope.metrics.activities import NS_PER_US, RunActivities
 from tpscope.metrics.collectives import CollectiveMatch, CollectiveTiming
-from tpscope.metrics.forked import Forked, SharedTexts, map_forked
+from tpscope.metrics.forked import Forked, ForkedCall, SharedTexts, map_forked
 from tpscope.metrics.host_names import HostNames, host_names, named_pieces
 from tpscope.metrics.thread_edges import cpu_run_waits
 from tpscope.trace import ActivityClass, GpuActivities, RankTrace, StreamWaits
@@ -561,14 +561,21 @@ def path_graph(
 
 class _Segments:
     """Segments appended during a walk (latest first). With `defer`, a CPU stretch's pieces
-    (`add_cpu`, which the walk's next move does not depend on) are found after the walk, where
-    they belong among the rest, over forked processes when there are many (`arrays`)."""
+    (`add_cpu`, which the walk's next move does not depend on) are found apart from the walk and
+    put back where they belong among the rest (`arrays`): with `workers` > 1, each time
+    EXPAND_MIN_STRETCHES stretches have been deferred they are handed to a process forked then
+    (at most `workers - 1` running at once), which finds them while the walk goes on; those left
+    at the end are found over forked processes when there are many."""
 
-    def __init__(self, floor: int, defer: bool = False) -> None:
+    def __init__(self, floor: int, defer: bool = False, workers: int = 1) -> None:
         self.floor = floor
         self.rows: list[tuple] = []
         self.defer = defer
         self.deferred: list[tuple[int, tuple]] = []  # (len(rows) when added, add_cpu's arguments)
+        self.workers = workers if defer else 1
+        self.sent = 0  # the deferred stretches handed to forked processes so far
+        self.batches: list[ForkedCall] = []  # their processes, in the order of their stretches
+        self.running: list[ForkedCall] = []
 
     def add(
         self,
@@ -645,6 +652,8 @@ class _Segments:
         if self.defer:
             args = (cpu, pos, first, last, lo, hi, named_by, names, edge, inferred)
             self.deferred.append((len(self.rows), args))
+            if self.workers > 1 and len(self.deferred) - self.sent >= EXPAND_MIN_STRETCHES:
+                self._send()
             return
         lo = max(lo, self.floor)
         if hi <= lo:
@@ -722,14 +731,31 @@ class _Segments:
             )
         )
 
+    def _send(self) -> None:
+        """The deferred stretches not yet handed out, to a process forked now, unless
+        `workers - 1` are still running (they wait for the next stretch, or for `arrays`)."""
+        self.running = [c for c in self.running if not c.done()]
+        if len(self.running) >= self.workers - 1:
+            return
+        lo, hi = self.sent, len(self.deferred)
+        call = ForkedCall(lambda: self._expanded(lo, hi))
+        self.batches.append(call)
+        self.running.append(call)
+        self.sent = hi
+
     def arrays(self, workers: int = 1) -> PathSegments:
-        """The segments as columns; deferred CPU stretches found now, over up to `workers`
-        processes when there are at least EXPAND_MIN_STRETCHES of them."""
+        """The segments as columns; the deferred CPU stretches not handed out yet found now, over
+        up to `workers` processes, each at least EXPAND_LAST_MIN_STRETCHES of them, and those
+        handed out taken from their processes."""
         a = _row_array(self.rows)
         if self.deferred:
-            parts = min(workers, len(self.deferred) // EXPAND_MIN_STRETCHES) or 1
-            bounds = np.linspace(0, len(self.deferred), parts + 1).astype(np.int64).tolist()
+            rest = len(self.deferred) - self.sent
+            parts = min(workers, rest // EXPAND_LAST_MIN_STRETCHES) or 1
+            bounds = np.linspace(self.sent, len(self.deferred), parts + 1).astype(np.int64)
+            bounds = bounds.tolist()
             found = map_forked(lambda k: self._expanded(bounds[k], bounds[k + 1]), parts, parts)
+            found = [call.result() for call in self.batches] + found
+            self.batches, self.running = [], []
             a = _spliced(
                 a,
                 np.array([at for at, _ in self.deferred], np.int64),
@@ -749,6 +775,12 @@ class _Segments:
             a[:, 9],
         )
 
+    def close(self) -> None:
+        """The processes still finding stretches ended (an error left the walk)."""
+        for call in self.batches:
+            call.close()
+        self.batches, self.running = [], []
+
     def _expanded(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
         """The pieces of deferred stretches lo..hi-1: how many each, and their rows in order."""
         counts = np.zeros(hi - lo, np.int64)
@@ -760,8 +792,11 @@ class _Segments:
         return counts, _row_array(pieces.rows)
 
 
-# deferred CPU stretches per forked process from which a walk's stretches are found over several
+# deferred CPU stretches in each batch handed to a forked process during a walk: on the lent
+# 16-core machine one takes about 40 ms there, a fork about 1 ms of the walk's time
 EXPAND_MIN_STRETCHES = 400
+# the least share of a forked process in the stretches left at a walk's end (about 10 ms)
+EXPAND_LAST_MIN_STRETCHES = 100
 
 
 def _row_array(rows: list[tuple]) -> np.ndarray:
@@ -824,11 +859,22 @@ def walk_step(
 
     Rows are RunActivities rows; the walk reads one rank's graph at a time (`PathGraph.rank`) and
     changes rank only through a collective's last arrival. With `workers` > 1, the pieces of the
-    host time on the path are found after the walk, over that many forked processes where the
-    host stretches are many.
+    host time on the path are found apart from the walk, by up to that many forked processes
+    where the host stretches are many (`_Segments`): during the walk, and after it for the last.
     """
+    out = _Segments(int(floor_ns), defer=workers > 1, workers=workers)
+    try:
+        _walk_into(out, graph, last, floor_ns, n_in_step, tolerance_ns)
+        return out.arrays(workers)
+    finally:
+        out.close()
+
+
+def _walk_into(
+    out: _Segments, graph: PathGraph, last: int, floor_ns: int, n_in_step: int, tolerance_ns: int
+) -> None:
+    """`walk_step`'s walk, its segments added to `out`."""
     arrival, binding = graph.arrival_ns, graph.binding
-    out = _Segments(int(floor_ns), defer=workers > 1)
     add = out.rows.append  # `out.add` spelled out below: this loop runs once per segment
     floor = int(floor_ns)
     pos = graph.pos_of(int(last))
@@ -937,7 +983,6 @@ def walk_step(
         cur, edge, inferred = waited, SYNC, True
         if cursor <= floor:
             break
-    return out.arrays(workers)
 
 
 def _walked(g: RankGraph) -> tuple:
@@ -1172,8 +1217,10 @@ def summarize_path(
     floor_ns: int,
     span_ns: int,
     first_step: bool,
+    segments: Records | None = None,
 ) -> CriticalPath:
-    """A CriticalPath from one walk: totals per kind and edge, the host time per CPU op."""
+    """A CriticalPath from one walk: totals per kind and edge, the host time per CPU op; its
+    segments `segment_records` (`segments`, where already made)."""
     dur = (seg.end_ns - seg.start_ns).astype(np.int64)
     length = int(dur.sum())
     totals = np.bincount(seg.category.astype(np.int64), weights=dur, minlength=len(CATEGORIES))
@@ -1194,7 +1241,7 @@ def summarize_path(
         edge_us={EDGES[k]: float(v) / NS_PER_US for k, v in enumerate(by_edge.tolist()) if v > 0},
         host_ops_us=_host_ops(seg, dur, graph),
         first_step=first_step,
-        segments=segment_records(seg, acts, graph, floor_ns),
+        segments=segment_records(seg, acts, graph, floor_ns) if segments is None else segments,
     )
 
 
@@ -1300,10 +1347,10 @@ class CriticalPaths:
     in the steps and runtime calls on the ranks where their walks start, the steps (independent
     walks) are walked in `workers` processes (`Forked`), forked after the graphs of the ranks
     where the walks start are built here (shared copy-on-write, never sent). The workers left
-    over (`workers` // steps, at most TEXT_PARTS_MAX per step) find a share of a walk's host
-    stretches (`walk_step`) and write a slice of its segments as JSON each, into memory this
-    process reads (`SharedTexts`): a path comes back with its segments as columns (`Records`)
-    and their text. A single step is walked here, its stretches and text over forked processes
+    over (`workers` // steps per step) find a walk's host stretches while it goes on
+    (`walk_step`), and (at most TEXT_PARTS_MAX per step) write a slice of its segments as JSON
+    each, into memory this process reads (`SharedTexts`): a path comes back with its segments as
+    columns (`Records`) and their text. A single step is walked here, its stretches and text over forked processes
     the same way. Otherwise the steps are walked here, in `results()`."""
 
     def __init__(
@@ -1318,17 +1365,20 @@ class CriticalPaths:
         if workers < PARALLEL_MIN_WORKERS or work < PARALLEL_MIN_ACTIVITIES:
             self._walk = lambda: [_step_path(acts, graph, item, first) for item in plan]
             return
-        share = max(1, min(workers // len(plan), TEXT_PARTS_MAX)) if plan else 1
+        per_step = max(1, workers // len(plan)) if plan else 1
+        share = min(per_step, TEXT_PARTS_MAX)
         self._texts = SharedTexts(len(plan) * share)
         slots = [range(k * share, (k + 1) * share) for k in range(len(plan))]
         if len(plan) == 1:
-            self._walk = lambda: [_written_path(acts, graph, plan[0], first, self._texts, slots[0])]
+            self._walk = lambda: [
+                _written_path(acts, graph, plan[0], first, self._texts, slots[0], per_step)
+            ]
             return
         for pos in starts:  # built once, shared
             graph.rank(pos)
         texts = self._texts
         self._forked = Forked(
-            lambda k: _written_path(acts, graph, plan[k], first, texts, slots[k]),
+            lambda k: _written_path(acts, graph, plan[k], first, texts, slots[k], per_step),
             len(plan),
             workers,
         )
@@ -1381,25 +1431,32 @@ def _written_path(
     first: int | None,
     texts: SharedTexts,
     slots: range,
+    workers: int,
 ) -> tuple[CriticalPath, bool, range] | None:
-    """`_step_path`, its segments' JSON written into `texts`: in `slots`, one slice of the
-    segments each (by processes forked here), or the whole text in the first (True with it)
-    where the segments are too few to cut or cannot be cut (`jsonable.in_parts`)."""
-    path = _step_path(acts, graph, item, first, len(slots))
-    if path is None:
+    """`_step_path` over `workers` processes, its segments' JSON written into `texts`: in
+    `slots`, one slice of the segments each (by processes forked here as soon as the segments'
+    columns are made, while this one sums the path), or the whole text in the first (True with
+    it) where the segments are too few to cut or cannot be cut (`jsonable.in_parts`)."""
+    step, floor, top, last, n = item
+    seg = walk_step(graph, last, floor, n, workers=workers)
+    if not len(seg):
         return None
-    fields, n = path.segments.fields, path.segments.n
-    parts = min(len(slots), n // TEXT_PART_MIN_SEGMENTS)
-    if parts < 2 or not in_parts(fields):
-        texts.write(slots[0], path.segments.text)
+    records = segment_records(seg, acts, graph, floor)
+    parts = min(len(slots), records.n // TEXT_PART_MIN_SEGMENTS)
+    if parts < 2 or not in_parts(records.fields):
+        path = summarize_path(seg, acts, graph, step, floor, top - floor, step == first, records)
+        texts.write(slots[0], records.text)
         return path, True, slots
-    bounds = np.linspace(0, n, parts + 1).astype(np.int64).tolist()
+    bounds = np.linspace(0, records.n, parts + 1).astype(np.int64).tolist()
 
     def write(k: int) -> None:
         lo, hi = bounds[k], bounds[k + 1]
-        texts.write(slots[k], records_body(sliced(fields, lo, hi), hi - lo, SEGMENTS_INDENT))
+        body = records_body(sliced(records.fields, lo, hi), hi - lo, SEGMENTS_INDENT)
+        texts.write(slots[k], body)
 
-    map_forked(write, parts, parts)
+    with Forked(write, parts, parts) as writing:  # the slices written while the path is summed
+        path = summarize_path(seg, acts, graph, step, floor, top - floor, step == first, records)
+        writing.results()
     return path, False, slots[:parts]
 
 

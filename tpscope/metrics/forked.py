@@ -16,7 +16,14 @@ import sys
 from collections.abc import Callable
 from multiprocessing.connection import wait
 
-from tpscope.trace.read.parallel import anonymous_file, before_forking, can_fork, write_bytes
+from tpscope.trace.read.parallel import (
+    anonymous_file,
+    before_forking,
+    can_fork,
+    read_pickled,
+    write_bytes,
+    write_pickled,
+)
 
 
 def map_forked(task: Callable[[int], object], n: int, workers: int) -> list:
@@ -132,6 +139,90 @@ def _worker(send, task: Callable[[int], object], ks: range) -> None:
                 send.send((k, False, f"{type(exc).__name__}: {exc}"))
                 break
         send.send(None)
+    finally:
+        os._exit(0)
+
+
+class ForkedCall:
+    """`task()` begun in a forked process when made, so that this one goes on with its own work;
+    `result()` waits for it and takes its value, pickled by the process into a file in memory
+    (`anonymous_file`), never through a pipe. Where no fork is safe (a thread running), `task()`
+    runs here in `result()`. A task's exception is raised by `result()`; `close()` before it ends
+    the process."""
+
+    def __init__(self, task: Callable[[], object]) -> None:
+        self._task = task
+        self._pid: int | None = None
+        self._fd: int | None = None
+        if not can_fork():
+            return
+        before_forking()
+        for stream in (sys.stdout, sys.stderr):  # text still buffered would be written twice
+            stream.flush()
+        self._fd = anonymous_file()
+        parent = os.getpid()
+        try:
+            pid = os.fork()
+        except BaseException:
+            self.close()
+            raise
+        if pid == 0:
+            _call_and_exit(parent, self._fd, task)
+        self._pid = pid
+
+    def done(self) -> bool:
+        """Whether the process has ended (reaped now if so); True where the task runs here."""
+        if self._pid is None:
+            return True
+        pid, _ = os.waitpid(self._pid, os.WNOHANG)
+        if pid == 0:
+            return False
+        self._pid = None
+        return True
+
+    def result(self):
+        if self._fd is None:  # nothing forked, or already taken
+            return self._task()
+        if self._pid is not None:
+            os.waitpid(self._pid, 0)
+            self._pid = None
+        try:
+            size = os.fstat(self._fd).st_size
+            if size == 0:
+                raise RuntimeError("a forked worker ended without its result")
+            ok, value = read_pickled(self._fd, size)
+        finally:
+            self.close()
+        if not ok:
+            raise RuntimeError(f"a forked worker failed: {value}")
+        return value
+
+    def close(self) -> None:
+        """The process ended (killed if still running) and reaped, its file closed."""
+        if self._pid is not None:
+            try:
+                os.kill(self._pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            os.waitpid(self._pid, 0)
+            self._pid = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _call_and_exit(parent: int, fd: int, task: Callable[[], object]) -> None:
+    """A `ForkedCall`'s process: `(True, task())`, or `(False, what failed)`, pickled into `fd`;
+    never returns. Its collector stays off: a short task's garbage is dropped with the process,
+    and a collection would touch (copy) every object it shares with its parent."""
+    gc.disable()
+    try:
+        _die_with(parent)
+        try:
+            value = (True, task())
+        except Exception as exc:  # noqa: BLE001 - raised again in the parent, named
+            value = (False, f"{type(exc).__name__}: {exc}")
+        write_pickled(fd, value)
     finally:
         os._exit(0)
 

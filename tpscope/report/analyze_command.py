@@ -167,17 +167,25 @@ def json_text(
     """The analysis of `run_dir` (`options` as `analyze_folder` takes them) as `tpscope analyze
     --json` writes it; the text itself is cached beside the analysis, so that a folder analyzed
     before is written again without decoding or encoding anything."""
-    from tpscope.jsonable import dumps
+    return "".join(json_pieces(run_dir, reference, workers, use_cache, **options))
+
+
+def json_pieces(
+    run_dir: Path | str, reference: Path | None, workers: int | None, use_cache: bool, **options
+) -> list[str]:
+    """`json_text` as pieces that follow one another: joined only where the text is cached."""
+    from tpscope.jsonable import dumps_pieces
     from tpscope.metrics.analysis import json_fields
 
-    def compute() -> str:
+    def compute() -> list[str]:
         analysis = analyze_folder(run_dir, reference, workers, use_cache, **options)
-        return dumps(json_fields(analysis), end="\n")
+        return dumps_pieces(json_fields(analysis), end="\n")
 
     cache, kind = _cache_and_kind(run_dir, reference, use_cache, **options)
     if cache is None:
         return compute()
-    return cache.get_or_compute(f"json-{kind}", run_dir, compute, expect=str)
+    text = cache.get_or_compute(f"json-{kind}", run_dir, lambda: "".join(compute()), expect=str)
+    return [text]
 
 
 def _progress(done: int, total: int) -> None:
@@ -217,8 +225,7 @@ def main(args: argparse.Namespace) -> int:
         address=args.address,
     )
     if args.json or out is not None:
-        text = json_text(run_dir, reference, args.workers, **options)
-        _write(text, out)
+        _write(json_pieces(run_dir, reference, args.workers, **options), out)
         if args.json:
             return 0
     from tpscope.report import terminal
@@ -255,12 +262,15 @@ def _one_tuple(value: object) -> bool:
     return isinstance(value, tuple) and len(value) == 1
 
 
-def _write(text: str, out: Path | None) -> None:
+def _write(pieces: list[str], out: Path | None) -> None:
+    """A document's pieces (`json_pieces`) into the file `out`, else to standard output one
+    after another."""
     if out is not None:
-        write_into_folder(out, text)
+        write_into_folder(out, "".join(pieces))
         print(f"tpscope analyze: wrote {out}", file=sys.stderr)
     else:
-        write_stdout(text)
+        for piece in pieces:
+            write_stdout(piece)
 
 
 def _many(
@@ -279,11 +289,11 @@ def _many(
         for r in runs
     ]
     if args.json or out is not None:
-        from tpscope.jsonable import dumps
+        from tpscope.jsonable import dumps_pieces
         from tpscope.metrics.analysis import json_fields
 
         doc = {"runs": {r.name: json_fields(a) for r, a in zip(runs, analyses)}}
-        _write(dumps(doc) + "\n", out)
+        _write(dumps_pieces(doc, end="\n"), out)
         if args.json:
             return 0
     from tpscope.report import terminal

@@ -5,13 +5,15 @@ per core; each run is decoded and extracted (`extract.py`) in its own process (f
 is shared, not copied or sent), a piece of `stream.CHUNK_BYTES` at a time so that only one piece's
 events exist at once, and the raw columns come back pickled into an anonymous file in memory
 (`anonymous_file`: written at once, where a pipe would hold the process until read) and are
-merged. A cut that
-does not give valid JSON (an unusual layout) is detected by the decoder, and the file is then
-read another way (streamed in one process, else in one piece: `run_folder._read_raw`).
+merged. A cut that does not give valid JSON (an unusual layout) is detected by the decoder, and
+the file is then read another way (streamed in one process, else in one piece:
+`run_folder._read_raw`).
 
-A gzip file is cut while it is being gunzipped (`read_in_parts`): each part's process is forked
-as soon as its text is there, so the parts decode while the rest is still inflating. The earlier
-parts are made longer, so that all finish together (`part_ends`).
+A gzip file is cut while it is being gunzipped (`read_in_parts`), by this process or, with
+rapidgzip on many cores, by a process of its own inflating over many threads: each part's
+process is forked as soon as its text is there, so the parts decode while the rest is still
+inflating, and the parts done are read back meanwhile. The earlier parts are made longer, so
+that all finish together (`part_ends`).
 
 Many files: each worker process loads whole files and returns their compact tables, so the
 parent never holds more than the workers' files' events at once.
@@ -50,6 +52,12 @@ INFLATE_CHUNK_BYTES = 512 << 10
 # gunzipping a byte of trace text is taken to cost this share of decoding and extracting it
 # (docs/benchmarks.md): it sets how much longer the earlier parts of a gzip file are
 GUNZIP_SHARE = 0.2
+# the same share where rapidgzip inflates on 16 cores (a 1 M-event tile's 366 MB in 0.23 s, a
+# 24 MB part decoded in 0.08 s, on the lent 16-core machine)
+PARALLEL_GUNZIP_SHARE = 0.2
+# how much text the parallel inflater writes between its reports (so that parts are forked as
+# their text lands)
+INFLATE_STEP_BYTES = 8 << 20
 
 
 def usable_cores() -> int:
@@ -69,10 +77,11 @@ def can_inflate_in_parallel() -> bool:
     return importlib.util.find_spec("rapidgzip") is not None
 
 
-def _array_start(buf: bytes | bytearray) -> int:
-    """Index of the `[` that opens the `traceEvents` array, -1 when not (yet) seen."""
-    key = buf.find(b'"traceEvents"')
-    return buf.find(b"[", key) if key >= 0 else -1
+def _array_start(buf: bytes | bytearray | mmap.mmap, filled: int) -> int:
+    """Index of the `[` that opens the `traceEvents` array in `buf[:filled]`, -1 when not (yet)
+    seen."""
+    key = buf.find(b'"traceEvents"', 0, filled)
+    return buf.find(b"[", key, filled) if key >= 0 else -1
 
 
 def part_ends(size: int, parts: int, gunzip_share: float = GUNZIP_SHARE) -> list[int]:
@@ -164,61 +173,102 @@ def text_size(path) -> int | None:
 def read_in_parts(path, workers: int, inflate_threads: int = 1) -> DecodedParts | None:
     """Read a trace file in `workers` processes, each part forked as soon as its text is read
     (gunzipped on the way when it is gzip); None when it cannot be read or cut cleanly (the
-    caller reads it another way). With `inflate_threads` > 1 a gzip file is first inflated whole
-    by that many threads (rapidgzip), then cut into equal parts, all forked at once.
-    `strategy.choose` decides when this pays."""
+    caller reads it another way). With `inflate_threads` > 1 a gzip file is inflated by that
+    many threads (rapidgzip) in a process of its own, which reports how much it has written, and
+    the parts are forked as the text lands, the same way. `strategy.choose` decides when this
+    pays."""
     try:
         with open(path, "rb") as fh:
             size, gzipped = _text_size(fh)
             if workers < 2:
                 return None
-            many = gzipped and inflate_threads > 1
-            whole = [_inflate_whole(path, size, inflate_threads) if many else None]
-            if whole[0] is not None:  # else inflated in one stream as it is cut
-                return _in_parts(None, part_ends(size, workers, 0.0), whole=whole)
+            if gzipped and inflate_threads > 1 and size > 0:
+                ends = part_ends(size, workers, PARALLEL_GUNZIP_SHARE)
+                found = _in_parts(_Inflater(path, size, inflate_threads), ends)
+                if found is not _NOT_WHOLE:
+                    return found
+                # several gzip members or past 4 GiB: inflated in one stream as it is cut
             ends = part_ends(size, workers, GUNZIP_SHARE if gzipped else 0.0)
-            return _in_parts(open_text(fh), ends)
+            return _in_parts(_Stream(open_text(fh)), ends)
     except READ_ERRORS:
         return None
 
 
-def _inflate_whole(path, size: int, threads: int) -> mmap.mmap | None:
-    """A gzip file's whole text, inflated by `threads` threads at once (rapidgzip finds where
-    each block starts and inflates the blocks in parallel) in a forked process, into memory it
-    shares with this one: the inflater's own allocator keeps its buffers (a few hundred MB on
-    16 threads) until its process ends. None where the text is not `size` bytes (several gzip
-    members, or past 4 GiB: the caller inflates it as it cuts it) or cannot be inflated."""
-    if size <= 0:
-        return None
-    text = mmap.mmap(-1, size)  # anonymous and shared: what the inflater writes, this one reads
-    ctx = multiprocessing.get_context("fork")
-    recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_inflate_into, args=(send, path, text, threads), daemon=True)
-    proc.start()
-    send.close()
-    try:
-        whole = _receive(recv)
-    finally:
-        proc.join()
-    if whole is not True:
-        text.close()
-        return None
-    return text
+class _Stream:
+    """Text read from a file object a chunk at a time, into a growing buffer (`landed`)."""
+
+    def __init__(self, text, chunk_bytes: int = CHUNK_BYTES) -> None:
+        self.buf = bytearray()
+        self._text, self._chunk = text, chunk_bytes
+
+    def landed(self):
+        """How much of `buf` holds text, after each read."""
+        while data := self._text.read(self._chunk):
+            self.buf += data
+            yield len(self.buf)
+
+    def close(self) -> None:
+        pass
+
+
+class _Inflater:
+    """A gzip file's text, inflated by `threads` threads at once (rapidgzip finds where each block
+    starts and inflates the blocks in parallel) in a forked process, into memory it shares with
+    this one (`buf`, `size` bytes): the inflater's own allocator keeps its buffers (a few hundred
+    MB on 16 threads) until its process ends. It says how much it has written every
+    INFLATE_STEP_BYTES (`landed`); `whole` is then whether the text was `size` bytes (not with
+    several gzip members, or past 4 GiB) and could be inflated. Its process ends by itself once
+    it has said so (its memory given back while the text is decoded); `close` reaps it, or ends
+    it where its text is not wanted."""
+
+    def __init__(self, path, size: int, threads: int) -> None:
+        self.buf = mmap.mmap(-1, size)  # anonymous and shared: written there, read here
+        self.whole = False
+        ctx = multiprocessing.get_context("fork")
+        self._recv, send = ctx.Pipe(duplex=False)
+        self._proc = ctx.Process(
+            target=_inflate_into, args=(send, path, self.buf, threads), daemon=True
+        )
+        self._proc.start()
+        send.close()
+
+    def landed(self):
+        while (message := _receive(self._recv)) is not None:
+            kind, value = message
+            if kind == "end":
+                self.whole = value
+                return
+            yield value
+
+    def close(self) -> None:
+        if self._proc.exitcode is None and not self.whole:
+            self._proc.kill()  # an error or a text not whole: its work is not wanted
+        self._proc.join()
+        self._recv.close()
 
 
 def _inflate_into(send, path, text: mmap.mmap, threads: int) -> None:
-    """The inflating process's body: `text` filled, then whether it holds the whole file."""
+    """The inflating process's body: `text` filled, ("at", bytes written so far) sent every
+    INFLATE_STEP_BYTES, then ("end", whether it holds the whole file)."""
     try:
         import rapidgzip  # only here: the one reader that uses it
 
+        view, done = memoryview(text), 0
         with rapidgzip.RapidgzipFile(
             str(path), parallelization=threads, chunk_size=INFLATE_CHUNK_BYTES
         ) as gz:
-            whole = gz.readinto(text) == len(text) and not gz.read(1)
-        send.send(whole)
+            while done < len(text):
+                n = gz.readinto(view[done : done + INFLATE_STEP_BYTES])
+                if not n:
+                    break
+                done += n
+                send.send(("at", done))
+            whole = done == len(text) and not gz.read(1)
+        view.release()
+        send.send(("end", whole))
     except BaseException:  # noqa: BLE001 - the parent reads the file another way
         try:
-            send.send(False)
+            send.send(("end", False))
         except BaseException:  # noqa: BLE001
             pass
     finally:
@@ -242,41 +292,42 @@ def _text_size(fh) -> tuple[int, bool]:
     return size, gzipped
 
 
-def _in_parts(
-    text, ends: list[int], chunk_bytes: int = CHUNK_BYTES, whole: list | None = None
-) -> DecodedParts | None:
-    """Read `text` `chunk_bytes` at a time; fork one process per part as soon as the event
-    boundary after its end (`ends`) is read; the parent decodes the last part once all is read.
-    `whole`: a list holding the text already read (`text` None), every part forked at once; the
-    text is taken out of it, so that it is freed once the last part is decoded.
-    Parts end at event boundaries (`cut.py`); where there is none, the parent decodes the rest
-    itself. A cut inside an event (a nested `}, {`) gives invalid JSON, which the decoder
-    reports, so it is never silently wrong. A child writes its part's columns into a file in
-    memory and exits; a part written is read back between reads, while the rest is inflated."""
+_NOT_WHOLE = object()  # `_in_parts`: the inflater's text was not the whole file
+
+
+def _in_parts(source, ends: list[int]) -> DecodedParts | None:
+    """Read `source` (`_Stream` or `_Inflater`) as it lands; fork one process per part as soon
+    as the event boundary after its end (`ends`) is there; the parent decodes the last part once
+    all is read. Parts end at event boundaries (`cut.py`); where there is none, the parent
+    decodes the rest itself. A cut inside an event (a nested `}, {`) gives invalid JSON, which
+    the decoder reports, so it is never silently wrong. A child writes its part's columns into a
+    file in memory and exits; a part written is read back while the rest lands. Returns
+    `_NOT_WHOLE` where an inflater's text was not the whole file."""
     ctx = multiprocessing.get_context("fork")
-    buf: bytearray | mmap.mmap = bytearray() if whole is None else whole.pop()
+    buf = source.buf
     commas: list[int] = []  # the array's "[", then the comma after each forked part
     children: list = []
     received: dict[int, object] = {}  # a part's columns, taken as soon as its child sends them
     done = False
     try:
-        _fork_parts(ctx, buf, ends, commas, children)
-        while text is not None and (data := text.read(chunk_bytes)):
-            _take_ready(children, received)  # the parts written so far, read while inflating
-            buf += data
-            _fork_parts(ctx, buf, ends, commas, children)
+        for filled in source.landed():
+            _take_ready(children, received)  # the parts written so far, read while text lands
+            _fork_parts(ctx, buf, ends, commas, children, filled)
+        if isinstance(source, _Inflater) and not source.whole:
+            return _NOT_WHOLE
         end = buf.rfind(b"]")
         header = header_of(buf) if commas else None
         if header is None or end <= commas[-1]:
             return None  # no array, or a cut past its end: the caller reads the file another way
         last = decode_span(buf, commas[-1] + 1, end)
-        del buf
+        source.buf = buf = None  # the text freed once no part needs it
         results = [
             received[k] if k in received else _receive_part(child)
             for k, child in enumerate(children)
         ] + [last]
         done = True
     finally:
+        source.close()
         for proc, _, out in children:
             if not done:  # an error or an early return: the parts are not wanted
                 proc.kill()
@@ -294,17 +345,19 @@ def before_forking() -> None:
     import numpy.ma  # noqa: F401
 
 
-def _fork_parts(ctx, buf: bytearray, ends: list[int], commas: list[int], children: list) -> None:
-    """Fork a process for each part whose end boundary is now in `buf` (`commas` gains the
-    array's "[" once it is read, then each forked part's closing comma)."""
+def _fork_parts(
+    ctx, buf: bytearray | mmap.mmap, ends: list[int], commas: list[int], children: list, filled: int
+) -> None:
+    """Fork a process for each part whose end boundary is now in `buf[:filled]` (`commas` gains
+    the array's "[" once it is read, then each forked part's closing comma)."""
     before_forking()
     if not commas:
-        start = _array_start(buf)
+        start = _array_start(buf, filled)
         if start < 0:
             return  # the array has not begun yet
         commas.append(start)
     while len(commas) <= len(ends):
-        comma = cut.first_cut(buf, max(commas[-1] + 1, ends[len(commas) - 1]), len(buf))
+        comma = cut.first_cut(buf, max(commas[-1] + 1, ends[len(commas) - 1]), filled)
         if comma < 0:
             return  # the boundary is not read yet
         recv, send = ctx.Pipe(duplex=False)
