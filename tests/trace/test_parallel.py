@@ -143,7 +143,9 @@ def test_gzip_text_size_is_read_from_its_trailer(tmp_path):
         assert parallel._text_size(fh) == (len(text), False)
 
 
-@pytest.mark.parametrize("inflate_whole", [False, True], ids=["inflated-as-cut", "inflated-first"])
+@pytest.mark.parametrize(
+    "inflate_whole", [False, True], ids=["inflated-as-cut", "inflated-by-its-own-process"]
+)
 @pytest.mark.parametrize("run", ["h200-shm-chunked4", "h200-nvlink-unfused"])
 def test_file_in_parts_equals_one_piece(run, inflate_whole, tmp_path, monkeypatch):
     monkeypatch.setattr(strategy, "SPLIT_MIN_BYTES", 0)
@@ -167,7 +169,7 @@ def test_file_in_parts_equals_one_piece(run, inflate_whole, tmp_path, monkeypatc
     one = load_run(tmp_path / sorted(p.name for p in tmp_path.iterdir())[0], workers=1)
     split = load_run(tmp_path / sorted(p.name for p in tmp_path.iterdir())[0], workers=2)
     assert len(used) == 1 and used[0] is not None and len(forks) == 1  # really in two parts
-    assert inflated == ([2] if inflate_whole else [])  # two threads inflated it whole, or none
+    assert inflated == ([2] if inflate_whole else [])  # two threads in a process, or this one
     assert_same_ranks(one, split)
 
 

@@ -9,11 +9,11 @@ merged. A cut that does not give valid JSON (an unusual layout) is detected by t
 the file is then read another way (streamed in one process, else in one piece:
 `run_folder._read_raw`).
 
-A gzip file is cut while it is being gunzipped (`read_in_parts`), by this process or, with
-rapidgzip on many cores, by a process of its own inflating over many threads: each part's
-process is forked as soon as its text is there, so the parts decode while the rest is still
-inflating, and the parts done are read back meanwhile. The earlier parts are made longer, so
-that all finish together (`part_ends`).
+A gzip file is cut while it is being gunzipped (`read_in_parts`): each part's process is forked
+as soon as its text is there, so the parts decode while the rest is still inflating, and the
+parts done are read back meanwhile. The earlier parts are made longer, so that all finish
+together (`part_ends`). With rapidgzip on many cores a process of its own inflates the file over
+many threads and says how far it has written (`INFLATE_STEP_BYTES`).
 
 Many files: each worker process loads whole files and returns their compact tables, so the
 parent never holds more than the workers' files' events at once.
@@ -52,12 +52,13 @@ INFLATE_CHUNK_BYTES = 512 << 10
 # gunzipping a byte of trace text is taken to cost this share of decoding and extracting it
 # (docs/benchmarks.md): it sets how much longer the earlier parts of a gzip file are
 GUNZIP_SHARE = 0.2
-# the same share where rapidgzip inflates on 16 cores (a 1 M-event tile's 366 MB in 0.23 s, a
-# 24 MB part decoded in 0.08 s, on the lent 16-core machine)
+# the same share where rapidgzip inflates on 16 cores (a 1 M-event tile's 366 MB in 0.23 s over
+# 16 threads, a 24 MB part decoded in 0.08 s, on the lent 16-core machine; parts so sized beat
+# equal parts and parts longer by two fifths each: docs/benchmarks.md)
 PARALLEL_GUNZIP_SHARE = 0.2
-# how much text the parallel inflater writes between its reports (so that parts are forked as
-# their text lands)
-INFLATE_STEP_BYTES = 8 << 20
+# how much text the parallel inflater writes between its reports, so that the parts are forked as
+# their text lands; None: it reports once, the text whole, and the parts are all forked then
+INFLATE_STEP_BYTES: int | None = 8 << 20
 
 
 def usable_cores() -> int:
@@ -174,16 +175,17 @@ def read_in_parts(path, workers: int, inflate_threads: int = 1) -> DecodedParts 
     """Read a trace file in `workers` processes, each part forked as soon as its text is read
     (gunzipped on the way when it is gzip); None when it cannot be read or cut cleanly (the
     caller reads it another way). With `inflate_threads` > 1 a gzip file is inflated by that
-    many threads (rapidgzip) in a process of its own, which reports how much it has written, and
-    the parts are forked as the text lands, the same way. `strategy.choose` decides when this
-    pays."""
+    many threads (rapidgzip) in a process of its own, which reports how much it has written
+    (`INFLATE_STEP_BYTES`), and the parts are forked as the text lands, the same way.
+    `strategy.choose` decides when this pays."""
     try:
         with open(path, "rb") as fh:
             size, gzipped = _text_size(fh)
             if workers < 2:
                 return None
             if gzipped and inflate_threads > 1 and size > 0:
-                ends = part_ends(size, workers, PARALLEL_GUNZIP_SHARE)
+                share = PARALLEL_GUNZIP_SHARE if INFLATE_STEP_BYTES else 0.0
+                ends = part_ends(size, workers, share)
                 found = _in_parts(_Inflater(path, size, inflate_threads), ends)
                 if found is not _NOT_WHOLE:
                     return found
@@ -216,7 +218,7 @@ class _Inflater:
     starts and inflates the blocks in parallel) in a forked process, into memory it shares with
     this one (`buf`, `size` bytes): the inflater's own allocator keeps its buffers (a few hundred
     MB on 16 threads) until its process ends. It says how much it has written every
-    INFLATE_STEP_BYTES (`landed`); `whole` is then whether the text was `size` bytes (not with
+    INFLATE_STEP_BYTES, else once the text is there (`landed`); `whole` is then whether the text was `size` bytes (not with
     several gzip members, or past 4 GiB) and could be inflated. Its process ends by itself once
     it has said so (its memory given back while the text is decoded); `close` reaps it, or ends
     it where its text is not wanted."""
@@ -249,16 +251,16 @@ class _Inflater:
 
 def _inflate_into(send, path, text: mmap.mmap, threads: int) -> None:
     """The inflating process's body: `text` filled, ("at", bytes written so far) sent every
-    INFLATE_STEP_BYTES, then ("end", whether it holds the whole file)."""
+    INFLATE_STEP_BYTES (else once, when filled), then ("end", whether it holds the whole file)."""
     try:
         import rapidgzip  # only here: the one reader that uses it
 
-        view, done = memoryview(text), 0
+        view, done, step = memoryview(text), 0, INFLATE_STEP_BYTES or len(text)
         with rapidgzip.RapidgzipFile(
             str(path), parallelization=threads, chunk_size=INFLATE_CHUNK_BYTES
         ) as gz:
             while done < len(text):
-                n = gz.readinto(view[done : done + INFLATE_STEP_BYTES])
+                n = gz.readinto(view[done : done + step])
                 if not n:
                     break
                 done += n
