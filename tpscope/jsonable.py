@@ -387,9 +387,10 @@ def dumps_pieces(doc: Any, end: str = "") -> list[str]:
     written without joining it into one string first), written in C: msgspec encodes (non-finite
     floats as `null`, enums as their values, numpy scalars and arrays through `_hook`) and
     indents, and the two places where its text differs from Python's are put back: floats with
-    an exponent or below 1e-4 as `repr(float)` writes them (`1e+16`, `9e-05`), and characters outside printable ASCII as
-    `\\uXXXX` escapes (`ensure_ascii`). An `Encoded` value's text is put in as it is, each of its
-    lines indented as deep as the line the value starts on (less what `encode_at` indented).
+    an exponent or below 1e-4 as `repr(float)` writes them (`1e+16`, `9e-05`), and characters
+    outside printable ASCII as `\\uXXXX` escapes (`ensure_ascii`). An `Encoded` value's text is
+    put in as it is, each of its lines indented as deep as the line the value starts on (less
+    what `encode_at` indented).
     `end` follows the text (a document's last newline)."""
     texts: list[tuple[Any, list[str], int]] = []
     marker = f"\x00tpscope-encoded-{os.urandom(8).hex()}-"

@@ -1350,8 +1350,8 @@ class CriticalPaths:
     over (`workers` // steps per step) find a walk's host stretches while it goes on
     (`walk_step`), and (at most TEXT_PARTS_MAX per step) write a slice of its segments as JSON
     each, into memory this process reads (`SharedTexts`): a path comes back with its segments as
-    columns (`Records`) and their text. A single step is walked here, its stretches and text over forked processes
-    the same way. Otherwise the steps are walked here, in `results()`."""
+    columns (`Records`) and their text. A single step is walked here, its stretches and text
+    over forked processes the same way. Otherwise the steps are walked here, in `results()`."""
 
     def __init__(
         self, acts: RunActivities, graph: PathGraph, windows: list | None, workers: int

@@ -218,10 +218,10 @@ class _Inflater:
     starts and inflates the blocks in parallel) in a forked process, into memory it shares with
     this one (`buf`, `size` bytes): the inflater's own allocator keeps its buffers (a few hundred
     MB on 16 threads) until its process ends. It says how much it has written every
-    INFLATE_STEP_BYTES, else once the text is there (`landed`); `whole` is then whether the text was `size` bytes (not with
-    several gzip members, or past 4 GiB) and could be inflated. Its process ends by itself once
-    it has said so (its memory given back while the text is decoded); `close` reaps it, or ends
-    it where its text is not wanted."""
+    INFLATE_STEP_BYTES, else once the text is there (`landed`); `whole` is then whether the
+    text was `size` bytes (not with several gzip members, or past 4 GiB) and could be inflated.
+    Its process ends by itself once it has said so (its memory given back while the text is
+    decoded); `close` reaps it, or ends it where its text is not wanted."""
 
     def __init__(self, path, size: int, threads: int) -> None:
         self.buf = mmap.mmap(-1, size)  # anonymous and shared: written there, read here
