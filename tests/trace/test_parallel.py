@@ -224,6 +224,29 @@ def test_parts_are_forked_while_the_inflater_is_still_writing(tmp_path, monkeypa
     assert_same_raw(got.raw, extract(json_events(buf[start + 1 : buf.rindex(b"]")]), 0))
 
 
+def test_a_gzip_file_of_two_members_is_read_again_as_a_stream(tmp_path, monkeypatch):
+    """Two gzip members: the trailer's size is the last member's alone, so the inflater's text is
+    not the whole file; the parts forked on it are ended, the file is inflated again as it is
+    cut, and its parts hold every event."""
+    from tpscope.trace.read.extract import extract
+
+    doc = json.load(gzip.open(next((DATA / "h200-shm-chunked4").glob("rank0*"))))
+    buf = json.dumps(doc, indent=1).encode()
+    half = len(buf) // 2
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(gzip.compress(buf[:half]) + gzip.compress(buf[half:]))
+    monkeypatch.setattr(parallel, "INFLATE_STEP_BYTES", 1 << 14)
+    sources, real_in_parts = [], parallel._in_parts
+    monkeypatch.setattr(
+        parallel, "_in_parts", lambda src, ends: sources.append(src) or real_in_parts(src, ends)
+    )
+    got = parallel.read_in_parts(path, 3, inflate_threads=2)
+    assert [type(s).__name__ for s in sources] == ["_Inflater", "_Stream"]
+    assert not sources[0].whole and sources[0]._proc.exitcode is not None  # ended and reaped
+    start = buf.index(b"[", buf.index(b'"traceEvents"'))
+    assert_same_raw(got.raw, extract(json_events(buf[start + 1 : buf.rindex(b"]")]), 0))
+
+
 def test_many_files_over_a_pool_equal_one_process():
     assert_same_ranks(
         load_run(DATA / "h200-shm-chunked4", workers=1),
