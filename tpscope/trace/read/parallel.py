@@ -226,6 +226,7 @@ class _Inflater:
     def __init__(self, path, size: int, threads: int) -> None:
         self.buf = mmap.mmap(-1, size)  # anonymous and shared: written there, read here
         self.whole = False
+        self._said_end = False  # its process has said all it will, and ends by itself
         ctx = multiprocessing.get_context("fork")
         self._recv, send = ctx.Pipe(duplex=False)
         self._proc = ctx.Process(
@@ -238,13 +239,14 @@ class _Inflater:
         while (message := _receive(self._recv)) is not None:
             kind, value = message
             if kind == "end":
-                self.whole = value
+                self.whole, self._said_end = value, True
                 return
             yield value
+        self._said_end = True  # it ended without a word: nothing more comes
 
     def close(self) -> None:
-        if self._proc.exitcode is None and not self.whole:
-            self._proc.kill()  # an error or a text not whole: its work is not wanted
+        if not self._said_end:
+            self._proc.kill()  # left before the text was all there: its work is not wanted
         self._proc.join()
         self._recv.close()
 
