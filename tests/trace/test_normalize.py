@@ -180,7 +180,9 @@ def test_lane_numbers_of_string_pids_and_tids():
     from tpscope.trace.read.extract import lane_number
 
     assert [lane_number(v) for v in (7, " 12 ", "-3", None)] == [7, 12, -3, -1]
-    # not decimal numbers: named lanes, hashed far from real ones ("²" is a digit int() refuses)
-    named = [lane_number(v) for v in ("²", "--5", "-", "stream 7", "1" * 20)]
+    assert lane_number("\u20038\n") == 8  # a blank int() strips, outside ASCII too
+    # not decimal numbers: named lanes, hashed far from real ones ("²" is a digit int() refuses,
+    # and \x1f a blank for str.isspace that int() does not strip)
+    named = [lane_number(v) for v in ("²", "--5", "-", "stream 7", "1" * 20, "0\x1f")]
     assert all(n >= 1 << 40 for n in named) and len(set(named)) == len(named)
     assert lane_number("stream 7") == lane_number("stream 7")

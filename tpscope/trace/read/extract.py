@@ -65,7 +65,10 @@ COLLECTIVE_COLUMNS = (
     "peer",
 )
 _EMPTY_ARGS = Args()
-_LANE_DIGITS = re.compile(r"\s*[+-]?[0-9]{1,18}\s*")
+# the blanks int() strips: ASCII's six, and every other Unicode space (not \x1c-\x1f, which
+# str.isspace counts and int() refuses)
+_INT_BLANKS = r"(?:[ \t\n\r\x0b\x0c]|(?![\x00-\x7f])\s)*"
+_LANE_DIGITS = re.compile(_INT_BLANKS + r"[+-]?[0-9]{1,18}" + _INT_BLANKS)
 _NAMED_LANE_BASE = 1 << 40  # lanes named by strings (old traces) get ids far from real streams
 
 
