@@ -575,7 +575,6 @@ class _Segments:
         self.workers = workers if defer else 1
         self.sent = 0  # the deferred stretches handed to forked processes so far
         self.batches: list[ForkedCall] = []  # their processes, in the order of their stretches
-        self.running: list[ForkedCall] = []
 
     def add(
         self,
@@ -734,13 +733,10 @@ class _Segments:
     def _send(self) -> None:
         """The deferred stretches not yet handed out, to a process forked now, unless
         `workers - 1` are still running (they wait for the next stretch, or for `arrays`)."""
-        self.running = [c for c in self.running if not c.done()]
-        if len(self.running) >= self.workers - 1:
+        if sum(not call.done() for call in self.batches) >= self.workers - 1:
             return
         lo, hi = self.sent, len(self.deferred)
-        call = ForkedCall(lambda: self._expanded(lo, hi))
-        self.batches.append(call)
-        self.running.append(call)
+        self.batches.append(ForkedCall(lambda: self._expanded(lo, hi)))
         self.sent = hi
 
     def arrays(self, workers: int = 1) -> PathSegments:
@@ -755,7 +751,7 @@ class _Segments:
             bounds = bounds.tolist()
             found = map_forked(lambda k: self._expanded(bounds[k], bounds[k + 1]), parts, parts)
             found = [call.result() for call in self.batches] + found
-            self.batches, self.running = [], []
+            self.batches = []
             a = _spliced(
                 a,
                 np.array([at for at, _ in self.deferred], np.int64),
@@ -779,7 +775,7 @@ class _Segments:
         """The processes still finding stretches ended (an error left the walk)."""
         for call in self.batches:
             call.close()
-        self.batches, self.running = [], []
+        self.batches = []
 
     def _expanded(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
         """The pieces of deferred stretches lo..hi-1: how many each, and their rows in order."""
@@ -1442,9 +1438,13 @@ def _written_path(
     if not len(seg):
         return None
     records = segment_records(seg, acts, graph, floor)
+
+    def summed() -> CriticalPath:
+        return summarize_path(seg, acts, graph, step, floor, top - floor, step == first, records)
+
     parts = min(len(slots), records.n // TEXT_PART_MIN_SEGMENTS)
     if parts < 2 or not in_parts(records.fields):
-        path = summarize_path(seg, acts, graph, step, floor, top - floor, step == first, records)
+        path = summed()
         texts.write(slots[0], records.text)
         return path, True, slots
     bounds = np.linspace(0, records.n, parts + 1).astype(np.int64).tolist()
@@ -1455,7 +1455,7 @@ def _written_path(
         texts.write(slots[k], body)
 
     with Forked(write, parts, parts) as writing:  # the slices written while the path is summed
-        path = summarize_path(seg, acts, graph, step, floor, top - floor, step == first, records)
+        path = summed()
         writing.results()
     return path, False, slots[:parts]
 

@@ -51,19 +51,14 @@ class Forked:
             return
         slots = min(workers, n)
         self._here = range(0, n, slots) if workers <= n else range(0)  # this process's share
-        before_forking()
         gc.freeze()  # the objects built so far: a worker's collections never touch (copy) them
         self._frozen = True
-        for stream in (sys.stdout, sys.stderr):  # text still buffered would be written by each
-            stream.flush()
-        parent = os.getpid()
         try:
             for j in range(1 if len(self._here) else 0, slots):
                 recv, send = multiprocessing.Pipe(duplex=False)
-                pid = os.fork()  # not a multiprocessing.Process: a worker may fork its own
+                pid = _fork()
                 if pid == 0:
                     recv.close()
-                    _die_with(parent)
                     _worker(send, task, range(j, n, slots))
                 send.close()
                 self._procs.append(pid)
@@ -93,13 +88,8 @@ class Forked:
 
     def close(self) -> None:
         """The workers ended (killed where their results are not all in) and reaped."""
-        for pid in self._procs:
-            if len(self._done) < self._n:  # an error, or results never asked for
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            os.waitpid(pid, 0)
+        for pid in self._procs:  # killed where an error came, or results were never asked for
+            _reap(pid, kill=len(self._done) < self._n)
         self._procs = []
         for recv in self._pipes:
             recv.close()
@@ -113,6 +103,30 @@ class Forked:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _fork() -> int:
+    """`os.fork()` for a worker (not a multiprocessing.Process: a worker may fork its own), after
+    what each process would otherwise do again (`before_forking`) and with nothing buffered to
+    write twice; the worker dies with this process (`_die_with`)."""
+    before_forking()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    parent = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        _die_with(parent)
+    return pid
+
+
+def _reap(pid: int, kill: bool) -> None:
+    """Process `pid` waited for, killed first with `kill` (gone already: nothing to kill)."""
+    if kill:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    os.waitpid(pid, 0)
 
 
 def _die_with(parent: int) -> None:
@@ -156,18 +170,14 @@ class ForkedCall:
         self._fd: int | None = None
         if not can_fork():
             return
-        before_forking()
-        for stream in (sys.stdout, sys.stderr):  # text still buffered would be written twice
-            stream.flush()
         self._fd = anonymous_file()
-        parent = os.getpid()
         try:
-            pid = os.fork()
+            pid = _fork()
         except BaseException:
             self.close()
             raise
         if pid == 0:
-            _call_and_exit(parent, self._fd, task)
+            _call_and_exit(self._fd, task)
         self._pid = pid
 
     def done(self) -> bool:
@@ -200,24 +210,19 @@ class ForkedCall:
     def close(self) -> None:
         """The process ended (killed if still running) and reaped, its file closed."""
         if self._pid is not None:
-            try:
-                os.kill(self._pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            os.waitpid(self._pid, 0)
+            _reap(self._pid, kill=True)
             self._pid = None
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
 
 
-def _call_and_exit(parent: int, fd: int, task: Callable[[], object]) -> None:
+def _call_and_exit(fd: int, task: Callable[[], object]) -> None:
     """A `ForkedCall`'s process: `(True, task())`, or `(False, what failed)`, pickled into `fd`;
     never returns. Its collector stays off: a short task's garbage is dropped with the process,
     and a collection would touch (copy) every object it shares with its parent."""
     gc.disable()
     try:
-        _die_with(parent)
         try:
             value = (True, task())
         except Exception as exc:  # noqa: BLE001 - raised again in the parent, named
