@@ -224,6 +224,41 @@ def test_parts_are_forked_while_the_inflater_is_still_writing(tmp_path, monkeypa
     assert_same_raw(got.raw, extract(json_events(buf[start + 1 : buf.rindex(b"]")]), 0))
 
 
+def test_a_task_while_inflating_runs_once_before_any_part_is_forked(tmp_path, monkeypatch):
+    """A task given to `while_inflating` runs once, in the first read whose text rapidgzip's
+    process inflates, before any part is forked; a read that streams its text runs none, and the
+    block's end drops a task not run. The parts still hold the file's events."""
+    from tpscope.trace.read.extract import extract
+
+    doc = json.load(gzip.open(next((DATA / "h200-shm-chunked4").glob("rank0*"))))
+    buf = json.dumps(doc, indent=1).encode()
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(gzip.compress(buf))
+    monkeypatch.setattr(parallel, "INFLATE_STEP_BYTES", 1 << 16)
+    forked, real_fork = [], parallel._fork_parts
+
+    def fork(ctx, text, ends, commas, children, filled):
+        real_fork(ctx, text, ends, commas, children, filled)
+        forked.append(len(children))
+
+    monkeypatch.setattr(parallel, "_fork_parts", fork)
+    ran = []
+    with parallel.while_inflating(lambda: ran.append(sum(forked))):
+        parallel.read_in_parts(path, 3, inflate_threads=1)  # streamed
+        assert ran == []
+        forked.clear()
+        got = parallel.read_in_parts(path, 3, inflate_threads=2)
+        assert sum(forked) > 0 and ran == [0]  # run before the first part was forked
+        parallel.read_in_parts(path, 3, inflate_threads=2)
+    assert ran == [0]  # once
+    with parallel.while_inflating(lambda: ran.append("not run")):
+        pass
+    parallel.read_in_parts(path, 3, inflate_threads=2)
+    assert ran == [0]
+    start = buf.index(b"[", buf.index(b'"traceEvents"'))
+    assert_same_raw(got.raw, extract(json_events(buf[start + 1 : buf.rindex(b"]")]), 0))
+
+
 def test_a_gzip_file_of_two_members_is_read_again_as_a_stream(tmp_path, monkeypatch):
     """Two gzip members: the trailer's size is the last member's alone, so the inflater's text is
     not the whole file; the parts forked on it are ended, the file is inflated again as it is

@@ -574,6 +574,7 @@ class _Segments:
         self.deferred: list[tuple[int, tuple]] = []  # (len(rows) when added, add_cpu's arguments)
         self.workers = workers if defer else 1
         self.sent = 0  # the deferred stretches handed to forked processes so far
+        self.send_at = EXPAND_MIN_STRETCHES  # deferred stretches at which to hand out the rest
         self.batches: list[ForkedCall] = []  # their processes, in the order of their stretches
 
     def add(
@@ -651,7 +652,7 @@ class _Segments:
         if self.defer:
             args = (cpu, pos, first, last, lo, hi, named_by, names, edge, inferred)
             self.deferred.append((len(self.rows), args))
-            if self.workers > 1 and len(self.deferred) - self.sent >= EXPAND_MIN_STRETCHES:
+            if self.workers > 1 and len(self.deferred) >= self.send_at:
                 self._send()
             return
         lo = max(lo, self.floor)
@@ -734,10 +735,11 @@ class _Segments:
         """The deferred stretches not yet handed out, to a process forked now, unless
         `workers - 1` are still running (they wait for the next stretch, or for `arrays`)."""
         if sum(not call.done() for call in self.batches) >= self.workers - 1:
+            self.send_at = len(self.deferred) + EXPAND_RETRY_STRETCHES  # asked again later
             return
         lo, hi = self.sent, len(self.deferred)
         self.batches.append(ForkedCall(lambda: self._expanded(lo, hi)))
-        self.sent = hi
+        self.sent, self.send_at = hi, hi + EXPAND_MIN_STRETCHES
 
     def arrays(self, workers: int = 1) -> PathSegments:
         """The segments as columns; the deferred CPU stretches not handed out yet found now, over
@@ -791,6 +793,8 @@ class _Segments:
 # deferred CPU stretches in each batch handed to a forked process during a walk: on the lent
 # 16-core machine one takes about 40 ms there, a fork about 1 ms of the walk's time
 EXPAND_MIN_STRETCHES = 400
+# where every process is still busy, the deferred stretches after which to look again
+EXPAND_RETRY_STRETCHES = 50
 # the least share of a forked process in the stretches left at a walk's end (about 10 ms)
 EXPAND_LAST_MIN_STRETCHES = 100
 
@@ -1020,7 +1024,7 @@ def _cpu_stretch(
     cpu = g.cpu
     for _ in range(len(cpu) + 1):  # each hand-off moves the cursor back to an earlier call
         lo_t, hi_t = int(cpu.thread_lo[call]), int(cpu.thread_hi[call])
-        j = int(np.searchsorted(cpu.end_ns[lo_t:hi_t], cursor, side="right")) - 1 + lo_t
+        j = int(cpu.end_ns[lo_t:hi_t].searchsorted(cursor, side="right")) - 1 + lo_t
         sync = int(cpu.prev_sync[j]) if j >= lo_t else -1
         if sync >= 0 and cpu.end_ns[sync] <= floor:
             sync = -1
@@ -1046,7 +1050,7 @@ def _cpu_stretch(
             out.add_cpu(cpu, pos, first, j, stretch_lo, cursor, call, g.names)
             return min(cursor, stretch_lo), sync, -1
         # the thread's own time after the gap, then its wake-up after the other thread's call
-        woke = int(np.searchsorted(cpu.end_ns[lo_t:hi_t], gap[1], side="right")) + lo_t
+        woke = int(cpu.end_ns[lo_t:hi_t].searchsorted(gap[1], side="right")) + lo_t
         out.add_cpu(cpu, pos, woke, j, gap[1], cursor, call, g.names)
         t = int(cpu.end_ns[other])
         out.add_cpu(cpu, pos, woke, woke - 1, t, gap[1], min(woke, j), g.names, THREAD, True)
@@ -1073,13 +1077,12 @@ def _handed_to(
     (ran CPU ops or runtime calls for at least half of it) and a launch or blocking
     synchronization of that thread ended, and the call of those that ended last in it; -1 if
     none."""
-    if len(tos) == 0:
+    others = [w for w in cpu.workers if w[1] != tid] if len(tos) else []
+    if not others:
         return (0, 0), -1
     best = np.full(len(tos), -1, np.int64)
     best_end = froms.copy()
-    for _, other_tid, rows, ends in cpu.workers:  # a loop over threads
-        if other_tid == tid:
-            continue
+    for _, other_tid, rows, ends in others:  # a loop over threads
         # ends are sorted: a thread's calls are by end
         k = np.searchsorted(ends, tos, side="left") - 1  # the last to end before the stretch's end
         kc = np.maximum(k, 0)
@@ -1213,10 +1216,10 @@ def summarize_path(
     floor_ns: int,
     span_ns: int,
     first_step: bool,
-    segments: Records | None = None,
+    segments: Sequence[dict] | None = None,
 ) -> CriticalPath:
     """A CriticalPath from one walk: totals per kind and edge, the host time per CPU op; its
-    segments `segment_records` (`segments`, where already made)."""
+    segments `segment_records` (`segments`, where already made or to be put in after)."""
     dur = (seg.end_ns - seg.start_ns).astype(np.int64)
     length = int(dur.sum())
     totals = np.bincount(seg.category.astype(np.int64), weights=dur, minlength=len(CATEGORIES))
@@ -1432,32 +1435,47 @@ def _written_path(
     """`_step_path` over `workers` processes, its segments' JSON written into `texts`: in
     `slots`, one slice of the segments each (by processes forked here as soon as the segments'
     columns are made, while this one sums the path), or the whole text in the first (True with
-    it) where the segments are too few to cut or cannot be cut (`jsonable.in_parts`)."""
+    it) where the segments are too few to cut or cannot be cut (`jsonable.in_parts`). With
+    workers to spare (at least two beyond the slices), the path is summed in a process forked as
+    soon as the walk ends, while the columns are made here, and every slice is written by a
+    process of its own."""
     step, floor, top, last, n = item
     seg = walk_step(graph, last, floor, n, workers=workers)
     if not len(seg):
         return None
-    records = segment_records(seg, acts, graph, floor)
 
-    def summed() -> CriticalPath:
-        return summarize_path(seg, acts, graph, step, floor, top - floor, step == first, records)
+    def summed(segments: Records | tuple | None = None) -> CriticalPath:
+        return summarize_path(seg, acts, graph, step, floor, top - floor, step == first, segments)
 
-    parts = min(len(slots), records.n // TEXT_PART_MIN_SEGMENTS)
-    if parts < 2 or not in_parts(records.fields):
-        path = summed()
-        texts.write(slots[0], records.text)
-        return path, True, slots
-    bounds = np.linspace(0, records.n, parts + 1).astype(np.int64).tolist()
+    spare = workers >= len(slots) + 2
+    summing = ForkedCall(lambda: summed(())) if spare else None  # () stands for its segments
+    try:
+        records = segment_records(seg, acts, graph, floor)
 
-    def write(k: int) -> None:
-        lo, hi = bounds[k], bounds[k + 1]
-        body = records_body(sliced(records.fields, lo, hi), hi - lo, SEGMENTS_INDENT)
-        texts.write(slots[k], body)
+        def path() -> CriticalPath:
+            if summing is None:
+                return summed(records)
+            return dataclasses.replace(summing.result(), segments=records)
 
-    with Forked(write, parts, parts) as writing:  # the slices written while the path is summed
-        path = summed()
-        writing.results()
-    return path, False, slots[:parts]
+        parts = min(len(slots), records.n // TEXT_PART_MIN_SEGMENTS)
+        if parts < 2 or not in_parts(records.fields):
+            texts.write(slots[0], records.text)
+            return path(), True, slots
+        bounds = np.linspace(0, records.n, parts + 1).astype(np.int64).tolist()
+
+        def write(k: int) -> None:
+            lo, hi = bounds[k], bounds[k + 1]
+            body = records_body(sliced(records.fields, lo, hi), hi - lo, SEGMENTS_INDENT)
+            texts.write(slots[k], body)
+
+        # the slices written while the path is summed (here, or where forked: a process each)
+        with Forked(write, parts, parts + 1 if spare else parts) as writing:
+            summary = path()
+            writing.results()
+        return summary, False, slots[:parts]
+    finally:
+        if summing is not None:
+            summing.close()
 
 
 __all__ = [

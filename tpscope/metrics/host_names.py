@@ -22,6 +22,12 @@ from tpscope.trace.cpu_activities import COMM_RANGE_PREFIXES
 UNNAMING_RANGE_PREFIXES = ("ProfilerStep#",) + COMM_RANGE_PREFIXES
 
 
+# `HostNames.idle_gaps` where there are none (read only)
+_NO_GAPS = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+for _empty in _NO_GAPS:
+    _empty.flags.writeable = False
+
+
 @dataclass(frozen=True, slots=True)
 class ThreadNest:
     """One thread's ops and ranges by start, on the aligned clock."""
@@ -73,20 +79,21 @@ class HostNames:
     def idle_gaps(self, tid: int, lo: int, hi: int, min_ns: int) -> tuple[np.ndarray, np.ndarray]:
         """The stretches of more than `min_ns` inside [lo, hi] in which thread `tid` ran no CPU op
         and no runtime call and after which it did, as (froms, tos) in time order."""
-        none = (np.zeros(0, np.int64), np.zeros(0, np.int64))
-        if self.busy is None or int(tid) not in self.busy:
-            return none
-        s, e = self.busy[int(tid)]
-        i0 = int(np.searchsorted(s, lo, side="right"))
-        k = int(np.searchsorted(s, hi, side="right"))
+        spans = self.busy.get(int(tid)) if self.busy is not None else None
+        if spans is None:
+            return _NO_GAPS
+        s, e = spans
+        i0 = int(s.searchsorted(lo, side="right"))
+        k = int(s.searchsorted(hi, side="right"))
         if k <= i0:
-            return none
-        before = np.concatenate([[lo], e[i0:k]])[: k - i0]
-        if i0 > 0:
-            before[0] = e[i0 - 1]
-        before = np.maximum(before, lo)
-        long = s[i0:k] - before > min_ns
-        return before[long], s[i0:k][long]
+            return _NO_GAPS
+        tos = s[i0:k]
+        before = np.empty(k - i0, np.int64)  # the end of the busy time before each
+        before[0] = e[i0 - 1] if i0 > 0 else lo
+        before[1:] = e[i0 : k - 1]
+        np.maximum(before, lo, out=before)
+        long = tos - before > min_ns
+        return before[long], tos[long]
 
     def innermost(self, tid: int, at_ns: np.ndarray) -> np.ndarray:
         """Per time: the name (index into `strings`) of the innermost op or range of thread `tid`

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from contextlib import nullcontext
 from pathlib import Path
@@ -91,9 +92,8 @@ def analyze_folder(
 ):
     """The analysis of `run_dir`, from the disk cache when the folder and the code are unchanged."""
     from tpscope.calibrate.read import calibration_path, read_calibration
-    from tpscope.metrics import analyze_run
     from tpscope.trace import load_run
-    from tpscope.trace.read.parallel import usable_cores
+    from tpscope.trace.read.parallel import usable_cores, while_inflating
 
     calibration = calibration_path(run_dir)  # from `tpscope calibrate`, used when present (§8)
     cache, kind = _cache_and_kind(run_dir, reference, use_cache, align, include_first_step)
@@ -111,11 +111,13 @@ def analyze_folder(
                 progress=_progress,
                 cache=cache,
             )
-        else:
-            with working(f"tpscope: reading {run_dir}"):
+        else:  # the analysis' modules loaded while a big file's text is first inflated
+            with working(f"tpscope: reading {run_dir}"), while_inflating(_analysis_module):
                 run = load_run(run_dir, workers=workers, cache=cache)
         with working(f"tpscope: reading {reference}") if reference is not None else nullcontext():
             ref = load_run(reference, workers=workers) if reference is not None else None
+        from tpscope.metrics import analyze_run
+
         with working(f"tpscope: analyzing {run_dir}"):
             return analyze_run(
                 run,
@@ -128,9 +130,17 @@ def analyze_folder(
 
     if cache is None:
         return compute()
-    from tpscope.metrics.analysis import RunAnalysis
+    return cache.get_or_compute(kind, run_dir, compute, expect=_is_analysis)
 
-    return cache.get_or_compute(kind, run_dir, compute, expect=RunAnalysis)
+
+def _analysis_module():
+    """The analysis' modules (`tpscope.metrics`), loaded."""
+    return importlib.import_module("tpscope.metrics.analysis")
+
+
+def _is_analysis(value) -> bool:
+    """Whether a cached value is a run's analysis (its module loaded only when one is read)."""
+    return isinstance(value, _analysis_module().RunAnalysis)
 
 
 def _cache_and_kind(
@@ -175,11 +185,10 @@ def json_pieces(
 ) -> list[str]:
     """`json_text` as pieces that follow one another: joined only where the text is cached."""
     from tpscope.jsonable import dumps_pieces
-    from tpscope.metrics.analysis import json_fields
 
     def compute() -> list[str]:
         analysis = analyze_folder(run_dir, reference, workers, use_cache, **options)
-        return dumps_pieces(json_fields(analysis), end="\n")
+        return dumps_pieces(_analysis_module().json_fields(analysis), end="\n")
 
     cache, kind = _cache_and_kind(run_dir, reference, use_cache, **options)
     if cache is None:

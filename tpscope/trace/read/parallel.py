@@ -21,6 +21,7 @@ parent never holds more than the workers' files' events at once.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import mmap
 import multiprocessing
@@ -28,6 +29,7 @@ import os
 import pickle
 import tempfile
 import threading
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 
 import msgspec
@@ -59,6 +61,8 @@ PARALLEL_GUNZIP_SHARE = 0.2
 # how much text the parallel inflater writes between its reports, so that the parts are forked as
 # their text lands; None: it reports once, the text whole, and the parts are all forked then
 INFLATE_STEP_BYTES: int | None = 8 << 20
+# tasks run once in the time a parallel read first waits for inflated text (`while_inflating`)
+_WHILE_INFLATING: list[Callable[[], object]] = []
 
 
 def usable_cores() -> int:
@@ -314,6 +318,8 @@ def _in_parts(source, ends: list[int]) -> DecodedParts | None:
     received: dict[int, object] = {}  # a part's columns, taken as soon as its child sends them
     done = False
     try:
+        while isinstance(source, _Inflater) and _WHILE_INFLATING:  # the first text not there yet
+            _WHILE_INFLATING.pop(0)()
         for filled in source.landed():
             _take_ready(children, received)  # the parts written so far, read while text lands
             _fork_parts(ctx, buf, ends, commas, children, filled)
@@ -340,6 +346,20 @@ def _in_parts(source, ends: list[int]) -> DecodedParts | None:
     if any(r is None for r in results):
         return None
     return DecodedParts(header=header, raw=merge(results))
+
+
+@contextlib.contextmanager
+def while_inflating(task: Callable[[], object]):
+    """Within the block, `task()` is run once by the first file read whose text a process of its
+    own inflates (`read_in_parts`), in the time this process would only wait for the text (a
+    command's later modules loaded there); where no file is so read, not at all: the caller
+    does it after, where it still wants it."""
+    _WHILE_INFLATING.append(task)
+    try:
+        yield
+    finally:
+        if task in _WHILE_INFLATING:
+            _WHILE_INFLATING.remove(task)
 
 
 def before_forking() -> None:
