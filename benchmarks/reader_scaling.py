@@ -3,7 +3,8 @@
     python3 benchmarks/reader_scaling.py --out reader_scaling.json
 
 Each source run's first rank is tiled to `--events` events (`tile_trace.py`). Per tile, in rounds
-(one of each per round, so that all see the machine's load of the moment): `tpscope analyze
+(one of each per round, so that all see the machine's load of the moment; every other round in the
+reverse order, so that none always runs right after HTA): `tpscope analyze
 --json --no-cache` with every core, with `--workers 1`, on two cores (`taskset`, `--workers 2`),
 and with every core or two but the file streamed (threads) instead of read in forked parts
 (`read/strategy.py` forced); HTA (`TraceAnalysis` + `get_comm_comp_overlap`) in the first
@@ -108,7 +109,9 @@ def main() -> None:
             text_mb = sum(f.stat().st_size for f in run.iterdir()) / 2**20
             runs: dict[str, list[dict]] = {}
             for k in range(a.rounds):
-                for name, (code, prefix) in variants(str(run), cores, a.variants).items():
+                measured = list(variants(str(run), cores, a.variants).items())
+                # every other round the other way round: no variant always runs right after HTA
+                for name, (code, prefix) in measured[:: -1 if k % 2 else 1]:
                     runs.setdefault(name, []).append(
                         measure(code, env, sample_memory=False, prefix=prefix)
                     )
