@@ -3,10 +3,8 @@ is known (each segment's kind, edge, rank, place and duration), on real runs, an
 
 from __future__ import annotations
 
-import dataclasses
 import gzip
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -717,43 +715,26 @@ def test_steps_walked_in_worker_processes_give_the_same_paths_and_text(
 
 def test_a_single_step_is_walked_here_and_its_segments_written_in_slices(monkeypatch):
     """One step and many workers: the walk stays here, its segments are written by forked
-    processes a slice each (their text the text of the whole), into memory read back here. With
-    two workers to spare beyond the slices, the path is summed in a process of its own and this
-    one writes no slice; with fewer, it sums the path and writes the first slice itself."""
+    processes a slice each (their text the text of the whole), into memory read back here."""
     run = load_run(DATA / "foreign-cpu" / "pipeline", workers=1)
     alone = analyze_run(run)
-    first = dataclasses.replace(alone.critical_path[0], first_step=False)  # the only step now
+    first = alone.critical_path[0]
     monkeypatch.setattr(critical_path, "PARALLEL_MIN_ACTIVITIES", 0)
     monkeypatch.setattr(critical_path, "TEXT_PART_MIN_SEGMENTS", 3)
-    real_plan, real_forked, real_call = (
-        critical_path.step_plan,
-        critical_path.Forked,
-        critical_path.ForkedCall,
-    )
+    real_plan, real_forked, writers = critical_path.step_plan, critical_path.Forked, []
     monkeypatch.setattr(critical_path, "step_plan", lambda *a: real_plan(*a)[:1])
-    writers, summing = [], []
 
     def counted(task, n, workers):
         writers.append((n, workers))
         return real_forked(task, n, workers)
 
-    def called(task):
-        summing.append(os.getpid())
-        return real_call(task)
-
     monkeypatch.setattr(critical_path, "Forked", counted)
-    monkeypatch.setattr(critical_path, "ForkedCall", called)
-    for workers, slices_here, summed_apart in ((8, 0, 1), (5, 1, 0)):
-        writers.clear()
-        summing.clear()
-        paths = analyze_run(run, workers=workers).critical_path
-        # TEXT_PARTS_MAX slices, a process each unless this one writes the first
-        assert len(paths) == 1 and writers == [(4, 4 + 1 - slices_here)]
-        assert len(summing) == summed_apart
-        assert paths[0] == first and paths[0].segments.n >= 12
-        assert paths[0].segments.text == json.dumps(list(first.segments), indent=1).replace(
-            "\n", "\n" + " " * critical_path.SEGMENTS_INDENT
-        )
+    paths = analyze_run(run, workers=8).critical_path
+    assert len(paths) == 1 and writers == [(4, 4)]  # TEXT_PARTS_MAX slices
+    assert paths[0].segments == first.segments and paths[0].segments.n >= 12
+    assert paths[0].segments.text == json.dumps(list(first.segments), indent=1).replace(
+        "\n", "\n" + " " * critical_path.SEGMENTS_INDENT
+    )
 
 
 def test_steps_are_forked_from_three_workers_only(monkeypatch):

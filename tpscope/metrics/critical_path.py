@@ -1216,10 +1216,10 @@ def summarize_path(
     floor_ns: int,
     span_ns: int,
     first_step: bool,
-    segments: Sequence[dict] | None = None,
+    segments: Records | None = None,
 ) -> CriticalPath:
     """A CriticalPath from one walk: totals per kind and edge, the host time per CPU op; its
-    segments `segment_records` (`segments`, where already made or to be put in after)."""
+    segments `segment_records` (`segments`, where already made)."""
     dur = (seg.end_ns - seg.start_ns).astype(np.int64)
     length = int(dur.sum())
     totals = np.bincount(seg.category.astype(np.int64), weights=dur, minlength=len(CATEGORIES))
@@ -1435,47 +1435,32 @@ def _written_path(
     """`_step_path` over `workers` processes, its segments' JSON written into `texts`: in
     `slots`, one slice of the segments each (by processes forked here as soon as the segments'
     columns are made, while this one sums the path), or the whole text in the first (True with
-    it) where the segments are too few to cut or cannot be cut (`jsonable.in_parts`). With
-    workers to spare (at least two beyond the slices), the path is summed in a process forked as
-    soon as the walk ends, while the columns are made here, and every slice is written by a
-    process of its own."""
+    it) where the segments are too few to cut or cannot be cut (`jsonable.in_parts`)."""
     step, floor, top, last, n = item
     seg = walk_step(graph, last, floor, n, workers=workers)
     if not len(seg):
         return None
+    records = segment_records(seg, acts, graph, floor)
 
-    def summed(segments: Records | tuple | None = None) -> CriticalPath:
-        return summarize_path(seg, acts, graph, step, floor, top - floor, step == first, segments)
+    def summed() -> CriticalPath:
+        return summarize_path(seg, acts, graph, step, floor, top - floor, step == first, records)
 
-    spare = workers >= len(slots) + 2
-    summing = ForkedCall(lambda: summed(())) if spare else None  # () stands for its segments
-    try:
-        records = segment_records(seg, acts, graph, floor)
+    parts = min(len(slots), records.n // TEXT_PART_MIN_SEGMENTS)
+    if parts < 2 or not in_parts(records.fields):
+        path = summed()
+        texts.write(slots[0], records.text)
+        return path, True, slots
+    bounds = np.linspace(0, records.n, parts + 1).astype(np.int64).tolist()
 
-        def path() -> CriticalPath:
-            if summing is None:
-                return summed(records)
-            return dataclasses.replace(summing.result(), segments=records)
+    def write(k: int) -> None:
+        lo, hi = bounds[k], bounds[k + 1]
+        body = records_body(sliced(records.fields, lo, hi), hi - lo, SEGMENTS_INDENT)
+        texts.write(slots[k], body)
 
-        parts = min(len(slots), records.n // TEXT_PART_MIN_SEGMENTS)
-        if parts < 2 or not in_parts(records.fields):
-            texts.write(slots[0], records.text)
-            return path(), True, slots
-        bounds = np.linspace(0, records.n, parts + 1).astype(np.int64).tolist()
-
-        def write(k: int) -> None:
-            lo, hi = bounds[k], bounds[k + 1]
-            body = records_body(sliced(records.fields, lo, hi), hi - lo, SEGMENTS_INDENT)
-            texts.write(slots[k], body)
-
-        # the slices written while the path is summed (here, or where forked: a process each)
-        with Forked(write, parts, parts + 1 if spare else parts) as writing:
-            summary = path()
-            writing.results()
-        return summary, False, slots[:parts]
-    finally:
-        if summing is not None:
-            summing.close()
+    with Forked(write, parts, parts) as writing:  # the slices written while the path is summed
+        path = summed()
+        writing.results()
+    return path, False, slots[:parts]
 
 
 __all__ = [
