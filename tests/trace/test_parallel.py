@@ -64,6 +64,20 @@ def assert_same_raw(a, b):
         np.testing.assert_array_equal(x[key], y[key], err_msg=str(key))
 
 
+def sample_text() -> bytes:
+    """The shm-chunked sample's rank 0 as indented JSON text."""
+    doc = json.load(gzip.open(next((DATA / "h200-shm-chunked4").glob("rank0*"))))
+    return json.dumps(doc, indent=1).encode()
+
+
+def assert_holds_events(raw, text: bytes) -> None:
+    """`raw` holds the events of `text`'s `traceEvents` array, as one piece read whole gives."""
+    from tpscope.trace.read.extract import extract
+
+    start = text.index(b"[", text.index(b'"traceEvents"'))
+    assert_same_raw(raw, extract(json_events(text[start + 1 : text.rindex(b"]")]), 0))
+
+
 def _forks(monkeypatch):
     """The spans the parent hands to the children forked to read parts, as (lo, hi)."""
     spans = []
@@ -203,10 +217,8 @@ def test_a_gzip_file_is_inflated_whole_only_when_its_size_is_known(size_guess, t
 def test_parts_are_forked_while_the_inflater_is_still_writing(tmp_path, monkeypatch):
     """Rapidgzip's process reports each step it writes: the first parts are forked (and read
     back) before the text is all there, and the parts hold the file's events."""
-    from tpscope.trace.read.extract import extract
 
-    doc = json.load(gzip.open(next((DATA / "h200-shm-chunked4").glob("rank0*"))))
-    buf = json.dumps(doc, indent=1).encode()
+    buf = sample_text()
     path = tmp_path / "t.json.gz"
     path.write_bytes(gzip.compress(buf))
     monkeypatch.setattr(parallel, "INFLATE_STEP_BYTES", 1 << 16)
@@ -220,18 +232,15 @@ def test_parts_are_forked_while_the_inflater_is_still_writing(tmp_path, monkeypa
     monkeypatch.setattr(parallel, "_fork_parts", fork)
     got = parallel.read_in_parts(path, 4, inflate_threads=2)
     assert len(forked_at) == 3 and forked_at[0] < len(buf)  # before the text was all there
-    start = buf.index(b"[", buf.index(b'"traceEvents"'))
-    assert_same_raw(got.raw, extract(json_events(buf[start + 1 : buf.rindex(b"]")]), 0))
+    assert_holds_events(got.raw, buf)
 
 
 def test_a_task_while_inflating_runs_once_before_any_part_is_forked(tmp_path, monkeypatch):
     """A task given to `while_inflating` runs once, in the first read whose text rapidgzip's
     process inflates, before any part is forked; a read that streams its text runs none, and the
     block's end drops a task not run. The parts still hold the file's events."""
-    from tpscope.trace.read.extract import extract
 
-    doc = json.load(gzip.open(next((DATA / "h200-shm-chunked4").glob("rank0*"))))
-    buf = json.dumps(doc, indent=1).encode()
+    buf = sample_text()
     path = tmp_path / "t.json.gz"
     path.write_bytes(gzip.compress(buf))
     monkeypatch.setattr(parallel, "INFLATE_STEP_BYTES", 1 << 16)
@@ -255,18 +264,15 @@ def test_a_task_while_inflating_runs_once_before_any_part_is_forked(tmp_path, mo
         pass
     parallel.read_in_parts(path, 3, inflate_threads=2)
     assert ran == [0]
-    start = buf.index(b"[", buf.index(b'"traceEvents"'))
-    assert_same_raw(got.raw, extract(json_events(buf[start + 1 : buf.rindex(b"]")]), 0))
+    assert_holds_events(got.raw, buf)
 
 
 def test_a_gzip_file_of_two_members_is_read_again_as_a_stream(tmp_path, monkeypatch):
     """Two gzip members: the trailer's size is the last member's alone, so the inflater's text is
     not the whole file; the parts forked on it are ended, the file is inflated again as it is
     cut, and its parts hold every event."""
-    from tpscope.trace.read.extract import extract
 
-    doc = json.load(gzip.open(next((DATA / "h200-shm-chunked4").glob("rank0*"))))
-    buf = json.dumps(doc, indent=1).encode()
+    buf = sample_text()
     half = len(buf) // 2
     path = tmp_path / "t.json.gz"
     path.write_bytes(gzip.compress(buf[:half]) + gzip.compress(buf[half:]))
@@ -278,8 +284,7 @@ def test_a_gzip_file_of_two_members_is_read_again_as_a_stream(tmp_path, monkeypa
     got = parallel.read_in_parts(path, 3, inflate_threads=2)
     assert [type(s).__name__ for s in sources] == ["_Inflater", "_Stream"]
     assert not sources[0].whole and sources[0]._proc.exitcode is not None  # ended and reaped
-    start = buf.index(b"[", buf.index(b'"traceEvents"'))
-    assert_same_raw(got.raw, extract(json_events(buf[start + 1 : buf.rindex(b"]")]), 0))
+    assert_holds_events(got.raw, buf)
 
 
 def test_many_files_over_a_pool_equal_one_process():
@@ -363,10 +368,7 @@ def test_a_sent_part_is_taken_while_the_rest_is_read(monkeypatch):
     is all inflated), and the parts taken so are the file's events."""
     import time
 
-    from tpscope.trace.read.extract import extract
-
-    doc = json.load(gzip.open(next((DATA / "h200-shm-chunked4").glob("rank0*"))))
-    buf = json.dumps(doc, indent=1).encode()
+    buf = sample_text()
     read_all = []
 
     class Slow(io.BytesIO):  # a slow inflate: the children finish while it is read
@@ -384,8 +386,7 @@ def test_a_sent_part_is_taken_while_the_rest_is_read(monkeypatch):
     )
     got = parallel._in_parts(parallel._Stream(Slow(buf), 1 << 14), [5_000, 60_000])
     assert len(taken_early) == 2 and any(taken_early)
-    start = buf.index(b"[", buf.index(b'"traceEvents"'))
-    assert_same_raw(got.raw, extract(json_events(buf[start + 1 : buf.rindex(b"]")]), 0))
+    assert_holds_events(got.raw, buf)
 
 
 def test_a_result_written_to_an_anonymous_file_lets_its_writer_exit_before_it_is_read():
