@@ -201,7 +201,10 @@ def read_in_parts(path, workers: int, inflate_threads: int = 1) -> DecodedParts 
 
 
 class _Stream:
-    """Text read from a file object a chunk at a time, into a growing buffer (`landed`)."""
+    """Text read from a file object a chunk at a time, into a growing buffer (`landed`); what it
+    reads is all the text there is (`whole`)."""
+
+    whole = True
 
     def __init__(self, text, chunk_bytes: int = CHUNK_BYTES) -> None:
         self.buf = bytearray()
@@ -223,8 +226,9 @@ class _Inflater:
     this one (`buf`, `size` bytes): the inflater's own allocator keeps its buffers (a few hundred
     MB on 16 threads) until its process ends. It says how much it has written every
     INFLATE_STEP_BYTES, else once the text is there (`landed`); `whole` is then whether the
-    text was `size` bytes (not with several gzip members, or past 4 GiB) and could be inflated.
-    Its process ends by itself once it has said so (its memory given back while the text is
+    text was `size` bytes (not with several gzip members, or past 4 GiB) and could be inflated;
+    before the first text comes, this process runs the tasks given to `while_inflating`. Its
+    process ends by itself once it has said so (its memory given back while the text is
     decoded); `close` reaps it, or ends it where its text is not wanted."""
 
     def __init__(self, path, size: int, threads: int) -> None:
@@ -240,6 +244,8 @@ class _Inflater:
         send.close()
 
     def landed(self):
+        while _WHILE_INFLATING:  # in the time the first text takes to come
+            _WHILE_INFLATING.pop(0)()
         while (message := _receive(self._recv)) is not None:
             kind, value = message
             if kind == "end":
@@ -318,12 +324,10 @@ def _in_parts(source, ends: list[int]) -> DecodedParts | None:
     received: dict[int, object] = {}  # a part's columns, taken as soon as its child sends them
     done = False
     try:
-        while isinstance(source, _Inflater) and _WHILE_INFLATING:  # the first text not there yet
-            _WHILE_INFLATING.pop(0)()
         for filled in source.landed():
             _take_ready(children, received)  # the parts written so far, read while text lands
             _fork_parts(ctx, buf, ends, commas, children, filled)
-        if isinstance(source, _Inflater) and not source.whole:
+        if not source.whole:
             return _NOT_WHOLE
         end = buf.rfind(b"]")
         header = header_of(buf) if commas else None
