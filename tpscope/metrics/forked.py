@@ -194,7 +194,7 @@ class ForkedCall:
         if self._fd is None:  # nothing forked, or already taken
             return self._task()
         if self._pid is not None:
-            os.waitpid(self._pid, 0)
+            _reap(self._pid, kill=False)
             self._pid = None
         try:
             size = os.fstat(self._fd).st_size
