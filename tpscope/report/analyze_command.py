@@ -171,19 +171,13 @@ def _cache_and_kind(
     return cache, kind
 
 
-def json_text(
-    run_dir: Path | str, reference: Path | None, workers: int | None, use_cache: bool, **options
-) -> str:
-    """The analysis of `run_dir` (`options` as `analyze_folder` takes them) as `tpscope analyze
-    --json` writes it; the text itself is cached beside the analysis, so that a folder analyzed
-    before is written again without decoding or encoding anything."""
-    return "".join(json_pieces(run_dir, reference, workers, use_cache, **options))
-
-
 def json_pieces(
     run_dir: Path | str, reference: Path | None, workers: int | None, use_cache: bool, **options
 ) -> list[str]:
-    """`json_text` as pieces that follow one another: joined only where the text is cached."""
+    """The analysis of `run_dir` (`options` as `analyze_folder` takes them) as `tpscope analyze
+    --json` writes it, as pieces that follow one another (joined only where the text is cached:
+    the text is cached beside the analysis, so that a folder analyzed before is written again
+    without decoding or encoding anything)."""
     from tpscope.jsonable import dumps_pieces
 
     def compute() -> list[str]:
