@@ -211,7 +211,7 @@ def _cross_rank(
     match = match_collectives(acts)
     clocks = clock_offsets(acts, match, align)
     timing = collective_timing(acts, match, clocks.offsets_ns)
-    graph = path_graph(acts, match, timing, clocks.offsets_ns, run.ranks)
+    graph = path_graph(acts, match, timing, clocks.offsets_ns, run.ranks, min(workers, 2))
     # the steps' walks begin here (in forked workers on many cores) while the rest is computed
     with CriticalPaths(acts, graph, [h.steps for h in run.ranks.headers], workers) as paths:
         return _besides_paths(

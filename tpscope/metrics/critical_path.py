@@ -37,6 +37,7 @@ from tpscope.metrics.forked import Forked, ForkedCall, SharedTexts, map_forked
 from tpscope.metrics.host_names import HostNames, host_names, named_pieces
 from tpscope.metrics.thread_edges import cpu_run_waits
 from tpscope.trace import ActivityClass, GpuActivities, RankTrace, StreamWaits
+from tpscope.trace.beside import at_once
 from tpscope.trace.columns import lookup, sorted_unique, unique_ids
 
 # how deep a path's segments sit in `tpscope analyze --json` (the document's list of paths, a
@@ -205,8 +206,10 @@ class PathGraph:
         timing: CollectiveTiming,
         offsets_ns: np.ndarray,
         ranks: Sequence[RankTrace],
+        threads: int = 1,
     ) -> None:
         self.acts = acts
+        self.threads = threads  # a rank graph's build may use this many (`rank_graph`)
         self.offsets_ns = offsets_ns
         self.ranks = ranks
         self.rank_pos = acts.rank_pos
@@ -227,7 +230,9 @@ class PathGraph:
             if part is not None:
                 self._built.move_to_end(pos)
                 return part
-        part = rank_graph(self.acts, self.instance, self.ranks[pos], pos, self.offsets_ns)
+        part = rank_graph(
+            self.acts, self.instance, self.ranks[pos], pos, self.offsets_ns, self.threads
+        )
         with self._lock:
             self._built[pos] = part
             while len(self._built) > RECENT_RANKS:
@@ -479,13 +484,38 @@ def cpu_threads(
 
 
 def rank_graph(
-    acts: RunActivities, instance: np.ndarray, r: RankTrace, pos: int, offsets_ns: np.ndarray
+    acts: RunActivities,
+    instance: np.ndarray,
+    r: RankTrace,
+    pos: int,
+    offsets_ns: np.ndarray,
+    threads: int = 1,
 ) -> RankGraph:
     """The graph of the rank at `pos` (metrics.md §7): its activities on the aligned clock and
-    the edges within it."""
+    the edges within it. With `threads` > 1 the index of its host names is built in a thread
+    of its own meanwhile (`beside.at_once`)."""
+    shift = int(offsets_ns[pos])
+    (graph, issuer_name_id), names = at_once(
+        lambda: _rank_edges(acts, instance, r, pos, shift),
+        lambda: host_names(r, shift),
+        threads,
+    )
+    issuer_label = None
+    if issuer_name_id is not None:
+        index = {n: k for k, n in enumerate(names.strings)}
+        issuer_label = [
+            index.get(r.symbols[k], -1) if k >= 0 else -1 for k in issuer_name_id.tolist()
+        ]
+    return dataclasses.replace(graph, names=names, issuer_label=issuer_label)
+
+
+def _rank_edges(
+    acts: RunActivities, instance: np.ndarray, r: RankTrace, pos: int, shift: int
+) -> tuple[RankGraph, np.ndarray | None]:
+    """`rank_graph` but for its host names, and a CPU run's issuing ops' symbol ids (None in
+    another run)."""
     lo, hi = int(acts.rank_bounds[pos]), int(acts.rank_bounds[pos + 1])
     g = r.gpu  # its rows are the table's lo:hi
-    shift = int(offsets_ns[pos])
     start, end = g.start_ns - shift, g.end_ns - shift
     launch_end = np.where(g.launch_end_ns >= 0, g.launch_end_ns - shift, _NONE)
     category = np.zeros(len(g), np.int8)
@@ -508,14 +538,7 @@ def rank_graph(
     ready = np.maximum(ready, np.where(event_pred >= 0, end[np.maximum(event_pred, 0)], _NONE))
     ready = np.maximum(ready, np.where(launch_end != _NONE, np.minimum(launch_end, start), _NONE))
     waits = cpu_run_waits(r, start, end, lane_prev, shift) if r.cpu_run else None
-    names = host_names(r, shift)
-    issuer_label = None
-    if waits is not None:
-        index = {n: k for k, n in enumerate(names.strings)}
-        issuer_label = [
-            index.get(r.symbols[k], -1) if k >= 0 else -1 for k in waits.issuer_name_id.tolist()
-        ]
-    return RankGraph(
+    graph = RankGraph(
         base=lo,
         start_ns=_ints(start),
         end_ns=_ints(end),
@@ -529,16 +552,15 @@ def rank_graph(
         has_waits=bool(((w.lane >= 0) & (w.wait_on_lane >= 0)).any()),
         cpu=cpu,
         holder=_ints(resource_holders(g.lane, start, end, ready)),
-        names=names,
         run_start=_ints(start[by_start]),
         run_last=_ints(last_row),
         cpu_run=r.cpu_run,
         tid=_ints(waits.tid) if waits else None,
         issuer_prev=_ints(waits.issuer_prev) if waits else None,
         issuer_tid=_ints(waits.issuer_tid) if waits else None,
-        issuer_label=issuer_label,
         waited_coll=_ints(waits.waited_coll) if waits else None,
     )
+    return graph, waits.issuer_name_id if waits else None
 
 
 def _ints(values: np.ndarray) -> array.array:
@@ -554,9 +576,10 @@ def path_graph(
     timing: CollectiveTiming,
     offsets_ns: np.ndarray,
     ranks: Sequence[RankTrace],
+    threads: int = 1,
 ) -> PathGraph:
-    """The graph the walk follows (metrics.md §7)."""
-    return PathGraph(acts, match, timing, offsets_ns, ranks)
+    """The graph the walk follows (metrics.md §7); `threads` as `rank_graph` takes them."""
+    return PathGraph(acts, match, timing, offsets_ns, ranks, threads)
 
 
 class _Segments:

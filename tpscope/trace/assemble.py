@@ -13,6 +13,7 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
+from tpscope.trace.beside import at_once
 from tpscope.trace.classify import ActivityClass, ActivityKind, classify, is_transfer_range
 from tpscope.trace.columns import (
     MISSING,
@@ -80,9 +81,26 @@ class _Lanes:
 
 
 def assemble(
-    path: Path, trace: TraceFile, raw: RawColumns, rank: int, warnings: tuple[str, ...] = ()
+    path: Path,
+    trace: TraceFile,
+    raw: RawColumns,
+    rank: int,
+    warnings: tuple[str, ...] = (),
+    threads: int = 1,
 ) -> RankTrace:
-    """The `RankTrace` of one file from its raw columns and its header."""
+    """The `RankTrace` of one file from its raw columns and its header. With `threads` > 1 the
+    CPU ops' and runtime calls' tables are ordered in a thread of their own meanwhile
+    (`beside.at_once`)."""
+    fields, (cpu_ops, runtime) = at_once(
+        lambda: _activities(path, trace, raw, warnings),
+        lambda: (_calls(raw.groups["cpu_op"]), _calls(raw.groups["launch"])),
+        threads,
+    )
+    return RankTrace(rank=rank, cpu_ops=cpu_ops, runtime=runtime, **fields)
+
+
+def _activities(path: Path, trace: TraceFile, raw: RawColumns, warnings: tuple[str, ...]) -> dict:
+    """`assemble`'s fields but the rank and its CPU ops' and runtime calls' tables."""
     symbols = SymbolTable.from_symbols(raw.symbols)
     lanes = _Lanes()
     overlong = _drop_overlong(raw)
@@ -113,8 +131,7 @@ def assemble(
             f"{path}: {overlong} GPU activities lasting longer than the whole trace (a wrapped-around "
             "duration) were dropped (metrics.md §1)"
         )
-    return RankTrace(
-        rank=rank,
+    return dict(
         path=path,
         world_size=di.world_size if di is not None else None,
         hostname=info.get("hostname"),
@@ -124,8 +141,6 @@ def assemble(
         annotations=annotations,
         waits=waits,
         steps=steps,
-        cpu_ops=_calls(raw.groups["cpu_op"]),
-        runtime=_calls(raw.groups["launch"]),
         warnings=tuple(notes),
         info=info,
         cpu_run=cpu_run,

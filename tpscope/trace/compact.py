@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tpscope.trace.beside import at_once
 from tpscope.trace.columns import MISSING, sorted_unique
 from tpscope.trace.tables import CpuCalls, RankTrace, StepWindows
 
@@ -141,12 +142,18 @@ def _expand(columns: dict) -> dict:
     return out
 
 
-def compact_rank(r: RankTrace) -> RankTrace:
-    """`r` with only the CPU ops that something reads (module docstring)."""
+def compact_rank(r: RankTrace, threads: int = 1) -> RankTrace:
+    """`r` with only the CPU ops that something reads (module docstring); with `threads` > 1 the
+    outermost ops are found in a thread of their own meanwhile (`beside.at_once`)."""
     ops = r.cpu_ops
     if len(ops) == 0:
         return r
-    keep = _launching(ops, r) | _c10d(ops, r.symbols) | _outermost(ops, r.runtime)
+    read, outermost = at_once(
+        lambda: _launching(ops, r) | _c10d(ops, r.symbols),
+        lambda: _outermost(ops, r.runtime),
+        threads,
+    )
+    keep = read | outermost
     if keep.all():
         return r
     return dataclasses.replace(r, cpu_ops=_take(ops, np.flatnonzero(keep)))

@@ -168,9 +168,9 @@ def load_rank_file(
     one streaming pass of `chunk_bytes` of text at a time (`stream.py`).
     """
     trace, raw, warnings = _read_raw(path, workers, chunk_bytes)
-    return compact_rank(
-        assemble(path, trace, raw, _rank_of(path, trace, fallback_rank, warnings), tuple(warnings))
-    )
+    threads = min(workers, 2)  # numpy's sorts and searches two at a time (`beside.py`)
+    rank = _rank_of(path, trace, fallback_rank, warnings)
+    return compact_rank(assemble(path, trace, raw, rank, tuple(warnings), threads), threads)
 
 
 def load_rank_cycles(paths: list[Path]) -> RankTrace:
