@@ -3,8 +3,10 @@ is known (each segment's kind, edge, rank, place and duration), on real runs, an
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -811,3 +813,46 @@ def test_deferred_rows_are_spliced_in_where_they_were_added():
         if i < len(rows):
             want.append(rows[i].tolist())
     assert critical_path._spliced(rows, at, counts, pieces).tolist() == want
+
+
+def _same(a, b) -> bool:
+    """Deep equality over what a rank graph holds: dataclasses, dicts, tuples, arrays."""
+    if dataclasses.is_dataclass(a):
+        return type(a) is type(b) and all(
+            _same(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a)
+        )
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (tuple, list)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, np.ndarray):
+        return a.dtype == b.dtype and a.shape == b.shape and bool((a == b).all())
+    return type(a) is type(b) and a == b
+
+
+@pytest.mark.parametrize(
+    "run_dir",
+    [DATA / "foreign-cpu" / "pipeline", REPO / "sample_traces" / "h200x2-shm-chunked"],
+    ids=["cpu-run", "gpu-run"],
+)
+def test_a_rank_graph_built_over_two_threads_is_the_one_built_in_one(monkeypatch, run_dir):
+    """With two threads, the host names are indexed in a thread of their own; the graph (a CPU
+    run's issuing ops' labels among it) is the one the single thread builds."""
+    from tpscope.metrics.per_activity import activity_detail
+
+    run = load_run(run_dir, workers=1)
+    graph = activity_detail(run).graph
+    real, threads = critical_path.host_names, []
+
+    def recorded(r, shift):
+        threads.append(threading.get_ident())
+        return real(r, shift)
+
+    monkeypatch.setattr(critical_path, "host_names", recorded)
+    for pos, r in enumerate(run.ranks):
+        args = (graph.acts, graph.instance, r, pos, graph.offsets_ns)
+        one, two = critical_path.rank_graph(*args, 1), critical_path.rank_graph(*args, 2)
+        assert _same(one, two)
+        assert (one.issuer_label is not None) == r.cpu_run
+    assert threads[0::2] == [threading.get_ident()] * len(run.ranks)
+    assert threading.get_ident() not in threads[1::2]

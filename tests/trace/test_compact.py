@@ -27,10 +27,10 @@ REAL = sorted(
 )
 
 
-def full_rank(path: Path):
+def full_rank(path: Path, threads: int = 1):
     """The rank's tables before the map cuts them (every CPU op)."""
     trace, raw, warnings = run_folder._read_raw(path, 1)
-    return assemble(path, trace, raw, 0, tuple(warnings))
+    return assemble(path, trace, raw, 0, tuple(warnings), threads)
 
 
 def op_names_by_id(r, queries: np.ndarray) -> list:
@@ -59,10 +59,14 @@ def outermost(r) -> set:
     return out
 
 
+@pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("path", REAL, ids=lambda p: f"{p.parent.name}/{p.name[:12]}")
-def test_what_the_analysis_and_dashboard_read_is_kept(path):
-    full = full_rank(path)
-    small = compact_rank(full)
+def test_what_the_analysis_and_dashboard_read_is_kept(path, threads):
+    """Against brute force, the tables assembled and cut in one thread or two (`beside.py`)."""
+    full = full_rank(path, threads)
+    small = compact_rank(full, threads)
+    for calls in (full.cpu_ops, full.runtime):  # in order of start
+        assert (np.diff(calls.start_ns) >= 0).all()
     assert len(small.cpu_ops) < len(full.cpu_ops)  # these traces all have CPU ops nothing reads
     for queries in (full.gpu.external_id, full.runtime.external_id):
         assert op_names_by_id(small, queries) == op_names_by_id(full, queries)

@@ -52,7 +52,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="N",
         help="processes (or a big file's reading threads) that decode traces and, from three, "
-        "walk a big run's critical paths, a step each (default: every usable core)",
+        "walk a big run's critical paths, a step each; from two, a second thread shares the "
+        "array work on one big file (default: every usable core)",
     )
     p.add_argument(
         "--engine",
