@@ -7,7 +7,7 @@ import threading
 import numpy as np
 import pytest
 
-from tpscope.trace.beside import at_once
+from tpscope.trace.beside import at_once, threads_for
 
 
 def test_with_one_thread_both_run_here_in_order():
@@ -75,3 +75,7 @@ def test_an_error_here_waits_for_the_thread_and_wins():
     with pytest.raises(KeyError, match="here failed"):
         at_once(here, beside, 2)
     assert finished == [True]
+
+
+def test_a_stage_given_several_workers_uses_two_threads_and_one_worker_one():
+    assert [threads_for(w) for w in (1, 2, 3, 16)] == [1, 2, 2, 2]

@@ -43,6 +43,7 @@ from tpscope.metrics.gemm import GemmFinder, Gemms, Samples
 from tpscope.metrics.intervals import IntervalSet
 from tpscope.runfolder.manifest import Manifest
 from tpscope.trace import RankTrace, Run
+from tpscope.trace.beside import threads_for
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,7 +212,7 @@ def _cross_rank(
     match = match_collectives(acts)
     clocks = clock_offsets(acts, match, align)
     timing = collective_timing(acts, match, clocks.offsets_ns)
-    graph = path_graph(acts, match, timing, clocks.offsets_ns, run.ranks, min(workers, 2))
+    graph = path_graph(acts, match, timing, clocks.offsets_ns, run.ranks, threads_for(workers))
     # the steps' walks begin here (in forked workers on many cores) while the rest is computed
     with CriticalPaths(acts, graph, [h.steps for h in run.ranks.headers], workers) as paths:
         return _besides_paths(

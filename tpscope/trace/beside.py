@@ -20,6 +20,11 @@ A = TypeVar("A")
 B = TypeVar("B")
 
 
+def threads_for(workers: int) -> int:
+    """The threads a stage given `workers` passes to `at_once`: two where there are several."""
+    return min(workers, 2)
+
+
 def at_once(here: Callable[[], A], beside: Callable[[], B], threads: int) -> tuple[A, B]:
     """`(here(), beside())`: with `threads` > 1 `beside` runs in a thread of its own while the
     caller runs `here`; else `here` then `beside`. An exception of either is raised here (the

@@ -20,6 +20,7 @@ from tpscope.runfolder.layout import (
 from tpscope.runfolder.manifest import Manifest, manifest_from_bytes
 from tpscope.runfolder.manifest import read_manifest as read_typed_manifest
 from tpscope.trace.assemble import assemble
+from tpscope.trace.beside import threads_for
 from tpscope.trace.columns import MISSING
 from tpscope.trace.compact import PackedRank, RankHeader, compact_rank, header_of, pack
 from tpscope.trace.ranks import RankList
@@ -168,7 +169,7 @@ def load_rank_file(
     one streaming pass of `chunk_bytes` of text at a time (`stream.py`).
     """
     trace, raw, warnings = _read_raw(path, workers, chunk_bytes)
-    threads = min(workers, 2)  # numpy's sorts and searches two at a time (`beside.py`)
+    threads = threads_for(workers)  # numpy's sorts and searches two at a time
     rank = _rank_of(path, trace, fallback_rank, warnings)
     return compact_rank(assemble(path, trace, raw, rank, tuple(warnings), threads), threads)
 
