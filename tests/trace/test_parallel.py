@@ -70,6 +70,15 @@ def sample_text() -> bytes:
     return json.dumps(doc, indent=1).encode()
 
 
+def gzipped_sample(tmp_path, monkeypatch) -> tuple[bytes, object]:
+    """`sample_text()` and a gzip file of it, which rapidgzip's process reports 64 KiB at a time."""
+    buf = sample_text()
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(gzip.compress(buf))
+    monkeypatch.setattr(parallel, "INFLATE_STEP_BYTES", 1 << 16)
+    return buf, path
+
+
 def assert_holds_events(raw, text: bytes) -> None:
     """`raw` holds the events of `text`'s `traceEvents` array, as one piece read whole gives."""
     from tpscope.trace.read.extract import extract
@@ -218,10 +227,7 @@ def test_parts_are_forked_while_the_inflater_is_still_writing(tmp_path, monkeypa
     """Rapidgzip's process reports each step it writes: the first parts are forked (and read
     back) before the text is all there, and the parts hold the file's events."""
 
-    buf = sample_text()
-    path = tmp_path / "t.json.gz"
-    path.write_bytes(gzip.compress(buf))
-    monkeypatch.setattr(parallel, "INFLATE_STEP_BYTES", 1 << 16)
+    buf, path = gzipped_sample(tmp_path, monkeypatch)
     forked_at, real_fork = [], parallel._fork_parts
 
     def fork(ctx, text, ends, commas, children, filled):
@@ -240,10 +246,7 @@ def test_a_task_while_inflating_runs_once_before_any_part_is_forked(tmp_path, mo
     process inflates, before any part is forked; a read that streams its text runs none, and the
     block's end drops a task not run. The parts still hold the file's events."""
 
-    buf = sample_text()
-    path = tmp_path / "t.json.gz"
-    path.write_bytes(gzip.compress(buf))
-    monkeypatch.setattr(parallel, "INFLATE_STEP_BYTES", 1 << 16)
+    buf, path = gzipped_sample(tmp_path, monkeypatch)
     forked, real_fork = [], parallel._fork_parts
 
     def fork(ctx, text, ends, commas, children, filled):
